@@ -23,6 +23,7 @@ class ErrorCode(IntEnum):
     INVALID_REQUEST = 42
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
 
     @property

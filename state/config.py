@@ -1,0 +1,45 @@
+"""The coordinator settings the offset state machine depends on (Kafka's broker configs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: ``offsets.retention.minutes`` default (10080 = 7 days) in milliseconds.
+DEFAULT_OFFSETS_RETENTION_MS = 10080 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """Kafka's group-coordinator settings that decide routing, expiry and commit validation.
+
+    - ``offsets_topic_partitions``: ``offsets.topic.num.partitions``; a group lives on shard
+      ``partition_for(group, offsets_topic_partitions)``. Like Kafka, changing it after groups exist
+      moves groups to other shards, which this code does not support.
+    - ``offsets_retention_ms``: ``offsets.retention.minutes`` in ms; how long an offset without an
+      explicit expire timestamp outlives its base timestamp once its group is empty.
+    - ``offset_metadata_max_bytes``: ``offset.metadata.max.bytes``; longer commit metadata (counted
+      in UTF-8 bytes) is rejected with OFFSET_METADATA_TOO_LARGE.
+    """
+
+    offsets_topic_partitions: int = 50
+    offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS
+    offset_metadata_max_bytes: int = 4096
+
+    def __post_init__(self) -> None:
+        for name in ("offsets_topic_partitions", "offsets_retention_ms", "offset_metadata_max_bytes"):
+            value = getattr(self, name)
+            # bool is an int subclass; a flag passed by mistake must not become 1 partition.
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if self.offsets_topic_partitions < 1:
+            raise ValueError(
+                f"offsets_topic_partitions must be >= 1, got {self.offsets_topic_partitions}"
+            )
+        if self.offsets_retention_ms < 1:
+            raise ValueError(f"offsets_retention_ms must be >= 1, got {self.offsets_retention_ms}")
+        # Metadata is a record string (int16 length): more than 32767 bytes cannot be written.
+        if not 0 <= self.offset_metadata_max_bytes <= 0x7FFF:
+            raise ValueError(
+                "offset_metadata_max_bytes must be in 0..32767, "
+                f"got {self.offset_metadata_max_bytes}"
+            )

@@ -1,0 +1,170 @@
+"""The job's one typed configuration: defaults < TOML file < environment < command-line flags.
+
+Kafka client options pass through untouched (SASL/SSL included) and are rendered with the
+``kafka.`` prefix Spark's Kafka source and sink want. Secrets never reach a log line: ``redacted()``
+is what gets printed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from connectors.sink import redact_url
+from state.config import CoordinatorConfig
+
+ENV_PREFIX = "CONSUMER_OFFSETS_"
+
+#: Kafka client option names whose values are secrets.
+_SECRET_MARKERS = ("password", "jaas", "secret", "token", "key")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything the streaming job needs. Field names double as TOML keys, env suffixes
+    (``CONSUMER_OFFSETS_BOOTSTRAP_SERVERS``) and CLI flags (``--bootstrap-servers``)."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    #: Extra Kafka client options, e.g. {"security.protocol": "SASL_SSL"}; applied to the Spark
+    #: source/sink (prefixed ``kafka.``), the admin client and the shard loaders.
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    ingest_topic: str = "consumer-offsets.commits"
+    offsets_topic: str = "consumer-offsets.offsets"
+    responses_topic: str = "consumer-offsets.responses"
+    dead_letter_topic: str = "consumer-offsets.dead-letters"
+    #: offsets.topic.num.partitions: the coordinator shard count. The ingest topic has as many.
+    partitions: int = 50
+    #: offsets.topic.replication.factor (Kafka's default 3); the embedded default config uses 1.
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    #: compression.type of the offsets topic (the producer side also compresses with it).
+    compression: str = "lz4"
+    #: offsets.retention.minutes, in ms.
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    #: offset.metadata.max.bytes.
+    metadata_max_bytes: int = 4096
+    #: Micro-batch trigger interval; an interval keeps empty timeout batches from spinning a core.
+    trigger_interval: str = "1 second"
+    max_offsets_per_trigger: int | None = None
+    #: Where ingest reading starts when there is no checkpoint and the sink records no position.
+    starting_offsets: str = "earliest"
+    checkpoint_location: str = ".runtime/checkpoints/consumer-offsets"
+    sink_url: str = "sqlite:///.runtime/consumer-offsets.db"
+    #: Keep every commit in the sink's history table (``offset_commit_history``).
+    keep_history: bool = False
+    spark_master: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1:
+            raise ValueError(f"partitions must be >= 1, got {self.partitions}")
+        if self.replication_factor < 1:
+            raise ValueError(f"replication_factor must be >= 1, got {self.replication_factor}")
+        if not 1 <= self.min_insync_replicas <= self.replication_factor:
+            # Kafka refuses acks=all writes when min.insync.replicas exceeds the replica count.
+            object.__setattr__(self, "min_insync_replicas", min(self.min_insync_replicas, self.replication_factor))
+        if self.retention_ms <= 0:
+            raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")
+        topics = {self.ingest_topic, self.offsets_topic, self.responses_topic, self.dead_letter_topic}
+        if len(topics) != 4:
+            raise ValueError("ingest, offsets, responses and dead-letter topics must differ")
+
+    @property
+    def coordinator(self) -> CoordinatorConfig:
+        return CoordinatorConfig(
+            offsets_topic_partitions=self.partitions,
+            offsets_retention_ms=self.retention_ms,
+            offset_metadata_max_bytes=self.metadata_max_bytes,
+        )
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """Client options for Spark's Kafka source and sink, ``kafka.``-prefixed."""
+        options = {"kafka.bootstrap.servers": self.bootstrap_servers}
+        options.update({f"kafka.{k}": str(v) for k, v in self.kafka_options.items()})
+        return options
+
+    def kafka_python_options(self) -> dict[str, Any]:
+        """Client options for kafka-python (``security.protocol`` → ``security_protocol``)."""
+        options: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers.split(",")}
+        for key, value in self.kafka_options.items():
+            options[key.replace(".", "_")] = value
+        return options
+
+    def redacted(self) -> dict[str, Any]:
+        """The configuration as printable data, with secrets masked."""
+        data = dataclasses.asdict(self)
+        data["kafka_options"] = {
+            k: ("***" if any(m in k.lower() for m in _SECRET_MARKERS) else v)
+            for k, v in self.kafka_options.items()
+        }
+        data["sink_url"] = redact_url(self.sink_url)
+        return data
+
+    def __repr__(self) -> str:  # dataclass repr would print secrets
+        return f"JobConfig({self.redacted()!r})"
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    """Turn a TOML/env/CLI value into the field's type, naming the field when it cannot."""
+    kind = {f.name: f.type for f in fields(JobConfig)}[name]
+    try:
+        if name == "kafka_options":
+            if isinstance(raw, Mapping):
+                return {str(k): str(v) for k, v in raw.items()}
+            # env/CLI form: "security.protocol=SASL_SSL,sasl.mechanism=PLAIN"
+            pairs = [p for p in str(raw).split(",") if p.strip()]
+            return dict(p.split("=", 1) for p in pairs)
+        if raw is None:
+            return None
+        if "bool" in str(kind):
+            if isinstance(raw, bool):
+                return raw
+            return str(raw).strip().lower() in {"1", "true", "yes", "on"}
+        if "int" in str(kind):
+            return int(raw)
+        return str(raw)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"config field {name!r}: cannot use {raw!r} ({error})") from None
+
+
+def load_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> JobConfig:
+    """Build a JobConfig from a TOML file, ``CONSUMER_OFFSETS_*`` environment variables and
+    explicit overrides (CLI flags), later sources winning. Unknown keys are an error."""
+    names = {f.name for f in fields(JobConfig)}
+    values: dict[str, Any] = {}
+    env = os.environ if env is None else env
+    path = path or env.get(f"{ENV_PREFIX}CONFIG")
+    if path:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown config keys in {path}: {sorted(unknown)}")
+        values.update({k: _coerce(k, v) for k, v in data.items()})
+    for name in names:
+        raw = env.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = _coerce(name, raw)
+    if env.get("KAFKA_BOOTSTRAP_SERVERS") and "bootstrap_servers" not in values:
+        values["bootstrap_servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
+    for name, raw in (overrides or {}).items():
+        if name not in names:
+            raise ValueError(f"unknown config key {name!r}")
+        if raw is not None:
+            values[name] = _coerce(name, raw)
+    return JobConfig(**values)
+
+
+def embedded_default(**overrides: Any) -> JobConfig:
+    """The single-broker local configuration used by the quickstart and tests (replication 1)."""
+    base: dict[str, Any] = {"replication_factor": 1, "min_insync_replicas": 1}
+    base.update(overrides)
+    return load_config(overrides=base)

@@ -1,0 +1,189 @@
+"""The offset manager's Structured Streaming query: ingest topic → shard state → offsets topic + sink.
+
+Start-up follows Kafka's coordinator:
+- with a checkpoint, the query resumes from it (state, ingest offsets, batch ids);
+- without one, the sink (a view of the state) is reset, and if the offsets topic holds records
+  every shard rebuilds its state from its partition of that topic before serving. Meanwhile the
+  sink's status is LOADING, which readers answer as COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from kafka import KafkaProducer
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.state import GroupStateTimeout
+
+from connectors.kafka_admin import (
+    KafkaAdmin,
+    end_offsets,
+    ingest_topic_spec,
+    offsets_topic_spec,
+    plain_topic_spec,
+)
+from connectors.sink import Sink, open_sink
+from streaming.config import JobConfig
+from streaming.ingest import LOAD_MARKER, request_rows
+from streaming.processor import (
+    OUTPUT_SCHEMA,
+    STATE_SCHEMA,
+    ProcessorSettings,
+    make_state_function,
+)
+from streaming.writer import BatchWriter, WriterSettings
+
+log = logging.getLogger(__name__)
+
+QUERY_NAME = "consumer-offsets"
+
+
+def ensure_topics(config: JobConfig) -> list[str]:
+    """Create the job's topics where missing; refuse a layout the cluster cannot serve."""
+    rf, isr, n = config.replication_factor, config.min_insync_replicas, config.partitions
+    specs = [
+        ingest_topic_spec(config.ingest_topic, n, rf, isr),
+        offsets_topic_spec(config.offsets_topic, n, rf, isr, config.compression),
+        plain_topic_spec(config.responses_topic, n, rf),
+        plain_topic_spec(config.dead_letter_topic, 1, rf),
+    ]
+    with KafkaAdmin(config.kafka_python_options()) as admin:
+        return admin.ensure_topics(specs)
+
+
+def checkpoint_exists(spark: SparkSession, location: str) -> bool:
+    """Whether ``location`` holds a query checkpoint (any Hadoop file system: local, HDFS, S3)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/offsets")
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
+
+
+def _starting_offsets(config: JobConfig, covered: dict[int, int]) -> str:
+    """Where ingest reading starts without a checkpoint: after what the sink last recorded."""
+    if not covered:
+        return config.starting_offsets
+    # Partitions the sink never saw start at the earliest offset (-2 in Spark's JSON form).
+    offsets = {str(p): covered.get(p, -2) for p in range(config.partitions)}
+    return json.dumps({config.ingest_topic: offsets})
+
+
+def _write_load_markers(config: JobConfig) -> None:
+    producer = KafkaProducer(acks="all", **config.kafka_python_options())
+    try:
+        for partition in range(config.partitions):
+            producer.send(config.ingest_topic, value=LOAD_MARKER, partition=partition)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+@dataclass
+class OffsetsJob:
+    """One running instance of the query, with the sink it writes to."""
+
+    config: JobConfig
+    spark: SparkSession
+    sink: Sink
+    query: StreamingQuery | None = None
+    writer: BatchWriter | None = None
+
+    @classmethod
+    def create(cls, config: JobConfig, spark: SparkSession | None = None) -> OffsetsJob:
+        if spark is None:
+            from streaming.session import spark_session
+
+            spark = spark_session(master=config.spark_master)
+        return cls(config, spark, open_sink(config.sink_url, keep_history=config.keep_history))
+
+    def start(self) -> StreamingQuery:
+        config = self.config
+        log.info("starting with %s", config.redacted())
+        ensure_topics(config)
+
+        loading = False
+        starting_offsets = config.starting_offsets
+        covered: dict[int, int] = {}
+        if checkpoint_exists(self.spark, config.checkpoint_location):
+            covered = dict(self.sink.status().ingest_offsets)
+            self.sink.set_status("ACTIVE", "resumed from checkpoint")
+        else:
+            starting_offsets = _starting_offsets(config, dict(self.sink.status().ingest_offsets))
+            # A new checkpoint restarts batch ids and state: the sink view starts over with it.
+            self.sink.reset()
+            stored = end_offsets(config.kafka_python_options(), config.offsets_topic)
+            loading = sum(stored.values()) > 0
+            if loading:
+                self.sink.set_status("LOADING", "rebuilding state from the offsets topic")
+                _write_load_markers(config)
+            else:
+                self.sink.set_status("ACTIVE", "new state")
+
+        settings = ProcessorSettings(
+            coordinator=config.coordinator,
+            offsets_topic=config.offsets_topic,
+            kafka_client_options=config.kafka_python_options(),
+            load_from_offsets_topic=loading,
+        )
+        self.writer = BatchWriter(
+            WriterSettings(
+                kafka_options=config.spark_kafka_options(),
+                offsets_topic=config.offsets_topic,
+                responses_topic=config.responses_topic,
+                dead_letter_topic=config.dead_letter_topic,
+                compression=config.compression,
+                partitions=config.partitions,
+            ),
+            self.sink,
+            ingest_offsets=covered,
+            loading_shards=set(range(config.partitions)) if loading else set(),
+        )
+
+        reader = self.spark.readStream.format("kafka")
+        for key, value in config.spark_kafka_options().items():
+            reader = reader.option(key, value)
+        reader = reader.option("subscribe", config.ingest_topic).option(
+            "startingOffsets", starting_offsets
+        )
+        if config.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
+
+        output = (
+            request_rows(reader.load())
+            .groupBy("shard")
+            .applyInPandasWithState(
+                make_state_function(settings),
+                OUTPUT_SCHEMA,
+                STATE_SCHEMA,
+                "update",
+                GroupStateTimeout.ProcessingTimeTimeout,
+            )
+        )
+        self.query = (
+            output.writeStream.queryName(QUERY_NAME)
+            .foreachBatch(self.writer)
+            .option("checkpointLocation", config.checkpoint_location)
+            .trigger(processingTime=config.trigger_interval)
+            .start()
+        )
+        return self.query
+
+    def stop(self) -> None:
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        self.sink.set_status("STOPPED")
+
+    def wait_until(self, predicate: object, timeout_s: float = 120.0) -> None:
+        """Block until ``predicate()`` holds, failing fast if the query died."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.query is not None and self.query.exception() is not None:
+                raise RuntimeError(f"query failed: {self.query.exception()}")
+            if predicate():  # type: ignore[operator]
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"condition not met within {timeout_s:.0f}s")

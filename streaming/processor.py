@@ -1,0 +1,300 @@
+"""The ``applyInPandasWithState`` function: a thin adapter from Spark rows to ``state/`` calls.
+
+Spark keys the state by coordinator shard (the ingest partition, equal to the offsets-topic
+partition ``partition_for(group)``): about 50 keys per micro-batch whatever the number of groups,
+which is what makes the Python state affordable (see the operator measurements in the README).
+
+Calling contract (PySpark's, restated): the function is invoked first once for every shard that
+has input rows in the micro-batch (``state.hasTimedOut`` False, rows in ``frames``), then once for
+every shard whose processing-time timeout expired and got no rows (``hasTimedOut`` True, no rows).
+Each call returns the shard's output rows: records for the offsets topic and the sink, responses
+for the requests, and one ``stats`` row. The state is one binary column, the versioned shard blob
+of ``state.shard.encode_state``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.state import GroupState
+
+from state.config import CoordinatorConfig
+from streaming.ingest import LOAD_MARKER
+from state.frames import frame_from_requests
+from state.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
+from state.records import RecordFormatError, decode_record
+from state.request_codec import decode_request
+from state.requests import REQUEST_FRAME_SCHEMA, DecodeError
+from state.shard import (
+    ShardState,
+    apply_batch,
+    decode_state,
+    empty_shard,
+    encode_state,
+    expire,
+    replay_records,
+    snapshot_records,
+    state_size,
+)
+
+log = logging.getLogger(__name__)
+
+STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType(), False)])
+
+#: What the state function emits: ``out`` says which columns are meaningful on a row.
+#: "record": the RECORD_FRAME columns (plus ``shard``, the offsets-topic partition);
+#: "loaded": a shard's state as records after rebuilding it from the offsets topic (sink only);
+#: "response": ingest_offset, request_id, group_id, api, topic, partition, error_code, error_reason;
+#: "stats": the per-shard counters.
+OUTPUT_SCHEMA = T.StructType(
+    [
+        T.StructField("out", T.StringType(), False),
+        T.StructField("shard", T.IntegerType(), False),
+        T.StructField("seq", T.LongType(), False),
+        T.StructField("kind", T.StringType()),
+        T.StructField("group_id", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("leader_epoch", T.IntegerType()),
+        T.StructField("metadata", T.StringType()),
+        T.StructField("commit_timestamp_ms", T.LongType()),
+        T.StructField("expire_timestamp_ms", T.LongType()),
+        T.StructField("generation", T.IntegerType()),
+        T.StructField("members", T.IntegerType()),
+        T.StructField("is_tombstone", T.BooleanType()),
+        T.StructField("key", T.BinaryType()),
+        T.StructField("value", T.BinaryType()),
+        T.StructField("ingest_offset", T.LongType()),
+        T.StructField("request_id", T.StringType()),
+        T.StructField("api", T.StringType()),
+        T.StructField("error_code", T.ShortType()),
+        T.StructField("error_reason", T.StringType()),
+        T.StructField("input_rows", T.LongType()),
+        T.StructField("commits_applied", T.LongType()),
+        T.StructField("rejected", T.LongType()),
+        T.StructField("tombstones", T.LongType()),
+        T.StructField("state_keys", T.LongType()),
+        T.StructField("loaded_records", T.LongType()),
+        T.StructField("next_offset", T.LongType()),
+        T.StructField("next_expiry_ms", T.LongType()),
+    ]
+)
+
+_OUTPUT_ARROW = to_arrow_schema(OUTPUT_SCHEMA)
+
+# Nullable integer columns go to pandas as extension dtypes: a float64 would lose offsets > 2**53.
+_PANDAS_TYPES: Mapping[pa.DataType, Any] = {
+    pa.int16(): pd.Int16Dtype(),
+    pa.int32(): pd.Int32Dtype(),
+    pa.int64(): pd.Int64Dtype(),
+}
+
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    """What the state function needs on the executors (pickled with it)."""
+
+    coordinator: CoordinatorConfig
+    offsets_topic: str
+    #: kafka-python options for loading a shard from the offsets topic.
+    kafka_client_options: Mapping[str, Any]
+    #: True when the query started without a checkpoint over a non-empty offsets topic: a shard
+    #: seen for the first time rebuilds its state from its offsets-topic partition.
+    load_from_offsets_topic: bool
+
+
+def load_shard(settings: ProcessorSettings, shard: int) -> tuple[ShardState, int]:
+    """Rebuild a shard by replaying its offsets-topic partition; returns (state, records read)."""
+    from connectors.offsets_log import read_partition
+
+    records = []
+    for key, value in read_partition(settings.kafka_client_options, settings.offsets_topic, shard):
+        try:
+            records.append(decode_record(key, value))
+        except RecordFormatError as error:
+            # A record this code cannot read must not take the shard down: Kafka's loader also
+            # skips what it does not understand. Log it with its position-free description.
+            log.warning("shard %d: skipping unreadable offsets record: %s", shard, error)
+    return replay_records(empty_shard(shard), records), len(records)
+
+
+def decode_raw_rows(rows: pd.DataFrame) -> pa.Table:
+    """Decode rows the JVM parser could not vouch for with the Python request codec."""
+    tables = []
+    for ingest_offset, timestamp_ms, raw in zip(
+        rows["ingest_offset"], rows["timestamp_ms"], rows["raw_value"], strict=True
+    ):
+        decoded = decode_request(bytes(raw) if raw is not None and len(raw) else None)
+        if isinstance(decoded, DecodeError):
+            tables.append(
+                pa.table(
+                    {
+                        "ingest_offset": [int(ingest_offset)],
+                        "partition_index": [0],
+                        "timestamp_ms": [int(timestamp_ms)],
+                        "api": [decoded.api],
+                        "request_id": [decoded.request_id],
+                        "group_id": [decoded.group_id],
+                        "generation_id": [-1],
+                        "member_id": [""],
+                        "group_instance_id": [None],
+                        "retention_time_ms": [-1],
+                        "topic": [None],
+                        "partition": [None],
+                        "offset": [None],
+                        "leader_epoch": [-1],
+                        "metadata": [None],
+                        "members_json": [None],
+                        "error_code": [decoded.error_code],
+                        "error_reason": [decoded.reason],
+                    },
+                    schema=REQUEST_FRAME_SCHEMA,
+                )
+            )
+        else:
+            tables.append(
+                frame_from_requests(
+                    [decoded], offsets=[int(ingest_offset)], timestamps=[int(timestamp_ms)]
+                )
+            )
+    return pa.concat_tables(tables) if tables else REQUEST_FRAME_SCHEMA.empty_table()
+
+
+def to_request_frame(pdf: pd.DataFrame) -> pa.Table:
+    """The Spark rows of one shard as a REQUEST_FRAME table (raw rows decoded in Python)."""
+    needs_decoding = pdf["raw_value"].notna()
+    if needs_decoding.any():
+        is_marker = pdf["raw_value"].map(lambda raw: raw is not None and bytes(raw) == LOAD_MARKER)
+        pdf = pdf.loc[~is_marker]
+        needs_decoding = needs_decoding.loc[~is_marker]
+    good = pdf.loc[~needs_decoding, REQUEST_FRAME_SCHEMA.names]
+    frame = pa.Table.from_pandas(good, schema=REQUEST_FRAME_SCHEMA, preserve_index=False)
+    # -1 stood for "no partition" on topic-less rows (see streaming.ingest); restore the nulls.
+    topicless = pc.is_null(frame["topic"])
+    if pc.any(topicless).as_py():
+        for name, kind in (("partition", pa.int32()), ("offset", pa.int64())):
+            index = frame.schema.get_field_index(name)
+            frame = frame.set_column(
+                index,
+                REQUEST_FRAME_SCHEMA.field(name),
+                pc.if_else(topicless, pa.scalar(None, kind), frame[name]),
+            )
+    if needs_decoding.any():
+        frame = pa.concat_tables([frame, decode_raw_rows(pdf.loc[needs_decoding])])
+    return frame
+
+
+def _output_table(
+    shard: int,
+    loaded: pa.Table,
+    records: pa.Table,
+    responses: pa.Table,
+    stats: Mapping[str, int | None],
+) -> pd.DataFrame:
+    """Stack loaded state, records, responses and the stats row into one OUTPUT_SCHEMA frame."""
+    parts = []
+    offset = 0
+    for out, table in (("loaded", loaded), ("record", records), ("response", responses)):
+        if table.num_rows:
+            if "value" in table.column_names:
+                table = table.append_column("is_tombstone", pc.is_null(table["value"]))
+            table = table.append_column("out", pa.array([out] * table.num_rows, pa.string()))
+            table = table.append_column(
+                "seq", pa.array(range(offset, offset + table.num_rows), pa.int64())
+            )
+            offset += table.num_rows
+            parts.append(table)
+    stats_row = {"out": ["stats"], "seq": [offset]}
+    stats_row.update({k: [v] for k, v in stats.items()})
+    parts.append(pa.table(stats_row))
+    combined = pa.concat_tables(parts, promote_options="permissive")
+    combined = combined.append_column("shard", pa.array([shard] * combined.num_rows, pa.int32()))
+    columns = []
+    for field in _OUTPUT_ARROW:
+        if field.name in combined.column_names:
+            columns.append(combined[field.name].cast(field.type))
+        else:
+            columns.append(pa.nulls(combined.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=_OUTPUT_ARROW).to_pandas(
+        types_mapper=_PANDAS_TYPES.get
+    )
+
+
+def make_state_function(
+    settings: ProcessorSettings,
+) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    """Build the function passed to ``applyInPandasWithState`` for these settings."""
+    config = settings.coordinator
+
+    def process(
+        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], group_state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        shard = int(key[0])
+        now_ms = int(group_state.getCurrentProcessingTimeMs())
+        loaded_records: int | None = None
+        loaded = RECORD_FRAME_SCHEMA.empty_table()
+        if group_state.exists:
+            shard_state = decode_state(bytes(group_state.get[0]))
+        elif settings.load_from_offsets_topic:
+            shard_state, loaded_records = load_shard(settings, shard)
+            # The sink is a view of the state: refill it with what was rebuilt.
+            loaded = snapshot_records(shard_state)
+        else:
+            shard_state = empty_shard(shard)
+
+        input_rows = 0
+        next_offset: int | None = None
+        if group_state.hasTimedOut:
+            result = expire(shard_state, now_ms, config)
+            responses = RESPONSE_FRAME_SCHEMA.empty_table()
+        else:
+            pdf = pd.concat(list(frames), ignore_index=True)
+            input_rows = len(pdf)
+            if input_rows:
+                next_offset = int(pdf["ingest_offset"].max()) + 1
+            result = apply_batch(shard_state, to_request_frame(pdf), now_ms, config)
+            responses = result.responses
+
+        group_state.update((encode_state(result.state),))
+        if result.next_expiry_ms is not None:
+            group_state.setTimeoutDuration(max(1, int(result.next_expiry_ms) - now_ms))
+
+        records = result.records
+        is_tombstone = pc.is_null(records["value"]) if records.num_rows else None
+        ok = pc.equal(responses["error_code"], 0) if responses.num_rows else None
+        is_commit = pc.equal(responses["api"], "OffsetCommit") if responses.num_rows else None
+        stats = {
+            "input_rows": input_rows,
+            "commits_applied": (
+                int(pc.sum(pc.and_(ok, is_commit).cast(pa.int64())).as_py() or 0) if ok else 0
+            ),
+            "rejected": int(pc.sum(pc.invert(ok).cast(pa.int64())).as_py() or 0) if ok else 0,
+            "tombstones": int(pc.sum(is_tombstone.cast(pa.int64())).as_py() or 0)
+            if is_tombstone is not None
+            else 0,
+            "state_keys": state_size(result.state),
+            "loaded_records": loaded_records,
+            "next_offset": next_offset,
+            "next_expiry_ms": result.next_expiry_ms,
+        }
+        yield _output_table(shard, loaded, records, responses, stats)
+
+    return process
+
+
+__all__ = [
+    "OUTPUT_SCHEMA",
+    "RECORD_FRAME_SCHEMA",
+    "STATE_SCHEMA",
+    "ProcessorSettings",
+    "make_state_function",
+]

@@ -1,0 +1,157 @@
+"""The one place a SparkSession is made: the job, the tests and the benchmarks all call
+:func:`spark_session`, so they run with the same state store, jars and Python workers.
+
+Also home of the runtime-folder helpers (:func:`runtime_dir`, :func:`spark_jars`,
+:func:`kafka_jars_dir`): the JVM jars that ``deploy/setup.sh`` resolves with Maven live in the
+git-ignored ``.runtime/`` folder of the checkout. ``pyspark`` is imported lazily so that tools
+needing only the paths (the local Kafka launcher) start quickly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Environment variable naming the folder that holds ``.runtime/`` (normally the checkout).
+HOME_ENV = "CONSUMER_OFFSETS_HOME"
+
+#: Default ``spark.sql.shuffle.partitions``. A streaming query's stateful operators keep the
+#: partition count they had when their checkpoint was first written: changing this setting later
+#: has no effect on an existing checkpoint (Spark restores the number from the offset log), and
+#: changing it by deleting the checkpoint loses the state. So it is chosen once, small: 8 state
+#: partitions keep a 2-core ``local[*]`` run busy without hundreds of tiny tasks per micro-batch,
+#: and the state's keys (coordinator shards) still spread over them.
+DEFAULT_SHUFFLE_PARTITIONS = 8
+
+#: Default driver heap; in ``local`` mode the executors live in the driver's JVM too.
+DEFAULT_DRIVER_MEMORY = "2g"
+
+_SETUP_HINT = "run `bash deploy/setup.sh` from the repository root to resolve the jars with Maven"
+
+
+def project_home() -> Path:
+    """The folder that holds ``.runtime/``.
+
+    ``$CONSUMER_OFFSETS_HOME`` when set; else the checkout this module belongs to (found by
+    ``deploy/pom.xml`` next to the package, as in an editable install); else the current
+    directory.
+    """
+    override = os.environ.get(HOME_ENV)
+    if override:
+        return Path(override).expanduser().resolve()
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "deploy" / "pom.xml").is_file():
+        return checkout
+    return Path.cwd()
+
+
+def runtime_dir() -> Path:
+    """The git-ignored folder for resolved jars, the local broker's data and logs."""
+    return project_home() / ".runtime"
+
+
+def spark_jars_dir() -> Path:
+    """Spark's Kafka connector and the jars it needs beyond pyspark's own."""
+    return runtime_dir() / "jars" / "spark"
+
+
+def kafka_jars_dir() -> Path:
+    """The Apache Kafka broker's classpath (``java -cp '<dir>/*' kafka.Kafka``)."""
+    return runtime_dir() / "jars" / "kafka"
+
+
+def spark_jars() -> list[Path]:
+    """All jars to put on ``spark.jars``, sorted; fails naming ``deploy/setup.sh`` if absent."""
+    folder = spark_jars_dir()
+    jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
+    if not any(jar.name.startswith("spark-sql-kafka-0-10_") for jar in jars):
+        raise FileNotFoundError(f"Spark's Kafka connector is missing from {folder}: {_SETUP_HINT}")
+    return jars
+
+
+_JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+\.\d+.*)\.jar$")
+
+
+def jar_artifact(file_name: str) -> str:
+    """The Maven artifact id in a jar file name: ``kafka-clients-3.9.1.jar`` -> ``kafka-clients``.
+
+    The version starts at the first ``-<digits>.<digits>``, so Scala suffixes and numbers inside
+    artifact ids stay put: ``spark-sql-kafka-0-10_2.13-4.1.1.jar`` -> ``spark-sql-kafka-0-10_2.13``.
+    """
+    match = _JAR_NAME.match(file_name)
+    return match["artifact"] if match else file_name.removesuffix(".jar")
+
+
+def pyspark_jar_conflicts(jars: list[Path] | None = None) -> list[str]:
+    """Jars among ``jars`` (default :func:`spark_jars`) whose artifact pyspark already ships.
+
+    A second copy of a class on Spark's classpath, at any version, is a conflict: which one
+    loads depends on classpath order. ``deploy/setup.sh`` fails when this is not empty.
+    """
+    import pyspark
+
+    shipped = {jar_artifact(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(
+        j.name for j in (spark_jars() if jars is None else jars) if jar_artifact(j.name) in shipped
+    )
+
+
+def spark_session(
+    app_name: str = "consumer-offsets",
+    master: str | None = None,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Create (or return the running) SparkSession configured for this project.
+
+    ``master``: the argument, else ``$SPARK_MASTER``, else ``local[*]``. ``extra_conf`` is applied
+    last, so it overrides every default here (e.g. ``{"spark.ui.enabled": "false"}`` in tests,
+    ``{"spark.sql.shuffle.partitions": "2"}``). ``spark.driver.memory`` defaults to
+    ``$SPARK_DRIVER_MEMORY`` or 2g.
+
+    Defaults: RocksDB state store with changelog checkpointing (each micro-batch uploads only the
+    changed keys instead of a full snapshot), :data:`DEFAULT_SHUFFLE_PARTITIONS` shuffle
+    partitions, Arrow for pandas conversion, UTC session time zone, driver bound to 127.0.0.1,
+    the Kafka connector jars from :func:`spark_jars`, log level WARN.
+
+    Like ``SparkSession.builder.getOrCreate()``, a second call in the same process returns the
+    session that already runs; settings that only apply at JVM start (jars, driver memory,
+    master) are those of the first call.
+    """
+    # Python workers are started with $PYSPARK_PYTHON; unset, Spark picks `python3` from PATH,
+    # which lacks pyarrow/pandas and fails inside the first pandas UDF. The workers must be
+    # this interpreter (the project's virtualenv).
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+    from pyspark.sql import SparkSession
+
+    conf: dict[str, str] = {
+        "spark.jars": ",".join(str(jar) for jar in spark_jars()),
+        "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY),
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.shuffle.partitions": str(DEFAULT_SHUFFLE_PARTITIONS),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        # Local runs must not depend on the machine's hostname resolving.
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+    conf.update(extra_conf or {})
+
+    builder = SparkSession.builder.appName(app_name).master(
+        master or os.environ.get("SPARK_MASTER") or "local[*]"
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

@@ -1,0 +1,207 @@
+"""The ``foreachBatch`` writer: makes a micro-batch's output durable, then acknowledges it.
+
+Order matters and is Kafka's: a commit is acknowledged only once its record is replicated
+(offsets topic, ``acks=all``) and readable (the sink), so the steps are
+1. records → offsets topic, at the shard's partition, in Kafka's binary format;
+2. records + progress → sink, one transaction, skipped if the batch id was already written;
+3. responses → responses topic (per request, keyed by request id); undecodable input → the
+   dead-letter topic with its ingest position and reason.
+A replayed batch (after a crash) reproduces the same records and responses: the offsets topic
+compacts duplicates away, the sink skips the batch id, clients ignore a second response.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from connectors.sink import BatchProgress, Sink
+from state.outputs import RECORD_FRAME_SCHEMA
+
+log = logging.getLogger("consumer_offsets.batches")
+
+#: Response message format version on the responses topic.
+RESPONSE_VERSION = 1
+
+
+@dataclass
+class WriterSettings:
+    kafka_options: Mapping[str, str]
+    offsets_topic: str
+    responses_topic: str
+    dead_letter_topic: str
+    compression: str
+    partitions: int
+
+
+@dataclass
+class BatchWriter:
+    """Callable for ``DataStreamWriter.foreachBatch``; holds the progress across batches."""
+
+    settings: WriterSettings
+    sink: Sink
+    #: Ingest offsets covered so far (partition → next offset), merged batch by batch.
+    ingest_offsets: dict[int, int] = field(default_factory=dict)
+    #: Shards still rebuilding from the offsets topic; the status is LOADING until none are.
+    loading_shards: set[int] = field(default_factory=set)
+    last_progress: BatchProgress | None = None
+
+    def _kafka_writer(self, df: DataFrame, topic: str, compression: bool) -> None:
+        writer = df.write.format("kafka").option("topic", topic)
+        for key, value in self.settings.kafka_options.items():
+            writer = writer.option(key, value)
+        # Kafka acknowledges a commit only once replicated: acks=all with an idempotent producer
+        # (which also keeps a shard's records in order across retries).
+        writer = writer.option("kafka.acks", "all").option("kafka.enable.idempotence", "true")
+        if compression:
+            writer = writer.option("kafka.compression.type", self.settings.compression)
+        writer.save()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        batch = batch.persist()
+        try:
+            self._write(batch, batch_id, started)
+        finally:
+            batch.unpersist()
+
+    def _write(self, batch: DataFrame, batch_id: int, started: float) -> None:
+        # Everything but the record bytes comes to the driver once, as Arrow.
+        local = batch.drop("key", "value").toArrow()
+        kinds = local["out"]
+        records = local.filter(pc.equal(kinds, "record"))
+        loaded = local.filter(pc.equal(kinds, "loaded"))
+        stats = local.filter(pc.equal(kinds, "stats"))
+        responses = local.filter(pc.equal(kinds, "response"))
+
+        if records.num_rows:
+            self._kafka_writer(
+                batch.where(F.col("out") == "record").select(
+                    "key", "value", F.col("shard").alias("partition")
+                ),
+                self.settings.offsets_topic,
+                compression=True,
+            )
+
+        sink_records = _sink_records(pa.concat_tables([loaded, records]))
+        for shard, next_offset in zip(
+            stats["shard"].to_pylist(), stats["next_offset"].to_pylist(), strict=True
+        ):
+            if next_offset is not None:
+                self.ingest_offsets[shard] = max(self.ingest_offsets.get(shard, 0), next_offset)
+        for shard, loaded_records in zip(
+            stats["shard"].to_pylist(), stats["loaded_records"].to_pylist(), strict=True
+        ):
+            if loaded_records is not None:
+                self.loading_shards.discard(shard)
+        counters = {
+            name: int(pc.sum(stats[name]).as_py() or 0)
+            for name in ("input_rows", "commits_applied", "rejected", "tombstones", "state_keys")
+        }
+        progress = BatchProgress(
+            batch_id=batch_id,
+            ingest_offsets=dict(self.ingest_offsets),
+            input_rows=counters["input_rows"],
+            commits_applied=counters["commits_applied"],
+            rejected=counters["rejected"],
+            tombstones=counters["tombstones"],
+            state_keys=counters["state_keys"],
+            duration_ms=int((time.monotonic() - started) * 1000),
+            timestamp_ms=int(time.time() * 1000),
+        )
+        self.sink.write_batch(batch_id, sink_records, progress)
+        if not self.loading_shards:
+            self.sink.set_status("ACTIVE")
+
+        if responses.num_rows:
+            self._write_responses(batch)
+
+        self.last_progress = progress
+        log.info(
+            "batch %d: %d input rows, %d commits applied, %d rejected, %d tombstones, "
+            "%d records, %d keys in state, %d ms",
+            batch_id,
+            progress.input_rows,
+            progress.commits_applied,
+            progress.rejected,
+            progress.tombstones,
+            records.num_rows,
+            progress.state_keys,
+            int((time.monotonic() - started) * 1000),
+        )
+
+    def _write_responses(self, batch: DataFrame) -> None:
+        responses = batch.where(F.col("out") == "response")
+        answered = (
+            responses.where(F.col("request_id").isNotNull())
+            .groupBy("request_id", "group_id", "api", "shard", "ingest_offset")
+            .agg(
+                # Request-level answers have no topic; the first one is the top-level error.
+                F.max(F.when(F.col("topic").isNull(), F.col("error_code"))).alias("top_error"),
+                F.max(F.when(F.col("topic").isNull(), F.col("error_reason"))).alias("top_reason"),
+                F.filter(
+                    F.collect_list(
+                        F.struct(
+                            F.col("topic"),
+                            F.col("partition").alias("partitionIndex"),
+                            F.col("error_code").alias("errorCode"),
+                            F.col("error_reason").alias("errorMessage"),
+                        )
+                    ),
+                    lambda p: p["topic"].isNotNull(),
+                ).alias("partitions"),
+            )
+            .select(
+                F.col("request_id").cast("binary").alias("key"),
+                F.to_json(
+                    F.struct(
+                        F.lit(RESPONSE_VERSION).alias("version"),
+                        F.col("request_id").alias("requestId"),
+                        F.col("group_id").alias("groupId"),
+                        F.col("api"),
+                        F.coalesce(F.col("top_error"), F.lit(0)).alias("errorCode"),
+                        F.col("top_reason").alias("errorMessage"),
+                        F.col("partitions"),
+                    )
+                ).alias("value"),
+            )
+        )
+        self._kafka_writer(answered, self.settings.responses_topic, compression=False)
+        dead = responses.where(F.col("request_id").isNull()).select(
+            F.lit(None).cast("binary").alias("key"),
+            F.to_json(
+                F.struct(
+                    F.col("shard").alias("ingestPartition"),
+                    F.col("ingest_offset").alias("ingestOffset"),
+                    F.col("error_code").alias("errorCode"),
+                    F.col("error_reason").alias("reason"),
+                )
+            ).alias("value"),
+        )
+        self._kafka_writer(dead, self.settings.dead_letter_topic, compression=False)
+
+
+def _sink_records(table: pa.Table) -> pa.Table:
+    """Records in apply order (shard, seq) with RECORD_FRAME columns; ``value`` is not carried
+    to the driver, so a tombstone is marked by null decoded columns and an empty-bytes value."""
+    if not table.num_rows:
+        return RECORD_FRAME_SCHEMA.empty_table()
+    table = table.sort_by([("shard", "ascending"), ("seq", "ascending")])
+    columns: dict[str, Any] = {}
+    for field_ in RECORD_FRAME_SCHEMA:
+        if field_.name in ("key", "value"):
+            continue
+        columns[field_.name] = table[field_.name].cast(field_.type)
+    # The sink keys rows by their decoded columns; it needs only to know which are tombstones.
+    tombstone = table["is_tombstone"]
+    columns["key"] = pa.array([b""] * table.num_rows, pa.binary())
+    columns["value"] = pc.if_else(tombstone, pa.scalar(None, pa.binary()), pa.scalar(b"", pa.binary()))
+    return pa.table(columns, schema=RECORD_FRAME_SCHEMA)

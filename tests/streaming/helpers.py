@@ -1,0 +1,103 @@
+"""Producing requests to, and reading records back from, a real broker in job tests."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from state.model import Record
+from state.partitioner import partition_for
+from state.records import decode_record
+from state.request_codec import encode_request
+from state.requests import Request
+
+T = TypeVar("T")
+
+
+def produce_requests(
+    bootstrap: str, topic: str, partitions: int, requests: Iterable[Request]
+) -> None:
+    """Write requests as the commit client does: keyed by group, at the group's shard."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        for request in requests:
+            producer.send(
+                topic,
+                key=request.group_id.encode(),
+                value=encode_request(request),
+                partition=partition_for(request.group_id, partitions),
+            )
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def produce_raw(bootstrap: str, topic: str, messages: Iterable[tuple[int, bytes | None]]) -> None:
+    """Write arbitrary (partition, value) messages, e.g. malformed input."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        for partition, value in messages:
+            producer.send(topic, value=value, partition=partition)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def read_all(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of every partition of ``topic`` up to its current end, in partition order."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        partitions = sorted(consumer.partitions_for_topic(topic) or [])
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        consumer.seek_to_beginning(*tps)
+        out: list[Any] = []
+        deadline = time.monotonic() + 30
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic} did not reach its end offsets")
+            for batch in consumer.poll(timeout_ms=500).values():
+                out.extend(batch)
+        return out
+    finally:
+        consumer.close()
+
+
+def read_offsets_topic(bootstrap: str, topic: str) -> list[tuple[int, Record]]:
+    """(partition, decoded record) for every record of the offsets topic."""
+    return [(r.partition, decode_record(r.key, r.value)) for r in read_all(bootstrap, topic)]
+
+
+def compacted(records: Iterable[tuple[int, Record]]) -> dict[Any, Any]:
+    """What compaction leaves: the last value per key, tombstoned keys gone."""
+    latest: dict[Any, Any] = {}
+    for _, record in records:
+        if record.value is None:
+            latest.pop(record.key, None)
+        else:
+            latest[record.key] = record.value
+    return latest
+
+
+def read_responses(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
+    """Responses by request id (the last one wins, as a client would see after a replay)."""
+    return {r.key.decode(): json.loads(r.value) for r in read_all(bootstrap, topic)}
+
+
+def wait_for(
+    probe: Callable[[], T], accept: Callable[[T], bool], timeout_s: float = 120.0
+) -> T:
+    """Poll ``probe`` until ``accept`` holds; return the accepted value or fail with the last."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if accept(last):
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"condition not met within {timeout_s:.0f}s; last value: {last!r}")

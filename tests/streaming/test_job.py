@@ -1,0 +1,315 @@
+"""The streaming job end to end: producer → real broker → Spark's Kafka source → shard state →
+offsets topic (Kafka's binary records) + sink (SQLite, PostgreSQL) + responses topic."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connectors.sink import open_sink
+from state.errors import ErrorCode
+from state.model import OffsetAndMetadata, OffsetCommitKey, TopicPartition
+from state.requests import (
+    DeleteGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    PartitionCommit,
+)
+from streaming.config import JobConfig, embedded_default
+from streaming.job import OffsetsJob
+from tests.streaming.helpers import (
+    compacted,
+    produce_raw,
+    produce_requests,
+    read_all,
+    read_offsets_topic,
+    read_responses,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+JobFactory = Callable[..., OffsetsJob]
+
+
+@pytest.fixture
+def job_config(tmp_path: Path, kafka_bootstrap: str) -> JobConfig:
+    prefix = f"job-{uuid.uuid4().hex[:10]}"
+    return embedded_default(
+        bootstrap_servers=kafka_bootstrap,
+        ingest_topic=f"{prefix}.commits",
+        offsets_topic=f"{prefix}.offsets",
+        responses_topic=f"{prefix}.responses",
+        dead_letter_topic=f"{prefix}.dead-letters",
+        partitions=4,
+        trigger_interval="200 milliseconds",
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        sink_url=f"sqlite:///{tmp_path / 'offsets.db'}",
+    )
+
+
+@pytest.fixture
+def start_job(spark: Any) -> Iterator[JobFactory]:
+    jobs: list[OffsetsJob] = []
+
+    def start(config: JobConfig) -> OffsetsJob:
+        job = OffsetsJob.create(config, spark)
+        jobs.append(job)
+        job.start()
+        return job
+
+    yield start
+    for job in jobs:
+        job.stop()
+        job.sink.close()
+
+
+def commit(request_id: str, group: str, *parts: tuple[str, int, int], **kw: Any) -> OffsetCommitRequest:
+    return OffsetCommitRequest(
+        request_id=request_id,
+        group_id=group,
+        partitions=tuple(PartitionCommit(t, p, o, **kw) for t, p, o in parts),
+    )
+
+
+def sink_offsets(config: JobConfig, group: str) -> dict[tuple[str, int], int]:
+    with open_sink(config.sink_url, read_only=True) as sink:
+        return {(o.topic, o.partition): o.offset for o in sink.fetch_offsets(group)}
+
+
+def wait_for_responses(config: JobConfig, request_ids: set[str]) -> dict[str, dict[str, Any]]:
+    return wait_for(
+        lambda: read_responses(config.bootstrap_servers, config.responses_topic),
+        lambda got: request_ids <= set(got),
+    )
+
+
+def test_commits_with_rewinds_land_as_latest_in_sink_and_offsets_topic(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    start_job(job_config)
+    requests = [
+        commit("r1", "payments", ("orders", 0, 10), ("orders", 1, 20)),
+        commit("r2", "payments", ("orders", 0, 15)),
+        # A rewind: Kafka honours a lower offset committed later.
+        commit("r3", "payments", ("orders", 1, 5)),
+        commit("r4", "billing", ("invoices", 3, 7)),
+    ]
+    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, 4, requests)
+
+    wait_for_responses(job_config, {"r1", "r2", "r3", "r4"})
+    assert sink_offsets(job_config, "payments") == {("orders", 0): 15, ("orders", 1): 5}
+    assert sink_offsets(job_config, "billing") == {("invoices", 3): 7}
+
+    records = read_offsets_topic(job_config.bootstrap_servers, job_config.offsets_topic)
+    latest = compacted(records)
+    assert {k: v.offset for k, v in latest.items()} == {
+        OffsetCommitKey("payments", "orders", 0): 15,
+        OffsetCommitKey("payments", "orders", 1): 5,
+        OffsetCommitKey("billing", "invoices", 3): 7,
+    }
+    # Each record sits at the partition Kafka would use for its group.
+    from state.partitioner import partition_for
+
+    assert all(p == partition_for(r.key.group, 4) for p, r in records)
+    assert all(isinstance(v, OffsetAndMetadata) for v in latest.values())
+
+
+def test_oversized_metadata_is_rejected_for_its_partition_only(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    start_job(job_config)
+    request = OffsetCommitRequest(
+        request_id="big",
+        group_id="g",
+        partitions=(
+            PartitionCommit("t", 0, 1, metadata="x" * 5000),
+            PartitionCommit("t", 1, 2, metadata="fine"),
+        ),
+    )
+    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, 4, [request])
+    response = wait_for_responses(job_config, {"big"})["big"]
+    codes = {(p["topic"], p["partitionIndex"]): p["errorCode"] for p in response["partitions"]}
+    assert codes == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): 0}
+    assert sink_offsets(job_config, "g") == {("t", 1): 2}
+
+
+def test_short_retention_expires_offsets_into_tombstones(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    start_job(job_config)
+    requests = [
+        OffsetCommitRequest(
+            "short", "expiring", (PartitionCommit("t", 0, 3),), retention_time_ms=1500
+        ),
+        commit("long", "kept", ("t", 0, 4)),
+    ]
+    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, 4, requests)
+    wait_for_responses(job_config, {"short", "long"})
+    # The timeout fires in a later (empty) micro-batch: the row leaves the sink...
+    wait_for(lambda: sink_offsets(job_config, "expiring"), lambda got: got == {}, timeout_s=60)
+    assert sink_offsets(job_config, "kept") == {("t", 0): 4}
+    # ...and the offsets topic holds a tombstone after the commit.
+    records = read_offsets_topic(job_config.bootstrap_servers, job_config.offsets_topic)
+    history = [r.value for _, r in records if r.key == OffsetCommitKey("expiring", "t", 0)]
+    assert history[0] is not None and history[0].expire_timestamp_ms is not None
+    assert history[-1] is None
+
+
+def test_offset_delete_and_group_delete_write_tombstones(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    start_job(job_config)
+    produce_requests(
+        job_config.bootstrap_servers,
+        job_config.ingest_topic,
+        4,
+        [commit("c1", "g1", ("t", 0, 1), ("t", 1, 2)), commit("c2", "g2", ("t", 0, 9))],
+    )
+    wait_for_responses(job_config, {"c1", "c2"})
+    produce_requests(
+        job_config.bootstrap_servers,
+        job_config.ingest_topic,
+        4,
+        [
+            OffsetDeleteRequest("d1", "g1", (TopicPartition("t", 0),)),
+            DeleteGroupsRequest("d2", "g2"),
+            DeleteGroupsRequest("d3", "never-existed"),
+        ],
+    )
+    responses = wait_for_responses(job_config, {"d1", "d2", "d3"})
+    assert responses["d1"]["errorCode"] == 0
+    assert responses["d2"]["errorCode"] == 0
+    assert responses["d3"]["errorCode"] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert sink_offsets(job_config, "g1") == {("t", 1): 2}
+    assert sink_offsets(job_config, "g2") == {}
+    latest = compacted(read_offsets_topic(job_config.bootstrap_servers, job_config.offsets_topic))
+    assert set(latest) == {OffsetCommitKey("g1", "t", 1)}
+
+
+def test_malformed_input_is_answered_or_dead_lettered_and_the_query_keeps_running(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    job = start_job(job_config)
+    produce_raw(
+        job_config.bootstrap_servers,
+        job_config.ingest_topic,
+        [
+            (0, b"not json"),
+            (1, None),
+            (2, b'{"version": 1, "api": "OffsetCommit", "requestId": "typed", "groupId": "g",'
+             b' "topics": [{"name": "t", "partitions": [{"partitionIndex": "zero",'
+             b' "committedOffset": 1}]}]}'),
+            (3, b'{"version": 99, "api": "OffsetCommit", "requestId": "future", "groupId": "g"}'),
+        ],
+    )
+    produce_requests(
+        job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("ok", "g", ("t", 0, 5))]
+    )
+    responses = wait_for_responses(job_config, {"typed", "future", "ok"})
+    assert responses["typed"]["errorCode"] == ErrorCode.INVALID_REQUEST
+    assert "partitionIndex" in responses["typed"]["errorMessage"]
+    assert responses["future"]["errorCode"] == ErrorCode.UNSUPPORTED_VERSION
+    assert responses["ok"]["errorCode"] == 0
+    dead = wait_for(
+        lambda: read_all(job_config.bootstrap_servers, job_config.dead_letter_topic),
+        lambda got: len(got) >= 2,
+    )
+    assert len(dead) == 2
+    assert sink_offsets(job_config, "g") == {("t", 0): 5}
+    assert job.query is not None and job.query.isActive
+
+
+def test_restart_from_checkpoint_loses_nothing(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    first = start_job(job_config)
+    produce_requests(
+        job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("a", "g", ("t", 0, 1))]
+    )
+    wait_for_responses(job_config, {"a"})
+    first.stop()
+    # Produced while the job is down: picked up from the checkpoint's ingest offsets.
+    produce_requests(
+        job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("b", "g", ("t", 1, 2))]
+    )
+    start_job(job_config)
+    produce_requests(
+        job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("c", "g", ("t", 0, 3))]
+    )
+    wait_for_responses(job_config, {"b", "c"})
+    wait_for(
+        lambda: sink_offsets(job_config, "g"), lambda got: got == {("t", 0): 3, ("t", 1): 2}
+    )
+
+
+def test_lost_checkpoint_rebuilds_state_from_the_offsets_topic(
+    job_config: JobConfig, start_job: JobFactory, tmp_path: Path
+) -> None:
+    first = start_job(job_config)
+    produce_requests(
+        job_config.bootstrap_servers,
+        job_config.ingest_topic,
+        4,
+        [commit("a", "g", ("t", 0, 1), ("t", 1, 2)), commit("b", "h", ("u", 0, 7))],
+    )
+    wait_for_responses(job_config, {"a", "b"})
+    first.stop()
+    first.sink.close()
+    shutil.rmtree(job_config.checkpoint_location)
+    # The sink is lost as well: the rebuilt state must refill it.
+    Path(job_config.sink_url.removeprefix("sqlite:///")).unlink()
+
+    second = start_job(job_config)
+    assert second.sink.status().status in {"LOADING", "ACTIVE"}
+    wait_for(lambda: second.sink.status().status, lambda s: s == "ACTIVE")
+    assert sink_offsets(job_config, "g") == {("t", 0): 1, ("t", 1): 2}
+    # State was rebuilt, not just the sink: a delete of a rebuilt group succeeds.
+    produce_requests(
+        job_config.bootstrap_servers,
+        job_config.ingest_topic,
+        4,
+        [DeleteGroupsRequest("del", "h"), commit("c", "g", ("t", 0, 4))],
+    )
+    responses = wait_for_responses(job_config, {"del", "c"})
+    assert responses["del"]["errorCode"] == 0
+    wait_for(lambda: sink_offsets(job_config, "h"), lambda got: got == {})
+    assert sink_offsets(job_config, "g") == {("t", 0): 4, ("t", 1): 2}
+
+
+def test_postgres_sink_receives_the_same_offsets(
+    job_config: JobConfig, start_job: JobFactory, postgres_sink_url: str
+) -> None:
+    from dataclasses import replace
+
+    config = replace(job_config, sink_url=postgres_sink_url)
+    start_job(config)
+    produce_requests(
+        config.bootstrap_servers,
+        config.ingest_topic,
+        4,
+        [commit("p1", "pg", ("t", 0, 10)), commit("p2", "pg", ("t", 0, 8), ("t", 2, 1))],
+    )
+    wait_for_responses(config, {"p1", "p2"})
+    assert sink_offsets(config, "pg") == {("t", 0): 8, ("t", 2): 1}
+
+
+def test_refuses_replication_factor_above_broker_count(
+    job_config: JobConfig, spark: Any
+) -> None:
+    from dataclasses import replace
+
+    from connectors.kafka_admin import TopicConfigurationError
+
+    config = replace(job_config, replication_factor=3, min_insync_replicas=2)
+    job = OffsetsJob.create(config, spark)
+    try:
+        with pytest.raises(TopicConfigurationError, match="replication factor 3 larger than"):
+            job.start()
+    finally:
+        job.sink.close()
