@@ -21,6 +21,8 @@ Usage::
     python -m connectors.kafka_local stop-node 2 [--kill]    # fault tests
     python -m connectors.kafka_local start-node 2
 
+Extra JVM options for the nodes can be given in ``$KAFKA_OPTS``, as with Kafka's own scripts.
+
 ``start`` while the same configuration runs reuses it ("already running at ..."); while another
 configuration runs in the same data dir it refuses. When nothing runs and the configuration
 changed, the data dir's nodes are formatted anew (their topics are lost: this is a local
@@ -409,6 +411,9 @@ class LocalKafkaCluster:
         ):
             busy = self._busy_ports(current)
             if not busy:
+                # Same cluster id and data; the template may have changed since the last start.
+                for node_id in current.node_ids:
+                    self._write_properties(current, node_id)
                 return current
             if port is not None:
                 raise KafkaLocalError(f"port(s) {busy} on {current.host} are already in use")
@@ -424,6 +429,8 @@ class LocalKafkaCluster:
             )
         if current is not None:
             echo(f"kafka: configuration changed, formatting {self.data_dir} anew")
+        # cluster.json goes first and comes back last: present, it vouches for the node dirs.
+        (self.data_dir / _CLUSTER_FILE).unlink(missing_ok=True)
         for child in self.data_dir.glob("node-*"):
             shutil.rmtree(child)
         self.data_dir.mkdir(parents=True, exist_ok=True)

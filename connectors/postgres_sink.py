@@ -19,8 +19,8 @@ Readers in other processes open their own sink (``open_sink(url, read_only=True)
 sets ``default_transaction_read_only``); each read is one statement, so it sees whole batches.
 Offsets are rewritten far more often than inserted: ``consumer_offsets`` keeps 30% of each page
 free (``fillfactor = 70``) so that an update can stay on its page as a HOT update and skip
-writing a new primary-key entry. Key columns use ``COLLATE "C"``: byte-order comparisons are faster than locale-aware ones, and
-listings sort by code point as in SQLite.
+writing a new primary-key entry. Key columns use ``COLLATE "C"``: byte-order comparisons are
+faster than locale-aware ones, and listings sort by code point as in SQLite.
 """
 
 from __future__ import annotations
@@ -364,15 +364,12 @@ class PostgresSink(Sink):
             "fetch_group": _q(
                 'SELECT {} FROM {} WHERE group_id = %s ORDER BY topic, "partition"'
             ).format(_columns(_OFFSET_VALUE_COLUMNS), t["offsets"]),
+            # A superset of the request (any listed topic with any listed partition) in one index
+            # scan; fetch_answer picks the exact pairs. Cheaper than joining unnest(text[]).
             "fetch_partitions": _q(
-                "SELECT {cols} FROM {offsets} AS o"
-                ' JOIN unnest(%s::text[], %s::integer[]) AS r(topic, "partition")'
-                ' ON o.topic = r.topic AND o."partition" = r."partition"'
-                " WHERE o.group_id = %s"
-            ).format(
-                cols=sql.SQL(", ").join(sql.Identifier("o", c) for c in _OFFSET_VALUE_COLUMNS),
-                offsets=t["offsets"],
-            ),
+                "SELECT {} FROM {} WHERE group_id = %s AND topic = ANY(%s::text[])"
+                ' AND "partition" = ANY(%s::integer[])'
+            ).format(_columns(_OFFSET_VALUE_COLUMNS), t["offsets"]),
             "list_groups": _q(
                 "SELECT k.group_id, COALESCE(o.n, 0), g.generation, g.members FROM"
                 " (SELECT group_id FROM {offsets} UNION SELECT group_id FROM {groups}) AS k"
@@ -418,7 +415,7 @@ class PostgresSink(Sink):
                         )
                         continue
                     raise SinkWriteError(
-                        f"{self.url}: batch {batch_id} not written, state unchanged: {exc}"
+                        f"{self.url}: batch {batch_id} not written (replaying it is safe): {exc}"
                     ) from exc
         if batch_id <= last_batch_id:
             log_skipped_batch(self, batch_id, last_batch_id)
@@ -499,6 +496,29 @@ class PostgresSink(Sink):
             raise SinkError(f"{self.url} is open read-only")
         self._run(self._sql["set_status"], (status, clean_detail(detail), self._clock()))
 
+    def reset(self, status: CoordinatorState, detail: str = "") -> None:
+        check_status(status)
+        if self.read_only:
+            raise SinkError(f"{self.url} is open read-only")
+        t = self._t
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute(_q("DELETE FROM {}").format(t["offsets"]))
+                    cur.execute(_q("DELETE FROM {}").format(t["groups"]))
+                    cur.execute(
+                        _q(
+                            "UPDATE {} SET status = %s, detail = %s, last_batch_id = -1,"
+                            " ingest_offsets = '{{}}', updated_at_ms = %s WHERE id = 1"
+                        ).format(t["status"]),
+                        (status, clean_detail(detail), self._clock()),
+                    )
+            except psycopg.Error as exc:
+                if conn.closed or conn.broken:
+                    self._discard()
+                raise SinkError(f"{self.url}: cannot reset: {exc}") from exc
+
     # --- reading -------------------------------------------------------------------------------
 
     def _run(self, query: sql.Composed, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -530,12 +550,12 @@ class PostgresSink(Sink):
         if not partitions:
             return []
         # PostgreSQL cannot even compare a NUL string: such keys are answered "no offset".
-        wanted = sorted({(tp[0], int(tp[1])) for tp in partitions if not has_nul(group_id, tp[0])})
+        wanted = [(tp[0], int(tp[1])) for tp in partitions if not has_nul(group_id, tp[0])]
         stored: dict[tuple[str, int], CommittedOffset] = {}
         if wanted:
-            topics = [topic for topic, _ in wanted]
-            numbers = [partition for _, partition in wanted]
-            for row in self._run(self._sql["fetch_partitions"], (topics, numbers, group_id)):
+            topics = sorted({topic for topic, _ in wanted})
+            numbers = sorted({partition for _, partition in wanted})
+            for row in self._run(self._sql["fetch_partitions"], (group_id, topics, numbers)):
                 offset = _offset(group_id, row)
                 stored[(offset.topic, offset.partition)] = offset
         return fetch_answer(group_id, partitions, stored)

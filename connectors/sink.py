@@ -72,10 +72,12 @@ class SinkError(Exception):
 
 
 class SinkWriteError(SinkError):
-    """A batch was not written: the sink's state is exactly as before the call.
+    """A batch failed: its transaction was rolled back and the state is as before the call.
 
-    Raised out of ``foreachBatch`` this fails the streaming query; after a restart Spark replays
-    the batch from its checkpoint, which the sink then applies (its id was never committed).
+    The one exception is a connection lost *during* COMMIT, whose outcome the client cannot
+    know; replaying the batch is safe either way, because batches are idempotent per id. Raised
+    out of ``foreachBatch`` this fails the streaming query; after a restart Spark replays the
+    batch from its checkpoint.
     """
 
 
@@ -192,6 +194,15 @@ class Sink(ABC):
     @abstractmethod
     def set_status(self, status: CoordinatorState, detail: str = "") -> None:
         """Set the coordinator status row (batch progress is left as it is)."""
+
+    @abstractmethod
+    def reset(self, status: CoordinatorState, detail: str = "") -> None:
+        """Empty the offsets and groups tables and forget the batch progress, in one transaction.
+
+        The sink is a view of the job's state: when the job starts a new checkpoint (batch ids
+        restart at 0 and the state is rebuilt from the offsets topic) the view starts over too.
+        History, if kept, stays.
+        """
 
     @abstractmethod
     def fetch_offsets(
@@ -437,8 +448,8 @@ def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
     )
 
     # Skip what a backend cannot store (NUL in text), before dedupe: see the module docstring.
-    unstorable = pc.fill_null(pc.match_substring(table.column("group_id"), "\x00"), False)
-    for name in ("topic", "metadata"):
+    unstorable = pa.chunked_array([np.zeros(table.num_rows, dtype=bool)], pa.bool_())
+    for name in _TEXT_COLUMNS:
         has_nul = pc.fill_null(pc.match_substring(table.column(name), "\x00"), False)
         unstorable = pc.or_(unstorable, has_nul)
     skipped = int(pc.sum(pc.cast(unstorable, pa.int64())).as_py() or 0)

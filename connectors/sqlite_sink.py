@@ -328,7 +328,7 @@ class SqliteSink(Sink):
                 self._rollback(conn)
                 if isinstance(exc, Exception):
                     raise SinkWriteError(
-                        f"{self.url}: batch {batch_id} not written, state unchanged: {exc}"
+                        f"{self.url}: batch {batch_id} not written (replaying it is safe): {exc}"
                     ) from exc
                 raise
         log.debug(
@@ -387,6 +387,27 @@ class SqliteSink(Sink):
             except sqlite3.Error as exc:
                 self._discard()
                 raise SinkError(f"{self.url}: cannot set status {status}: {exc}") from exc
+
+    def reset(self, status: CoordinatorState, detail: str = "") -> None:
+        check_status(status)
+        if self.read_only:
+            raise SinkError(f"{self.url} is open read-only")
+        t = self._t
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(f"DELETE FROM {t['offsets']}")
+                conn.execute(f"DELETE FROM {t['groups']}")
+                conn.execute(
+                    f"UPDATE {t['status']} SET status = ?, detail = ?, last_batch_id = -1,"
+                    " ingest_offsets = '{}', updated_at_ms = ? WHERE id = 1",
+                    (status, clean_detail(detail), self._clock()),
+                )
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback(conn)
+                raise SinkError(f"{self.url}: cannot reset: {exc}") from exc
 
     # --- reading -------------------------------------------------------------------------------
 

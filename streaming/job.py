@@ -113,15 +113,14 @@ class OffsetsJob:
             self.sink.set_status("ACTIVE", "resumed from checkpoint")
         else:
             starting_offsets = _starting_offsets(config, dict(self.sink.status().ingest_offsets))
-            # A new checkpoint restarts batch ids and state: the sink view starts over with it.
-            self.sink.reset()
             stored = end_offsets(config.kafka_python_options(), config.offsets_topic)
             loading = sum(stored.values()) > 0
+            # A new checkpoint restarts batch ids and state: the sink view starts over with it.
             if loading:
-                self.sink.set_status("LOADING", "rebuilding state from the offsets topic")
+                self.sink.reset("LOADING", "rebuilding state from the offsets topic")
                 _write_load_markers(config)
             else:
-                self.sink.set_status("ACTIVE", "new state")
+                self.sink.reset("ACTIVE", "new state")
 
         settings = ProcessorSettings(
             coordinator=config.coordinator,

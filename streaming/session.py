@@ -116,8 +116,8 @@ def spark_session(
 
     Defaults: RocksDB state store with changelog checkpointing (each micro-batch uploads only the
     changed keys instead of a full snapshot), :data:`DEFAULT_SHUFFLE_PARTITIONS` shuffle
-    partitions, Arrow for pandas conversion, UTC session time zone, driver bound to 127.0.0.1,
-    the Kafka connector jars from :func:`spark_jars`, log level WARN.
+    partitions, Arrow for pandas conversion, UTC session time zone, driver bound to 127.0.0.1
+    for ``local`` masters, the Kafka connector jars from :func:`spark_jars`, log level WARN.
 
     Like ``SparkSession.builder.getOrCreate()``, a second call in the same process returns the
     session that already runs; settings that only apply at JVM start (jars, driver memory,
@@ -128,6 +128,12 @@ def spark_session(
     # this interpreter (the project's virtualenv).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+    resolved_master = master or os.environ.get("SPARK_MASTER") or "local[*]"
+    if resolved_master.startswith("local"):
+        # Otherwise Spark looks up the hostname and may bind to (and warn about) another
+        # interface; a local run needs nothing but loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     from pyspark.sql import SparkSession
 
@@ -141,15 +147,15 @@ def spark_session(
         "spark.sql.shuffle.partitions": str(DEFAULT_SHUFFLE_PARTITIONS),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
-        # Local runs must not depend on the machine's hostname resolving.
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
     }
+    if resolved_master.startswith("local"):
+        # Local runs must not depend on the machine's hostname resolving; a cluster's executors
+        # must reach the driver, so only local runs are pinned to loopback.
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
     conf.update(extra_conf or {})
 
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("SPARK_MASTER") or "local[*]"
-    )
+    builder = SparkSession.builder.appName(app_name).master(resolved_master)
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

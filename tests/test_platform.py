@@ -31,9 +31,9 @@ def _produce(bootstrap: str, topic: str, records: list[tuple[str, dict[str, obje
         acks="all",
     )
     try:
-        for key, value in records:
-            producer.send(topic, key=key, value=value)
-        producer.flush(timeout=30)
+        sent = [producer.send(topic, key=key, value=value) for key, value in records]
+        for future in sent:
+            future.get(timeout=30)  # raises if the record was not acknowledged
     finally:
         producer.close()
 

@@ -6,10 +6,12 @@ Run from the repository root::
 
 Each sink gets a batch of ``--rows`` new keys (inserts), then a batch updating all of them, the
 last 1% as tombstones (updates); both timed as whole ``write_batch`` calls (validation, dedupe,
-conversion and the one transaction). Then it times ``fetch_offsets`` for one group of 100 partitions: all
-partitions (``partitions=None``) and the 100 listed. PostgreSQL is ``--postgres-url`` (or env
-``POSTGRES_URL``), else a throwaway local server with fsync on (tables get a unique prefix and are
-dropped). Not collected by pytest (the name does not start with ``test_``).
+conversion and the one transaction). Then it times ``fetch_offsets`` for one group of 100
+partitions: all partitions (``partitions=None``) and the 100 listed.
+
+PostgreSQL is ``--postgres-url`` (or env ``POSTGRES_URL``), else a throwaway local server with
+fsync on; the tables get a unique prefix and are dropped afterwards. Not collected by pytest
+(the name does not start with ``test_``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
 import pytest
@@ -104,6 +105,9 @@ class Backend:
     options: dict[str, Any]
     #: Server URL for side connections (PostgreSQL only).
     admin_url: str | None = None
+    #: The per-test table prefix: tests choosing their own prefix extend it, so that the
+    #: fixture's teardown still finds (and drops) their tables.
+    table_prefix: str = ""
 
 
 @pytest.fixture(
@@ -119,7 +123,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     url = request.getfixturevalue("postgres_sink_url")
     admin = request.getfixturevalue("postgres_url")
     options = {"copy_threshold": 0} if request.param == "postgres-copy" else {}
-    return Backend("postgres", url, options, admin)
+    prefix = dict(parse_qsl(urlsplit(url).query))["table_prefix"]
+    return Backend("postgres", url, options, admin, prefix)
 
 
 @pytest.fixture
@@ -650,8 +655,8 @@ def test_readers_in_other_processes_see_whole_batches(
         assert last == batches - 1
 
 
-def test_table_prefixes_keep_sinks_apart(make_sink: Callable[..., Sink]) -> None:
-    plain, prefixed = make_sink(), make_sink(table_prefix="tenant_b_")
+def test_table_prefixes_keep_sinks_apart(make_sink: Callable[..., Sink], backend: Backend) -> None:
+    plain, prefixed = make_sink(), make_sink(table_prefix=f"{backend.table_prefix}tenant_b_")
     plain.write_batch(0, frame(commit("g", "t", 0, 1)), progress(0))
     prefixed.write_batch(0, frame(commit("g", "t", 0, 2)), progress(0))
 
@@ -732,8 +737,6 @@ def test_redact_url(url: str, redacted: str) -> None:
 
 @pytest.mark.postgres
 def test_postgres_connection_errors_do_not_leak_the_password(postgres_url: str) -> None:
-    from urllib.parse import urlsplit
-
     port = urlsplit(postgres_url).port
     bad = f"postgresql://nobody:hunter2@127.0.0.1:{port}/no_such_db?connect_timeout=5"
     with pytest.raises(SinkError) as caught:

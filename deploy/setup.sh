@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The one install script: everything this project needs on a fresh machine, idempotent.
+#
+#   bash deploy/setup.sh              # .venv + Python deps + JVM jars
+#   bash deploy/setup.sh --postgres   # ... and PostgreSQL's server binaries (apt), for its tests
+#
+# Phases that are already done are skipped: the virtualenv's install is keyed by a hash of
+# pyproject.toml, the Maven-resolved jars by a hash of deploy/pom.xml (stamp files). Output is
+# kept short (pip -q, mvn -q); any failure stops the script with the tool's own error.
+# Environment: PYTHON (interpreter for a new .venv, default python3.11), MVN_ARGS (extra Maven
+# arguments, e.g. -Dmaven.repo.local=...).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+with_postgres=false
+for arg in "$@"; do
+  case "$arg" in
+    --postgres) with_postgres=true ;;
+    -h | --help)
+      sed -n '2,12p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "setup: unknown argument: $arg" >&2
+      exit 2
+      ;;
+  esac
+done
+
+venv=.venv
+jars=.runtime/jars
+setup_t0=$(date +%s%N)
+phase_name=""
+phase_t0=0
+
+phase() {
+  phase_name="$1"
+  phase_t0=$(date +%s%N)
+  echo "==> setup: $phase_name"
+}
+
+phase_done() {
+  local ms=$((($(date +%s%N) - phase_t0) / 1000000))
+  printf '    %s: %d.%01d s%s\n' "$phase_name" $((ms / 1000)) $((ms % 1000 / 100)) "${1:+ ($1)}"
+}
+
+hash_of() {
+  sha256sum "$@" | sha256sum | cut -c1-16
+}
+
+# Maven 3.8 prints bare ANSI reset codes even with -q -B; strip them and keep real messages
+# (pipefail keeps mvn's exit status).
+mvn_quiet() {
+  mvn -q -B "$@" 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g' -e '/^[[:space:]]*$/d'
+}
+
+apt_updated=false
+apt_install() {
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || {
+      echo "setup: need root (or sudo) to apt-get install $*" >&2
+      exit 1
+    }
+    sudo=(sudo)
+  fi
+  if ! $apt_updated; then
+    "${sudo[@]}" apt-get update -qq
+    apt_updated=true
+  fi
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# -- JVM toolchain: Java runs Spark and the broker, Maven resolves their jars ----------------------
+phase "java and maven"
+missing=()
+command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || missing+=(maven)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt_install "${missing[@]}"
+  phase_done "installed ${missing[*]}"
+else
+  phase_done "present"
+fi
+
+# -- Python virtualenv ----------------------------------------------------------------------------
+phase "virtualenv"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
+  python=${PYTHON:-python3.11}
+  command -v "$python" >/dev/null || {
+    echo "setup: $python not found; install Python 3.11 or set PYTHON" >&2
+    exit 1
+  }
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  phase_done "created with $("$venv/bin/python" --version)"
+else
+  phase_done "present"
+fi
+
+phase "python packages"
+py_stamp="$venv/.consumer-offsets-installed"
+py_key=$(hash_of pyproject.toml)
+if [ "$(cat "$py_stamp" 2>/dev/null)" = "$py_key" ]; then
+  phase_done "up to date"
+else
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+  echo "$py_key" >"$py_stamp"
+  phase_done "installed"
+fi
+
+# -- JVM jars (Maven Central, once) ---------------------------------------------------------------
+phase "jvm jars"
+# Spark's connector only runs next to the exact spark-sql it was built with: the pom's
+# spark.version must follow pyspark's whenever pyproject.toml moves it.
+pom_spark=$(sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' deploy/pom.xml)
+venv_spark=$("$venv/bin/python" -c 'import pyspark; print(pyspark.__version__)')
+if [ "$pom_spark" != "$venv_spark" ]; then
+  echo "setup: deploy/pom.xml has spark.version $pom_spark but pyspark is $venv_spark" >&2
+  exit 1
+fi
+jar_stamp="$jars/.resolved"
+jar_key=$(hash_of deploy/pom.xml)
+# The stamp is written last, so its presence with the pom's hash means both sets are complete;
+# the two globs catch a folder emptied by hand since.
+if [ "$(cat "$jar_stamp" 2>/dev/null)" = "$jar_key" ] &&
+  compgen -G "$jars/spark/spark-sql-kafka-0-10_*.jar" >/dev/null &&
+  compgen -G "$jars/kafka/kafka_2.13-*.jar" >/dev/null; then
+  phase_done "up to date"
+else
+  rm -rf "$jars/spark" "$jars/kafka" "$jar_stamp"
+  mkdir -p "$jars"
+  read -r -a mvn_args <<<"${MVN_ARGS:-}"
+  for profile in spark-connector kafka-broker; do
+    mvn_quiet -f deploy/pom.xml -P "$profile" "${mvn_args[@]}" dependency:copy-dependencies
+  done
+  # A jar pyspark already ships, at whatever version, is a classpath conflict: fail here
+  # rather than in a Spark job.
+  conflicts=$("$venv/bin/python" -c \
+    'from streaming.session import pyspark_jar_conflicts; print(" ".join(pyspark_jar_conflicts()))')
+  if [ -n "$conflicts" ]; then
+    echo "setup: $jars/spark duplicates jars pyspark ships: $conflicts" >&2
+    echo "setup: exclude them in deploy/pom.xml (profile spark-connector)" >&2
+    exit 1
+  fi
+  echo "$jar_key" >"$jar_stamp"
+  phase_done "$(find "$jars/spark" -name '*.jar' | wc -l) spark + $(find "$jars/kafka" -name '*.jar' | wc -l) kafka jars"
+fi
+
+# -- PostgreSQL server binaries (tests start their own throwaway cluster) -------------------------
+if $with_postgres; then
+  phase "postgresql"
+  if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null; then
+    phase_done "present"
+  else
+    apt_install postgresql
+    phase_done "installed"
+  fi
+fi
+
+total_ms=$((($(date +%s%N) - setup_t0) / 1000000))
+printf '==> setup: done in %d.%01d s\n' $((total_ms / 1000)) $((total_ms % 1000 / 100))

@@ -1,0 +1,8 @@
+"""Entry file for spark-submit: runs the same job as ``consumer-offsets run``."""
+
+import sys
+
+from streaming.__main__ import main
+
+if __name__ == "__main__":
+    sys.exit(main())
