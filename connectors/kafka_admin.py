@@ -7,6 +7,7 @@ brokers than the replication factor (as Kafka 0.11+ does instead of silently und
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -130,10 +131,9 @@ class KafkaAdmin:
             NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
             for s in missing
         ]
-        try:
+        # Created concurrently by another instance: the count check above reruns next start.
+        with contextlib.suppress(TopicAlreadyExistsError):
             self._admin.create_topics(new_topics, validate_only=False)
-        except TopicAlreadyExistsError:
-            pass  # created concurrently by another instance: the count check above reruns next start
         self._wait_for_metadata([s.name for s in missing])
         for spec in missing:
             log.info(

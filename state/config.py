@@ -26,7 +26,11 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
 
     def __post_init__(self) -> None:
-        for name in ("offsets_topic_partitions", "offsets_retention_ms", "offset_metadata_max_bytes"):
+        for name in (
+            "offsets_topic_partitions",
+            "offsets_retention_ms",
+            "offset_metadata_max_bytes",
+        ):
             value = getattr(self, name)
             # bool is an int subclass; a flag passed by mistake must not become 1 partition.
             if not isinstance(value, int) or isinstance(value, bool):

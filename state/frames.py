@@ -33,9 +33,9 @@ GROUP_METADATA_FIELDS = [
 EXTENDED_REQUEST_FRAME_SCHEMA = pa.schema(list(REQUEST_FRAME_SCHEMA) + GROUP_METADATA_FIELDS)
 
 
-def _row(offset: int, index: int, timestamp_ms: int, **values: object) -> dict[str, object]:
+def _row(ingest_offset: int, index: int, timestamp_ms: int, **values: object) -> dict[str, object]:
     row: dict[str, object] = {
-        "ingest_offset": offset,
+        "ingest_offset": ingest_offset,
         "partition_index": index,
         "timestamp_ms": timestamp_ms,
         "generation_id": -1,

@@ -65,7 +65,9 @@ def string_hash(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
     h = np.zeros(n, dtype=np.uint64)
     if total:
         data = (
-            np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+            np.frombuffer(data_buf, dtype=np.uint8)
+            if data_buf is not None
+            else np.zeros(0, np.uint8)
         )
         nonempty = lengths > 0
         # Gather every string's bytes into one run, remembering where each string ends.

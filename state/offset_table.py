@@ -55,7 +55,9 @@ class Rows:
         values = {}
         for f in fields(self):
             col = getattr(self, f.name)
-            values[f.name] = col.take(pa.array(idx, pa.int64())) if f.name == "metadata" else col[idx]
+            values[f.name] = (
+                col.take(pa.array(idx, pa.int64())) if f.name == "metadata" else col[idx]
+            )
         return Rows(**values)
 
     @staticmethod
@@ -63,7 +65,9 @@ class Rows:
         values = {}
         for f in fields(Rows):
             cols = [getattr(p, f.name) for p in parts]
-            values[f.name] = pa.concat_arrays(cols) if f.name == "metadata" else np.concatenate(cols)
+            values[f.name] = (
+                pa.concat_arrays(cols) if f.name == "metadata" else np.concatenate(cols)
+            )
         return Rows(**values)
 
     @staticmethod
@@ -89,7 +93,9 @@ class Rows:
         return self.take(order)
 
 
-def find(rows: Rows, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray) -> np.ndarray:
+def find(
+    rows: Rows, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
+) -> np.ndarray:
     """Index in ``rows`` (sorted by ``khash``) of each queried key, -1 where absent."""
     result = np.full(len(khash), -1, dtype=np.int64)
     if len(rows) == 0 or len(khash) == 0:
@@ -172,7 +178,9 @@ class OffsetTable:
     @staticmethod
     def from_base(base: Rows) -> OffsetTable:
         """A table whose base is ``base`` (sorted by khash, unique keys) and delta is empty."""
-        return OffsetTable(base, Delta.empty(), int(base.deadline.min()) if len(base) else int(NEVER))
+        return OffsetTable(
+            base, Delta.empty(), int(base.deadline.min()) if len(base) else int(NEVER)
+        )
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -187,7 +195,9 @@ class OffsetTable:
         pos = self.delta.base_pos
         return np.sort(pos[pos >= 0])
 
-    def locate(self, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray) -> Located:
+    def locate(
+        self, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
+    ) -> Located:
         d_idx = find(self.delta.rows, khash, gcode, tcode, partition)
         b_idx = np.full(len(khash), -1, dtype=np.int64)
         outside = np.flatnonzero(d_idx < 0)
@@ -206,11 +216,16 @@ class OffsetTable:
             raise ValueError("gather needs live keys only")
         from_delta = located.delta >= 0
         parts = Rows.concat(
-            [self.delta.rows.take(located.delta[from_delta]), self.base.take(located.base[~from_delta])]
+            [
+                self.delta.rows.take(located.delta[from_delta]),
+                self.base.take(located.base[~from_delta]),
+            ]
         )
         order = np.empty(len(from_delta), dtype=np.int64)
         order[np.flatnonzero(from_delta)] = np.arange(int(from_delta.sum()))
-        order[np.flatnonzero(~from_delta)] = int(from_delta.sum()) + np.arange(int((~from_delta).sum()))
+        order[np.flatnonzero(~from_delta)] = int(from_delta.sum()) + np.arange(
+            int((~from_delta).sum())
+        )
         return parts.take(order)
 
     def live_rows(self) -> Rows:
@@ -218,7 +233,10 @@ class OffsetTable:
         keep = np.ones(len(self.base), dtype=bool)
         keep[self.superseded()] = False
         return Rows.concat(
-            [self.base.take(np.flatnonzero(keep)), self.delta.rows.take(np.flatnonzero(~self.delta.tomb))]
+            [
+                self.base.take(np.flatnonzero(keep)),
+                self.delta.rows.take(np.flatnonzero(~self.delta.tomb)),
+            ]
         )
 
     def group_rows(self, gcodes: np.ndarray, ghashes: np.ndarray) -> Rows:
@@ -233,7 +251,9 @@ class OffsetTable:
                 return np.zeros(0, np.int64)
             start = np.searchsorted(rows.khash, lo, side="left")
             stop = np.where(hi == 0, len(rows), np.searchsorted(rows.khash, hi, side="left"))
-            idx = np.unique(np.concatenate([np.arange(a, b) for a, b in zip(start, stop, strict=True)]))
+            idx = np.unique(
+                np.concatenate([np.arange(a, b) for a, b in zip(start, stop, strict=True)])
+            )
             # Groups whose hashes share the high 32 bits share a range.
             return idx[np.isin(rows.gcode[idx], wanted)]
 

@@ -146,7 +146,9 @@ def records_table(records: Iterable[Record]) -> pa.Table:
             order.append((1, len(offsets)))
             offsets.append(record)
     offset_table = _offset_records_of(offsets)
-    group_table = pa.Table.from_pylist(rows, schema=RECORD_FRAME_SCHEMA) if rows else empty_records()
+    group_table = (
+        pa.Table.from_pylist(rows, schema=RECORD_FRAME_SCHEMA) if rows else empty_records()
+    )
     if not rows:
         return offset_table
     if not offsets:

@@ -137,4 +137,3 @@ class ReferenceCoordinator:
     def snapshot(self) -> dict[str, GroupState]:
         """A deep copy of every group's state."""
         return copy.deepcopy(self.groups)
-

@@ -130,9 +130,7 @@ def validate_commit_group(
     return ErrorCode.UNKNOWN_MEMBER_ID
 
 
-def validate_offset_delete_group(
-    metadata: GroupMetadataValue | None, exists: bool
-) -> ErrorCode:
+def validate_offset_delete_group(metadata: GroupMetadataValue | None, exists: bool) -> ErrorCode:
     """KIP-496 group check: the group must exist; a group with members must use the consumer
     protocol (``ClassicGroup.validateOffsetDelete``), whose subscribed topics are then protected."""
     if not exists:

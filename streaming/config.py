@@ -66,10 +66,17 @@ class JobConfig:
             raise ValueError(f"replication_factor must be >= 1, got {self.replication_factor}")
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             # Kafka refuses acks=all writes when min.insync.replicas exceeds the replica count.
-            object.__setattr__(self, "min_insync_replicas", min(self.min_insync_replicas, self.replication_factor))
+            object.__setattr__(
+                self, "min_insync_replicas", min(self.min_insync_replicas, self.replication_factor)
+            )
         if self.retention_ms <= 0:
             raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")
-        topics = {self.ingest_topic, self.offsets_topic, self.responses_topic, self.dead_letter_topic}
+        topics = {
+            self.ingest_topic,
+            self.offsets_topic,
+            self.responses_topic,
+            self.dead_letter_topic,
+        }
         if len(topics) != 4:
             raise ValueError("ingest, offsets, responses and dead-letter topics must differ")
 

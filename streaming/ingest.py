@@ -57,12 +57,19 @@ LOAD_MARKER = b'{"version":1,"api":"LoadCoordinator"}'
 
 def _well_formed(r: Column) -> Column:
     """True when the JVM parse is trustworthy; anything else goes to the Python decoder."""
-    partition_ok = lambda p: p["partitionIndex"].isNotNull() & (  # noqa: E731
-        (r["api"] != Api.OFFSET_COMMIT.value) | p["committedOffset"].isNotNull()
-    )
-    topic_ok = lambda t: t["name"].isNotNull() & t["partitions"].isNotNull() & F.forall(  # noqa: E731
-        t["partitions"], partition_ok
-    )
+
+    def partition_ok(p: Column) -> Column:
+        return p["partitionIndex"].isNotNull() & (
+            (r["api"] != Api.OFFSET_COMMIT.value) | p["committedOffset"].isNotNull()
+        )
+
+    def topic_ok(t: Column) -> Column:
+        return (
+            t["name"].isNotNull()
+            & t["partitions"].isNotNull()
+            & F.forall(t["partitions"], partition_ok)
+        )
+
     needs_topics = r["api"].isin(Api.OFFSET_COMMIT.value, Api.OFFSET_DELETE.value)
     needs_members = r["api"] == Api.GROUP_METADATA.value
     return F.coalesce(

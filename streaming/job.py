@@ -1,4 +1,6 @@
-"""The offset manager's Structured Streaming query: ingest topic → shard state → offsets topic + sink.
+"""The offset manager's Structured Streaming query.
+
+Ingest topic → shard state → offsets topic + sink.
 
 Start-up follows Kafka's coordinator:
 - with a checkpoint, the query resumes from it (state, ingest offsets, batch ids);

@@ -27,7 +27,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.state import GroupState
 
 from state.config import CoordinatorConfig
-from streaming.ingest import LOAD_MARKER
 from state.frames import frame_from_requests
 from state.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
 from state.records import RecordFormatError, decode_record
@@ -44,6 +43,7 @@ from state.shard import (
     snapshot_records,
     state_size,
 )
+from streaming.ingest import LOAD_MARKER
 
 log = logging.getLogger(__name__)
 

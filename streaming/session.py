@@ -147,6 +147,8 @@ def spark_session(
         "spark.sql.shuffle.partitions": str(DEFAULT_SHUFFLE_PARTITIONS),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        # Progress bars interleave with the job's per-batch log lines; the log says more.
+        "spark.ui.showConsoleProgress": "false",
     }
     if resolved_master.startswith("local"):
         # Local runs must not depend on the machine's hostname resolving; a cluster's executors

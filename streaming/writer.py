@@ -203,5 +203,7 @@ def _sink_records(table: pa.Table) -> pa.Table:
     # The sink keys rows by their decoded columns; it needs only to know which are tombstones.
     tombstone = table["is_tombstone"]
     columns["key"] = pa.array([b""] * table.num_rows, pa.binary())
-    columns["value"] = pc.if_else(tombstone, pa.scalar(None, pa.binary()), pa.scalar(b"", pa.binary()))
+    columns["value"] = pc.if_else(
+        tombstone, pa.scalar(None, pa.binary()), pa.scalar(b"", pa.binary())
+    )
     return pa.table(columns, schema=RECORD_FRAME_SCHEMA)

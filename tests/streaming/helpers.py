@@ -89,9 +89,7 @@ def read_responses(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
     return {r.key.decode(): json.loads(r.value) for r in read_all(bootstrap, topic)}
 
 
-def wait_for(
-    probe: Callable[[], T], accept: Callable[[T], bool], timeout_s: float = 120.0
-) -> T:
+def wait_for(probe: Callable[[], T], accept: Callable[[T], bool], timeout_s: float = 120.0) -> T:
     """Poll ``probe`` until ``accept`` holds; return the accepted value or fail with the last."""
     deadline = time.monotonic() + timeout_s
     last: T | None = None

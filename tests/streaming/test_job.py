@@ -69,7 +69,9 @@ def start_job(spark: Any) -> Iterator[JobFactory]:
         job.sink.close()
 
 
-def commit(request_id: str, group: str, *parts: tuple[str, int, int], **kw: Any) -> OffsetCommitRequest:
+def commit(
+    request_id: str, group: str, *parts: tuple[str, int, int], **kw: Any
+) -> OffsetCommitRequest:
     return OffsetCommitRequest(
         request_id=request_id,
         group_id=group,
@@ -202,9 +204,12 @@ def test_malformed_input_is_answered_or_dead_lettered_and_the_query_keeps_runnin
         [
             (0, b"not json"),
             (1, None),
-            (2, b'{"version": 1, "api": "OffsetCommit", "requestId": "typed", "groupId": "g",'
-             b' "topics": [{"name": "t", "partitions": [{"partitionIndex": "zero",'
-             b' "committedOffset": 1}]}]}'),
+            (
+                2,
+                b'{"version": 1, "api": "OffsetCommit", "requestId": "typed", "groupId": "g",'
+                b' "topics": [{"name": "t", "partitions": [{"partitionIndex": "zero",'
+                b' "committedOffset": 1}]}]}',
+            ),
             (3, b'{"version": 99, "api": "OffsetCommit", "requestId": "future", "groupId": "g"}'),
         ],
     )
@@ -243,9 +248,7 @@ def test_restart_from_checkpoint_loses_nothing(
         job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("c", "g", ("t", 0, 3))]
     )
     wait_for_responses(job_config, {"b", "c"})
-    wait_for(
-        lambda: sink_offsets(job_config, "g"), lambda got: got == {("t", 0): 3, ("t", 1): 2}
-    )
+    wait_for(lambda: sink_offsets(job_config, "g"), lambda got: got == {("t", 0): 3, ("t", 1): 2})
 
 
 def test_lost_checkpoint_rebuilds_state_from_the_offsets_topic(
@@ -299,9 +302,7 @@ def test_postgres_sink_receives_the_same_offsets(
     assert sink_offsets(config, "pg") == {("t", 0): 8, ("t", 2): 1}
 
 
-def test_refuses_replication_factor_above_broker_count(
-    job_config: JobConfig, spark: Any
-) -> None:
+def test_refuses_replication_factor_above_broker_count(job_config: JobConfig, spark: Any) -> None:
     from dataclasses import replace
 
     from connectors.kafka_admin import TopicConfigurationError
