@@ -34,6 +34,7 @@ Exit status: 0 success, 1 the operation failed (the Kafka error name and code ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import logging
@@ -1161,7 +1162,9 @@ def main(
         return kafka_main(argv[1:])
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # argparse prints help and usage errors itself: onto this call's streams.
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     if args.command is None:

@@ -47,7 +47,7 @@ from typing import Any, Final, Protocol, Self
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from state.errors import ErrorCode
 from state.model import OffsetAndMetadata, TopicPartition
@@ -80,6 +80,7 @@ __all__ = [
     "OffsetsRequestError",
     "describe_error",
     "error_code_of",
+    "list_offsets",
 ]
 
 #: Kafka's ``offsets.commit.timeout.ms`` default (5000 ms): how long a call waits by default.
@@ -93,6 +94,33 @@ RESPONSE_VERSION: Final = 1
 _POLL_INTERVAL_MS: Final = 100
 # How long close() waits for the response thread and producer.
 _CLOSE_JOIN_S: Final = 5.0
+
+
+# --- listing offsets ----------------------------------------------------------------------------
+
+
+def list_offsets(
+    call: Callable[[list[KafkaTopicPartition]], dict[KafkaTopicPartition, Any]],
+    partitions: Sequence[KafkaTopicPartition],
+    timeout_s: float = 30.0,
+) -> dict[KafkaTopicPartition, Any]:
+    """``call(partitions)`` (a consumer's ``end_offsets``, ``beginning_offsets`` or, wrapped,
+    ``offsets_for_times``), retried until ``timeout_s`` while the cluster is not ready.
+
+    kafka-python 2.3.0 fails ListOffsets with ``AttributeError`` ('NoneType' object has no
+    attribute 'invalid_metadata') when some partitions answer and others must be retried, as
+    happens while a topic created moments ago has no leader everywhere yet.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call(list(partitions))
+        except (AttributeError, KafkaError) as exc:
+            transient = not isinstance(exc, KafkaError) or isinstance(exc, KafkaTimeoutError)
+            if not (transient or exc.retriable) or time.monotonic() >= deadline:
+                raise
+            log.debug("listing offsets failed, retrying: %r", exc)
+            time.sleep(0.2)
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -435,21 +463,28 @@ class OffsetCommitClient:
                 raise ClientClosedError("the commit client is closed")
             if self._thread is not None:
                 return
-            consumer = KafkaConsumer(
-                client_id=f"{self.client_id}-responses",
-                group_id=None,
-                enable_auto_commit=False,
-                allow_auto_create_topics=False,
-                fetch_max_wait_ms=_POLL_INTERVAL_MS,
-                **self._options,
-            )
+            try:
+                consumer = KafkaConsumer(
+                    client_id=f"{self.client_id}-responses",
+                    group_id=None,
+                    enable_auto_commit=False,
+                    allow_auto_create_topics=False,
+                    fetch_max_wait_ms=_POLL_INTERVAL_MS,
+                    **self._options,
+                )
+            except KafkaError as exc:  # NoBrokersAvailable and the like: retriable for callers
+                servers = ",".join(self._options.get("bootstrap_servers", []))
+                raise _NotAvailable(f"cannot reach Kafka at {servers}: {exc!r}") from None
             try:
                 responses = self._wait_for_topic(consumer, self.responses_topic, deadline)
                 ingest = self._wait_for_topic(consumer, self.ingest_topic, deadline)
                 tps = [KafkaTopicPartition(self.responses_topic, p) for p in sorted(responses)]
                 consumer.assign(tps)
                 # Everything after these offsets can answer our requests: none is sent yet.
-                for tp, end in consumer.end_offsets(tps).items():
+                ends = list_offsets(
+                    consumer.end_offsets, tps, max(1.0, deadline - time.monotonic())
+                )
+                for tp, end in ends.items():
                     consumer.seek(tp, end)
                 producer = KafkaProducer(
                     client_id=self.client_id,
@@ -459,6 +494,9 @@ class OffsetCommitClient:
                     max_block_ms=max(1000, int(self.default_timeout_s * 1000)),
                     **self._options,
                 )
+            except KafkaError as exc:
+                consumer.close()
+                raise _NotAvailable(f"cannot start the commit client: {exc!r}") from None
             except BaseException:
                 consumer.close()
                 raise
@@ -588,6 +626,9 @@ class OffsetCommitClient:
     def _submit(self, request: Request, deadline: float) -> Future[_Response]:
         """Send ``request`` and return the future of its response (or of its failure:
         ``_AttemptTimeout`` at ``deadline``, ``ClientClosedError``, ``_NotAvailable``)."""
+        # Raises ValueError for text that is not valid Unicode, before anything is registered.
+        value = encode_request(request)
+        key = request.group_id.encode("utf-8")
         future: Future[_Response] = Future()
         try:
             self._ensure_started(deadline)
@@ -606,8 +647,8 @@ class OffsetCommitClient:
         try:
             sent = producer.send(
                 self.ingest_topic,
-                key=request.group_id.encode("utf-8"),
-                value=encode_request(request),
+                key=key,
+                value=value,
                 partition=partition_for(request.group_id, self._ingest_partitions),
             )
         except Exception as exc:  # KafkaTimeoutError (no metadata), closed producer, ...
@@ -832,10 +873,11 @@ class OffsetCommitClient:
             if callback is not None:
                 self._run_callback(callback, outcome)
 
-        if not commits:
-            done: Future[_Response] = Future()
-            done.set_result(_Response(request_id, 0, None, {}))
-            finish(done)
+        if not commits:  # like Kafka's commitAsync of an empty map: done, nothing sent
+            empty = CommitResult(group_id, {})
+            _set_result(result, empty)
+            if callback is not None:
+                self._run_callback(callback, empty)
             return result
         request = OffsetCommitRequest(
             request_id=request_id,

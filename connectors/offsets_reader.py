@@ -22,7 +22,7 @@ from typing import Any, Self
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from connectors.commit_client import OffsetsError
+from connectors.commit_client import OffsetsError, list_offsets
 from connectors.sink import (
     CommitHistoryEntry,
     CommittedOffset,
@@ -107,8 +107,9 @@ class BrokerOffsets:
     left out of every answer instead of blocking: kafka-python would wait for them forever.
     """
 
-    def __init__(self, client_options: Mapping[str, Any]) -> None:
+    def __init__(self, client_options: Mapping[str, Any], timeout_s: float = 30.0) -> None:
         self._options = dict(client_options)
+        self.timeout_s = timeout_s
         self._consumer: KafkaConsumer | None = None
 
     def _client(self) -> KafkaConsumer:
@@ -141,7 +142,7 @@ class BrokerOffsets:
         known = self._known(partitions)
         if not known:
             return {}
-        answer = self._client().end_offsets(known)
+        answer = list_offsets(self._client().end_offsets, known, self.timeout_s)
         return {TopicPartition(tp.topic, tp.partition): off for tp, off in answer.items()}
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -149,7 +150,7 @@ class BrokerOffsets:
         known = self._known(partitions)
         if not known:
             return {}
-        answer = self._client().beginning_offsets(known)
+        answer = list_offsets(self._client().beginning_offsets, known, self.timeout_s)
         return {TopicPartition(tp.topic, tp.partition): off for tp, off in answer.items()}
 
     def offsets_for_time(
@@ -160,7 +161,12 @@ class BrokerOffsets:
         known = self._known(partitions)
         if not known:
             return {}
-        answer = self._client().offsets_for_times(dict.fromkeys(known, int(timestamp_ms)))
+        consumer = self._client()
+        answer = list_offsets(
+            lambda tps: consumer.offsets_for_times(dict.fromkeys(tps, int(timestamp_ms))),
+            known,
+            self.timeout_s,
+        )
         return {
             TopicPartition(tp.topic, tp.partition): (None if found is None else found.offset)
             for tp, found in answer.items()

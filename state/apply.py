@@ -398,10 +398,14 @@ def _check_rows(
     unique = pc.unique(names)
     local = np.asarray(pc.index_in(names, value_set=unique)).astype(np.int64)
     unique_names = unique.to_pylist()
-    routed_unique = np.array(
-        [partition_for(g, config.offsets_topic_partitions) == state.shard_id for g in unique_names],
-        dtype=bool,
-    )
+    unique_large = unique.cast(pa.large_string())
+    unique_codes = state.groups.names.lookup(unique_large, string_hash(unique_large))
+    # Groups in the shard's dictionary were routed here when they were added.
+    routed_unique = unique_codes >= 0
+    for i in np.flatnonzero(~routed_unique).tolist():
+        routed_unique[i] = (
+            partition_for(unique_names[i], config.offsets_topic_partitions) == state.shard_id
+        )
     routed = np.zeros(n, dtype=bool)
     routed[cand_idx] = routed_unique[local] if cand_idx.size else False
     code = np.where(~valid_group, ErrorCode.INVALID_GROUP_ID, ErrorCode.NOT_COORDINATOR)
@@ -420,8 +424,7 @@ def _check_rows(
     has_group = np.flatnonzero(group_of_row >= 0)
     group_of_row[has_group] = renumber[group_of_row[has_group]]
     kept_names = [unique_names[i] for i in keep.tolist()]
-    kept_arr = pa.array(kept_names, pa.large_string())
-    codes = state.groups.names.lookup(kept_arr, string_hash(kept_arr))
+    codes = unique_codes[keep]
     batch_rows = _Rows(all_rows[commit], all_rows[other], group_of_row, kept_names, codes)
     batch.rows = batch_rows
 

@@ -15,6 +15,7 @@ the shard whenever the row or its group changes, so expiry is a comparison over 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -153,6 +154,11 @@ class Delta:
     def empty() -> Delta:
         return Delta(Rows.empty(), np.zeros(0, np.int64), np.zeros(0, bool))
 
+    @cached_property
+    def superseded(self) -> np.ndarray:
+        """Base rows a delta row replaces or deletes, sorted."""
+        return np.sort(self.base_pos[self.base_pos >= 0])
+
 
 @dataclass(frozen=True)
 class Located:
@@ -168,19 +174,18 @@ class Located:
 class OffsetTable:
     base: Rows
     delta: Delta
-    #: Minimum deadline of the base rows no delta row supersedes (NEVER if none).
-    base_live_min: int
+    #: Base row numbers in (deadline, row) order: the base rows due at a time are a prefix, so
+    #: expiry never scans the whole base.
+    base_order: np.ndarray  # int64
 
     @staticmethod
     def empty() -> OffsetTable:
-        return OffsetTable(Rows.empty(), Delta.empty(), int(NEVER))
+        return OffsetTable(Rows.empty(), Delta.empty(), np.zeros(0, np.int64))
 
     @staticmethod
     def from_base(base: Rows) -> OffsetTable:
         """A table whose base is ``base`` (sorted by khash, unique keys) and delta is empty."""
-        return OffsetTable(
-            base, Delta.empty(), int(base.deadline.min()) if len(base) else int(NEVER)
-        )
+        return OffsetTable(base, Delta.empty(), np.argsort(base.deadline, kind="stable"))
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -192,8 +197,20 @@ class OffsetTable:
 
     def superseded(self) -> np.ndarray:
         """Base rows a delta row replaces or deletes (sorted)."""
-        pos = self.delta.base_pos
-        return np.sort(pos[pos >= 0])
+        return self.delta.superseded
+
+    def _base_due_count(self, now_ms: int) -> int:
+        """How many base rows (live or not) have ``deadline <= now_ms``: a binary search through
+        ``base_order``, which avoids materializing the sorted deadlines."""
+        deadline, order = self.base.deadline, self.base_order
+        lo, hi = 0, len(order)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if deadline[order[mid]] <= now_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def locate(
         self, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
@@ -266,8 +283,9 @@ class OffsetTable:
     def due(self, now_ms: int) -> Rows:
         """Every live row with ``deadline <= now_ms``."""
         parts = []
-        if len(self.base) and now_ms >= self.base_live_min:
-            idx = np.flatnonzero(self.base.deadline <= now_ms)
+        count = self._base_due_count(now_ms)
+        if count:
+            idx = np.sort(self.base_order[:count])
             idx = idx[~np.isin(idx, self.superseded())]
             parts.append(self.base.take(idx))
         d = self.delta
@@ -279,7 +297,13 @@ class OffsetTable:
         d = self.delta
         live_deadlines = d.rows.deadline[~d.tomb]
         delta_min = int(live_deadlines.min()) if live_deadlines.size else int(NEVER)
-        return min(self.base_live_min, delta_min)
+        # At most len(superseded) base rows are not live, so the first live base row in deadline
+        # order is among the first len(superseded) + 1.
+        superseded = self.superseded()
+        head = self.base_order[: superseded.size + 1]
+        live = head[~np.isin(head, superseded)]
+        base_min = int(self.base.deadline[live[0]]) if live.size else int(NEVER)
+        return min(base_min, delta_min)
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -340,22 +364,7 @@ class OffsetTable:
         all_base_pos[new_at] = new_base_pos
         all_tomb[new_at] = new_tomb
 
-        base_live_min = self.base_live_min
-        newly_superseded = new_base_pos[new_base_pos >= 0]
-        if newly_superseded.size and (self.base.deadline[newly_superseded] <= base_live_min).any():
-            base_live_min = -1  # recomputed below
-        table = OffsetTable(self.base, Delta(merged, all_base_pos, all_tomb), base_live_min)
-        if base_live_min < 0:
-            table = table._with_base_live_min()
-        return table, existed
-
-    def _with_base_live_min(self) -> OffsetTable:
-        if len(self.base) == 0:
-            return replace(self, base_live_min=int(NEVER))
-        live = np.ones(len(self.base), dtype=bool)
-        live[self.superseded()] = False
-        m = int(np.min(self.base.deadline, where=live, initial=NEVER))
-        return replace(self, base_live_min=m)
+        return OffsetTable(self.base, Delta(merged, all_base_pos, all_tomb), self.base_order), existed
 
     def needs_compaction(self) -> bool:
         return len(self.delta.rows) > max(COMPACT_MIN_ROWS, len(self.base) // COMPACT_FRACTION)

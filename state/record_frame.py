@@ -20,12 +20,11 @@ from state.model import (
     Record,
 )
 from state.outputs import RECORD_FRAME_SCHEMA
+from state.record_columns import offset_commit_keys, offset_commit_values
 from state.records import (
     decode_group_metadata_value,
     encode_group_metadata_key,
     encode_group_metadata_value,
-    encode_offset_commit_keys,
-    encode_offset_commit_values,
 )
 
 OFFSET_KIND = "offset"
@@ -56,28 +55,15 @@ def offset_records(
     if n == 0:
         return empty_records()
     tomb = np.zeros(n, dtype=bool) if tombstone is None else np.asarray(tombstone, dtype=bool)
-    group_list = groups.to_pylist()
-    topic_list = topics.to_pylist()
-    part_list = partitions.tolist()
-    keys = encode_offset_commit_keys(group_list, topic_list, part_list)
     has_expire = expire_ts != -1
-    offset_list: list[int | None] = offsets.tolist()
-    if tomb.any():
-        for i in np.flatnonzero(tomb).tolist():
-            offset_list[i] = None
-    expire_list: list[int | None] = expire_ts.tolist()
-    if not has_expire.all():
-        for i in np.flatnonzero(~has_expire).tolist():
-            expire_list[i] = None
-    values = encode_offset_commit_values(
-        offset_list, leader_epochs.tolist(), metadata.to_pylist(), commit_ts.tolist(), expire_list
-    )
+    keys = offset_commit_keys(groups, topics, partitions)
+    values = offset_commit_values(offsets, leader_epochs, metadata, commit_ts, expire_ts, tomb)
     live = ~tomb
     # All-null value columns for tombstones.
     mask = pa.array(tomb)
     return pa.Table.from_arrays(
         [
-            pa.array(np.full(n, OFFSET_KIND, dtype=object), pa.string()),
+            pa.repeat(pa.scalar(OFFSET_KIND, pa.string()), n),
             groups.cast(pa.string()),
             topics.cast(pa.string()),
             pa.array(partitions, pa.int32()),
@@ -88,8 +74,8 @@ def offset_records(
             pa.array(expire_ts, pa.int64(), mask=tomb | ~(has_expire & live)),
             pa.nulls(n, pa.int32()),
             pa.nulls(n, pa.int32()),
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
+            keys,
+            values,
         ],
         schema=RECORD_FRAME_SCHEMA,
     )

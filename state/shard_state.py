@@ -110,7 +110,7 @@ def compute_deadlines(
     base = rows.commit_ts
     empty_md = has_md & (members == 0)
     if empty_md.any():
-        pass
+        base = np.where(empty_md, np.maximum(base, groups.state_ts[g]), base)
     deadline = _saturating_add(base, retention_ms)
     explicit = rows.expire_ts != NO_EXPIRE
     deadline = np.where(explicit, rows.expire_ts, deadline)

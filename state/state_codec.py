@@ -8,7 +8,7 @@ Layout (format version 1; integers big-endian)::
     10      2     section count (uint16) = 4
     12      4     shard id (int32)
     16      8     offsets retention (ms) the stored deadlines were computed with (int64)
-    24      8     minimum deadline of the base rows the delta does not supersede (int64)
+    24      8     reserved (0)
     32      32    byte length of each section (4 x uint64)
     64      ...   the sections, in order, each an Arrow IPC stream padded with zeros to a
                   multiple of 8 bytes: groups, topics, base, delta
@@ -20,9 +20,10 @@ Layout (format version 1; integers big-endian)::
     topics  one row per topic code: name, hash, by_hash as for groups
     base    committed offsets sorted by khash: khash uint64, gcode int32, tcode int32,
             partition int32, offset int64, leader_epoch int32, metadata large_string,
-            commit_ts int64, expire_ts int64 (-1: none), deadline int64 (2^63-1: never)
-    delta   the same columns, sorted by khash, plus base_pos int64 (the base row it supersedes,
-            -1 for none) and tomb bool (the key is deleted)
+            commit_ts int64, expire_ts int64 (-1: none), deadline int64 (2^63-1: never), and
+            deadline_order int64 (row numbers in (deadline, row) order: a permutation)
+    delta   the base's columns but deadline_order, sorted by khash, plus base_pos int64 (the
+            base row it supersedes, -1 for none) and tomb bool (the key is deleted)
 
 ``hash`` and ``khash`` are ``state.hashing``'s functions; they are part of this format. Decoding is
 zero-copy for the fixed-width columns (the arrays view the blob), so a call's cost follows its
@@ -81,10 +82,11 @@ _ROW_TYPES = {
     "expire_ts": pa.int64(),
     "deadline": pa.int64(),
 }
-_BASE_SCHEMA = pa.schema([pa.field(n, t, nullable=False) for n, t in _ROW_TYPES.items()])
+_ROW_FIELDS = [pa.field(n, t, nullable=False) for n, t in _ROW_TYPES.items()]
+_BASE_SCHEMA = pa.schema([*_ROW_FIELDS, pa.field("deadline_order", pa.int64(), nullable=False)])
 _DELTA_SCHEMA = pa.schema(
-    list(_BASE_SCHEMA)
-    + [
+    [
+        *_ROW_FIELDS,
         pa.field("base_pos", pa.int64(), nullable=False),
         pa.field("tomb", pa.bool_(), nullable=False),
     ]
@@ -139,7 +141,10 @@ def encode_state(state: ShardState) -> bytes:
         ),
         "base": (
             offsets.base,
-            lambda: pa.Table.from_arrays(_rows_columns(offsets.base), schema=_BASE_SCHEMA),
+            lambda: pa.Table.from_arrays(
+                [*_rows_columns(offsets.base), pa.array(offsets.base_order, pa.int64())],
+                schema=_BASE_SCHEMA,
+            ),
         ),
         "delta": (
             offsets.delta,
@@ -168,7 +173,7 @@ def encode_state(state: ShardState) -> bytes:
         len(_SECTIONS),
         state.shard_id,
         state.retention_ms,
-        offsets.base_live_min,
+        0,
         *lengths,
     )
     chunks: list[bytes | pa.Buffer | memoryview] = [header]
@@ -206,7 +211,7 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
         raise StateFormatError(
             f"corrupt shard state blob: header of {len(view)} bytes, {count} sections"
         )
-    _, _, _, shard_id, retention_ms, base_live_min, *lengths = _HEADER.unpack_from(view, 0)
+    _, _, _, shard_id, retention_ms, _, *lengths = _HEADER.unpack_from(view, 0)
     if _HEADER.size + sum(lengths) != len(view):
         raise StateFormatError(
             f"corrupt shard state blob: sections of {sum(lengths)} bytes in {len(view)} bytes"
@@ -254,7 +259,7 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
         shard_id,
         groups,
         topics,
-        OffsetTable(base, delta, base_live_min),
+        OffsetTable(base, delta, _np(tables["base"], "deadline_order")),
         retention_ms,
     )
     # Remember which sections still encode which parts, for encode_state to reuse them.

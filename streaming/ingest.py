@@ -43,6 +43,9 @@ REQUEST_JSON_SCHEMA = T.StructType(
         T.StructField("retentionTimeMs", T.LongType()),
         T.StructField("topics", T.ArrayType(_TOPIC)),
         T.StructField("members", T.StringType()),
+        T.StructField("protocolType", T.StringType()),
+        T.StructField("protocolName", T.StringType()),
+        T.StructField("leader", T.StringType()),
         T.StructField("_corrupt", T.StringType()),
     ]
 )
@@ -89,7 +92,7 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
     """Flatten a Kafka-source DataFrame of ingest messages into request-frame rows.
 
     Output columns: ``shard`` (the ingest partition: the coordinator shard), the columns of
-    ``state.requests.REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message bytes, set only on rows
+    ``state.frames.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message bytes, set only on rows
     the Python decoder must look at).
     """
     parsed = kafka_df.select(
@@ -139,6 +142,9 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
         F.col("r.members").alias("members_json"),
         F.lit(0).cast("short").alias("error_code"),
         F.lit(None).cast("string").alias("error_reason"),
+        F.coalesce(F.col("r.protocolType"), F.lit("consumer")).alias("protocol_type"),
+        F.col("r.protocolName").alias("protocol"),
+        F.col("r.leader").alias("leader"),
         F.lit(None).cast("binary").alias("raw_value"),
     )
     # Topic-less rows of OffsetCommit/OffsetDelete with an empty partitions list still answer.
@@ -160,6 +166,9 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
         F.lit(None).cast("string").alias("members_json"),
         F.lit(0).cast("short").alias("error_code"),
         F.lit(None).cast("string").alias("error_reason"),
+        F.lit("consumer").alias("protocol_type"),
+        F.lit(None).cast("string").alias("protocol"),
+        F.lit(None).cast("string").alias("leader"),
         # Empty bytes stand for a null message value so "needs decoding" stays one null check.
         F.coalesce(F.col("value"), F.lit(b"").cast("binary")).alias("raw_value"),
     )

@@ -166,6 +166,7 @@ class OffsetsJob:
         )
         self.query = (
             output.writeStream.queryName(QUERY_NAME)
+            .outputMode("update")
             .foreachBatch(self.writer)
             .option("checkpointLocation", config.checkpoint_location)
             .trigger(processingTime=config.trigger_interval)

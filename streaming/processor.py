@@ -27,11 +27,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.state import GroupState
 
 from state.config import CoordinatorConfig
-from state.frames import frame_from_requests
+from state.frames import EXTENDED_REQUEST_FRAME_SCHEMA
+from state.frames import request_rows as request_rows_of
+from state.model import GroupMetadataKey, OffsetCommitKey, Record
 from state.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
+from state.record_frame import records_table
 from state.records import RecordFormatError, decode_record
 from state.request_codec import decode_request
-from state.requests import REQUEST_FRAME_SCHEMA, DecodeError
 from state.shard import (
     ShardState,
     apply_batch,
@@ -40,8 +42,7 @@ from state.shard import (
     encode_state,
     expire,
     replay_records,
-    snapshot_records,
-    state_size,
+    snapshot,
 )
 from streaming.ingest import LOAD_MARKER
 
@@ -127,57 +128,38 @@ def load_shard(settings: ProcessorSettings, shard: int) -> tuple[ShardState, int
     return replay_records(empty_shard(shard), records), len(records)
 
 
+def snapshot_records(state: ShardState) -> pa.Table:
+    """The shard's whole state as records (RECORD_FRAME_SCHEMA): what compaction would leave."""
+    records: list[Record] = []
+    for group_id, group in snapshot(state).items():
+        if group.metadata is not None:
+            records.append(Record(GroupMetadataKey(group_id), group.metadata))
+        for (topic, partition), value in sorted(group.offsets.items()):
+            records.append(Record(OffsetCommitKey(group_id, topic, partition), value))
+    return records_table(records)
+
+
 def decode_raw_rows(rows: pd.DataFrame) -> pa.Table:
-    """Decode rows the JVM parser could not vouch for with the Python request codec."""
-    tables = []
-    for ingest_offset, timestamp_ms, raw in zip(
+    """Decode rows the JVM parser could not vouch for with the Python request codec: a valid
+    request becomes its frame rows, anything else one row carrying the decoder's error."""
+    frame_rows: list[dict[str, object]] = []
+    for offset, timestamp_ms, raw in zip(
         rows["ingest_offset"], rows["timestamp_ms"], rows["raw_value"], strict=True
     ):
         decoded = decode_request(bytes(raw) if raw is not None and len(raw) else None)
-        if isinstance(decoded, DecodeError):
-            tables.append(
-                pa.table(
-                    {
-                        "ingest_offset": [int(ingest_offset)],
-                        "partition_index": [0],
-                        "timestamp_ms": [int(timestamp_ms)],
-                        "api": [decoded.api],
-                        "request_id": [decoded.request_id],
-                        "group_id": [decoded.group_id],
-                        "generation_id": [-1],
-                        "member_id": [""],
-                        "group_instance_id": [None],
-                        "retention_time_ms": [-1],
-                        "topic": [None],
-                        "partition": [None],
-                        "offset": [None],
-                        "leader_epoch": [-1],
-                        "metadata": [None],
-                        "members_json": [None],
-                        "error_code": [decoded.error_code],
-                        "error_reason": [decoded.reason],
-                    },
-                    schema=REQUEST_FRAME_SCHEMA,
-                )
-            )
-        else:
-            tables.append(
-                frame_from_requests(
-                    [decoded], offsets=[int(ingest_offset)], timestamps=[int(timestamp_ms)]
-                )
-            )
-    return pa.concat_tables(tables) if tables else REQUEST_FRAME_SCHEMA.empty_table()
+        frame_rows.extend(request_rows_of(decoded, int(offset), int(timestamp_ms)))
+    return pa.Table.from_pylist(frame_rows, schema=EXTENDED_REQUEST_FRAME_SCHEMA)
 
 
 def to_request_frame(pdf: pd.DataFrame) -> pa.Table:
-    """The Spark rows of one shard as a REQUEST_FRAME table (raw rows decoded in Python)."""
+    """The Spark rows of one shard as a request frame (raw rows decoded in Python)."""
     needs_decoding = pdf["raw_value"].notna()
     if needs_decoding.any():
         is_marker = pdf["raw_value"].map(lambda raw: raw is not None and bytes(raw) == LOAD_MARKER)
         pdf = pdf.loc[~is_marker]
         needs_decoding = needs_decoding.loc[~is_marker]
-    good = pdf.loc[~needs_decoding, REQUEST_FRAME_SCHEMA.names]
-    frame = pa.Table.from_pandas(good, schema=REQUEST_FRAME_SCHEMA, preserve_index=False)
+    good = pdf.loc[~needs_decoding, EXTENDED_REQUEST_FRAME_SCHEMA.names]
+    frame = pa.Table.from_pandas(good, schema=EXTENDED_REQUEST_FRAME_SCHEMA, preserve_index=False)
     # -1 stood for "no partition" on topic-less rows (see streaming.ingest); restore the nulls.
     topicless = pc.is_null(frame["topic"])
     if pc.any(topicless).as_py():
@@ -185,7 +167,7 @@ def to_request_frame(pdf: pd.DataFrame) -> pa.Table:
             index = frame.schema.get_field_index(name)
             frame = frame.set_column(
                 index,
-                REQUEST_FRAME_SCHEMA.field(name),
+                EXTENDED_REQUEST_FRAME_SCHEMA.field(name),
                 pc.if_else(topicless, pa.scalar(None, kind), frame[name]),
             )
     if needs_decoding.any():
@@ -281,7 +263,7 @@ def make_state_function(
             "tombstones": int(pc.sum(is_tombstone.cast(pa.int64())).as_py() or 0)
             if is_tombstone is not None
             else 0,
-            "state_keys": state_size(result.state),
+            "state_keys": result.state.num_offsets,
             "loaded_records": loaded_records,
             "next_offset": next_offset,
             "next_expiry_ms": result.next_expiry_ms,
