@@ -164,6 +164,25 @@ class KafkaAdmin:
         return end_offsets(self._options, topic)
 
 
+def consumer_end_offsets(
+    consumer: KafkaConsumer, partitions: list[TopicPartition], attempts: int = 10
+) -> dict[TopicPartition, int]:
+    """``consumer.end_offsets`` that survives kafka-python's transient ListOffsets failures.
+
+    kafka-python 2.3 can fail a ListOffsets round with ``AttributeError`` (a retriable future
+    without an exception) while partition leadership is still settling, e.g. just after a topic
+    was created; the same call moments later succeeds.
+    """
+    for attempt in range(attempts):
+        try:
+            return consumer.end_offsets(partitions)
+        except AttributeError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
     """Log-end offset of every partition of ``topic`` ({} when the topic does not exist)."""
     consumer = KafkaConsumer(enable_auto_commit=False, **client_options)
@@ -172,6 +191,6 @@ def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]
         if not partitions:
             return {}
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+        return {tp.partition: off for tp, off in consumer_end_offsets(consumer, tps).items()}
     finally:
         consumer.close()

@@ -12,6 +12,8 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
+from connectors.kafka_admin import consumer_end_offsets
+
 
 class LoadTimeoutError(RuntimeError):
     """The partition could not be read up to its end offset in time."""
@@ -36,7 +38,7 @@ def read_partition(
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
-        end = consumer.end_offsets([tp])[tp]
+        end = consumer_end_offsets(consumer, [tp])[tp]
         consumer.seek_to_beginning(tp)
         deadline = time.monotonic() + timeout_s
         while consumer.position(tp) < end:

@@ -57,8 +57,8 @@ from state.rules import (
     CONSUMER_PROTOCOL_TYPE,
     INT64_MAX,
     MAX_RECORD_STRING_BYTES,
-    TOPIC_NAME_MAX_LENGTH,
     error_reason,
+    is_valid_topic,
 )
 from state.shard_state import (
     ShardState,
@@ -75,7 +75,6 @@ _APIS = [
     Api.GROUP_METADATA.value,
 ]
 _COMMIT, _OFFSET_DELETE, _DELETE_GROUPS, _GROUP_METADATA = range(4)
-_TOPIC_PATTERN = f"^[a-zA-Z0-9._-]{{1,{TOPIC_NAME_MAX_LENGTH}}}$"
 _OPTIONAL_COLUMNS = {"protocol_type": pa.string(), "protocol": pa.string(), "leader": pa.string()}
 
 
@@ -201,11 +200,12 @@ def _as_table(frame: pa.Table | pd.DataFrame) -> pa.Table:
             + [pa.field(c, t) for c, t in _OPTIONAL_COLUMNS.items() if c in frame.columns]
         )
         frame = pa.Table.from_pandas(frame[names], schema=schema, preserve_index=False)
-    missing = [f.name for f in REQUEST_FRAME_SCHEMA if f.name not in frame.column_names]
+    present = set(frame.column_names)
+    missing = [f.name for f in REQUEST_FRAME_SCHEMA if f.name not in present]
     if missing:
         raise ValueError(f"request frame lacks columns {missing}")
     for name, type_ in _OPTIONAL_COLUMNS.items():
-        if name not in frame.column_names:
+        if name not in present:
             frame = frame.append_column(name, pa.nulls(frame.num_rows, type_))
     return frame
 
@@ -432,10 +432,11 @@ def _check_rows(
 def _valid_partitions(batch: _Batch) -> np.ndarray:
     """Kafka's topic name rules and a non-negative partition, per row."""
     topic = batch.col("topic")
-    named = np.asarray(
-        pc.fill_null(pc.match_substring_regex(topic, _TOPIC_PATTERN), False)
-    ) & ~np.asarray(pc.fill_null(pc.is_in(topic, value_set=pa.array([".", ".."])), False))
-    return named & ~batch.partition_null & (batch.partition >= 0)
+    # A batch names few distinct topics: check each once, with the rule the handlers use.
+    unique = pc.unique(topic)
+    valid = np.array([is_valid_topic(t) for t in unique.to_pylist()] + [False], dtype=bool)
+    at = np.asarray(pc.fill_null(pc.index_in(topic, value_set=unique), len(unique)))
+    return valid[at] & ~batch.partition_null & (batch.partition >= 0)
 
 
 def _split_groups(batch: _Batch, state: ShardState) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,8 @@ from typing import NamedTuple
 from state.errors import ErrorCode
 from state.model import OffsetAndMetadata, TopicPartition
 
-#: Kafka's answer for a partition without a committed offset (``OffsetFetchResponse.INVALID_OFFSET``).
+#: The offset Kafka answers for a partition without a committed offset
+#: (``OffsetFetchResponse.INVALID_OFFSET``).
 INVALID_OFFSET = -1
 
 

@@ -1,4 +1,5 @@
-"""Request frames (``REQUEST_FRAME_SCHEMA``) from request objects, for tests, benchmarks and clients.
+"""Request frames (``REQUEST_FRAME_SCHEMA``) from request objects, for tests, benchmarks and
+clients.
 
 A frame may carry three columns beyond ``REQUEST_FRAME_SCHEMA`` (``GROUP_METADATA_FIELDS``): a
 GroupMetadata request's protocol type, protocol and leader. The shard reads them when present and
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from state.request_codec import encode_members
 from state.requests import (
     REQUEST_FRAME_SCHEMA,
     Api,
@@ -21,7 +23,6 @@ from state.requests import (
     OffsetDeleteRequest,
     Request,
 )
-from state.request_codec import encode_members
 
 #: GroupMetadata fields that ``REQUEST_FRAME_SCHEMA`` lacks; appended to the frames built here.
 GROUP_METADATA_FIELDS = [

@@ -44,7 +44,8 @@ from state.rules import (
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """One response row: a partition's answer, or the request's (``topic`` and ``partition`` None)."""
+    """One response row: a partition's answer, or the request's (``topic`` and ``partition``
+    None)."""
 
     topic: str | None
     partition: int | None
@@ -89,9 +90,9 @@ def handle(
     shard_id: int,
     config: CoordinatorConfig,
 ) -> HandlerResult:
-    """Answer ``request`` for the group it names (``group`` is that group's view, empty when the group
-    does not exist or the id is invalid). ``timestamp_ms`` is the request's log-append time: the
-    commit timestamp and the time a group's metadata changes."""
+    """Answer ``request`` for the group it names (``group`` is that group's view, empty when the
+    group does not exist or the id is invalid). ``timestamp_ms`` is the request's log-append time:
+    the commit timestamp and the time a group's metadata changes."""
     if isinstance(request, OffsetCommitRequest):
         return _offset_commit(request, group, timestamp_ms, shard_id, config)
     if isinstance(request, OffsetDeleteRequest):
@@ -104,8 +105,8 @@ def handle(
 
 
 def _group_id_error(group_id: str | None, shard_id: int, config: CoordinatorConfig) -> ErrorCode:
-    """Checks made before the group is looked up: a usable id (``GroupCoordinatorService``), then that
-    this shard coordinates it (the coordinator runtime's NOT_COORDINATOR)."""
+    """Checks made before the group is looked up: a usable id (``GroupCoordinatorService``), then
+    that this shard coordinates it (the coordinator runtime's NOT_COORDINATOR)."""
     if not is_valid_group_id(group_id):
         return ErrorCode.INVALID_GROUP_ID
     assert group_id is not None

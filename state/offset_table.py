@@ -1,7 +1,8 @@
 """A shard's committed offsets as columns sorted by key hash: an immutable base plus a small delta.
 
-Rows are keyed by (group code, topic code, partition), the codes indexing the shard's group and topic
-dictionaries, and ordered by ``state.hashing.key_hash`` so a batch finds its keys by binary search.
+Rows are keyed by (group code, topic code, partition), the codes indexing the shard's group and
+topic dictionaries, and ordered by ``state.hashing.key_hash`` so a batch finds its keys by binary
+search.
 Writes never copy the base: they go to the delta, whose rows either add a key or supersede a base
 row (``base_pos``), possibly as a tombstone (``tomb``). The delta is merged into a new base once it
 grows past a fraction of the base, so the cost of a write follows the batch and the merge is
@@ -99,12 +100,20 @@ def find(
 ) -> np.ndarray:
     """Index in ``rows`` (sorted by ``khash``) of each queried key, -1 where absent."""
     result = np.full(len(khash), -1, dtype=np.int64)
-    if len(rows) == 0 or len(khash) == 0:
+    n = len(rows)
+    if n == 0 or len(khash) == 0:
         return result
-    lo = np.searchsorted(rows.khash, khash, side="left")
-    hi = np.searchsorted(rows.khash, khash, side="right")
-    count = hi - lo
-    single = np.flatnonzero(count == 1)
+    # Searching in key order lets each binary search start where the previous one ended, which
+    # keeps a large table's memory access local.
+    order = np.argsort(khash, kind="stable")
+    lo = np.empty(len(khash), dtype=np.int64)
+    lo[order] = np.searchsorted(rows.khash, khash[order], side="left")
+    at = np.minimum(lo, n - 1)
+    same_hash = rows.khash[at] == khash
+    # A run of equal hashes (a collision) is rare: the hash has 64 bits, 32 within a group.
+    after = np.minimum(lo + 1, n - 1)
+    run = same_hash & (lo + 1 < n) & (rows.khash[after] == khash)
+    single = np.flatnonzero(same_hash & ~run)
     if single.size:
         at = lo[single]
         match = (
@@ -113,9 +122,9 @@ def find(
             & (rows.partition[at] == partition[single])
         )
         result[single[match]] = at[match]
-    # Several rows share the hash: compare each (rare; the hash has 64 bits, 32 within a group).
-    for i in np.flatnonzero(count > 1):
-        for j in range(lo[i], hi[i]):
+    for i in np.flatnonzero(run):
+        j = int(lo[i])
+        while j < n and rows.khash[j] == khash[i]:
             if (
                 rows.gcode[j] == gcode[i]
                 and rows.tcode[j] == tcode[i]
@@ -123,11 +132,21 @@ def find(
             ):
                 result[i] = j
                 break
+            j += 1
     return result
 
 
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin(values, sorted_set)`` for a sorted ``sorted_set``, by binary search."""
+    if sorted_set.size == 0:
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
+    return sorted_set[at] == values
+
+
 def _merge_sorted(old: Rows, new: Rows) -> tuple[Rows, np.ndarray]:
-    """``old`` and ``new`` (each sorted by khash) as one sorted Rows, and where ``new``'s rows went."""
+    """``old`` and ``new`` (each sorted by khash) as one sorted Rows, and where ``new``'s rows
+    went."""
     if len(new) == 0:
         return old, np.zeros(0, np.int64)
     if len(old) == 0:
@@ -275,7 +294,7 @@ class OffsetTable:
             return idx[np.isin(rows.gcode[idx], wanted)]
 
         base_idx = in_ranges(self.base)
-        base_idx = base_idx[~np.isin(base_idx, self.superseded())]
+        base_idx = base_idx[~_member(base_idx, self.superseded())]
         delta_idx = in_ranges(self.delta.rows)
         delta_idx = delta_idx[~self.delta.tomb[delta_idx]]
         return Rows.concat([self.base.take(base_idx), self.delta.rows.take(delta_idx)])
@@ -286,7 +305,7 @@ class OffsetTable:
         count = self._base_due_count(now_ms)
         if count:
             idx = np.sort(self.base_order[:count])
-            idx = idx[~np.isin(idx, self.superseded())]
+            idx = idx[~_member(idx, self.superseded())]
             parts.append(self.base.take(idx))
         d = self.delta
         parts.append(d.rows.take(np.flatnonzero(~d.tomb & (d.rows.deadline <= now_ms))))
@@ -301,7 +320,7 @@ class OffsetTable:
         # order is among the first len(superseded) + 1.
         superseded = self.superseded()
         head = self.base_order[: superseded.size + 1]
-        live = head[~np.isin(head, superseded)]
+        live = head[~_member(head, superseded)]
         base_min = int(self.base.deadline[live[0]]) if live.size else int(NEVER)
         return min(base_min, delta_min)
 
@@ -364,7 +383,13 @@ class OffsetTable:
         all_base_pos[new_at] = new_base_pos
         all_tomb[new_at] = new_tomb
 
-        return OffsetTable(self.base, Delta(merged, all_base_pos, all_tomb), self.base_order), existed
+        delta = Delta(merged, all_base_pos, all_tomb)
+        # Keep the sorted superseded rows up to date by merging instead of sorting them again:
+        # dropped delta rows never supersede a base row, so the old ones all remain.
+        old = d.superseded
+        new = np.sort(new_base_pos[new_base_pos >= 0])
+        delta.__dict__["superseded"] = np.insert(old, np.searchsorted(old, new), new)
+        return OffsetTable(self.base, delta, self.base_order), existed
 
     def needs_compaction(self) -> bool:
         return len(self.delta.rows) > max(COMPACT_MIN_ROWS, len(self.base) // COMPACT_FRACTION)
@@ -380,7 +405,8 @@ class OffsetTable:
         return OffsetTable.from_base(merged)
 
     def remap_codes(self, group_map: np.ndarray, topic_map: np.ndarray) -> OffsetTable:
-        """A compacted table with codes translated through ``group_map``/``topic_map`` (old -> new)."""
+        """A compacted table with codes translated through ``group_map``/``topic_map``
+        (old code -> new code)."""
         table = self.compact()
         base = replace(
             table.base,

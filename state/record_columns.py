@@ -30,7 +30,9 @@ def _string_parts(strings: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray
     lengths = offsets[1:] - starts
     if strings.null_count:
         lengths = np.where(np.asarray(strings.is_valid()), lengths, 0)
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
     return data, starts, lengths
 
 

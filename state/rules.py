@@ -1,9 +1,9 @@
 """Kafka's offset-manager rules, one value at a time.
 
-These are the checks of Kafka's ``KafkaApis``, ``GroupCoordinatorService``, ``OffsetMetadataManager``
-and ``ClassicGroup`` that decide a request's error codes and when an offset expires. The reference
-coordinator and the shard's exact path call them; the shard's vectorized commit path implements the
-same rules over columns and is tested against them.
+These are the checks of Kafka's ``KafkaApis``, ``GroupCoordinatorService``,
+``OffsetMetadataManager`` and ``ClassicGroup`` that decide a request's error codes and when an
+offset expires. The reference coordinator and the shard's exact path call them; the shard's
+vectorized commit path implements the same rules over columns and is tested against them.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ MAX_RECORD_STRING_BYTES = 0x7FFF
 def is_valid_group_id(group_id: str | None) -> bool:
     """``GroupCoordinatorService.isGroupIdNotEmpty``, plus a group id must fit in a record key.
 
-    DeleteGroups in Kafka only rejects a null id (an empty one then fails as GROUP_ID_NOT_FOUND), and
-    a group id too long for a record fails in Kafka when the record is written; here every API answers
-    INVALID_GROUP_ID for all three."""
+    DeleteGroups in Kafka only rejects a null id (an empty one then fails as GROUP_ID_NOT_FOUND),
+    and a group id too long for a record fails in Kafka when the record is written; here every API
+    answers INVALID_GROUP_ID for all three."""
     return bool(group_id) and len(group_id.encode("utf-8")) <= MAX_RECORD_STRING_BYTES
 
 
@@ -57,8 +57,8 @@ def metadata_too_large(metadata: str | None, config: CoordinatorConfig) -> bool:
     """Whether commit metadata exceeds ``offset.metadata.max.bytes``.
 
     Kafka compares Java's ``String.length()`` (UTF-16 code units). This counts UTF-8 bytes, the size
-    the metadata takes in the record, so non-ASCII metadata is limited a little earlier than in Kafka
-    and can never exceed the configured number of bytes on disk.
+    the metadata takes in the record, so non-ASCII metadata is limited a little earlier than in
+    Kafka and can never exceed the configured number of bytes on disk.
     """
     return metadata is not None and len(metadata.encode("utf-8")) > config.offset_metadata_max_bytes
 
@@ -101,8 +101,9 @@ def validate_commit_group(
 
     ``exists``: the group has GroupMetadata or committed offsets. A missing group accepts a commit
     with a negative generation (it becomes a simple group) and answers ILLEGAL_GENERATION otherwise
-    (OffsetCommit < v9). A group is Empty when it has no members (a simple group always is); an Empty
-    group accepts negative-generation commits whatever the member id (admin and standalone commits).
+    (OffsetCommit < v9). A group is Empty when it has no members (a simple group always is); an
+    Empty group accepts negative-generation commits whatever the member id (admin and standalone
+    commits).
     Otherwise the member must be in the group (by static instance id when given) and the generation
     must be the group's. Rebalance states are not modelled: a group with members is Stable.
     """
@@ -135,9 +136,12 @@ def validate_offset_delete_group(metadata: GroupMetadataValue | None, exists: bo
     protocol (``ClassicGroup.validateOffsetDelete``), whose subscribed topics are then protected."""
     if not exists:
         return ErrorCode.GROUP_ID_NOT_FOUND
-    if metadata is not None and metadata.members:
-        if metadata.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return ErrorCode.NON_EMPTY_GROUP
+    if (
+        metadata is not None
+        and metadata.members
+        and metadata.protocol_type != CONSUMER_PROTOCOL_TYPE
+    ):
+        return ErrorCode.NON_EMPTY_GROUP
     return ErrorCode.NONE
 
 
@@ -151,8 +155,9 @@ def validate_delete_group(metadata: GroupMetadataValue | None, exists: bool) -> 
 
 
 def expire_timestamp(timestamp_ms: int, retention_time_ms: int) -> int | None:
-    """The explicit expire timestamp of a commit: ``commit time + retention_time_ms`` when the request
-    sets a positive retention (OffsetCommit v2-v4), else None and the broker's retention applies.
+    """The explicit expire timestamp of a commit: ``commit time + retention_time_ms`` when the
+    request sets a positive retention (OffsetCommit v2-v4), else None and the broker's retention
+    applies.
     Kafka treats any value other than -1 as explicit; 0 and other negatives are not meaningful
     retentions and fall back to the broker's."""
     return saturating_add(timestamp_ms, retention_time_ms) if retention_time_ms > 0 else None
@@ -168,15 +173,16 @@ def offset_deadline(
     metadata: GroupMetadataValue | None,
     config: CoordinatorConfig,
 ) -> int | None:
-    """When ``offset`` (of ``topic`` in a group with ``metadata``) expires: it is removed by the first
-    expiry pass with ``now >= deadline``; None means it cannot expire in the group's current state.
+    """When ``offset`` (of ``topic`` in a group with ``metadata``) expires: it is removed by the
+    first expiry pass with ``now >= deadline``; None means it cannot expire in the group's current
+    state.
 
     Kafka >= 2.1 (KIP-211) via ``ClassicGroup.offsetExpirationCondition``:
     - a group with members: offsets never expire, except, in a ``consumer`` group with a known
       subscription, offsets of topics no member subscribes to (KIP-496), based on the commit time;
-    - an Empty group with GroupMetadata: based on the later of the commit time and the time the group
-      became Empty (Kafka uses the latter alone, which can expire a commit made after the group
-      emptied as soon as it is written);
+    - an Empty group with GroupMetadata: based on the later of the commit time and the time the
+      group became Empty (Kafka uses the latter alone, which can expire a commit made after the
+      group emptied as soon as it is written);
     - a simple group (offsets only): based on the commit time.
     An explicit expire timestamp (OffsetCommit v1 value) replaces ``base + offsets.retention.ms``.
     """

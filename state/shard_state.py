@@ -276,7 +276,8 @@ def _maybe_compact(state: ShardState) -> ShardState:
 
 
 def compact(state: ShardState) -> ShardState:
-    """Merge the offsets delta into the base, and drop dead dictionary entries when there are many."""
+    """Merge the offsets delta into the base, and drop dead dictionary entries when there are
+    many."""
     offsets = state.offsets.compact()
     groups, topics = state.groups, state.topics
     alive = groups.exists()

@@ -59,8 +59,8 @@ _DICT_FIELDS = [
     pa.field("by_hash", pa.int64(), nullable=False),
 ]
 _GROUPS_SCHEMA = pa.schema(
-    _DICT_FIELDS
-    + [
+    [
+        *_DICT_FIELDS,
         pa.field("offset_count", pa.int64(), nullable=False),
         pa.field("has_metadata", pa.bool_(), nullable=False),
         pa.field("metadata", pa.large_binary()),
@@ -123,8 +123,8 @@ def encode_state(state: ShardState) -> bytes:
         "groups": (
             g,
             lambda: pa.Table.from_arrays(
-                _dict_columns(g.names)
-                + [
+                [
+                    *_dict_columns(g.names),
                     pa.array(g.offset_count, pa.int64()),
                     pa.array(g.has_metadata, pa.bool_()),
                     g.metadata,
@@ -149,8 +149,8 @@ def encode_state(state: ShardState) -> bytes:
         "delta": (
             offsets.delta,
             lambda: pa.Table.from_arrays(
-                _rows_columns(offsets.delta.rows)
-                + [
+                [
+                    *_rows_columns(offsets.delta.rows),
                     pa.array(offsets.delta.base_pos, pa.int64()),
                     pa.array(offsets.delta.tomb, pa.bool_()),
                 ],

@@ -59,6 +59,8 @@ TP1 = TopicPartition("orders", 1)
         ({TP0: "5"}, TypeError, "must be an int"),
         ({("orders", "0"): 5}, TypeError, "partition"),
         ({TP0: OffsetAndMetadata(5, metadata=7)}, TypeError, "metadata"),  # type: ignore[arg-type]
+        # A lone surrogate cannot be sent as UTF-8 JSON.
+        ({TP0: OffsetAndMetadata(5, metadata="\ud800")}, ValueError, "utf-8"),
     ],
 )
 def test_malformed_offsets_are_refused_before_anything_is_sent(
@@ -70,6 +72,16 @@ def test_malformed_offsets_are_refused_before_anything_is_sent(
         client.commit("g", offsets)
     with pytest.raises(error, match=match):
         client.commit_async("g", offsets)
+    client.close()
+
+
+def test_an_unreachable_cluster_is_a_timeout_for_commit_and_a_failure_for_commit_async() -> None:
+    client = OffsetCommitClient(bootstrap_servers="127.0.0.1:1")
+    with pytest.raises(CommitTimeoutError, match=r"cannot reach Kafka at 127\.0\.0\.1:1"):
+        client.commit("g", {TP0: 1}, timeout_s=1)
+    error = client.commit_async("g", {TP0: 1}, timeout_s=1).exception(timeout=30)
+    assert isinstance(error, CommitFailedError)
+    assert error.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and error.retriable
     client.close()
 
 

@@ -59,7 +59,10 @@ class ReferenceAdapter:
     def run(self, requests: Sequence[Request], now_ms: int) -> list[list[ResponseRow]]:
         self.ref.expire(now_ms)
         return [
-            [(r.topic, r.partition, r.error_code, r.error_reason) for r in self.ref.handle(q, now_ms).responses]
+            [
+                (r.topic, r.partition, r.error_code, r.error_reason)
+                for r in self.ref.handle(q, now_ms).responses
+            ]
             for q in requests
         ]
 

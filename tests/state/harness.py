@@ -51,7 +51,9 @@ class Run:
         self.state = empty_shard(self.shard_id, self.config)
         self.ref = ReferenceCoordinator(self.shard_id, self.config)
 
-    def batch(self, requests: Sequence[Request], now_ms: int, shuffle_seed: int | None = None) -> None:
+    def batch(
+        self, requests: Sequence[Request], now_ms: int, shuffle_seed: int | None = None
+    ) -> None:
         frame = frame_from_requests(requests, self.next_offset, now_ms)
         if shuffle_seed is not None and frame.num_rows:
             # Rows reach the state function in no particular order.

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from connectors.kafka_admin import consumer_end_offsets
 from state.model import Record
 from state.partitioner import partition_for
 from state.records import decode_record
@@ -41,7 +42,8 @@ def produce_raw(bootstrap: str, topic: str, messages: Iterable[tuple[int, bytes 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     try:
         for partition, value in messages:
-            producer.send(topic, value=value, partition=partition)
+            # A null value needs a key (Kafka's tombstone shape); the job must still cope.
+            producer.send(topic, key=b"k", value=value, partition=partition)
         producer.flush()
     finally:
         producer.close()
@@ -54,7 +56,7 @@ def read_all(bootstrap: str, topic: str) -> list[Any]:
         partitions = sorted(consumer.partitions_for_topic(topic) or [])
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
-        ends = consumer.end_offsets(tps)
+        ends = consumer_end_offsets(consumer, tps)
         consumer.seek_to_beginning(*tps)
         out: list[Any] = []
         deadline = time.monotonic() + 30

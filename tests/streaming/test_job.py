@@ -286,7 +286,10 @@ def test_lost_checkpoint_rebuilds_state_from_the_offsets_topic(
 
 
 def test_postgres_sink_receives_the_same_offsets(
-    job_config: JobConfig, start_job: JobFactory, postgres_sink_url: str
+    # The sink URL comes first so its tables are dropped only after the job has stopped.
+    postgres_sink_url: str,
+    job_config: JobConfig,
+    start_job: JobFactory,
 ) -> None:
     from dataclasses import replace
 
