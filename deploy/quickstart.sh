@@ -1,23 +1,53 @@
 #!/usr/bin/env bash
-# First command on a fresh machine: install everything, then start a local Kafka broker.
+# First command on a fresh machine: install everything, start a local Kafka broker, run the
+# offset manager's streaming job on the embedded default (SQLite sink), commit a few offsets with
+# the CLI and print them as read back from the sink.
 #
 #   bash deploy/quickstart.sh
 #
-# The consumer-offsets job and a demo producer are wired in here later; for now this leaves a
-# one-node broker running on 127.0.0.1:9092 (stop it with
-# `.venv/bin/python -m connectors.kafka_local stop`).
+# The broker keeps running afterwards (stop: .venv/bin/consumer-offsets kafka stop); the job is
+# stopped at the end. State lives in .runtime/ (git-ignored).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash deploy/setup.sh
-.venv/bin/python -m connectors.kafka_local start
 
-cat <<'NOTE'
+cli=.venv/bin/consumer-offsets
+log=.runtime/quickstart-job.log
+"$cli" kafka start
 
-Kafka is running (bootstrap servers 127.0.0.1:9092; logs in .runtime/kafka/node-1/logs/).
-  status:  .venv/bin/python -m connectors.kafka_local status
-  stop:    .venv/bin/python -m connectors.kafka_local stop
-  tests:   bash deploy/test.sh
-The consumer-offsets job and its demo are not wired into this script yet.
-NOTE
+echo "==> quickstart: starting the streaming job (log: $log)"
+"$cli" run --embedded --trigger-interval "500 milliseconds" >"$log" 2>&1 &
+job=$!
+stop_job() {
+  if kill -0 "$job" 2>/dev/null; then
+    kill -TERM "$job"
+    wait "$job" || true
+  fi
+}
+trap stop_job EXIT
+
+for _ in $(seq 1 120); do
+  if "$cli" status --json 2>/dev/null | grep -q '"status": "ACTIVE"'; then
+    break
+  fi
+  if ! kill -0 "$job" 2>/dev/null; then
+    echo "the job exited; its log:" >&2
+    tail -n 40 "$log" >&2
+    exit 1
+  fi
+  sleep 1
+done
+
+echo "==> quickstart: committing offsets for group demo-payments"
+"$cli" commit --group demo-payments --topic orders --partition 0 --offset 42 --metadata "batch 7"
+"$cli" commit --group demo-payments --topic orders --partition 1 --offset 17
+# A rewind: Kafka honours a lower offset committed later.
+"$cli" commit --group demo-payments --topic orders --partition 0 --offset 40
+
+echo "==> quickstart: offsets read back from the sink"
+"$cli" describe --group demo-payments
+"$cli" list
+
+echo "==> quickstart: done. The broker still runs at 127.0.0.1:9092 ($cli kafka stop)."

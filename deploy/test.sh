@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, lint, run every test.
 #
-#   bash deploy/test.sh [--postgres] [pytest arguments...]
+#   bash deploy/test.sh [pytest arguments...]
 #
+# The whole suite includes the PostgreSQL sink, so setup also installs PostgreSQL's server
+# binaries (apt) when they are missing.
 # Services start inside the tests: the pytest fixtures start Kafka (tests/fixtures/kafka.py) and
 # PostgreSQL (tests/fixtures/postgres.py) themselves, so nothing is started here. Lint failures
 # do not hide test results: both run, and the script fails if either failed.
@@ -10,11 +12,11 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-setup_args=()
+setup_args=(--postgres)
 pytest_args=()
 for arg in "$@"; do
   case "$arg" in
-    --postgres) setup_args+=("$arg") ;;
+    --postgres) ;;  # always on; accepted for older invocations
     *) pytest_args+=("$arg") ;;
   esac
 done

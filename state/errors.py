@@ -1,4 +1,4 @@
-"""Kafka protocol error codes used by the offset manager (``org.apache.kafka.common.protocol.Errors``)."""
+"""Kafka protocol error codes used by the offset manager (Kafka's ``Errors`` enum)."""
 
 from __future__ import annotations
 

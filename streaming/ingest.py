@@ -92,8 +92,8 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
     """Flatten a Kafka-source DataFrame of ingest messages into request-frame rows.
 
     Output columns: ``shard`` (the ingest partition: the coordinator shard), the columns of
-    ``state.frames.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message bytes, set only on rows
-    the Python decoder must look at).
+    ``state.frames.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message bytes, set
+    only on rows the Python decoder must look at).
     """
     parsed = kafka_df.select(
         F.col("partition").alias("shard"),
