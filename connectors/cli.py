@@ -1199,7 +1199,8 @@ def main(
         if not isinstance(exc, KafkaError | OSError):
             raise
         name = type(exc).__name__
-        _fail(out, err, json_mode, name, f"Kafka: {name}: {exc}".rstrip(": "))
+        where = "Kafka: " if isinstance(exc, KafkaError) else ""
+        _fail(out, err, json_mode, name, f"{where}{name}: {exc}".rstrip(": "))
         return EXIT_FAILURE
     except KeyboardInterrupt:
         err.write("interrupted\n")

@@ -47,8 +47,9 @@ from typing import Any, Final, Protocol, Self
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import KafkaError
 
+from connectors.kafka_admin import list_offsets
 from state.errors import ErrorCode
 from state.model import OffsetAndMetadata, TopicPartition
 from state.partitioner import partition_for
@@ -97,30 +98,6 @@ _CLOSE_JOIN_S: Final = 5.0
 
 
 # --- listing offsets ----------------------------------------------------------------------------
-
-
-def list_offsets(
-    call: Callable[[list[KafkaTopicPartition]], dict[KafkaTopicPartition, Any]],
-    partitions: Sequence[KafkaTopicPartition],
-    timeout_s: float = 30.0,
-) -> dict[KafkaTopicPartition, Any]:
-    """``call(partitions)`` (a consumer's ``end_offsets``, ``beginning_offsets`` or, wrapped,
-    ``offsets_for_times``), retried until ``timeout_s`` while the cluster is not ready.
-
-    kafka-python 2.3.0 fails ListOffsets with ``AttributeError`` ('NoneType' object has no
-    attribute 'invalid_metadata') when some partitions answer and others must be retried, as
-    happens while a topic created moments ago has no leader everywhere yet.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return call(list(partitions))
-        except (AttributeError, KafkaError) as exc:
-            transient = not isinstance(exc, KafkaError) or isinstance(exc, KafkaTimeoutError)
-            if not (transient or exc.retriable) or time.monotonic() >= deadline:
-                raise
-            log.debug("listing offsets failed, retrying: %r", exc)
-            time.sleep(0.2)
 
 
 # --- errors -----------------------------------------------------------------------------------

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
 
@@ -164,23 +164,35 @@ class KafkaAdmin:
         return end_offsets(self._options, topic)
 
 
-def consumer_end_offsets(
-    consumer: KafkaConsumer, partitions: list[TopicPartition], attempts: int = 10
-) -> dict[TopicPartition, int]:
-    """``consumer.end_offsets`` that survives kafka-python's transient ListOffsets failures.
+def list_offsets(
+    call: Callable[[list[TopicPartition]], dict[TopicPartition, Any]],
+    partitions: Sequence[TopicPartition],
+    timeout_s: float = 30.0,
+) -> dict[TopicPartition, Any]:
+    """``call(partitions)`` (a consumer's ``end_offsets``, ``beginning_offsets`` or, wrapped,
+    ``offsets_for_times``), retried until ``timeout_s`` while the cluster is not ready.
 
-    kafka-python 2.3 can fail a ListOffsets round with ``AttributeError`` (a retriable future
-    without an exception) while partition leadership is still settling, e.g. just after a topic
-    was created; the same call moments later succeeds.
+    kafka-python 2.3.0 fails ListOffsets with ``AttributeError`` ('NoneType' object has no
+    attribute 'invalid_metadata') when some partitions answer and others must be retried, as
+    happens while a topic created moments ago has no leader everywhere yet.
     """
-    for attempt in range(attempts):
+    deadline = time.monotonic() + timeout_s
+    while True:
         try:
-            return consumer.end_offsets(partitions)
-        except AttributeError:
-            if attempt == attempts - 1:
+            return call(list(partitions))
+        except (AttributeError, KafkaError) as exc:
+            transient = not isinstance(exc, KafkaError) or isinstance(exc, KafkaTimeoutError)
+            if not (transient or exc.retriable) or time.monotonic() >= deadline:
                 raise
-            time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
+            log.debug("listing offsets failed, retrying: %r", exc)
+            time.sleep(0.2)
+
+
+def consumer_end_offsets(
+    consumer: KafkaConsumer, partitions: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """``consumer.end_offsets`` that survives kafka-python's transient ListOffsets failures."""
+    return list_offsets(consumer.end_offsets, partitions)
 
 
 def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
