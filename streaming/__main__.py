@@ -45,12 +45,17 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     return load_config(args.config, overrides=overrides)
 
 
+#: Restarts after Spark's replay progress bug (see ``streaming.job.is_replay_metrics_failure``).
+MAX_REPLAY_RESTARTS = 3
+
+
 def run(args: argparse.Namespace) -> int:
-    from streaming.job import OffsetsJob
+    from streaming.job import OffsetsJob, is_replay_metrics_failure
 
     config = config_from_args(args)
     job = OffsetsJob.create(config)
     query = job.start()
+    restarts = 0
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
@@ -61,10 +66,28 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _stop)
     deadline = None if args.duration is None else time.monotonic() + args.duration
     try:
-        while not stop.is_set() and query.isActive:
-            stop.wait(0.5)
-            if deadline is not None and time.monotonic() >= deadline:
+        while True:
+            while not stop.is_set() and query.isActive:
+                stop.wait(0.5)
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+            error = query.exception()
+            if (
+                error is None
+                or stop.is_set()
+                or restarts >= MAX_REPLAY_RESTARTS
+                or not is_replay_metrics_failure(error)
+            ):
                 break
+            # The replayed batch is committed; only Spark's progress report failed.
+            restarts += 1
+            logging.getLogger(__name__).warning(
+                "query failed after replaying a batch (SPARK-55271); restarting from the "
+                "checkpoint (%d/%d)",
+                restarts,
+                MAX_REPLAY_RESTARTS,
+            )
+            query = job.start()
         if query.exception() is not None:
             print(f"query failed: {query.exception()}", file=sys.stderr)
             return 1

@@ -5,6 +5,13 @@ Python state function receives columns, not JSON. A message the JVM parser canno
 (not JSON, a wrong-typed or missing required field, an unknown version or api) travels on as its
 raw bytes with ``raw_value`` set; the state function hands those to ``state.request_codec``, which
 is the single source of truth for what is valid and says exactly which field is wrong.
+
+Spark's JSON reader is more lenient than that codec: it reads a number or an object into a string
+field as its text, takes one of two duplicate keys, accepts single quotes and ignores data after
+the object, and turns an unpaired surrogate into ``?``. So the JVM parse is trusted only for a
+message that is exactly the canonical encoding of what was parsed (``encode_request``'s form:
+compact, every field present in its order); anything else — including valid JSON written
+differently — takes the Python decoder, which is exact.
 """
 
 from __future__ import annotations
@@ -58,8 +65,9 @@ _APIS = [api.value for api in Api]
 LOAD_MARKER = b'{"version":1,"api":"LoadCoordinator"}'
 
 
-def _well_formed(r: Column) -> Column:
-    """True when the JVM parse is trustworthy; anything else goes to the Python decoder."""
+def _well_formed(r: Column, raw: Column) -> Column:
+    """True when the JVM parse is trustworthy; anything else goes to the Python decoder.
+    ``raw`` is the message value as a string."""
 
     def partition_ok(p: Column) -> Column:
         return p["partitionIndex"].isNotNull() & (
@@ -83,8 +91,57 @@ def _well_formed(r: Column) -> Column:
         & r["requestId"].isNotNull()
         & r["groupId"].isNotNull()
         & (~needs_topics | (r["topics"].isNotNull() & F.forall(r["topics"], topic_ok)))
-        & (~needs_members | (r["members"].isNotNull() & r["generationId"].isNotNull())),
+        & (~needs_members | (r["members"].isNotNull() & r["generationId"].isNotNull()))
+        # Fields with a default may be absent but not null (the codec refuses null).
+        & ((r["api"] != Api.OFFSET_COMMIT.value) | _commit_defaults_not_null(r))
+        & (_canonical_json(r) == raw),
         F.lit(False),
+    )
+
+
+def _commit_defaults_not_null(r: Column) -> Column:
+    return (
+        r["generationId"].isNotNull()
+        & r["memberId"].isNotNull()
+        & r["retentionTimeMs"].isNotNull()
+        & F.forall(
+            r["topics"],
+            lambda t: F.forall(t["partitions"], lambda p: p["committedLeaderEpoch"].isNotNull()),
+        )
+    )
+
+
+def _canonical_json(r: Column) -> Column:
+    """The parsed request written back as ``state.request_codec.encode_request`` writes it; null
+    for GroupMetadata (its members are kept as text), which always takes the Python decoder."""
+    head = [r[name].alias(name) for name in ("version", "api", "requestId", "groupId")]
+
+    def topics(partition_fields: tuple[str, ...]) -> Column:
+        return F.transform(
+            r["topics"],
+            lambda t: F.struct(
+                t["name"].alias("name"),
+                F.transform(
+                    t["partitions"],
+                    lambda p: F.struct(*[p[name].alias(name) for name in partition_fields]),
+                ).alias("partitions"),
+            ),
+        ).alias("topics")
+
+    commit = F.struct(
+        *head,
+        *[
+            r[name].alias(name)
+            for name in ("generationId", "memberId", "groupInstanceId", "retentionTimeMs")
+        ],
+        topics(("partitionIndex", "committedOffset", "committedLeaderEpoch", "committedMetadata")),
+    )
+    delete = F.struct(*head, topics(("partitionIndex",)))
+    options = {"ignoreNullFields": "false"}
+    return (
+        F.when(r["api"] == Api.OFFSET_COMMIT.value, F.to_json(commit, options))
+        .when(r["api"] == Api.OFFSET_DELETE.value, F.to_json(delete, options))
+        .when(r["api"] == Api.DELETE_GROUPS.value, F.to_json(F.struct(*head), options))
     )
 
 
@@ -105,15 +162,33 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
             REQUEST_JSON_SCHEMA,
             {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"},
         ).alias("r"),
-    ).withColumn("ok", _well_formed(F.col("r")))
+    ).withColumn("ok", _well_formed(F.col("r"), F.col("value").cast("string")))
 
-    good = parsed.where(F.col("ok"))
+    # Only what the rows need travels through the explodes: every generated row copies the
+    # columns beside it, so carrying the message bytes or the whole topics array would copy the
+    # request once per partition (quadratic in the partitions of a request).
+    good = parsed.where(F.col("ok")).select(
+        "shard",
+        "ingest_offset",
+        "timestamp_ms",
+        F.col("r").dropFields("topics").alias("r"),
+        F.coalesce(F.col("r.topics"), F.array()).alias("topics"),
+    )
     # One row per topic, then per partition; requests without partitions keep one null row.
     topics = good.select(
-        "*", F.posexplode_outer(F.coalesce(F.col("r.topics"), F.array())).alias("topic_pos", "t")
+        "shard",
+        "ingest_offset",
+        "timestamp_ms",
+        "r",
+        F.posexplode_outer("topics").alias("topic_pos", "t"),
     )
     partitions = topics.select(
-        "*",
+        "shard",
+        "ingest_offset",
+        "timestamp_ms",
+        "r",
+        "topic_pos",
+        F.col("t.name").alias("topic_name"),
         F.posexplode_outer(F.coalesce(F.col("t.partitions"), F.array())).alias("part_pos", "p"),
     )
     # partition_index orders partitions of one request: topic position major, partition minor.
@@ -132,7 +207,7 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
         F.coalesce(F.col("r.memberId"), F.lit("")).alias("member_id"),
         F.col("r.groupInstanceId").alias("group_instance_id"),
         F.coalesce(F.col("r.retentionTimeMs"), F.lit(-1).cast("long")).alias("retention_time_ms"),
-        F.col("t.name").alias("topic"),
+        F.col("topic_name").alias("topic"),
         # -1 stands for "none" (topic-less rows, OffsetDelete offsets): pandas would turn a null
         # in an integer column into a float and lose precision on large offsets.
         F.coalesce(F.col("p.partitionIndex"), F.lit(-1)).alias("partition"),

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafka import KafkaProducer
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from connectors.kafka_admin import (
@@ -65,6 +66,19 @@ def checkpoint_exists(spark: SparkSession, location: str) -> bool:
     return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
 
 
+def is_replay_metrics_failure(error: object) -> bool:
+    """Whether a query failed with Spark 4.1.1's Kafka-source progress bug (SPARK-55271).
+
+    A query restarted from a checkpoint whose last batch was planned but not committed (the
+    driver died mid-batch) replays that batch without asking Kafka for its latest offsets; the
+    batch runs and is committed, then progress reporting dereferences the missing offsets and the
+    query fails with a NullPointerException in ``KafkaMicroBatchStream.metrics``. Starting the
+    query again from its checkpoint continues normally.
+    """
+    text = f"{error}\n{getattr(error, '_stackTrace', '')}"
+    return "NullPointerException" in text and "KafkaMicroBatchStream" in text and "metrics" in text
+
+
 def _starting_offsets(config: JobConfig, covered: dict[int, int]) -> str:
     """Where ingest reading starts without a checkpoint: after what the sink last recorded."""
     if not covered:
@@ -93,6 +107,7 @@ class OffsetsJob:
     sink: Sink
     query: StreamingQuery | None = None
     writer: BatchWriter | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     def create(cls, config: JobConfig, spark: SparkSession | None = None) -> OffsetsJob:
@@ -110,7 +125,8 @@ class OffsetsJob:
         loading = False
         starting_offsets = config.starting_offsets
         covered: dict[int, int] = {}
-        if checkpoint_exists(self.spark, config.checkpoint_location):
+        resumed = checkpoint_exists(self.spark, config.checkpoint_location)
+        if resumed:
             covered = dict(self.sink.status().ingest_offsets)
             self.sink.set_status("ACTIVE", "resumed from checkpoint")
         else:
@@ -164,17 +180,54 @@ class OffsetsJob:
                 GroupStateTimeout.ProcessingTimeTimeout,
             )
         )
-        self.query = (
+        writer = (
             output.writeStream.queryName(QUERY_NAME)
             .outputMode("update")
             .foreachBatch(self.writer)
             .option("checkpointLocation", config.checkpoint_location)
             .trigger(processingTime=config.trigger_interval)
-            .start()
         )
+        self.query = writer.start()
+        if resumed:
+            self._survive_replayed_batch_bug(writer)
         return self.query
 
+    def _survive_replayed_batch_bug(self, writer: DataStreamWriter, restarts: int = 3) -> None:
+        """Work around SPARK-55271 in the pinned Spark 4.1.1 Kafka connector.
+
+        A query resumed from a checkpoint whose last batch was planned but not committed (the
+        driver stopped or died mid-batch) re-runs that batch, commits it, and then fails while
+        reporting progress: ``KafkaMicroBatchStream.metrics`` dereferences offsets that only a
+        newly planned batch sets (NullPointerException). The batch is committed by then, so
+        starting the query once more resumes cleanly. A daemon thread watches for exactly that
+        failure and restarts the query, at most ``restarts`` times.
+        """
+
+        def watch() -> None:
+            left = restarts
+            while left and not self._stopping.is_set():
+                query = self.query
+                if query is None or query.isActive:
+                    self._stopping.wait(0.2)
+                    continue
+                error = query.exception()
+                text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
+                if "KafkaMicroBatchStream" not in text or "Option.get()" not in text:
+                    return  # stopped, or another failure the caller sees via query.exception()
+                log.warning(
+                    "restarting the query after Spark's replayed-batch metrics bug "
+                    "(SPARK-55271); the replayed batch was committed"
+                )
+                self.query = writer.start()
+                left -= 1
+
+        threading.Thread(target=watch, name="query-watchdog", daemon=True).start()
+
     def stop(self) -> None:
+        """Stop the query. A batch interrupted inside foreachBatch is replayed on the next start
+        from the same checkpoint, which is safe: its records and responses are the same, the
+        sink skips its batch id."""
+        self._stopping.set()
         if self.query is not None and self.query.isActive:
             self.query.stop()
         self.sink.set_status("STOPPED")

@@ -14,7 +14,10 @@ of ``state.shard.encode_state``.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +50,11 @@ from state.shard import (
 from streaming.ingest import LOAD_MARKER
 
 log = logging.getLogger(__name__)
+
+#: When set (in the environment of the Python workers), every state-function call appends one
+#: JSON line of section timings (seconds) to ``<dir>/sections-<pid>.jsonl``: a profiling switch
+#: for the benchmark (``tests/bench/bench_e2e.py``), off by default.
+PROFILE_DIR_ENV = "CONSUMER_OFFSETS_PROFILE_DIR"
 
 STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType(), False)])
 
@@ -220,6 +228,32 @@ def make_state_function(
     def process(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], group_state: GroupState
     ) -> Iterator[pd.DataFrame]:
+        profile_dir = os.environ.get(PROFILE_DIR_ENV)
+        if not profile_dir:
+            yield from _process(key, frames, group_state, None)
+            return
+        sections: dict[str, float] = {}
+        yield from _process(key, frames, group_state, sections)
+        sections["pid"] = os.getpid()
+        path = os.path.join(profile_dir, f"sections-{os.getpid()}.jsonl")
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(sections) + "\n")
+
+    def _process(
+        key: tuple[Any, ...],
+        frames: Iterator[pd.DataFrame],
+        group_state: GroupState,
+        sections: dict[str, float] | None,
+    ) -> Iterator[pd.DataFrame]:
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            if sections is not None:
+                now = time.perf_counter()
+                sections[name] = sections.get(name, 0.0) + now - clock
+                clock = now
+
         shard = int(key[0])
         now_ms = int(group_state.getCurrentProcessingTimeMs())
         loaded_records: int | None = None
@@ -232,6 +266,7 @@ def make_state_function(
             loaded = snapshot_records(shard_state)
         else:
             shard_state = empty_shard(shard)
+        lap("decode_state")
 
         input_rows = 0
         next_offset: int | None = None
@@ -240,13 +275,18 @@ def make_state_function(
             responses = RESPONSE_FRAME_SCHEMA.empty_table()
         else:
             pdf = pd.concat(list(frames), ignore_index=True)
+            lap("read_input")
             input_rows = len(pdf)
             if input_rows:
                 next_offset = int(pdf["ingest_offset"].max()) + 1
-            result = apply_batch(shard_state, to_request_frame(pdf), now_ms, config)
+            frame = to_request_frame(pdf)
+            lap("to_request_frame")
+            result = apply_batch(shard_state, frame, now_ms, config)
             responses = result.responses
+        lap("apply")
 
         group_state.update((encode_state(result.state),))
+        lap("encode_state")
         if result.next_expiry_ms is not None:
             group_state.setTimeoutDuration(max(1, int(result.next_expiry_ms) - now_ms))
 
@@ -268,7 +308,13 @@ def make_state_function(
             "next_offset": next_offset,
             "next_expiry_ms": result.next_expiry_ms,
         }
-        yield _output_table(shard, loaded, records, responses, stats)
+        output = _output_table(shard, loaded, records, responses, stats)
+        lap("output_table")
+        if sections is not None:
+            sections["rows"] = input_rows
+            sections["state_keys"] = result.state.num_offsets
+        yield output
+        lap("emit")
 
     return process
 

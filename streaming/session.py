@@ -149,6 +149,9 @@ def spark_session(
         "spark.sql.session.timeZone": "UTC",
         # Progress bars interleave with the job's per-batch log lines; the log says more.
         "spark.ui.showConsoleProgress": "false",
+        # A query stopped inside foreachBatch reports an error whose text embeds the whole plan;
+        # Spark matches it with a regex that overflows the default 1 MB thread stack.
+        "spark.driver.extraJavaOptions": "-Xss16m",
     }
     if resolved_master.startswith("local"):
         # Local runs must not depend on the machine's hostname resolving; a cluster's executors

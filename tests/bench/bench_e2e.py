@@ -1,0 +1,1110 @@
+"""End-to-end benchmark of the offsets job, side by side with Kafka's own group coordinator.
+
+Run from the repository root (not collected by pytest: the name does not start with ``test_``)::
+
+    .venv/bin/python -m tests.bench.bench_e2e [--commits N] [--groups G] [--partitions P]
+        [--json out.json] [--quick] [--bootstrap HOST:PORT]
+
+It starts a local broker (``.runtime/kafka-bench/``, free ports; stopped at the end) unless
+``--bootstrap`` names one (topics get a unique prefix), runs the job in this process
+(:class:`streaming.job.OffsetsJob`, the project's ``spark_session``, ``local[*]``) and measures:
+
+throughput  N offset commits (G groups x P partitions per request x N/(G*P) rounds) produced in a
+            tight loop while the job runs, until the sink holds all of them; the same commits
+            through Kafka's coordinator (OffsetCommit v7, generation -1, pipelined) on the same
+            broker; offsets/s and the ratio.
+latency     fixed commit rates (offset commits/s, requests of ``--latency-partitions``): time from
+            sending a request to its answer on the responses topic and to its sink visibility.
+fetch       OffsetFetch of a P-partition group: the SQLite sink vs Kafka (``KafkaAdminClient
+            .list_consumer_group_offsets``).
+scale       the same probe batches (updates of the throughput groups) with ~G*P keys in state
+            and after growing the state with new keys; peak memory of the JVM and Python workers.
+recovery    restart with a checkpoint -> first batch committed; rebuild without a checkpoint
+            (LOADING -> ACTIVE) in offsets-topic records/s.
+
+The state function's section timings come from ``CONSUMER_OFFSETS_PROFILE_DIR`` (see
+``streaming/processor.py``); the driver side is timed by wrapping the writer's Kafka writes and
+the sink's ``write_batch`` on the job's instances. Figures depend on the machine and on what
+else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.future import Future
+from kafka.protocol.commit import OffsetCommitRequest_v7
+
+from connectors.kafka_admin import KafkaAdmin, end_offsets, plain_topic_spec
+from connectors.kafka_local import LocalKafkaCluster
+from connectors.sink import BatchProgress, open_sink
+from state.partitioner import partition_for
+from state.request_codec import encode_request
+from state.requests import OffsetCommitRequest, PartitionCommit
+from streaming.config import JobConfig, embedded_default
+from streaming.job import OffsetsJob, ensure_topics
+from streaming.processor import PROFILE_DIR_ENV
+from streaming.session import runtime_dir, spark_session
+
+TARGETS = {
+    "throughput_offsets_per_s": 100_000.0,
+    "throughput_ratio_vs_native": 1.0,
+    "ack_p99_s_at_10k": 1.0,
+    "fetch_p99_ms": 2.0,
+    "scale_ratio": 1.5,
+    "restart_s": 30.0,
+}
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100), nearest rank; NaN for no samples."""
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+# --- request encoding ---------------------------------------------------------------------------
+
+_PART = (
+    '{{"partitionIndex":{p},"committedOffset":{o},'
+    '"committedLeaderEpoch":-1,"committedMetadata":""}}'
+)
+
+
+def partitions_json(partitions: Iterable[int], offset: int) -> str:
+    return ",".join(_PART.format(p=p, o=offset) for p in partitions)
+
+
+def commit_json(request_id: str, group: str, topic: str, parts_json: str) -> bytes:
+    """An OffsetCommit request as ``state.request_codec.encode_request`` writes it."""
+    return (
+        f'{{"version":1,"api":"OffsetCommit","requestId":"{request_id}","groupId":"{group}",'
+        f'"generationId":-1,"memberId":"","groupInstanceId":null,"retentionTimeMs":-1,'
+        f'"topics":[{{"name":"{topic}","partitions":[{parts_json}]}}]}}'
+    ).encode()
+
+
+def _check_encoding() -> None:
+    request = OffsetCommitRequest(
+        request_id="r",
+        group_id="g",
+        partitions=(PartitionCommit("t", 0, 7), PartitionCommit("t", 1, 7)),
+    )
+    assert commit_json("r", "g", "t", partitions_json(range(2), 7)) == encode_request(request)
+
+
+def make_producer(bootstrap: str, linger_ms: int = 5) -> KafkaProducer:
+    return KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=linger_ms,
+        batch_size=512 * 1024,
+        max_request_size=8 * 1024 * 1024,
+        buffer_memory=128 * 1024 * 1024,
+    )
+
+
+def produce_rounds(
+    producer: KafkaProducer,
+    config: JobConfig,
+    groups: Sequence[str],
+    topic: str,
+    partitions: int,
+    rounds: int,
+    base_offset: int,
+    tag: str,
+) -> int:
+    """``rounds`` x one request per group committing ``partitions`` partitions; returns requests."""
+    sent = 0
+    for r in range(rounds):
+        parts = partitions_json(range(partitions), base_offset + r)
+        for group in groups:
+            producer.send(
+                config.ingest_topic,
+                key=group.encode(),
+                value=commit_json(f"{tag}-{r}-{group}", group, topic, parts),
+                partition=partition_for(group, config.partitions),
+            )
+            sent += 1
+    producer.flush()
+    return sent
+
+
+# --- instrumentation ----------------------------------------------------------------------------
+
+
+@dataclass
+class BatchEvent:
+    """One micro-batch as the sink saw it (``at``: monotonic time its transaction committed)."""
+
+    at: float
+    batch_id: int
+    input_rows: int
+    state_keys: int
+    writer_ms: int
+    sink_ms: float
+    ingest_offsets: dict[int, int]
+
+
+@dataclass
+class Tap:
+    """Wraps the job's ``sink.write_batch`` and the writer's Kafka writes to time them."""
+
+    events: list[BatchEvent] = field(default_factory=list)
+    kafka_writes: list[tuple[float, str, float]] = field(default_factory=list)
+
+    def attach_sink(self, job: OffsetsJob) -> None:
+        original = job.sink.write_batch
+
+        def write_batch(batch_id: int, records: Any, progress: BatchProgress) -> bool:
+            started = time.perf_counter()
+            done = original(batch_id, records, progress)
+            self.events.append(
+                BatchEvent(
+                    at=time.monotonic(),
+                    batch_id=batch_id,
+                    input_rows=progress.input_rows,
+                    state_keys=progress.state_keys,
+                    writer_ms=progress.duration_ms,
+                    sink_ms=(time.perf_counter() - started) * 1000,
+                    ingest_offsets=dict(progress.ingest_offsets),
+                )
+            )
+            if progress.input_rows:
+                writes = [f"{t.rsplit('.', 1)[-1]} {s:.2f}" for at, t, s in self.kafka_writes[-3:]]
+                log(
+                    f"  batch {batch_id}: {progress.input_rows:,} rows, "
+                    f"{progress.state_keys:,} keys, writer {progress.duration_ms / 1000:.2f} s "
+                    f"+ sink {self.events[-1].sink_ms / 1000:.2f} s; last kafka writes {writes}"
+                )
+            return done
+
+        job.sink.write_batch = write_batch  # type: ignore[method-assign]
+
+    def attach_writer(self, job: OffsetsJob) -> None:
+        writer = job.writer
+        assert writer is not None
+        original = writer._kafka_writer
+
+        def kafka_writer(df: Any, topic: str, compression: bool) -> None:
+            started = time.perf_counter()
+            original(df, topic, compression)
+            self.kafka_writes.append((time.monotonic(), topic, time.perf_counter() - started))
+
+        writer._kafka_writer = kafka_writer  # type: ignore[method-assign]
+
+    def covered_at(self, targets: Mapping[int, int], since: float = 0.0) -> float | None:
+        """When the sink first covered every ``partition -> end offset`` of ``targets``."""
+        for event in self.events:
+            if event.at >= since and all(
+                event.ingest_offsets.get(p, 0) >= end for p, end in targets.items() if end > 0
+            ):
+                return event.at
+        return None
+
+    def wait_covered(
+        self, job: OffsetsJob, targets: Mapping[int, int], since: float, timeout_s: float
+    ) -> float:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            at = self.covered_at(targets, since)
+            if at is not None:
+                return at
+            query = job.query
+            if query is not None and query.exception() is not None:
+                raise RuntimeError(f"query failed: {query.exception()}")
+            time.sleep(0.05)
+        raise TimeoutError(f"sink did not cover {dict(targets)} within {timeout_s:.0f}s")
+
+    def batches(self, start: float, end: float) -> list[BatchEvent]:
+        return [e for e in self.events if start <= e.at <= end and e.input_rows > 0]
+
+
+def read_sections(profile_dir: Path) -> list[dict[str, float]]:
+    rows: list[dict[str, float]] = []
+    for path in profile_dir.glob("sections-*.jsonl"):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return rows
+
+
+def _status_kb(pid: int) -> tuple[int, int]:
+    """(VmHWM, VmRSS) in kB of a live process; (0, 0) when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0, 0
+    values = {
+        line.split(":")[0]: int(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith(("VmHWM", "VmRSS"))
+    }
+    return values.get("VmHWM", 0), values.get("VmRSS", 0)
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children[ppid].append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child in children.get(pid, []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class MemorySampler(threading.Thread):
+    """Peak resident memory (VmHWM, /proc) of the JVM, its Python workers and this process."""
+
+    def __init__(self, jvm_pid: int) -> None:
+        super().__init__(daemon=True, name="memory-sampler")
+        self.jvm_pid = jvm_pid
+        self.peaks: dict[str, int] = {"jvm": 0, "python_worker_max": 0, "bench_python": 0}
+        self.workers_rss_sum_peak = 0
+        self._stop_event = threading.Event()
+
+    def sample(self) -> None:
+        self.peaks["jvm"] = max(self.peaks["jvm"], _status_kb(self.jvm_pid)[0])
+        self.peaks["bench_python"] = max(self.peaks["bench_python"], _status_kb(os.getpid())[0])
+        rss_sum = 0
+        for pid in _descendants(self.jvm_pid):
+            hwm, rss = _status_kb(pid)
+            self.peaks["python_worker_max"] = max(self.peaks["python_worker_max"], hwm)
+            rss_sum += rss
+        self.workers_rss_sum_peak = max(self.workers_rss_sum_peak, rss_sum)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(1.0):
+            self.sample()
+
+    def stop(self) -> dict[str, float]:
+        self._stop_event.set()
+        self.sample()
+        result = {f"{k}_peak_mb": v / 1024 for k, v in self.peaks.items()}
+        result["python_workers_rss_sum_peak_mb"] = self.workers_rss_sum_peak / 1024
+        return result
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    args: argparse.Namespace
+    bootstrap: str
+    config: JobConfig
+    spark: Any
+    folder: Path
+    profile_dir: Path
+    tap: Tap = field(default_factory=Tap)
+    job: OffsetsJob | None = None
+    groups: list[str] = field(default_factory=list)
+    #: The committed topic: a real topic with ``--partitions`` partitions (Kafka 4 checks it).
+    topic: str = "orders"
+    next_offset: int = 1
+    progress: list[dict[str, Any]] = field(default_factory=list)
+
+    def start_job(self, config: JobConfig | None = None) -> tuple[OffsetsJob, float]:
+        """Start a job on ``config`` (default: the run's); returns it and its start time."""
+        job = OffsetsJob.create(config or self.config, self.spark)
+        self.tap.attach_sink(job)
+        started = time.monotonic()
+        job.start()
+        self.tap.attach_writer(job)
+        self.job = job
+        return job, started
+
+    def stop_job(self) -> None:
+        job = self.job
+        if job is None:
+            return
+        self.progress += _progress_of(job)
+        job.stop()
+        job.sink.close()
+        self.job = None
+
+    def ingest_ends(self) -> dict[int, int]:
+        return end_offsets(self.config.kafka_python_options(), self.config.ingest_topic)
+
+
+def _progress_of(job: OffsetsJob) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if job.query is not None:
+        for progress in job.query.recentProgress:
+            raw = progress.json if hasattr(progress, "json") else progress
+            out.append(json.loads(raw) if isinstance(raw, str) else dict(raw))
+    return out
+
+
+def _groups(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}-{i:06d}" for i in range(count)]
+
+
+def phase_throughput(ctx: Context) -> dict[str, Any]:
+    args, config = ctx.args, ctx.config
+    rounds = max(1, args.commits // (args.groups * args.partitions))
+    n = rounds * args.groups * args.partitions
+    producer = make_producer(ctx.bootstrap)
+    log(f"throughput: producing {n:,} offset commits ({rounds} rounds x {args.groups} groups)")
+    start = time.monotonic()
+    requests = produce_rounds(
+        producer, config, ctx.groups, ctx.topic, args.partitions, rounds, ctx.next_offset, "tp"
+    )
+    produced = time.monotonic()
+    producer.close()
+    ctx.next_offset += rounds
+    targets = ctx.ingest_ends()
+    assert ctx.job is not None
+    done = ctx.tap.wait_covered(ctx.job, targets, start, timeout_s=args.timeout)
+    seconds = done - start
+    batches = ctx.tap.batches(start, done)
+    log(f"throughput: {n:,} offsets in sink after {seconds:.1f} s ({n / seconds:,.0f}/s)")
+    for progress in _progress_of(ctx.job):
+        if progress.get("numInputRows"):
+            log(f"  spark batch {progress['batchId']}: durationMs {progress['durationMs']}")
+
+    native = native_throughput(ctx, rounds)
+    ours = n / seconds
+    return {
+        "offset_commits": n,
+        "requests": requests,
+        "produce_s": produced - start,
+        "end_to_end_s": seconds,
+        "offsets_per_s": ours,
+        "batches": [asdict(b) | {"ingest_offsets": None} for b in batches],
+        "batch_rows_median": statistics.median([b.input_rows for b in batches]) if batches else 0,
+        "batch_writer_ms_median": statistics.median([b.writer_ms for b in batches])
+        if batches
+        else 0,
+        "native": native,
+        "ratio_vs_native": ours / native["offsets_per_s"],
+        "window": [start, done],
+    }
+
+
+def _find_coordinators(admin: KafkaAdminClient, groups: Sequence[str]) -> dict[str, int]:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return dict(admin._find_coordinator_ids(list(groups)))
+        except Exception as error:  # COORDINATOR_NOT_AVAILABLE while __consumer_offsets is made
+            if time.monotonic() > deadline:
+                raise
+            log(f"native: waiting for the group coordinator ({error!r})")
+            time.sleep(1)
+
+
+def native_throughput(ctx: Context, rounds: int) -> dict[str, Any]:
+    """The same commits through Kafka's coordinator: OffsetCommit v7 with generation -1 (a
+    standalone consumer's commit), one request per group and round, 5 in flight."""
+    args = ctx.args
+    groups = _groups(f"native-{ctx.topic.split('.')[0]}", args.groups)
+    admin = KafkaAdminClient(bootstrap_servers=ctx.bootstrap)
+    try:
+        coordinators = _find_coordinators(admin, groups)
+        n = rounds * len(groups) * args.partitions
+        inflight: deque[Future] = deque()
+        errors: dict[int, int] = defaultdict(int)
+        window = 5
+
+        def settle(until: int) -> None:
+            while len(inflight) > until:
+                future = inflight[0]
+                if not future.is_done:
+                    admin._client.poll(timeout_ms=100)
+                    continue
+                inflight.popleft()
+                if future.failed():
+                    raise RuntimeError(f"native commit failed: {future.exception!r}")
+                for _topic, parts in future.value.topics:
+                    for _p, code in parts:
+                        if code:
+                            errors[code] += 1
+
+        log(f"native: committing {n:,} offsets through Kafka's coordinator")
+        start = time.monotonic()
+        for r in range(rounds):
+            offset = ctx.next_offset + r
+            for group in groups:
+                request = OffsetCommitRequest_v7(
+                    group_id=group,
+                    generation_id=-1,
+                    member_id="",
+                    group_instance_id=None,
+                    topics=[(ctx.topic, [(p, offset, -1, "") for p in range(args.partitions)])],
+                )
+                settle(window - 1)
+                inflight.append(admin._send_request_to_node(coordinators[group], request))
+        settle(0)
+        seconds = time.monotonic() - start
+        log(
+            f"native: {n:,} offsets in {seconds:.1f} s ({n / seconds:,.0f}/s), "
+            f"errors {dict(errors)}"
+        )
+        return {
+            "offset_commits": n,
+            "seconds": seconds,
+            "offsets_per_s": n / seconds,
+            "errors": dict(errors),
+            "groups": groups,
+            "coordinators": coordinators,
+        }
+    finally:
+        admin.close()
+
+
+def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
+    """``rate`` offset commits/s for ``seconds``: send → response, send → sink visibility."""
+    config, args = ctx.config, ctx.args
+    per_request = args.latency_partitions
+    request_rate = rate / per_request
+    count = max(1, int(request_rate * seconds))
+    groups = _groups(f"lat{rate}", min(count, 1000))
+    parts = partitions_json(range(per_request), 1)
+
+    received: dict[str, float] = {}
+    consumer = KafkaConsumer(
+        bootstrap_servers=ctx.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5
+    )
+    tps = [TopicPartition(config.responses_topic, p) for p in range(config.partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_end(*tps)
+    for tp in tps:
+        consumer.position(tp)
+    stop = threading.Event()
+
+    def consume() -> None:
+        while not stop.is_set():
+            for records in consumer.poll(timeout_ms=50).values():
+                now = time.monotonic()
+                for record in records:
+                    received.setdefault(record.key.decode(), now)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    producer = make_producer(ctx.bootstrap, linger_ms=0)
+    sent: list[tuple[str, float, Any]] = []
+    log(f"latency: {rate:,} offset commits/s = {request_rate:,.0f} requests/s for {seconds:.0f} s")
+    start = time.monotonic()
+    for i in range(count):
+        due = start + i / request_rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        group = groups[i % len(groups)]
+        request_id = f"lat{rate}-{i}"
+        at = time.monotonic()
+        future = producer.send(
+            config.ingest_topic,
+            key=group.encode(),
+            value=commit_json(request_id, group, ctx.topic, parts),
+            partition=partition_for(group, config.partitions),
+        )
+        sent.append((request_id, at, future))
+    sending_s = time.monotonic() - start
+    producer.flush()
+    positions = [(rid, at, fut.get(timeout=30)) for rid, at, fut in sent]
+    producer.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(rid in received for rid, _, _ in positions):
+        time.sleep(0.1)
+    stop.set()
+    reader.join(5)
+    consumer.close()
+
+    acks = [received[rid] - at for rid, at, _ in positions if rid in received]
+    visible: list[float] = []
+    for _rid, at, meta in positions:
+        for event in ctx.tap.events:
+            if event.at >= at and event.ingest_offsets.get(meta.partition, 0) > meta.offset:
+                visible.append(event.at - at)
+                break
+    result = {
+        "offsets_per_s": rate,
+        "requests_per_s_target": request_rate,
+        "requests_per_s_achieved": count / sending_s if sending_s else float("nan"),
+        "requests": count,
+        "answered": len(acks),
+        "ack_p50_s": percentile(acks, 50),
+        "ack_p99_s": percentile(acks, 99),
+        "ack_max_s": max(acks) if acks else float("nan"),
+        "sink_p50_s": percentile(visible, 50),
+        "sink_p99_s": percentile(visible, 99),
+    }
+    log(
+        f"latency {rate:,}/s: ack p50 {result['ack_p50_s']:.3f} s p99 {result['ack_p99_s']:.3f} s, "
+        f"sink p50 {result['sink_p50_s']:.3f} s p99 {result['sink_p99_s']:.3f} s "
+        f"({len(acks)}/{count} answered)"
+    )
+    return result
+
+
+def phase_fetch(ctx: Context, native: Mapping[str, Any]) -> dict[str, Any]:
+    args = ctx.args
+    samples = args.fetches
+    ours: list[float] = []
+    with open_sink(ctx.config.sink_url, read_only=True) as sink:
+        for i in range(samples):
+            group = ctx.groups[i % len(ctx.groups)]
+            started = time.perf_counter()
+            answer = sink.fetch_offsets(group)
+            ours.append((time.perf_counter() - started) * 1000)
+            assert len(answer) == args.partitions, (group, len(answer))
+    theirs: list[float] = []
+    admin = KafkaAdminClient(bootstrap_servers=ctx.bootstrap)
+    try:
+        groups: list[str] = native["groups"]
+        for i in range(samples):
+            group = groups[i % len(groups)]
+            started = time.perf_counter()
+            offsets = admin.list_consumer_group_offsets(
+                group, group_coordinator_id=native["coordinators"][group]
+            )
+            theirs.append((time.perf_counter() - started) * 1000)
+            assert len(offsets) == args.partitions, (group, len(offsets))
+    finally:
+        admin.close()
+    result = {
+        "fetches": samples,
+        "sink_p50_ms": percentile(ours, 50),
+        "sink_p99_ms": percentile(ours, 99),
+        "native_p50_ms": percentile(theirs, 50),
+        "native_p99_ms": percentile(theirs, 99),
+    }
+    log(
+        f"fetch: sink p50 {result['sink_p50_ms']:.2f} ms p99 {result['sink_p99_ms']:.2f} ms; "
+        f"Kafka p50 {result['native_p50_ms']:.2f} ms p99 {result['native_p99_ms']:.2f} ms"
+    )
+    return result
+
+
+def probe(ctx: Context, label: str) -> dict[str, Any]:
+    """Stop the job, queue two batches' worth of updates to the throughput groups, restart from
+    the checkpoint: time to the first committed batch, and each probe batch's time."""
+    args = ctx.args
+    ctx.stop_job()
+    rounds = max(1, 2 * args.max_offsets_per_trigger // args.groups)
+    producer = make_producer(ctx.bootstrap)
+    produce_rounds(
+        producer,
+        ctx.config,
+        ctx.groups,
+        ctx.topic,
+        args.partitions,
+        rounds,
+        ctx.next_offset,
+        f"probe-{label}",
+    )
+    producer.close()
+    ctx.next_offset += rounds
+    targets = ctx.ingest_ends()
+    log(f"probe {label}: restarting from the checkpoint")
+    job, started = ctx.start_job()
+    done = ctx.tap.wait_covered(job, targets, started, timeout_s=args.timeout)
+    batches = ctx.tap.batches(started, done)
+    first = batches[0]
+    result = {
+        "label": label,
+        "restart_to_first_batch_s": first.at - started,
+        "batches": [
+            {
+                "rows": b.input_rows,
+                "state_keys": b.state_keys,
+                "writer_ms": b.writer_ms,
+                "sink_ms": b.sink_ms,
+            }
+            for b in batches
+        ],
+        "state_keys": max(b.state_keys for b in batches),
+        # The warm probe batch (not the first after restart) is the comparable one.
+        "warm_batch_s": (batches[-1].writer_ms + batches[-1].sink_ms) / 1000,
+        "warm_batch_rows": batches[-1].input_rows,
+        "first_batch_s": (first.writer_ms + first.sink_ms) / 1000,
+    }
+    log(
+        f"probe {label}: {result['state_keys']:,} keys, restart -> first batch "
+        f"{result['restart_to_first_batch_s']:.1f} s, warm batch {result['warm_batch_s']:.2f} s "
+        f"({result['warm_batch_rows']:,} rows)"
+    )
+    return result
+
+
+def grow(ctx: Context, keys: int) -> float:
+    """Add ``keys`` new offsets (new groups of ``--partitions`` partitions); returns seconds."""
+    args = ctx.args
+    count = keys // args.partitions
+    groups = [f"grow-{uuid.uuid4().hex[:6]}-{i:07d}" for i in range(count)]
+    producer = make_producer(ctx.bootstrap)
+    started = time.monotonic()
+    produce_rounds(
+        producer, ctx.config, groups, ctx.topic, args.partitions, 1, 1, f"grow{len(groups)}"
+    )
+    producer.close()
+    targets = ctx.ingest_ends()
+    assert ctx.job is not None
+    done = ctx.tap.wait_covered(ctx.job, targets, started, timeout_s=args.timeout * 10)
+    log(f"scale: +{keys:,} keys in {done - started:.1f} s ({keys / (done - started):,.0f}/s)")
+    return done - started
+
+
+def phase_scale(ctx: Context) -> dict[str, Any]:
+    args = ctx.args
+    probes = [probe(ctx, "baseline")]
+    budget_end = time.monotonic() + args.scale_budget
+    total = probes[0]["state_keys"]
+    steps = [k for k in (1_000_000, 3_000_000, 6_000_000, 10_000_000) if k <= args.scale_keys]
+    if not steps or steps[-1] < args.scale_keys:
+        steps.append(args.scale_keys)
+    growth: list[dict[str, float]] = []
+    for target in steps:
+        if total >= target:
+            continue
+        if time.monotonic() > budget_end:
+            log(f"scale: time budget spent, stopping at {total:,} keys")
+            break
+        seconds = grow(ctx, target - total)
+        growth.append({"keys_added": target - total, "seconds": seconds})
+        probes.append(probe(ctx, f"{target // 1000}k"))
+        total = probes[-1]["state_keys"]
+    baseline, largest = probes[0], probes[-1]
+    return {
+        "probes": probes,
+        "growth": growth,
+        "baseline_keys": baseline["state_keys"],
+        "largest_keys": largest["state_keys"],
+        "baseline_batch_s": baseline["warm_batch_s"],
+        "largest_batch_s": largest["warm_batch_s"],
+        "ratio": largest["warm_batch_s"] / baseline["warm_batch_s"],
+        "restart_s_at_largest": largest["restart_to_first_batch_s"],
+    }
+
+
+def phase_rebuild(ctx: Context) -> dict[str, Any]:
+    """A new checkpoint over the filled offsets topic: LOADING → ACTIVE, records/s."""
+    ctx.stop_job()
+    stored = end_offsets(ctx.config.kafka_python_options(), ctx.config.offsets_topic)
+    records = sum(stored.values())
+    config = dataclasses.replace(
+        ctx.config, checkpoint_location=str(ctx.folder / "checkpoint-rebuild")
+    )
+    log(f"rebuild: {records:,} records in the offsets topic, starting without a checkpoint")
+    job, started = ctx.start_job(config)
+    deadline = started + ctx.args.timeout * 10
+    with open_sink(config.sink_url, read_only=True) as sink:
+        while True:
+            if job.query is not None and job.query.exception() is not None:
+                raise RuntimeError(f"query failed: {job.query.exception()}")
+            status = sink.status()
+            if status.status == "ACTIVE" and status.last_batch_id >= 0:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("rebuild did not finish")
+            time.sleep(0.2)
+    seconds = time.monotonic() - started
+    log(f"rebuild: ACTIVE after {seconds:.1f} s ({records / seconds:,.0f} records/s)")
+    return {"records": records, "seconds": seconds, "records_per_s": records / seconds}
+
+
+def summarize_sections(rows: list[dict[str, float]]) -> dict[str, Any]:
+    names = ["decode_state", "read_input", "to_request_frame", "apply", "encode_state"]
+    names += ["output_table", "emit"]
+    totals = {n: sum(r.get(n, 0.0) for r in rows) for n in names}
+    return {
+        "calls": len(rows),
+        "rows": int(sum(r.get("rows", 0) for r in rows)),
+        "seconds": totals,
+    }
+
+
+def driver_sections(ctx: Context, start: float, end: float) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for at, topic, seconds in ctx.tap.kafka_writes:
+        if start <= at <= end:
+            out[topic.rsplit(".", 1)[-1]] += seconds
+    for event in ctx.tap.batches(start, end):
+        out["sink"] += event.sink_ms / 1000
+        out["writer_total_before_sink"] += event.writer_ms / 1000
+    return dict(out)
+
+
+def stage_summary(event_log: Path, start: float, end: float) -> list[dict[str, Any]]:
+    """Spark stages completed in the monotonic window [start, end] (event-log wall clock)."""
+    offset = time.time() - time.monotonic()
+    lo, hi = (start + offset) * 1000, (end + offset) * 1000
+    stages: dict[int, dict[str, Any]] = {}
+    tasks: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for path in event_log.rglob("*"):
+        if not path.is_file():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            event = json.loads(line)
+            kind = event.get("Event")
+            if kind == "SparkListenerStageCompleted":
+                info = event["Stage Info"]
+                stages[info["Stage ID"]] = info
+            elif kind == "SparkListenerTaskEnd":
+                tasks[event["Stage ID"]].append(event)
+    out = []
+    for stage_id, info in sorted(stages.items()):
+        submitted, completed = info.get("Submission Time", 0), info.get("Completion Time", 0)
+        if not (lo <= completed <= hi):
+            continue
+        metrics = [t.get("Task Metrics") or {} for t in tasks[stage_id]]
+        out.append(
+            {
+                "stage": stage_id,
+                "name": info["Stage Name"][:60],
+                "tasks": info["Number of Tasks"],
+                "wall_s": (completed - submitted) / 1000,
+                "run_s": sum(m.get("Executor Run Time", 0) for m in metrics) / 1000,
+                "cpu_s": sum(m.get("Executor CPU Time", 0) for m in metrics) / 1e9,
+                "gc_s": sum(m.get("JVM GC Time", 0) for m in metrics) / 1000,
+            }
+        )
+    return out
+
+
+# --- report -------------------------------------------------------------------------------------
+
+
+def _verdict(ok: bool | None) -> str:
+    return "-" if ok is None else ("met" if ok else "NOT met")
+
+
+def report(results: dict[str, Any]) -> str:
+    rows: list[tuple[str, str, str, str]] = []
+    tp = results.get("throughput")
+    if tp:
+        ours, native = tp["offsets_per_s"], tp["native"]["offsets_per_s"]
+        rows.append(
+            (
+                "throughput, job (offsets/s)",
+                f"{ours:,.0f}",
+                ">= 100,000",
+                _verdict(ours >= TARGETS["throughput_offsets_per_s"]),
+            )
+        )
+        rows.append(("throughput, Kafka coordinator (offsets/s)", f"{native:,.0f}", "", ""))
+        rows.append(
+            (
+                "throughput ratio job/Kafka",
+                f"{tp['ratio_vs_native']:.2f}x",
+                ">= 1.0x",
+                _verdict(tp["ratio_vs_native"] >= TARGETS["throughput_ratio_vs_native"]),
+            )
+        )
+        rows.append(
+            (
+                "batch (rows, median writer s)",
+                f"{tp['batch_rows_median']:,.0f} rows, {tp['batch_writer_ms_median'] / 1000:.2f} s",
+                "",
+                "",
+            )
+        )
+    for lat in results.get("latency", []):
+        rate = lat["offsets_per_s"]
+        target = "<= 1 s" if rate >= 10_000 else ""
+        ok = lat["ack_p99_s"] <= TARGETS["ack_p99_s_at_10k"] if target else None
+        rows.append(
+            (
+                f"ack p50/p99 at {rate:,}/s (s)",
+                f"{lat['ack_p50_s']:.3f} / {lat['ack_p99_s']:.3f}",
+                target,
+                _verdict(ok),
+            )
+        )
+        rows.append(
+            (
+                f"sink-visible p50/p99 at {rate:,}/s (s)",
+                f"{lat['sink_p50_s']:.3f} / {lat['sink_p99_s']:.3f}",
+                "",
+                "",
+            )
+        )
+    fetch = results.get("fetch")
+    if fetch:
+        rows.append(
+            (
+                "fetch 100 partitions, sink p50/p99 (ms)",
+                f"{fetch['sink_p50_ms']:.2f} / {fetch['sink_p99_ms']:.2f}",
+                "p99 <= 2 ms",
+                _verdict(fetch["sink_p99_ms"] <= TARGETS["fetch_p99_ms"]),
+            )
+        )
+        rows.append(
+            (
+                "fetch 100 partitions, Kafka p50/p99 (ms)",
+                f"{fetch['native_p50_ms']:.2f} / {fetch['native_p99_ms']:.2f}",
+                "",
+                "",
+            )
+        )
+    scale = results.get("scale")
+    if scale:
+        rows.append(
+            (
+                f"batch s at {scale['baseline_keys']:,} vs {scale['largest_keys']:,} keys",
+                f"{scale['baseline_batch_s']:.2f} vs {scale['largest_batch_s']:.2f} "
+                f"({scale['ratio']:.2f}x)",
+                "<= 1.5x at 10M",
+                _verdict(scale["ratio"] <= TARGETS["scale_ratio"])
+                + ("" if scale["largest_keys"] >= 10_000_000 else " (below 10M)"),
+            )
+        )
+        rows.append(
+            (
+                f"restart -> first batch, {scale['largest_keys']:,} keys (s)",
+                f"{scale['restart_s_at_largest']:.1f}",
+                "<= 30 s",
+                _verdict(scale["restart_s_at_largest"] <= TARGETS["restart_s"]),
+            )
+        )
+    rebuild = results.get("rebuild")
+    if rebuild:
+        rows.append(
+            (
+                "rebuild from offsets topic (records/s)",
+                f"{rebuild['records_per_s']:,.0f} ({rebuild['records']:,} in "
+                f"{rebuild['seconds']:.1f} s)",
+                "",
+                "",
+            )
+        )
+    memory = results.get("memory")
+    if memory:
+        rows.append(
+            (
+                "peak memory: JVM / Python worker / bench (MB)",
+                f"{memory['jvm_peak_mb']:,.0f} / {memory['python_worker_max_peak_mb']:,.0f} / "
+                f"{memory['bench_python_peak_mb']:,.0f}",
+                "",
+                "",
+            )
+        )
+    widths = [max(len(r[i]) for r in [*rows, ("metric", "value", "target", "")]) for i in range(4)]
+    lines = [
+        "  ".join(
+            h.ljust(w) for h, w in zip(("metric", "value", "target", ""), widths, strict=True)
+        )
+    ]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    prof = results.get("profile")
+    if prof:
+        lines.append("")
+        worker = prof["state_function"]
+        total = sum(worker["seconds"].values()) or 1.0
+        lines.append(
+            f"state function, throughput phase: {worker['calls']} calls, {worker['rows']:,} rows"
+        )
+        lines += [
+            f"  {name:<18} {sec:7.2f} s  {100 * sec / total:5.1f}%"
+            for name, sec in worker["seconds"].items()
+        ]
+        lines.append("driver (foreachBatch), throughput phase:")
+        lines += [f"  {name:<24} {sec:7.2f} s" for name, sec in prof["driver"].items()]
+        lines.append("Spark stages, throughput phase (wall / task run / JVM CPU / GC, s):")
+        lines += [
+            f"  {st['stage']:>4} {st['name']:<60} {st['tasks']:>4} tasks "
+            f"{st['wall_s']:7.2f} {st['run_s']:7.2f} {st['cpu_s']:7.2f} {st['gc_s']:6.2f}"
+            for st in prof["stages"]
+        ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--commits", type=int, default=None, help="offset commits (1,000,000)")
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=100, help="partitions per request")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="~100k commits, smaller phases")
+    parser.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
+    parser.add_argument("--shards", type=int, default=50, help="ingest/offsets topic partitions")
+    parser.add_argument("--trigger", default=JobConfig.trigger_interval)
+    parser.add_argument(
+        "--max-offsets-per-trigger", type=int, default=2000, help="ingest requests per batch"
+    )
+    parser.add_argument("--latency-rates", type=int, nargs="*", default=[1000, 10_000])
+    parser.add_argument("--latency-seconds", type=float, default=None)
+    parser.add_argument("--latency-partitions", type=int, default=10)
+    parser.add_argument("--fetches", type=int, default=1000)
+    parser.add_argument("--scale-keys", type=int, default=None, help="grow the state this far")
+    parser.add_argument("--scale-budget", type=float, default=None, help="seconds for growing")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["latency", "scale", "rebuild"])
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--timeout", type=float, default=600.0, help="per wait, seconds")
+    args = parser.parse_args(argv)
+    if args.commits is None:
+        args.commits = 100_000 if args.quick else 1_000_000
+    if args.latency_seconds is None:
+        args.latency_seconds = 5.0 if args.quick else 10.0
+    if args.scale_keys is None:
+        args.scale_keys = 1_000_000 if args.quick else 10_000_000
+    if args.scale_budget is None:
+        args.scale_budget = 300.0 if args.quick else 1200.0
+    if args.quick:
+        args.fetches = min(args.fetches, 300)
+    return args
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    _check_encoding()
+    folder = Path(tempfile.mkdtemp(prefix="bench-e2e-", dir=runtime_dir()))
+    profile_dir = folder / "profile"
+    profile_dir.mkdir()
+    os.environ[PROFILE_DIR_ENV] = str(profile_dir)
+    cluster: LocalKafkaCluster | None = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        cluster = LocalKafkaCluster(runtime_dir() / "kafka-bench")
+        started = cluster.start(nodes=1, port=None, echo=log)
+        bootstrap = started.config.bootstrap_servers
+        if started.reused:
+            cluster = None  # not ours to stop
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    config = embedded_default(
+        bootstrap_servers=bootstrap,
+        ingest_topic=f"{prefix}.commits",
+        offsets_topic=f"{prefix}.offsets",
+        responses_topic=f"{prefix}.responses",
+        dead_letter_topic=f"{prefix}.dead-letters",
+        partitions=args.shards,
+        trigger_interval=args.trigger,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        checkpoint_location=str(folder / "checkpoint"),
+        sink_url=f"sqlite:///{folder / 'offsets.db'}",
+    )
+    results: dict[str, Any] = {
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "cpus": os.cpu_count(),
+        "load_average_start": os.getloadavg(),
+    }
+    spark = None
+    sampler: MemorySampler | None = None
+    ctx: Context | None = None
+    try:
+        ensure_topics(config)
+        with KafkaAdmin(config.kafka_python_options()) as admin:
+            admin.ensure_topics([plain_topic_spec(f"{prefix}.orders", args.partitions, 1)])
+        event_log = folder / "events"
+        event_log.mkdir()
+        spark = spark_session(
+            app_name="consumer-offsets-bench",
+            master=args.master,
+            extra_conf={
+                "spark.ui.enabled": "false",
+                # Per-stage task times for the profile (see stage_summary).
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": event_log.as_uri(),
+                "spark.eventLog.compress": "false",
+                "spark.eventLog.rolling.enabled": "false",
+            },
+        )
+        jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[attr-defined]
+        sampler = MemorySampler(jvm_pid)
+        sampler.start()
+        ctx = Context(args, bootstrap, config, spark, folder, profile_dir, topic=f"{prefix}.orders")
+        ctx.groups = _groups("tp", args.groups)
+
+        log(f"starting the job on {bootstrap} (topics {prefix}.*)")
+        job, started_at = ctx.start_job()
+        producer = make_producer(bootstrap)
+        produce_rounds(producer, config, ["warm-up"], ctx.topic, 1, 1, 1, "warm")
+        producer.close()
+        ctx.tap.wait_covered(job, ctx.ingest_ends(), started_at, timeout_s=args.timeout)
+        results["start_to_first_batch_s"] = time.monotonic() - started_at
+        log(f"job answering after {results['start_to_first_batch_s']:.1f} s")
+        for path in profile_dir.glob("*.jsonl"):
+            path.unlink()
+
+        tp = phase_throughput(ctx)
+        window = tp.pop("window")
+        results["throughput"] = tp
+        results["profile"] = {
+            "state_function": summarize_sections(read_sections(profile_dir)),
+            "driver": driver_sections(ctx, *window),
+            "stages": stage_summary(event_log, *window),
+        }
+        for stage in results["profile"]["stages"]:
+            log(f"  stage {stage}")
+        native = tp["native"]
+        results["fetch"] = phase_fetch(ctx, native)
+        if "latency" not in args.skip:
+            results["latency"] = [
+                phase_latency(ctx, rate, args.latency_seconds) for rate in args.latency_rates
+            ]
+        if "scale" not in args.skip:
+            results["scale"] = phase_scale(ctx)
+        if "rebuild" not in args.skip:
+            results["rebuild"] = phase_rebuild(ctx)
+        results["streaming_progress"] = ctx.progress
+    finally:
+        if ctx is not None:
+            try:
+                ctx.stop_job()
+            except Exception as error:  # keep cleaning up
+                log(f"stopping the job failed: {error!r}")
+        if sampler is not None:
+            results["memory"] = sampler.stop()
+        if spark is not None:
+            spark.stop()
+        if cluster is not None:
+            cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    results["load_average_end"] = os.getloadavg()
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    results = run(args)
+    if "throughput" in results:
+        results["throughput"]["native"].pop("coordinators", None)
+        results["throughput"]["native"].pop("groups", None)
+    print()
+    print(report(results))
+    print(
+        f"\n{results['cpus']} CPUs, load average {results['load_average_start'][0]:.1f} at start, "
+        f"{results['load_average_end'][0]:.1f} at end (other processes share the machine)."
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+        print(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
