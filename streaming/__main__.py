@@ -45,17 +45,12 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     return load_config(args.config, overrides=overrides)
 
 
-#: Restarts after Spark's replay progress bug (see ``streaming.job.is_replay_metrics_failure``).
-MAX_REPLAY_RESTARTS = 3
-
-
 def run(args: argparse.Namespace) -> int:
-    from streaming.job import OffsetsJob, is_replay_metrics_failure
+    from streaming.job import OffsetsJob
 
     config = config_from_args(args)
     job = OffsetsJob.create(config)
     query = job.start()
-    restarts = 0
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
@@ -66,34 +61,41 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _stop)
     deadline = None if args.duration is None else time.monotonic() + args.duration
     try:
-        while True:
-            while not stop.is_set() and query.isActive:
-                stop.wait(0.5)
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-            error = query.exception()
-            if (
-                error is None
-                or stop.is_set()
-                or restarts >= MAX_REPLAY_RESTARTS
-                or not is_replay_metrics_failure(error)
-            ):
+        while not stop.is_set():
+            # Follow job.query: the job restarts its query after Spark's replayed-batch bug
+            # (OffsetsJob._survive_replayed_batch_bug), which replaces the query object.
+            query = job.query or query
+            if not query.isActive and not _replaced(job, query, stop, RESTART_GRACE_S):
                 break
-            # The replayed batch is committed; only Spark's progress report failed.
-            restarts += 1
-            logging.getLogger(__name__).warning(
-                "query failed after replaying a batch (SPARK-55271); restarting from the "
-                "checkpoint (%d/%d)",
-                restarts,
-                MAX_REPLAY_RESTARTS,
-            )
-            query = job.start()
+            stop.wait(0.5)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        query = job.query or query
         if query.exception() is not None:
             print(f"query failed: {query.exception()}", file=sys.stderr)
             return 1
         return 0
     finally:
         job.stop()
+
+
+#: How long a query that ended may take to be replaced by the job's own restart.
+RESTART_GRACE_S = 60.0
+
+
+def _replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) -> bool:
+    """Whether ``job.query`` becomes another, active query within ``grace_s``."""
+    deadline = time.monotonic() + grace_s
+    while not stop.is_set() and time.monotonic() < deadline:
+        current = job.query
+        if current is not None and current is not ended and current.isActive:
+            return True
+        error = ended.exception()
+        text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
+        if "KafkaMicroBatchStream" not in text and "Option.get()" not in text:
+            return False  # stopped, or a failure the job does not restart
+        stop.wait(0.2)
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

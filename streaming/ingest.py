@@ -69,17 +69,20 @@ def _well_formed(r: Column, raw: Column) -> Column:
     """True when the JVM parse is trustworthy; anything else goes to the Python decoder.
     ``raw`` is the message value as a string."""
 
-    def partition_ok(p: Column) -> Column:
-        return p["partitionIndex"].isNotNull() & (
-            (r["api"] != Api.OFFSET_COMMIT.value) | p["committedOffset"].isNotNull()
-        )
-
+    # No reference to ``r`` inside a lambda: Spark pushes this filter below the projection that
+    # parses the JSON and inlines ``from_json`` into it, so a reference in a lambda would parse
+    # the whole message again for every partition of it.
     def topic_ok(t: Column) -> Column:
         return (
             t["name"].isNotNull()
             & t["partitions"].isNotNull()
-            & F.forall(t["partitions"], partition_ok)
+            & F.forall(t["partitions"], lambda p: p["partitionIndex"].isNotNull())
         )
+
+    offsets_ok = F.forall(
+        r["topics"],
+        lambda t: F.forall(t["partitions"], lambda p: p["committedOffset"].isNotNull()),
+    )
 
     needs_topics = r["api"].isin(Api.OFFSET_COMMIT.value, Api.OFFSET_DELETE.value)
     needs_members = r["api"] == Api.GROUP_METADATA.value
@@ -90,7 +93,14 @@ def _well_formed(r: Column, raw: Column) -> Column:
         & r["api"].isin(*_APIS)
         & r["requestId"].isNotNull()
         & r["groupId"].isNotNull()
-        & (~needs_topics | (r["topics"].isNotNull() & F.forall(r["topics"], topic_ok)))
+        & (
+            ~needs_topics
+            | (
+                r["topics"].isNotNull()
+                & F.forall(r["topics"], topic_ok)
+                & ((r["api"] != Api.OFFSET_COMMIT.value) | offsets_ok)
+            )
+        )
         & (~needs_members | (r["members"].isNotNull() & r["generationId"].isNotNull()))
         # Fields with a default may be absent but not null (the codec refuses null).
         & ((r["api"] != Api.OFFSET_COMMIT.value) | _commit_defaults_not_null(r))

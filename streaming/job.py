@@ -66,19 +66,6 @@ def checkpoint_exists(spark: SparkSession, location: str) -> bool:
     return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
 
 
-def is_replay_metrics_failure(error: object) -> bool:
-    """Whether a query failed with Spark 4.1.1's Kafka-source progress bug (SPARK-55271).
-
-    A query restarted from a checkpoint whose last batch was planned but not committed (the
-    driver died mid-batch) replays that batch without asking Kafka for its latest offsets; the
-    batch runs and is committed, then progress reporting dereferences the missing offsets and the
-    query fails with a NullPointerException in ``KafkaMicroBatchStream.metrics``. Starting the
-    query again from its checkpoint continues normally.
-    """
-    text = f"{error}\n{getattr(error, '_stackTrace', '')}"
-    return "NullPointerException" in text and "KafkaMicroBatchStream" in text and "metrics" in text
-
-
 def _starting_offsets(config: JobConfig, covered: dict[int, int]) -> str:
     """Where ingest reading starts without a checkpoint: after what the sink last recorded."""
     if not covered:
@@ -212,8 +199,10 @@ class OffsetsJob:
                     continue
                 error = query.exception()
                 text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
-                if "KafkaMicroBatchStream" not in text or "Option.get()" not in text:
-                    return  # stopped, or another failure the caller sees via query.exception()
+                if "KafkaMicroBatchStream" not in text and "Option.get()" not in text:
+                    # Stopped, or another failure the caller sees through query.exception().
+                    log.info("query watchdog: query ended (%s)", text[:300] or "stopped")
+                    return
                 log.warning(
                     "restarting the query after Spark's replayed-batch metrics bug "
                     "(SPARK-55271); the replayed batch was committed"
