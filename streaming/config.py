@@ -57,6 +57,9 @@ class JobConfig:
     sink_url: str = "sqlite:///.runtime/consumer-offsets.db"
     #: Keep every commit in the sink's history table (``offset_commit_history``).
     keep_history: bool = False
+    #: Seconds a micro-batch's sink write is retried while the sink database is unreachable
+    #: (the query waits, acknowledging nothing) before the query fails; 0 fails at once.
+    sink_write_timeout_s: int = 60
     spark_master: str | None = None
 
     def __post_init__(self) -> None:
@@ -69,6 +72,8 @@ class JobConfig:
             object.__setattr__(
                 self, "min_insync_replicas", min(self.min_insync_replicas, self.replication_factor)
             )
+        if self.sink_write_timeout_s < 0:
+            raise ValueError(f"sink_write_timeout_s must be >= 0, got {self.sink_write_timeout_s}")
         if self.retention_ms <= 0:
             raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")
         topics = {

@@ -141,6 +141,7 @@ class OffsetsJob:
                 dead_letter_topic=config.dead_letter_topic,
                 compression=config.compression,
                 partitions=config.partitions,
+                sink_write_timeout_s=config.sink_write_timeout_s,
             ),
             self.sink,
             ingest_offsets=covered,

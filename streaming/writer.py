@@ -4,6 +4,9 @@ Order matters and is Kafka's: a commit is acknowledged only once its record is r
 (offsets topic, ``acks=all``) and readable (the sink), so the steps are
 1. records → offsets topic, at the shard's partition, in Kafka's binary format;
 2. records + progress → sink, one transaction, skipped if the batch id was already written;
+   while the sink is unreachable the write is retried with backoff for up to
+   ``sink_write_timeout_s`` (the query waits: nothing of the batch is acknowledged meanwhile),
+   then the error fails the query loudly and a restart replays the batch;
 3. responses → responses topic (per request, keyed by request id); undecodable input → the
    dead-letter topic with its ingest position and reason.
 A replayed batch (after a crash) reproduces the same records and responses: the offsets topic
@@ -23,7 +26,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from connectors.sink import BatchProgress, Sink
+from connectors.sink import BatchProgress, Sink, SinkError
 from state.outputs import RECORD_FRAME_SCHEMA
 
 log = logging.getLogger("consumer_offsets.batches")
@@ -40,6 +43,8 @@ class WriterSettings:
     dead_letter_topic: str
     compression: str
     partitions: int
+    #: How long a batch's sink write is retried while the sink fails (0: fail at once).
+    sink_write_timeout_s: float = 60.0
 
 
 @dataclass
@@ -117,9 +122,7 @@ class BatchWriter:
             duration_ms=int((time.monotonic() - started) * 1000),
             timestamp_ms=int(time.time() * 1000),
         )
-        self.sink.write_batch(batch_id, sink_records, progress)
-        if not self.loading_shards:
-            self.sink.set_status("ACTIVE")
+        self._write_sink(batch_id, sink_records, progress)
 
         if responses.num_rows:
             self._write_responses(batch)
@@ -137,6 +140,44 @@ class BatchWriter:
             progress.state_keys,
             int((time.monotonic() - started) * 1000),
         )
+
+    def _write_sink(self, batch_id: int, records: pa.Table, progress: BatchProgress) -> None:
+        """Write the batch to the sink, waiting out an outage of up to ``sink_write_timeout_s``.
+
+        Retrying is safe because a batch is one transaction and idempotent per batch id: a
+        write whose COMMIT reached the server before the connection broke is skipped.
+        """
+        deadline = time.monotonic() + self.settings.sink_write_timeout_s
+        backoff_s = 0.25
+        attempt = 1
+        while True:
+            try:
+                self.sink.write_batch(batch_id, records, progress)
+                if not self.loading_shards:
+                    self.sink.set_status("ACTIVE")
+                if attempt > 1:
+                    log.warning("batch %d: sink write succeeded on attempt %d", batch_id, attempt)
+                return
+            except SinkError as error:
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:
+                    log.error(
+                        "batch %d: sink still failing after %d attempts, failing the query: %s",
+                        batch_id,
+                        attempt,
+                        error,
+                    )
+                    raise
+                log.warning(
+                    "batch %d: sink write failed (attempt %d), retrying for %.0f s more: %s",
+                    batch_id,
+                    attempt,
+                    left_s,
+                    error,
+                )
+                time.sleep(min(backoff_s, left_s))
+                backoff_s = min(backoff_s * 2, 5.0)
+                attempt += 1
 
     def _write_responses(self, batch: DataFrame) -> None:
         responses = batch.where(F.col("out") == "response")

@@ -1,0 +1,214 @@
+"""What the reliability tests share: a job configuration of their own, producing with log
+positions, the reference model of the committed offsets, and reading the three places an
+acknowledged commit must be found (responses topic, offsets topic, sink).
+
+The reference model is deliberately simple: the committed offset of a (group, topic, partition)
+is the one of the last accepted commit in ingest log order (rewinds included), Kafka's rule.
+Every test compares the sink and the compacted offsets topic with it, key for key.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from connectors.kafka_admin import list_offsets
+from connectors.sink import open_sink
+from state.model import OffsetCommitKey
+from streaming.config import JobConfig, embedded_default
+from tests.streaming.helpers import compacted, read_all, read_offsets_topic
+
+#: (group, topic, partition) → committed offset.
+OffsetState = dict[tuple[str, str, int], int]
+
+#: Ingest partitions (coordinator shards) of every reliability job: small, as in the job tests.
+PARTITIONS = 4
+
+
+def reliability_config(
+    bootstrap: str, folder: Path, sink_url: str | None = None, **overrides: Any
+) -> JobConfig:
+    """A job configuration with topics, checkpoint and sink of its own (replication 1 unless
+    overridden), 4 shards and a 200 ms trigger."""
+    prefix = f"rel-{uuid.uuid4().hex[:10]}"
+    values: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "ingest_topic": f"{prefix}.commits",
+        "offsets_topic": f"{prefix}.offsets",
+        "responses_topic": f"{prefix}.responses",
+        "dead_letter_topic": f"{prefix}.dead-letters",
+        "partitions": PARTITIONS,
+        "trigger_interval": "200 milliseconds",
+        "checkpoint_location": str(folder / "checkpoint"),
+        "sink_url": sink_url or f"sqlite:///{folder / 'offsets.db'}",
+    }
+    values.update(overrides)
+    return embedded_default(**values)
+
+
+def prepare_topics(config: JobConfig, timeout_s: float = 60.0) -> None:
+    """Create the job's topics and wait until every partition answers ListOffsets."""
+    from streaming.job import ensure_topics
+
+    ensure_topics(config)
+    consumer = KafkaConsumer(**config.kafka_python_options())
+    try:
+        for topic in (config.ingest_topic, config.offsets_topic, config.responses_topic):
+            tps = [TopicPartition(topic, p) for p in range(config.partitions)]
+            list_offsets(consumer.end_offsets, tps, timeout_s=timeout_s)
+    finally:
+        consumer.close()
+
+
+@dataclass(frozen=True)
+class Message:
+    """One ingest message to produce: its partition, key and value (value may be None)."""
+
+    partition: int
+    value: bytes | None
+    key: bytes | None = b"k"
+
+
+def producer(bootstrap: str, **options: Any) -> KafkaProducer:
+    """An acks=all producer that keeps a partition's messages in send order across retries."""
+    settings: dict[str, Any] = {
+        "bootstrap_servers": bootstrap.split(","),
+        "acks": "all",
+        "retries": 10,
+        "max_in_flight_requests_per_connection": 1,
+        "max_request_size": 1_048_576,
+        "linger_ms": 5,
+    }
+    settings.update(options)
+    return KafkaProducer(**settings)
+
+
+def produce(bootstrap: str, topic: str, messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """Produce ``messages`` in order; return each one's (partition, offset) in the log."""
+    kafka = producer(bootstrap)
+    try:
+        futures = [
+            kafka.send(topic, key=m.key, value=m.value, partition=m.partition) for m in messages
+        ]
+        kafka.flush(timeout=120)
+        return [(md.partition, md.offset) for md in (f.get(timeout=60) for f in futures)]
+    finally:
+        kafka.close()
+
+
+@dataclass
+class CommitModel:
+    """Committed offsets as they must be: the last accepted commit per key in log order."""
+
+    offsets: OffsetState = field(default_factory=dict)
+
+    @classmethod
+    def from_log(
+        cls, commits: Iterable[tuple[tuple[int, int], Sequence[tuple[str, str, int, int]]]]
+    ) -> CommitModel:
+        """Build from ((ingest partition, ingest offset), [(group, topic, partition, offset)])
+        pairs in any order: they are replayed in log order (partition, then offset)."""
+        model = cls()
+        for _, partitions in sorted(commits, key=lambda item: item[0]):
+            for group, topic, partition, offset in partitions:
+                model.offsets[(group, topic, partition)] = offset
+        return model
+
+
+def sink_offsets(sink_url: str) -> OffsetState:
+    """Every committed offset in the sink, read through the sink's own reader API."""
+    with open_sink(sink_url, read_only=True) as sink:
+        return {
+            (o.group_id, o.topic, o.partition): o.offset
+            for listing in sink.list_groups()
+            for o in sink.fetch_offsets(listing.group_id)
+        }
+
+
+def offsets_topic_offsets(bootstrap: str, topic: str) -> OffsetState:
+    """What compaction leaves of the offsets topic, as committed offsets."""
+    latest = compacted(read_offsets_topic(bootstrap, topic))
+    return {
+        (key.group, key.topic, key.partition): value.offset
+        for key, value in latest.items()
+        if isinstance(key, OffsetCommitKey)
+    }
+
+
+def responses_by_id(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
+    """Responses by request id (request ids of these tests are UTF-8)."""
+    return {
+        r.key.decode("utf-8"): json.loads(r.value)
+        for r in read_all(bootstrap, topic)
+        if r.key is not None
+    }
+
+
+def dead_letters(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    return [json.loads(r.value) for r in read_all(bootstrap, topic)]
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    alive: Callable[[], None] | None = None,
+    interval_s: float = 0.5,
+) -> None:
+    """Poll ``condition`` until it holds; ``alive`` raises if the job under test died."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if alive is not None:
+            alive()
+        if condition():
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not reached within {timeout_s:.0f} s")
+        time.sleep(interval_s)
+
+
+def diff(expected: Mapping[Any, Any], actual: Mapping[Any, Any], limit: int = 10) -> str:
+    """A short description of how two mappings differ (missing, unexpected, different)."""
+    missing = [k for k in expected if k not in actual]
+    extra = [k for k in actual if k not in expected]
+    changed = [
+        (k, expected[k], actual[k]) for k in expected if k in actual and expected[k] != actual[k]
+    ]
+    return (
+        f"{len(missing)} missing {missing[:limit]}; {len(extra)} unexpected {extra[:limit]}; "
+        f"{len(changed)} different (key, expected, actual) {changed[:limit]}"
+    )
+
+
+class QueryWatch:
+    """``alive`` for an in-process job: raises if its query died for good. The job restarts its
+    own query after Spark's replayed-batch bug (``OffsetsJob._survive_replayed_batch_bug``), so
+    an ended query gets ``grace_s`` to be replaced; counts those replacements."""
+
+    def __init__(self, job: Any, grace_s: float = 60.0) -> None:
+        self.job = job
+        self.grace_s = grace_s
+        self.seen: list[Any] = [job.query]
+
+    @property
+    def replay_restarts(self) -> int:
+        return len(self.seen) - 1
+
+    def __call__(self) -> None:
+        deadline = time.monotonic() + self.grace_s
+        while True:
+            query = self.job.query
+            if query is not None and all(query is not q for q in self.seen):
+                self.seen.append(query)
+            if query is not None and query.isActive:
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"the query died: {query and query.exception()}")
+            time.sleep(0.2)
