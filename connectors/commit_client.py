@@ -89,7 +89,7 @@ DEFAULT_TIMEOUT_S: Final = 5.0
 #: Kafka's client ``retry.backoff.ms`` and ``retry.backoff.max.ms`` defaults.
 DEFAULT_RETRY_BACKOFF_S: Final = 0.1
 DEFAULT_RETRY_BACKOFF_MAX_S: Final = 1.0
-#: Response message format version this client reads (``streaming.writer.RESPONSE_VERSION``).
+#: Response message format version this client reads (``state.response_codec.RESPONSE_VERSION``).
 RESPONSE_VERSION: Final = 1
 # How often the response thread wakes up to expire deadlines and notice close().
 _POLL_INTERVAL_MS: Final = 100

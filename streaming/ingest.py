@@ -160,7 +160,11 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
 
     Output columns: ``shard`` (the ingest partition: the coordinator shard), the columns of
     ``state.frames.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message bytes, set
-    only on rows the Python decoder must look at).
+    only on rows the Python decoder must look at; its other columns are then placeholders).
+
+    One pass over the source: a message the JVM parse cannot vouch for keeps no parsed fields
+    and no topics, so the explodes below leave it exactly one row, carrying its bytes. (A union
+    of a "good" and a "bad" branch would read every ingest partition twice per micro-batch.)
     """
     parsed = kafka_df.select(
         F.col("partition").alias("shard"),
@@ -175,21 +179,26 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
     ).withColumn("ok", _well_formed(F.col("r"), F.col("value").cast("string")))
 
     # Only what the rows need travels through the explodes: every generated row copies the
-    # columns beside it, so carrying the message bytes or the whole topics array would copy the
-    # request once per partition (quadratic in the partitions of a request).
-    good = parsed.where(F.col("ok")).select(
+    # columns beside it, so carrying the message bytes of a good message or the whole topics
+    # array would copy the request once per partition (quadratic in the partitions of a request).
+    ok = F.col("ok")
+    messages = parsed.select(
         "shard",
         "ingest_offset",
         "timestamp_ms",
-        F.col("r").dropFields("topics").alias("r"),
-        F.coalesce(F.col("r.topics"), F.array()).alias("topics"),
+        F.when(ok, F.col("r").dropFields("topics")).alias("r"),
+        F.when(ok, F.coalesce(F.col("r.topics"), F.array())).otherwise(F.array()).alias("topics"),
+        # Empty bytes stand for a null message value so "needs decoding" stays one null check.
+        F.when(~ok, F.coalesce(F.col("value"), F.lit(b"").cast("binary"))).alias("raw_value"),
     )
-    # One row per topic, then per partition; requests without partitions keep one null row.
-    topics = good.select(
+    # One row per topic, then per partition; requests without partitions (and messages left to
+    # the Python decoder) keep one row with null topic and partition.
+    topics = messages.select(
         "shard",
         "ingest_offset",
         "timestamp_ms",
         "r",
+        "raw_value",
         F.posexplode_outer("topics").alias("topic_pos", "t"),
     )
     partitions = topics.select(
@@ -197,6 +206,7 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
         "ingest_offset",
         "timestamp_ms",
         "r",
+        "raw_value",
         "topic_pos",
         F.col("t.name").alias("topic_name"),
         F.posexplode_outer(F.coalesce(F.col("t.partitions"), F.array())).alias("part_pos", "p"),
@@ -205,7 +215,7 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
     index = F.coalesce(F.col("topic_pos"), F.lit(0)) * F.lit(1 << 16) + F.coalesce(
         F.col("part_pos"), F.lit(0)
     )
-    good_rows = partitions.select(
+    return partitions.select(
         "shard",
         "ingest_offset",
         index.cast("int").alias("partition_index"),
@@ -223,38 +233,14 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
         F.coalesce(F.col("p.partitionIndex"), F.lit(-1)).alias("partition"),
         F.coalesce(F.col("p.committedOffset"), F.lit(-1).cast("long")).alias("offset"),
         F.coalesce(F.col("p.committedLeaderEpoch"), F.lit(-1)).alias("leader_epoch"),
-        F.coalesce(F.col("p.committedMetadata"), F.lit("")).alias("metadata"),
+        F.when(
+            F.col("raw_value").isNull(), F.coalesce(F.col("p.committedMetadata"), F.lit(""))
+        ).alias("metadata"),
         F.col("r.members").alias("members_json"),
         F.lit(0).cast("short").alias("error_code"),
         F.lit(None).cast("string").alias("error_reason"),
         F.coalesce(F.col("r.protocolType"), F.lit("consumer")).alias("protocol_type"),
         F.col("r.protocolName").alias("protocol"),
         F.col("r.leader").alias("leader"),
-        F.lit(None).cast("binary").alias("raw_value"),
+        "raw_value",
     )
-    # Topic-less rows of OffsetCommit/OffsetDelete with an empty partitions list still answer.
-    bad_rows = parsed.where(~F.col("ok")).select(
-        "shard",
-        "ingest_offset",
-        F.lit(0).alias("partition_index"),
-        "timestamp_ms",
-        *[F.lit(None).cast("string").alias(c) for c in ("api", "request_id", "group_id")],
-        F.lit(-1).alias("generation_id"),
-        F.lit("").alias("member_id"),
-        F.lit(None).cast("string").alias("group_instance_id"),
-        F.lit(-1).cast("long").alias("retention_time_ms"),
-        F.lit(None).cast("string").alias("topic"),
-        F.lit(-1).alias("partition"),
-        F.lit(-1).cast("long").alias("offset"),
-        F.lit(-1).alias("leader_epoch"),
-        F.lit(None).cast("string").alias("metadata"),
-        F.lit(None).cast("string").alias("members_json"),
-        F.lit(0).cast("short").alias("error_code"),
-        F.lit(None).cast("string").alias("error_reason"),
-        F.lit("consumer").alias("protocol_type"),
-        F.lit(None).cast("string").alias("protocol"),
-        F.lit(None).cast("string").alias("leader"),
-        # Empty bytes stand for a null message value so "needs decoding" stays one null check.
-        F.coalesce(F.col("value"), F.lit(b"").cast("binary")).alias("raw_value"),
-    )
-    return good_rows.unionByName(bad_rows)

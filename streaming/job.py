@@ -44,6 +44,12 @@ log = logging.getLogger(__name__)
 
 QUERY_NAME = "consumer-offsets"
 
+#: Kafka consumer settings of the ingest source, under the user's ``kafka_options`` (which win).
+#: Spark's source reads fixed offset ranges, and with Kafka's default ``fetch.max.wait.ms``
+#: (500 ms) each task's consumer waits that long at the end of its range: measured on 2 cores,
+#: reading 1,000 messages from 50 partitions took 14 s, and 1.7 s with 10 ms.
+SOURCE_CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
+
 
 def ensure_topics(config: JobConfig) -> list[str]:
     """Create the job's topics where missing; refuse a layout the cluster cannot serve."""
@@ -149,7 +155,7 @@ class OffsetsJob:
         )
 
         reader = self.spark.readStream.format("kafka")
-        for key, value in config.spark_kafka_options().items():
+        for key, value in (SOURCE_CONSUMER_DEFAULTS | config.spark_kafka_options()).items():
             reader = reader.option(key, value)
         reader = reader.option("subscribe", config.ingest_topic).option(
             "startingOffsets", starting_offsets

@@ -37,6 +37,7 @@ from state.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
 from state.record_frame import records_table
 from state.records import RecordFormatError, decode_record
 from state.request_codec import decode_request
+from state.response_codec import encode_responses
 from state.shard import (
     ShardState,
     apply_batch,
@@ -61,7 +62,9 @@ STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType(), False)
 #: What the state function emits: ``out`` says which columns are meaningful on a row.
 #: "record": the RECORD_FRAME columns (plus ``shard``, the offsets-topic partition);
 #: "loaded": a shard's state as records after rebuilding it from the offsets topic (sink only);
-#: "response": ingest_offset, request_id, group_id, api, topic, partition, error_code, error_reason;
+#: "response": one responses-topic message per answered request (``key``, ``value``,
+#: ``ingest_offset``; see ``state.response_codec``);
+#: "dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
 #: "stats": the per-shard counters.
 OUTPUT_SCHEMA = T.StructType(
     [
@@ -83,10 +86,6 @@ OUTPUT_SCHEMA = T.StructType(
         T.StructField("key", T.BinaryType()),
         T.StructField("value", T.BinaryType()),
         T.StructField("ingest_offset", T.LongType()),
-        T.StructField("request_id", T.StringType()),
-        T.StructField("api", T.StringType()),
-        T.StructField("error_code", T.ShortType()),
-        T.StructField("error_reason", T.StringType()),
         T.StructField("input_rows", T.LongType()),
         T.StructField("commits_applied", T.LongType()),
         T.StructField("rejected", T.LongType()),
@@ -187,15 +186,22 @@ def _output_table(
     shard: int,
     loaded: pa.Table,
     records: pa.Table,
-    responses: pa.Table,
+    answers: pa.Table,
+    dead_letters: pa.Table,
     stats: Mapping[str, int | None],
 ) -> pd.DataFrame:
-    """Stack loaded state, records, responses and the stats row into one OUTPUT_SCHEMA frame."""
+    """Stack loaded state, records, encoded responses and dead letters, and the stats row into
+    one OUTPUT_SCHEMA frame."""
     parts = []
     offset = 0
-    for out, table in (("loaded", loaded), ("record", records), ("response", responses)):
+    for out, table in (
+        ("loaded", loaded),
+        ("record", records),
+        ("response", answers),
+        ("dead_letter", dead_letters),
+    ):
         if table.num_rows:
-            if "value" in table.column_names:
+            if out in ("loaded", "record"):
                 table = table.append_column("is_tombstone", pc.is_null(table["value"]))
             table = table.append_column("out", pa.array([out] * table.num_rows, pa.string()))
             table = table.append_column(
@@ -308,7 +314,9 @@ def make_state_function(
             "next_offset": next_offset,
             "next_expiry_ms": result.next_expiry_ms,
         }
-        output = _output_table(shard, loaded, records, responses, stats)
+        answers, dead_letters = encode_responses(responses, shard)
+        lap("encode_responses")
+        output = _output_table(shard, loaded, records, answers, dead_letters, stats)
         lap("output_table")
         if sections is not None:
             sections["rows"] = input_rows

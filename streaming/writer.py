@@ -7,8 +7,9 @@ Order matters and is Kafka's: a commit is acknowledged only once its record is r
    while the sink is unreachable the write is retried with backoff for up to
    ``sink_write_timeout_s`` (the query waits: nothing of the batch is acknowledged meanwhile),
    then the error fails the query loudly and a restart replays the batch;
-3. responses → responses topic (per request, keyed by request id); undecodable input → the
-   dead-letter topic with its ingest position and reason.
+3. responses → responses topic (one message per request, keyed by request id, encoded by the
+   state function with ``state.response_codec``); undecodable input → the dead-letter topic
+   with its ingest position and reason (a Spark job only when the batch has any).
 A replayed batch (after a crash) reproduces the same records and responses: the offsets topic
 compacts duplicates away, the sink skips the batch id, clients ignore a second response.
 """
@@ -31,8 +32,11 @@ from state.outputs import RECORD_FRAME_SCHEMA
 
 log = logging.getLogger("consumer_offsets.batches")
 
-#: Response message format version on the responses topic.
-RESPONSE_VERSION = 1
+#: Producer settings of Spark's Kafka sink, under the user's ``kafka_options`` (which win).
+#: A micro-batch writes its records in one burst and flushes at the end of each task, so large
+#: batches cost no latency: measured on 2 cores, 100k offsets records (lz4, acks=all) took
+#: 0.87 s with Kafka's defaults (16 KB, 5 ms) and 0.23-0.33 s with 256 KB and 20 ms.
+SINK_PRODUCER_DEFAULTS = {"kafka.batch.size": "262144", "kafka.linger.ms": "20"}
 
 
 @dataclass
@@ -61,7 +65,7 @@ class BatchWriter:
 
     def _kafka_writer(self, df: DataFrame, topic: str, compression: bool) -> None:
         writer = df.write.format("kafka").option("topic", topic)
-        for key, value in self.settings.kafka_options.items():
+        for key, value in (SINK_PRODUCER_DEFAULTS | dict(self.settings.kafka_options)).items():
             writer = writer.option(key, value)
         # Kafka acknowledges a commit only once replicated: acks=all with an idempotent producer
         # (which also keeps a shard's records in order across retries).
@@ -86,6 +90,7 @@ class BatchWriter:
         loaded = local.filter(pc.equal(kinds, "loaded"))
         stats = local.filter(pc.equal(kinds, "stats"))
         responses = local.filter(pc.equal(kinds, "response"))
+        dead_letters = local.filter(pc.equal(kinds, "dead_letter"))
 
         if records.num_rows:
             self._kafka_writer(
@@ -124,8 +129,11 @@ class BatchWriter:
         )
         self._write_sink(batch_id, sink_records, progress)
 
+        # Answers last: a commit is acknowledged only once its record is durable and readable.
         if responses.num_rows:
-            self._write_responses(batch)
+            self._write_messages(batch, "response", self.settings.responses_topic)
+        if dead_letters.num_rows:
+            self._write_messages(batch, "dead_letter", self.settings.dead_letter_topic)
 
         self.last_progress = progress
         log.info(
@@ -179,55 +187,10 @@ class BatchWriter:
                 backoff_s = min(backoff_s * 2, 5.0)
                 attempt += 1
 
-    def _write_responses(self, batch: DataFrame) -> None:
-        responses = batch.where(F.col("out") == "response")
-        answered = (
-            responses.where(F.col("request_id").isNotNull())
-            .groupBy("request_id", "group_id", "api", "shard", "ingest_offset")
-            .agg(
-                # Request-level answers have no topic; the first one is the top-level error.
-                F.max(F.when(F.col("topic").isNull(), F.col("error_code"))).alias("top_error"),
-                F.max(F.when(F.col("topic").isNull(), F.col("error_reason"))).alias("top_reason"),
-                F.filter(
-                    F.collect_list(
-                        F.struct(
-                            F.col("topic"),
-                            F.col("partition").alias("partitionIndex"),
-                            F.col("error_code").alias("errorCode"),
-                            F.col("error_reason").alias("errorMessage"),
-                        )
-                    ),
-                    lambda p: p["topic"].isNotNull(),
-                ).alias("partitions"),
-            )
-            .select(
-                F.col("request_id").cast("binary").alias("key"),
-                F.to_json(
-                    F.struct(
-                        F.lit(RESPONSE_VERSION).alias("version"),
-                        F.col("request_id").alias("requestId"),
-                        F.col("group_id").alias("groupId"),
-                        F.col("api"),
-                        F.coalesce(F.col("top_error"), F.lit(0)).alias("errorCode"),
-                        F.col("top_reason").alias("errorMessage"),
-                        F.col("partitions"),
-                    )
-                ).alias("value"),
-            )
-        )
-        self._kafka_writer(answered, self.settings.responses_topic, compression=False)
-        dead = responses.where(F.col("request_id").isNull()).select(
-            F.lit(None).cast("binary").alias("key"),
-            F.to_json(
-                F.struct(
-                    F.col("shard").alias("ingestPartition"),
-                    F.col("ingest_offset").alias("ingestOffset"),
-                    F.col("error_code").alias("errorCode"),
-                    F.col("error_reason").alias("reason"),
-                )
-            ).alias("value"),
-        )
-        self._kafka_writer(dead, self.settings.dead_letter_topic, compression=False)
+    def _write_messages(self, batch: DataFrame, out: str, topic: str) -> None:
+        """Write the batch's ready-encoded messages of one kind (``state.response_codec``)."""
+        messages = batch.where(F.col("out") == out).select("key", "value")
+        self._kafka_writer(messages, topic, compression=False)
 
 
 def _sink_records(table: pa.Table) -> pa.Table:

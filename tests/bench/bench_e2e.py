@@ -742,7 +742,7 @@ def phase_rebuild(ctx: Context) -> dict[str, Any]:
 
 def summarize_sections(rows: list[dict[str, float]]) -> dict[str, Any]:
     names = ["decode_state", "read_input", "to_request_frame", "apply", "encode_state"]
-    names += ["output_table", "emit"]
+    names += ["encode_responses", "output_table", "emit"]
     totals = {n: sum(r.get(n, 0.0) for r in rows) for n in names}
     return {
         "calls": len(rows),
