@@ -46,6 +46,9 @@ class JobConfig:
     compression: str = "lz4"
     #: offsets.retention.minutes, in ms.
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    #: offsets.retention.check.interval.ms: how often every shard is woken to expire offsets
+    #: (an expiry tick on each ingest partition); offsets expire up to this late, as in Kafka.
+    retention_check_interval_ms: int = 600_000
     #: offset.metadata.max.bytes.
     metadata_max_bytes: int = 4096
     #: Micro-batch trigger interval; an interval keeps empty timeout batches from spinning a core.
@@ -71,6 +74,10 @@ class JobConfig:
             # Kafka refuses acks=all writes when min.insync.replicas exceeds the replica count.
             object.__setattr__(
                 self, "min_insync_replicas", min(self.min_insync_replicas, self.replication_factor)
+            )
+        if self.retention_check_interval_ms <= 0:
+            raise ValueError(
+                f"retention_check_interval_ms must be > 0, got {self.retention_check_interval_ms}"
             )
         if self.sink_write_timeout_s < 0:
             raise ValueError(f"sink_write_timeout_s must be >= 0, got {self.sink_write_timeout_s}")

@@ -64,6 +64,16 @@ _APIS = [api.value for api in Api]
 #: Not a request: the state function drops it.
 LOAD_MARKER = b'{"version":1,"api":"LoadCoordinator"}'
 
+#: Written by the job to every ingest partition every ``retention_check_interval_ms`` (Kafka's
+#: ``offsets.retention.check.interval.ms``), so that every shard is called and expires what is
+#: due even when no commit arrives for it. Not a request: the state function drops it. Ticks
+#: replace Spark's no-data micro-batches, which a processing-time timeout would otherwise run
+#: at every trigger, each costing a whole micro-batch and delaying the next commits.
+EXPIRY_TICK = b'{"version":1,"api":"ExpireOffsets"}'
+
+#: Messages of the job's own, dropped by the state function after they woke their shard.
+MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
+
 
 def _well_formed(r: Column, raw: Column) -> Column:
     """True when the JVM parse is trustworthy; anything else goes to the Python decoder.

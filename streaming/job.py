@@ -31,7 +31,7 @@ from connectors.kafka_admin import (
 )
 from connectors.sink import Sink, open_sink
 from streaming.config import JobConfig
-from streaming.ingest import LOAD_MARKER, request_rows
+from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, request_rows
 from streaming.processor import (
     OUTPUT_SCHEMA,
     STATE_SCHEMA,
@@ -81,14 +81,38 @@ def _starting_offsets(config: JobConfig, covered: dict[int, int]) -> str:
     return json.dumps({config.ingest_topic: offsets})
 
 
-def _write_load_markers(config: JobConfig) -> None:
-    producer = KafkaProducer(acks="all", **config.kafka_python_options())
+def _write_markers(config: JobConfig, marker: bytes, producer: KafkaProducer | None = None) -> None:
+    """Write ``marker`` to every ingest partition (acks=all), so every shard is called."""
+    own = producer is None
+    producer = producer or KafkaProducer(acks="all", **config.kafka_python_options())
     try:
         for partition in range(config.partitions):
-            producer.send(config.ingest_topic, value=LOAD_MARKER, partition=partition)
-        producer.flush()
+            producer.send(config.ingest_topic, value=marker, partition=partition)
+        producer.flush(timeout=60)
     finally:
-        producer.close()
+        if own:
+            producer.close()
+
+
+def _start_without_idle_batches(spark: SparkSession, writer: DataStreamWriter) -> StreamingQuery:
+    """Start the query with Spark's no-data micro-batches off.
+
+    A processing-time timeout makes Spark run a micro-batch at every trigger even without input,
+    to fire timeouts: each one costs a whole batch (a second or more) that new commits wait
+    behind, and keeps a core busy on an idle job. Expiry is driven by ticks in the ingest log
+    instead (:data:`streaming.ingest.EXPIRY_TICK`); timeouts still fire in batches with data.
+    The setting is read when a query starts, so the session's own value is restored after.
+    """
+    key = "spark.sql.streaming.noDataMicroBatches.enabled"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, "false")
+    try:
+        return writer.start()
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 @dataclass
@@ -129,7 +153,7 @@ class OffsetsJob:
             # A new checkpoint restarts batch ids and state: the sink view starts over with it.
             if loading:
                 self.sink.reset("LOADING", "rebuilding state from the offsets topic")
-                _write_load_markers(config)
+                _write_markers(config, LOAD_MARKER)
             else:
                 self.sink.reset("ACTIVE", "new state")
 
@@ -181,10 +205,34 @@ class OffsetsJob:
             .option("checkpointLocation", config.checkpoint_location)
             .trigger(processingTime=config.trigger_interval)
         )
-        self.query = writer.start()
+        self.query = _start_without_idle_batches(self.spark, writer)
         if resumed:
             self._survive_replayed_batch_bug(writer)
+        self._start_expiry_ticks()
         return self.query
+
+    def _start_expiry_ticks(self) -> None:
+        """Every ``retention_check_interval_ms``, wake every shard with an expiry tick (Kafka's
+        periodic offset expiration). A failed write is logged and retried at the next tick."""
+        interval_s = self.config.retention_check_interval_ms / 1000
+
+        def tick() -> None:
+            producer: KafkaProducer | None = None
+            try:
+                while not self._stopping.wait(interval_s):
+                    try:
+                        if producer is None:
+                            producer = KafkaProducer(
+                                acks="all", **self.config.kafka_python_options()
+                            )
+                        _write_markers(self.config, EXPIRY_TICK, producer)
+                    except Exception as error:  # keep ticking: the next tick covers this one
+                        log.warning("expiry tick not written, retrying next interval: %s", error)
+            finally:
+                if producer is not None:
+                    producer.close(timeout=10)
+
+        threading.Thread(target=tick, name="expiry-ticks", daemon=True).start()
 
     def _survive_replayed_batch_bug(self, writer: DataStreamWriter, restarts: int = 3) -> None:
         """Work around SPARK-55271 in the pinned Spark 4.1.1 Kafka connector.
@@ -214,7 +262,7 @@ class OffsetsJob:
                     "restarting the query after Spark's replayed-batch metrics bug "
                     "(SPARK-55271); the replayed batch was committed"
                 )
-                self.query = writer.start()
+                self.query = _start_without_idle_batches(self.spark, writer)
                 left -= 1
 
         threading.Thread(target=watch, name="query-watchdog", daemon=True).start()

@@ -48,9 +48,14 @@ from state.shard import (
     replay_records,
     snapshot,
 )
-from streaming.ingest import LOAD_MARKER
+from streaming.ingest import MARKERS
+from streaming.worker_imports import install as install_worker_imports
 
 log = logging.getLogger(__name__)
+
+# Imported in every Python worker that runs the state function: make Spark's per-task import
+# cache invalidation cheap there (see streaming.worker_imports).
+install_worker_imports()
 
 #: When set (in the environment of the Python workers), every state-function call appends one
 #: JSON line of section timings (seconds) to ``<dir>/sections-<pid>.jsonl``: a profiling switch
@@ -162,7 +167,7 @@ def to_request_frame(pdf: pd.DataFrame) -> pa.Table:
     """The Spark rows of one shard as a request frame (raw rows decoded in Python)."""
     needs_decoding = pdf["raw_value"].notna()
     if needs_decoding.any():
-        is_marker = pdf["raw_value"].map(lambda raw: raw is not None and bytes(raw) == LOAD_MARKER)
+        is_marker = pdf["raw_value"].map(lambda raw: raw is not None and bytes(raw) in MARKERS)
         pdf = pdf.loc[~is_marker]
         needs_decoding = needs_decoding.loc[~is_marker]
     good = pdf.loc[~needs_decoding, EXTENDED_REQUEST_FRAME_SCHEMA.names]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,8 @@ def test_oversized_metadata_is_rejected_for_its_partition_only(
 def test_short_retention_expires_offsets_into_tombstones(
     job_config: JobConfig, start_job: JobFactory
 ) -> None:
+    # Expiry runs when a shard is woken: by its own commits or by the job's expiry ticks.
+    job_config = replace(job_config, retention_check_interval_ms=1000)
     start_job(job_config)
     requests = [
         OffsetCommitRequest(
@@ -153,7 +156,7 @@ def test_short_retention_expires_offsets_into_tombstones(
     ]
     produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, 4, requests)
     wait_for_responses(job_config, {"short", "long"})
-    # The timeout fires in a later (empty) micro-batch: the row leaves the sink...
+    # An expiry tick wakes the shard after the deadline: the row leaves the sink...
     wait_for(lambda: sink_offsets(job_config, "expiring"), lambda got: got == {}, timeout_s=60)
     assert sink_offsets(job_config, "kept") == {("t", 0): 4}
     # ...and the offsets topic holds a tombstone after the commit.
@@ -291,8 +294,6 @@ def test_postgres_sink_receives_the_same_offsets(
     job_config: JobConfig,
     start_job: JobFactory,
 ) -> None:
-    from dataclasses import replace
-
     config = replace(job_config, sink_url=postgres_sink_url)
     start_job(config)
     produce_requests(
@@ -306,8 +307,6 @@ def test_postgres_sink_receives_the_same_offsets(
 
 
 def test_refuses_replication_factor_above_broker_count(job_config: JobConfig, spark: Any) -> None:
-    from dataclasses import replace
-
     from connectors.kafka_admin import TopicConfigurationError
 
     config = replace(job_config, replication_factor=3, min_insync_replicas=2)
