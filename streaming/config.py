@@ -54,6 +54,9 @@ class JobConfig:
     #: Micro-batch trigger interval; an interval keeps empty timeout batches from spinning a core.
     trigger_interval: str = "1 second"
     max_offsets_per_trigger: int | None = None
+    #: Spark partitions of the shard state (tasks per micro-batch), fixed when the checkpoint is
+    #: created; default: the cluster's cores, at most ``partitions``.
+    state_partitions: int | None = None
     #: Where ingest reading starts when there is no checkpoint and the sink records no position.
     starting_offsets: str = "earliest"
     checkpoint_location: str = ".runtime/checkpoints/consumer-offsets"
@@ -75,6 +78,8 @@ class JobConfig:
             object.__setattr__(
                 self, "min_insync_replicas", min(self.min_insync_replicas, self.replication_factor)
             )
+        if self.state_partitions is not None and self.state_partitions < 1:
+            raise ValueError(f"state_partitions must be >= 1, got {self.state_partitions}")
         if self.retention_check_interval_ms <= 0:
             raise ValueError(
                 f"retention_check_interval_ms must be > 0, got {self.retention_check_interval_ms}"

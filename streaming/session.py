@@ -21,12 +21,11 @@ if TYPE_CHECKING:
 #: Environment variable naming the folder that holds ``.runtime/`` (normally the checkout).
 HOME_ENV = "CONSUMER_OFFSETS_HOME"
 
-#: Default ``spark.sql.shuffle.partitions``. A streaming query's stateful operators keep the
-#: partition count they had when their checkpoint was first written: changing this setting later
-#: has no effect on an existing checkpoint (Spark restores the number from the offset log), and
-#: changing it by deleting the checkpoint loses the state. So it is chosen once, small: 8 state
-#: partitions keep a 2-core ``local[*]`` run busy without hundreds of tiny tasks per micro-batch,
-#: and the state's keys (coordinator shards) still spread over them.
+#: Default ``spark.sql.shuffle.partitions`` of the session (Spark's own is 200: hundreds of tiny
+#: tasks per query on a small machine). The offsets job sets its own number of state partitions
+#: when it starts its query (``JobConfig.state_partitions``, see ``streaming.job``): a streaming
+#: query's stateful operators keep the partition count they had when their checkpoint was first
+#: written (Spark restores it from the offset log).
 DEFAULT_SHUFFLE_PARTITIONS = 8
 
 #: Default driver heap; in ``local`` mode the executors live in the driver's JVM too.
