@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -152,6 +153,36 @@ def produce_rounds(
             sent += 1
     producer.flush()
     return sent
+
+
+def _produce_rounds_child(
+    bootstrap: str,
+    config: JobConfig,
+    groups: Sequence[str],
+    topic: str,
+    partitions: int,
+    rounds: int,
+    base_offset: int,
+    tag: str,
+) -> int:
+    producer = make_producer(bootstrap)
+    try:
+        return produce_rounds(producer, config, groups, topic, partitions, rounds, base_offset, tag)
+    finally:
+        producer.close()
+
+
+def in_child(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn(*args)`` in a fresh Python process and return its result.
+
+    The job under test runs in this process, and its driver-side Python (the ``foreachBatch``
+    writer, py4j calls) shares the interpreter lock: a load generator in a thread here would
+    slow the job down by contention that a real deployment (committers in other processes)
+    does not have. Timestamps cross over as ``time.monotonic()``, which is system-wide.
+    """
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        return pool.apply(fn, args)
 
 
 # --- instrumentation ----------------------------------------------------------------------------
@@ -379,14 +410,20 @@ def phase_throughput(ctx: Context) -> dict[str, Any]:
     args, config = ctx.args, ctx.config
     rounds = max(1, args.commits // (args.groups * args.partitions))
     n = rounds * args.groups * args.partitions
-    producer = make_producer(ctx.bootstrap)
     log(f"throughput: producing {n:,} offset commits ({rounds} rounds x {args.groups} groups)")
     start = time.monotonic()
-    requests = produce_rounds(
-        producer, config, ctx.groups, ctx.topic, args.partitions, rounds, ctx.next_offset, "tp"
+    requests = in_child(
+        _produce_rounds_child,
+        ctx.bootstrap,
+        config,
+        ctx.groups,
+        ctx.topic,
+        args.partitions,
+        rounds,
+        ctx.next_offset,
+        "tp",
     )
     produced = time.monotonic()
-    producer.close()
     ctx.next_offset += rounds
     targets = ctx.ingest_ends()
     assert ctx.job is not None
@@ -488,18 +525,25 @@ def native_throughput(ctx: Context, rounds: int) -> dict[str, Any]:
         admin.close()
 
 
-def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
-    """``rate`` offset commits/s for ``seconds``: send → response, send → sink visibility."""
-    config, args = ctx.config, ctx.args
-    per_request = args.latency_partitions
-    request_rate = rate / per_request
-    count = max(1, int(request_rate * seconds))
-    groups = _groups(f"lat{rate}", min(count, 1000))
-    parts = partitions_json(range(per_request), 1)
+def _latency_child(
+    bootstrap: str,
+    config: JobConfig,
+    topic: str,
+    groups: Sequence[str],
+    per_request: int,
+    request_rate: float,
+    count: int,
+    tag: str,
+) -> tuple[list[tuple[str, float, int, int, float | None]], float]:
+    """Send ``count`` requests at ``request_rate``/s, each answered on the responses topic.
 
+    Returns ((request id, sent at, ingest partition, ingest offset, answered at or None), the
+    seconds the sending took); times are ``time.monotonic()``.
+    """
+    parts = partitions_json(range(per_request), 1)
     received: dict[str, float] = {}
     consumer = KafkaConsumer(
-        bootstrap_servers=ctx.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5
     )
     tps = [TopicPartition(config.responses_topic, p) for p in range(config.partitions)]
     consumer.assign(tps)
@@ -517,9 +561,8 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
 
     reader = threading.Thread(target=consume, daemon=True)
     reader.start()
-    producer = make_producer(ctx.bootstrap, linger_ms=0)
+    producer = make_producer(bootstrap, linger_ms=0)
     sent: list[tuple[str, float, Any]] = []
-    log(f"latency: {rate:,} offset commits/s = {request_rate:,.0f} requests/s for {seconds:.0f} s")
     start = time.monotonic()
     for i in range(count):
         due = start + i / request_rate
@@ -527,12 +570,12 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
         if delay > 0:
             time.sleep(delay)
         group = groups[i % len(groups)]
-        request_id = f"lat{rate}-{i}"
+        request_id = f"{tag}-{i}"
         at = time.monotonic()
         future = producer.send(
             config.ingest_topic,
             key=group.encode(),
-            value=commit_json(request_id, group, ctx.topic, parts),
+            value=commit_json(request_id, group, topic, parts),
             partition=partition_for(group, config.partitions),
         )
         sent.append((request_id, at, future))
@@ -546,12 +589,37 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
     stop.set()
     reader.join(5)
     consumer.close()
+    return [
+        (rid, at, meta.partition, meta.offset, received.get(rid)) for rid, at, meta in positions
+    ], sending_s
 
-    acks = [received[rid] - at for rid, at, _ in positions if rid in received]
+
+def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
+    """``rate`` offset commits/s for ``seconds`` from another process: send → response,
+    send → sink visibility."""
+    args = ctx.args
+    per_request = args.latency_partitions
+    request_rate = rate / per_request
+    count = max(1, int(request_rate * seconds))
+    groups = _groups(f"lat{rate}", min(count, 1000))
+    log(f"latency: {rate:,} offset commits/s = {request_rate:,.0f} requests/s for {seconds:.0f} s")
+    window_start = time.monotonic()
+    outcomes, sending_s = in_child(
+        _latency_child,
+        ctx.bootstrap,
+        ctx.config,
+        ctx.topic,
+        groups,
+        per_request,
+        request_rate,
+        count,
+        f"lat{rate}",
+    )
+    acks = [answered - at for _, at, _, _, answered in outcomes if answered is not None]
     visible: list[float] = []
-    for _rid, at, meta in positions:
+    for _rid, at, partition, offset, _ in outcomes:
         for event in ctx.tap.events:
-            if event.at >= at and event.ingest_offsets.get(meta.partition, 0) > meta.offset:
+            if event.at >= at and event.ingest_offsets.get(partition, 0) > offset:
                 visible.append(event.at - at)
                 break
     result = {
@@ -565,7 +633,10 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
         "ack_max_s": max(acks) if acks else float("nan"),
         "sink_p50_s": percentile(visible, 50),
         "sink_p99_s": percentile(visible, 99),
+        "stages": stage_summary(ctx.folder / "events", window_start, time.monotonic()),
     }
+    for stage in result["stages"]:
+        log(f"  stage {stage}")
     log(
         f"latency {rate:,}/s: ack p50 {result['ack_p50_s']:.3f} s p99 {result['ack_p99_s']:.3f} s, "
         f"sink p50 {result['sink_p50_s']:.3f} s p99 {result['sink_p99_s']:.3f} s "
@@ -669,12 +740,18 @@ def grow(ctx: Context, keys: int) -> float:
     args = ctx.args
     count = keys // args.partitions
     groups = [f"grow-{uuid.uuid4().hex[:6]}-{i:07d}" for i in range(count)]
-    producer = make_producer(ctx.bootstrap)
     started = time.monotonic()
-    produce_rounds(
-        producer, ctx.config, groups, ctx.topic, args.partitions, 1, 1, f"grow{len(groups)}"
+    in_child(
+        _produce_rounds_child,
+        ctx.bootstrap,
+        ctx.config,
+        groups,
+        ctx.topic,
+        args.partitions,
+        1,
+        1,
+        f"grow{len(groups)}",
     )
-    producer.close()
     targets = ctx.ingest_ends()
     assert ctx.job is not None
     done = ctx.tap.wait_covered(ctx.job, targets, started, timeout_s=args.timeout * 10)
