@@ -148,8 +148,15 @@ class NodeStatus:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
+
+    Like Kafka's ``Uuid.randomUuid()``, never one that starts with ``-``: command-line tools
+    (``kafka-storage format --cluster-id <id>``) would take it for an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def default_data_dir() -> Path:

@@ -48,6 +48,12 @@ def test_cluster_id_is_kraft_shaped() -> None:
     assert cluster_id != new_cluster_id()
 
 
+def test_cluster_id_never_looks_like_an_option() -> None:
+    # One random id in 64 would start with "-" (kafka-storage then fails: "expected one
+    # argument"); 3,000 draws would see one with near certainty.
+    assert not any(new_cluster_id().startswith("-") for _ in range(3000))
+
+
 def test_a_stale_pid_file_is_not_a_running_broker(tmp_path: Path) -> None:
     cluster = LocalKafkaCluster(tmp_path)
     (tmp_path / "cluster.json").write_text('{"nodes": 1, "port": 9092}')
