@@ -1172,10 +1172,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 log(f"stopping the job failed: {error!r}")
         if sampler is not None:
             results["memory"] = sampler.stop()
-        if spark is not None:
-            spark.stop()
-        if cluster is not None:
-            cluster.stop()
+        # Report what was measured even when Spark's JVM died (e.g. out of memory).
+        for what, stop in (
+            ("Spark", spark and spark.stop),
+            ("the broker", cluster and cluster.stop),
+        ):
+            try:
+                if stop:
+                    stop()
+            except Exception as error:
+                log(f"stopping {what} failed: {error!r}")
+                results.setdefault("errors", {})[f"stop {what}"] = repr(error)
         shutil.rmtree(folder, ignore_errors=True)
     results["load_average_end"] = os.getloadavg()
     return results
@@ -1195,6 +1202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["throughput"]["native"].pop("groups", None)
     print()
     print(report(results))
+    for name, error in results.get("errors", {}).items():
+        print(f"not measured: {name}: {error}")
     print(
         f"\n{results['cpus']} CPUs, load average {results['load_average_start'][0]:.1f} at start, "
         f"{results['load_average_end'][0]:.1f} at end (other processes share the machine)."
