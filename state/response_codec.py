@@ -72,11 +72,9 @@ def encode_responses(responses: pa.Table, ingest_partition: int) -> tuple[pa.Tab
     if responses.num_rows == 0:
         return MESSAGE_SCHEMA.empty_table(), MESSAGE_SCHEMA.empty_table()
     responses = responses.select(RESPONSE_FRAME_SCHEMA.names)
-    offsets = responses["ingest_offset"].to_numpy()
-    order = np.argsort(offsets, kind="stable")
+    order = np.argsort(responses["ingest_offset"].to_numpy(), kind="stable")
     if not np.array_equal(order, np.arange(len(order))):
         responses = responses.take(pa.array(order))
-        offsets = offsets[order]
     answered = pc.is_valid(responses["request_id"])
     dead = responses.filter(pc.invert(answered))
     return _answers(responses.filter(answered)), _dead_letters(dead, ingest_partition)
@@ -86,8 +84,9 @@ def _answers(rows: pa.Table) -> pa.Table:
     if rows.num_rows == 0:
         return MESSAGE_SCHEMA.empty_table()
     offsets = rows["ingest_offset"].to_numpy()
-    starts = np.flatnonzero(np.r_[True, offsets[1:] != offsets[:-1]])
-    request = np.cumsum(np.r_[True, offsets[1:] != offsets[:-1]]) - 1
+    first_of_request = np.r_[True, offsets[1:] != offsets[:-1]]
+    starts = np.flatnonzero(first_of_request)
+    request = np.cumsum(first_of_request) - 1
     n = len(starts)
     has_topic = pc.is_valid(rows["topic"]).to_numpy(zero_copy_only=False)
     codes = rows["error_code"].to_numpy()

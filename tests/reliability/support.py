@@ -132,6 +132,27 @@ def sink_offsets(sink_url: str) -> OffsetState:
         }
 
 
+def wait_for_sink(
+    sink_url: str,
+    expected: OffsetState,
+    alive: Callable[[], None] | None = None,
+    timeout_s: float = 30.0,
+) -> OffsetState:
+    """Wait until the sink holds exactly ``expected`` (the last batch may still be committing
+    after its responses); return what it holds, or fail with how the two differ."""
+    seen: dict[str, OffsetState] = {}
+
+    def matches() -> bool:
+        seen["sink"] = sink_offsets(sink_url)
+        return seen["sink"] == expected
+
+    try:
+        wait_until(matches, timeout_s, "sink equal to the model", alive)
+    except AssertionError:
+        raise AssertionError("sink != model: " + diff(expected, seen["sink"])) from None
+    return seen["sink"]
+
+
 def offsets_topic_offsets(bootstrap: str, topic: str) -> OffsetState:
     """What compaction leaves of the offsets topic, as committed offsets."""
     latest = compacted(read_offsets_topic(bootstrap, topic))

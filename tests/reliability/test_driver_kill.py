@@ -19,7 +19,7 @@ from tests.reliability.support import (
     offsets_topic_offsets,
     prepare_topics,
     reliability_config,
-    sink_offsets,
+    wait_for_sink,
     wait_until,
 )
 from tests.streaming.helpers import read_offsets_topic
@@ -92,16 +92,7 @@ def test_driver_sigkill_mid_batch_loses_no_acknowledged_commit(
             interval_s=1,
         )
         model = load.model()
-        state: dict[str, object] = {}
-
-        def sink_is_model() -> bool:
-            state["sink"] = sink_offsets(config.sink_url)
-            return state["sink"] == model
-
-        try:
-            wait_until(sink_is_model, 30, "sink equal to the model", job.check_alive)
-        except AssertionError:
-            raise AssertionError("sink != model: " + diff(model, state["sink"])) from None  # type: ignore[arg-type]
+        wait_for_sink(config.sink_url, model, job.check_alive)
         job.check_alive()
         replay_restarts = job.log_path.read_text(errors="replace").count("SPARK-55271")
 

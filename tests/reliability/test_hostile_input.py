@@ -39,7 +39,7 @@ from tests.reliability.support import (
     produce,
     reliability_config,
     responses_by_id,
-    sink_offsets,
+    wait_for_sink,
     wait_until,
 )
 
@@ -746,18 +746,8 @@ def test_hostile_input_is_answered_and_valid_commits_land_intact(hostile_job: An
     expected_sink = {k: v for k, v in model.offsets.items() if k not in skipped}
     in_topic = offsets_topic_offsets(config.bootstrap_servers, config.offsets_topic)
     assert in_topic == model.offsets, diff(model.offsets, in_topic)
-    # The last batch may still be committing to the sink after its responses: wait a little.
-    state: dict[str, Any] = {}
-
-    def sink_matches() -> bool:
-        state["sink"] = sink_offsets(config.sink_url)
-        return bool(state["sink"] == expected_sink)
-
-    try:
-        wait_until(sink_matches, 30, "sink equal to the model", alive)
-    except AssertionError:
-        raise AssertionError("sink != model: " + diff(expected_sink, state["sink"])) from None
-    hostile_landed = {k[0] for k in state["sink"]} & set(HOSTILE_VALID_GROUPS)
+    in_sink = wait_for_sink(config.sink_url, expected_sink, alive)
+    hostile_landed = {k[0] for k in in_sink} & set(HOSTILE_VALID_GROUPS)
     assert hostile_landed == set(HOSTILE_VALID_GROUPS), "hostile group ids must land verbatim"
 
     tables_after = sink_tables(config.sink_url)

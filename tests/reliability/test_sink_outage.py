@@ -35,7 +35,7 @@ from tests.reliability.support import (
     offsets_topic_offsets,
     prepare_topics,
     reliability_config,
-    sink_offsets,
+    wait_for_sink,
     wait_until,
 )
 
@@ -176,16 +176,7 @@ def test_postgres_outage_under_load_converges_to_the_model(
         produced = load.request_ids()
         wait_until(lambda: produced <= set(acknowledged(config)), 120, "all answered", alive, 1)
         model = load.model()
-        state: dict[str, Any] = {}
-
-        def converged() -> bool:
-            state["sink"] = sink_offsets(config.sink_url)
-            return bool(state["sink"] == model)
-
-        try:
-            wait_until(converged, 30, "sink equal to the model", alive)
-        except AssertionError:
-            raise AssertionError("sink != model: " + diff(model, state["sink"])) from None
+        wait_for_sink(config.sink_url, model, alive)
         in_topic = offsets_topic_offsets(config.bootstrap_servers, config.offsets_topic)
         assert in_topic == model, diff(model, in_topic)
         acked = acknowledged(config)
