@@ -79,9 +79,9 @@ def _well_formed(r: Column, raw: Column) -> Column:
     """True when the JVM parse is trustworthy; anything else goes to the Python decoder.
     ``raw`` is the message value as a string."""
 
-    # No reference to ``r`` inside a lambda: Spark pushes this filter below the projection that
-    # parses the JSON and inlines ``from_json`` into it, so a reference in a lambda would parse
-    # the whole message again for every partition of it.
+    # No reference to ``r`` inside a lambda: Spark may inline ``from_json`` into the expressions
+    # that use ``r``, and a reference inside a lambda would then parse the whole message again
+    # for every partition of it.
     def topic_ok(t: Column) -> Column:
         return (
             t["name"].isNotNull()
