@@ -14,8 +14,8 @@ it exactly.
 
 from __future__ import annotations
 
-from state.apply import ApplyResult, apply_batch
-from state.shard_state import (
+from state.engine.apply import ApplyResult, apply_batch
+from state.engine.shard_state import (
     ExpireResult,
     GroupSnapshot,
     ShardState,
@@ -28,7 +28,7 @@ from state.shard_state import (
     replay_records,
     snapshot,
 )
-from state.state_codec import StateFormatError, decode_state, encode_state
+from state.formats.state_codec import StateFormatError, decode_state, encode_state
 
 __all__ = [
     "ApplyResult",

@@ -15,8 +15,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from connectors.sink import redact_url
-from state.config import CoordinatorConfig
+from connectors.kafka.admin import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    DEFAULT_DEAD_LETTER_TOPIC,
+    DEFAULT_INGEST_TOPIC,
+    DEFAULT_OFFSETS_TOPIC,
+    DEFAULT_RESPONSES_TOPIC,
+)
+from connectors.sinks.base import redact_url
+from state.coordinator.config import CoordinatorConfig
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 
@@ -29,14 +36,14 @@ class JobConfig:
     """Everything the streaming job needs. Field names double as TOML keys, env suffixes
     (``CONSUMER_OFFSETS_BOOTSTRAP_SERVERS``) and CLI flags (``--bootstrap-servers``)."""
 
-    bootstrap_servers: str = "127.0.0.1:9092"
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
     #: Extra Kafka client options, e.g. {"security.protocol": "SASL_SSL"}; applied to the Spark
     #: source/sink (prefixed ``kafka.``), the admin client and the shard loaders.
     kafka_options: Mapping[str, str] = field(default_factory=dict)
-    ingest_topic: str = "consumer-offsets.commits"
-    offsets_topic: str = "consumer-offsets.offsets"
-    responses_topic: str = "consumer-offsets.responses"
-    dead_letter_topic: str = "consumer-offsets.dead-letters"
+    ingest_topic: str = DEFAULT_INGEST_TOPIC
+    offsets_topic: str = DEFAULT_OFFSETS_TOPIC
+    responses_topic: str = DEFAULT_RESPONSES_TOPIC
+    dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
     #: offsets.topic.num.partitions: the coordinator shard count. The ingest topic has as many.
     partitions: int = 50
     #: offsets.topic.replication.factor (Kafka's default 3); the embedded default config uses 1.

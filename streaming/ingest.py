@@ -3,7 +3,8 @@
 JSON parsing and flattening (one row per partition of each request) run in Spark SQL, so the
 Python state function receives columns, not JSON. A message the JVM parser cannot fully vouch for
 (not JSON, a wrong-typed or missing required field, an unknown version or api) travels on as its
-raw bytes with ``raw_value`` set; the state function hands those to ``state.request_codec``, which
+raw bytes with ``raw_value`` set; the state function hands those to
+``state.formats.request_codec``, which
 is the single source of truth for what is valid and says exactly which field is wrong.
 
 Spark's JSON reader is more lenient than that codec: it reads a number or an object into a string
@@ -20,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from state.requests import REQUEST_VERSION, Api
+from state.coordinator.requests import REQUEST_VERSION, Api
 
 _PARTITION = T.StructType(
     [
@@ -132,8 +133,8 @@ def _commit_defaults_not_null(r: Column) -> Column:
 
 
 def _canonical_json(r: Column) -> Column:
-    """The parsed request written back as ``state.request_codec.encode_request`` writes it; null
-    for GroupMetadata (its members are kept as text), which always takes the Python decoder."""
+    """The parsed request written back as ``state.formats.request_codec.encode_request`` writes it;
+    null for GroupMetadata (its members are kept as text), which always takes the Python decoder."""
     head = [r[name].alias(name) for name in ("version", "api", "requestId", "groupId")]
 
     def topics(partition_fields: tuple[str, ...]) -> Column:
@@ -169,7 +170,8 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
     """Flatten a Kafka-source DataFrame of ingest messages into request-frame rows.
 
     Output columns: ``shard`` (the ingest partition: the coordinator shard), the columns of
-    ``state.frames.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message bytes, set
+    ``state.engine.request_frame.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message
+    bytes, set
     only on rows the Python decoder must look at; its other columns are then placeholders).
 
     One pass over the source: a message the JVM parse cannot vouch for keeps no parsed fields

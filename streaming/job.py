@@ -22,14 +22,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from connectors.kafka_admin import (
+from connectors.kafka.admin import (
     KafkaAdmin,
     end_offsets,
     ingest_topic_spec,
     offsets_topic_spec,
     plain_topic_spec,
 )
-from connectors.sink import Sink, open_sink
+from connectors.sinks.base import Sink, open_sink
 from streaming.config import JobConfig
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, request_rows
 from streaming.processor import (

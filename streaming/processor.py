@@ -29,15 +29,15 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.state import GroupState
 
-from state.config import CoordinatorConfig
-from state.frames import EXTENDED_REQUEST_FRAME_SCHEMA
-from state.frames import request_rows as request_rows_of
-from state.model import GroupMetadataKey, OffsetCommitKey, Record
-from state.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
-from state.record_frame import records_table
-from state.records import RecordFormatError, decode_record
-from state.request_codec import decode_request
-from state.response_codec import encode_responses
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.model import GroupMetadataKey, OffsetCommitKey, Record
+from state.engine.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
+from state.engine.record_frame import records_table
+from state.engine.request_frame import EXTENDED_REQUEST_FRAME_SCHEMA
+from state.engine.request_frame import request_rows as request_rows_of
+from state.formats.records import RecordFormatError, decode_record
+from state.formats.request_codec import decode_request
+from state.formats.response_codec import encode_responses
 from state.shard import (
     ShardState,
     apply_batch,
@@ -68,7 +68,7 @@ STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType(), False)
 #: "record": the RECORD_FRAME columns (plus ``shard``, the offsets-topic partition);
 #: "loaded": a shard's state as records after rebuilding it from the offsets topic (sink only);
 #: "response": one responses-topic message per answered request (``key``, ``value``,
-#: ``ingest_offset``; see ``state.response_codec``);
+#: ``ingest_offset``; see ``state.formats.response_codec``);
 #: "dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
 #: "stats": the per-shard counters.
 OUTPUT_SCHEMA = T.StructType(
@@ -127,7 +127,7 @@ class ProcessorSettings:
 
 def load_shard(settings: ProcessorSettings, shard: int) -> tuple[ShardState, int]:
     """Rebuild a shard by replaying its offsets-topic partition; returns (state, records read)."""
-    from connectors.offsets_log import read_partition
+    from connectors.kafka.offsets_log import read_partition
 
     records = []
     for key, value in read_partition(settings.kafka_client_options, settings.offsets_topic, shard):

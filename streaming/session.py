@@ -1,10 +1,9 @@
 """The one place a SparkSession is made: the job, the tests and the benchmarks all call
 :func:`spark_session`, so they run with the same state store, jars and Python workers.
 
-Also home of the runtime-folder helpers (:func:`runtime_dir`, :func:`spark_jars`,
-:func:`kafka_jars_dir`): the JVM jars that ``deploy/setup.sh`` resolves with Maven live in the
-git-ignored ``.runtime/`` folder of the checkout. ``pyspark`` is imported lazily so that tools
-needing only the paths (the local Kafka launcher) start quickly.
+The JVM jars it puts on ``spark.jars`` are those ``deploy/setup.sh`` resolved with Maven into the
+runtime folder (``connectors.runtime``). ``pyspark`` is imported lazily so that importing this
+module stays cheap.
 """
 
 from __future__ import annotations
@@ -15,11 +14,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from connectors.runtime import spark_jars_dir
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-#: Environment variable naming the folder that holds ``.runtime/`` (normally the checkout).
-HOME_ENV = "CONSUMER_OFFSETS_HOME"
 
 #: Default ``spark.sql.shuffle.partitions`` of the session (Spark's own is 200: hundreds of tiny
 #: tasks per query on a small machine). The offsets job sets its own number of state partitions
@@ -32,37 +30,6 @@ DEFAULT_SHUFFLE_PARTITIONS = 8
 DEFAULT_DRIVER_MEMORY = "2g"
 
 _SETUP_HINT = "run `bash deploy/setup.sh` from the repository root to resolve the jars with Maven"
-
-
-def project_home() -> Path:
-    """The folder that holds ``.runtime/``.
-
-    ``$CONSUMER_OFFSETS_HOME`` when set; else the checkout this module belongs to (found by
-    ``deploy/pom.xml`` next to the package, as in an editable install); else the current
-    directory.
-    """
-    override = os.environ.get(HOME_ENV)
-    if override:
-        return Path(override).expanduser().resolve()
-    checkout = Path(__file__).resolve().parents[1]
-    if (checkout / "deploy" / "pom.xml").is_file():
-        return checkout
-    return Path.cwd()
-
-
-def runtime_dir() -> Path:
-    """The git-ignored folder for resolved jars, the local broker's data and logs."""
-    return project_home() / ".runtime"
-
-
-def spark_jars_dir() -> Path:
-    """Spark's Kafka connector and the jars it needs beyond pyspark's own."""
-    return runtime_dir() / "jars" / "spark"
-
-
-def kafka_jars_dir() -> Path:
-    """The Apache Kafka broker's classpath (``java -cp '<dir>/*' kafka.Kafka``)."""
-    return runtime_dir() / "jars" / "kafka"
 
 
 def spark_jars() -> list[Path]:

@@ -8,7 +8,7 @@ Order matters and is Kafka's: a commit is acknowledged only once its record is r
    ``sink_write_timeout_s`` (the query waits: nothing of the batch is acknowledged meanwhile),
    then the error fails the query loudly and a restart replays the batch;
 3. responses → responses topic (one message per request, keyed by request id, encoded by the
-   state function with ``state.response_codec``); undecodable input → the dead-letter topic
+   state function with ``state.formats.response_codec``); undecodable input → the dead-letter topic
    with its ingest position and reason (a Spark job only when the batch has any).
 A replayed batch (after a crash) reproduces the same records and responses: the offsets topic
 compacts duplicates away, the sink skips the batch id, clients ignore a second response.
@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from connectors.sink import BatchProgress, Sink, SinkError
-from state.outputs import RECORD_FRAME_SCHEMA
+from connectors.sinks.base import BatchProgress, Sink, SinkError
+from state.engine.outputs import RECORD_FRAME_SCHEMA
 
 log = logging.getLogger("consumer_offsets.batches")
 
@@ -188,7 +188,8 @@ class BatchWriter:
                 attempt += 1
 
     def _write_messages(self, batch: DataFrame, out: str, topic: str) -> None:
-        """Write the batch's ready-encoded messages of one kind (``state.response_codec``)."""
+        """Write the batch's ready-encoded messages of one kind
+        (``state.formats.response_codec``)."""
         messages = batch.where(F.col("out") == out).select("key", "value")
         self._kafka_writer(messages, topic, compression=False)
 

@@ -54,16 +54,17 @@ from kafka.admin import KafkaAdminClient
 from kafka.future import Future
 from kafka.protocol.commit import OffsetCommitRequest_v7
 
-from connectors.kafka_admin import KafkaAdmin, end_offsets, plain_topic_spec
-from connectors.kafka_local import LocalKafkaCluster
-from connectors.sink import BatchProgress, open_sink
-from state.partitioner import partition_for
-from state.request_codec import encode_request
-from state.requests import OffsetCommitRequest, PartitionCommit
+from connectors.kafka.admin import KafkaAdmin, end_offsets, plain_topic_spec
+from connectors.kafka.local import LocalKafkaCluster
+from connectors.runtime import runtime_dir
+from connectors.sinks.base import BatchProgress, open_sink
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.formats.request_codec import encode_request
 from streaming.config import JobConfig, embedded_default
 from streaming.job import OffsetsJob, ensure_topics
 from streaming.processor import PROFILE_DIR_ENV
-from streaming.session import runtime_dir, spark_session
+from streaming.session import spark_session
 
 TARGETS = {
     "throughput_offsets_per_s": 100_000.0,
@@ -101,7 +102,7 @@ def partitions_json(partitions: Iterable[int], offset: int) -> str:
 
 
 def commit_json(request_id: str, group: str, topic: str, parts_json: str) -> bytes:
-    """An OffsetCommit request as ``state.request_codec.encode_request`` writes it."""
+    """An OffsetCommit request as ``state.formats.request_codec.encode_request`` writes it."""
     return (
         f'{{"version":1,"api":"OffsetCommit","requestId":"{request_id}","groupId":"{group}",'
         f'"generationId":-1,"memberId":"","groupInstanceId":null,"retentionTimeMs":-1,'

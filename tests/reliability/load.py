@@ -24,9 +24,9 @@ from typing import IO, Any
 
 from kafka.errors import KafkaError
 
-from state.partitioner import partition_for
-from state.request_codec import encode_request
-from state.requests import OffsetCommitRequest, PartitionCommit
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.formats.request_codec import encode_request
 from streaming.config import JobConfig
 from tests.reliability.support import (
     CommitModel,

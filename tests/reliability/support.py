@@ -19,9 +19,9 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from connectors.kafka_admin import list_offsets
-from connectors.sink import open_sink
-from state.model import OffsetCommitKey
+from connectors.kafka.admin import list_offsets
+from connectors.sinks.base import open_sink
+from state.coordinator.model import OffsetCommitKey
 from streaming.config import JobConfig, embedded_default
 from tests.streaming.helpers import compacted, read_all, read_offsets_topic
 

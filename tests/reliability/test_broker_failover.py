@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from connectors.kafka_local import LocalKafkaCluster, free_port_block
+from connectors.kafka.local import LocalKafkaCluster, free_port_block
 from streaming.job import OffsetsJob
 from tests.reliability.load import CommitLoad, acknowledged
 from tests.reliability.support import (

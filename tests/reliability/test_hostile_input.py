@@ -6,7 +6,7 @@ the query must keep running, and every valid commit — including those of group
 SQL, quotes, control characters or non-ASCII — must land verbatim in the offsets topic and the
 sink, which must come out with its tables intact (identifiers reach the database only as bound
 parameters). Expectations are written per class, from the request format's documented rules
-(``state.request_codec``, README "Wire formats"), not derived from the code under test.
+(``state.formats.request_codec``, README "Wire formats"), not derived from the code under test.
 
 Run with ``pytest -s`` to see the summary table of classes and how each was answered.
 """
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from state.errors import ErrorCode
-from state.partitioner import partition_for
+from state.coordinator.errors import ErrorCode
+from state.coordinator.partitioner import partition_for
 from streaming.config import JobConfig
 from tests.reliability.support import (
     PARTITIONS,

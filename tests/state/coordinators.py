@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from state.config import CoordinatorConfig
-from state.frames import frame_from_requests
-from state.model import GroupMetadataValue, OffsetAndMetadata, TopicPartition
-from state.reference import ReferenceCoordinator
-from state.requests import Request
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.model import GroupMetadataValue, OffsetAndMetadata, TopicPartition
+from state.coordinator.requests import Request
+from state.engine.request_frame import frame_from_requests
 from state.shard import apply_batch, empty_shard, expire, next_expiry_ms, snapshot
 from tests.state.harness import ResponseRow, responses_by_offset
+from tests.state.reference import ReferenceCoordinator
 
 
 class ShardCoordinator:

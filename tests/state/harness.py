@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from state.config import CoordinatorConfig
-from state.frames import frame_from_requests
-from state.model import GroupMetadataValue, OffsetAndMetadata, TopicPartition
-from state.reference import ReferenceCoordinator
-from state.requests import Request
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.model import GroupMetadataValue, OffsetAndMetadata, TopicPartition
+from state.coordinator.requests import Request
+from state.engine.request_frame import frame_from_requests
 from state.shard import ShardState, apply_batch, empty_shard, replay_records, snapshot
+from tests.state.reference import ReferenceCoordinator
 
 Groups = dict[str, tuple[GroupMetadataValue | None, dict[TopicPartition, OffsetAndMetadata]]]
 ResponseRow = tuple[str | None, int | None, int, str | None]

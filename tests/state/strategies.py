@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from state.model import MemberMetadata, TopicPartition
-from state.partitioner import partition_for
-from state.requests import (
+from state.coordinator.model import MemberMetadata, TopicPartition
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import (
     DeleteGroupsRequest,
     GroupMetadataRequest,
     OffsetCommitRequest,

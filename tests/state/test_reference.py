@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from state.config import CoordinatorConfig
-from state.errors import ErrorCode
-from state.model import (
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.errors import ErrorCode
+from state.coordinator.model import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -17,9 +17,8 @@ from state.model import (
     TopicPartition,
     UnknownKey,
 )
-from state.reference import ReferenceCoordinator
-from state.requests import OffsetCommitRequest, PartitionCommit
-from state.rules import (
+from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.coordinator.rules import (
     empty_group_deadline,
     is_valid_group_id,
     is_valid_topic,
@@ -28,6 +27,7 @@ from state.rules import (
     subscribed_topics,
     validate_commit_group,
 )
+from tests.state.reference import ReferenceCoordinator
 from tests.state.strategies import GROUPS, SHARD
 
 CONFIG = CoordinatorConfig(offsets_retention_ms=100)

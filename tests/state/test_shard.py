@@ -11,14 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from state.config import CoordinatorConfig
-from state.errors import ErrorCode
-from state.frames import frame_from_requests
-from state.model import MemberMetadata, OffsetAndMetadata, TopicPartition
-from state.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
-from state.partitioner import partition_for
-from state.records import decode_key, decode_offset_commit_value
-from state.requests import (
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.errors import ErrorCode
+from state.coordinator.model import MemberMetadata, OffsetAndMetadata, TopicPartition
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import (
     DecodeError,
     DeleteGroupsRequest,
     GroupMetadataRequest,
@@ -26,6 +23,9 @@ from state.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
 )
+from state.engine.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
+from state.engine.request_frame import frame_from_requests
+from state.formats.records import decode_key, decode_offset_commit_value
 from state.shard import (
     apply_batch,
     empty_shard,
@@ -546,9 +546,9 @@ def test_changed_retention_recomputes_deadlines() -> None:
 
 def test_large_shard_compacts_and_keeps_every_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """Enough writes to merge the delta into the base several times, with overwrites and deletes."""
-    import state.offset_table
+    import state.engine.offset_table
 
-    monkeypatch.setattr(state.offset_table, "COMPACT_MIN_ROWS", 1000)
+    monkeypatch.setattr(state.engine.offset_table, "COMPACT_MIN_ROWS", 1000)
     state = empty_shard(SHARD, CONFIG)
     compactions = 0
     rng = np.random.default_rng(3)

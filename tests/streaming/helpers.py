@@ -9,12 +9,12 @@ from typing import Any, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from connectors.kafka_admin import consumer_end_offsets
-from state.model import Record
-from state.partitioner import partition_for
-from state.records import decode_record
-from state.request_codec import encode_request
-from state.requests import Request
+from connectors.kafka.admin import consumer_end_offsets
+from state.coordinator.model import Record
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import Request
+from state.formats.records import decode_record
+from state.formats.request_codec import encode_request
 
 T = TypeVar("T")
 

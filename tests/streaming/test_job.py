@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from connectors.sink import open_sink
-from state.errors import ErrorCode
-from state.model import OffsetAndMetadata, OffsetCommitKey, TopicPartition
-from state.requests import (
+from connectors.sinks.base import open_sink
+from state.coordinator.errors import ErrorCode
+from state.coordinator.model import OffsetAndMetadata, OffsetCommitKey, TopicPartition
+from state.coordinator.requests import (
     DeleteGroupsRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -117,7 +117,7 @@ def test_commits_with_rewinds_land_as_latest_in_sink_and_offsets_topic(
         OffsetCommitKey("billing", "invoices", 3): 7,
     }
     # Each record sits at the partition Kafka would use for its group.
-    from state.partitioner import partition_for
+    from state.coordinator.partitioner import partition_for
 
     assert all(p == partition_for(r.key.group, 4) for p, r in records)
     assert all(isinstance(v, OffsetAndMetadata) for v in latest.values())
@@ -307,7 +307,7 @@ def test_postgres_sink_receives_the_same_offsets(
 
 
 def test_refuses_replication_factor_above_broker_count(job_config: JobConfig, spark: Any) -> None:
-    from connectors.kafka_admin import TopicConfigurationError
+    from connectors.kafka.admin import TopicConfigurationError
 
     config = replace(job_config, replication_factor=3, min_insync_replicas=2)
     job = OffsetsJob.create(config, spark)

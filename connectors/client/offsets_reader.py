@@ -1,0 +1,318 @@
+"""Reading committed offsets: Kafka's OffsetFetch, ListGroups and describe-with-lag, over the sink.
+
+:class:`OffsetsReader` answers from the sink the streaming job keeps (never from the offsets
+topic) and, for lag, asks the broker for log-end offsets. Like a group coordinator that is still
+loading its partition, every read first checks the coordinator status: while the job rebuilds
+its state (status ``LOADING``) the sink may be empty or stale, so reads raise
+:class:`CoordinatorLoadInProgressError` (COORDINATOR_LOAD_IN_PROGRESS, 14) instead of answering.
+The status check and the read are two statements, so a read that races the very start of a
+rebuild can still return the pre-rebuild view; it is never a partial batch.
+
+:class:`BrokerOffsets` is the broker side alone (beginning, end and by-time offsets, partition
+lists), shared with the CLI's ``reset-offsets``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+
+from connectors.client.commit_client import OffsetsError, list_offsets
+from connectors.sinks.base import (
+    CommitHistoryEntry,
+    CommittedOffset,
+    CoordinatorStatus,
+    GroupListing,
+    Sink,
+    open_sink,
+)
+from state.coordinator.errors import ErrorCode
+from state.coordinator.model import TopicPartition
+
+__all__ = [
+    "BrokerOffsets",
+    "CoordinatorLoadInProgressError",
+    "GroupDescription",
+    "OffsetsReader",
+    "PartitionLag",
+    "lag",
+]
+
+
+class CoordinatorLoadInProgressError(OffsetsError):
+    """The job is rebuilding its state (sink status LOADING): retry later (retriable, 14)."""
+
+    def __init__(self, message: str = "the offsets job is loading its state; retry later") -> None:
+        super().__init__(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message)
+
+
+def lag(committed: int, log_end: int | None) -> int | None:
+    """Consumer lag of one partition: ``max(0, log_end - committed)``; with no committed offset
+    (-1) the whole log counts (``log_end``); None when the log end is unknown."""
+    if log_end is None:
+        return None
+    if committed < 0:
+        return max(0, log_end)
+    return max(0, log_end - committed)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """One row of ``describe``: the committed offset next to the partition's log end."""
+
+    topic: str
+    partition: int
+    committed_offset: int
+    #: None when the broker does not know the partition (deleted topic, wrong cluster).
+    log_end_offset: int | None
+    lag: int | None
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+    expire_timestamp_ms: int | None = None
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group as ``describe`` shows it. ``exists`` is False when the sink knows no such group
+    (then ``partitions`` is empty). ``generation``/``members`` come from the group's metadata,
+    None for a simple group (offsets only)."""
+
+    group_id: str
+    exists: bool
+    partitions: tuple[PartitionLag, ...]
+    generation: int | None = None
+    members: int | None = None
+
+    @property
+    def total_lag(self) -> int | None:
+        """Sum of the partitions' lag; None if any is unknown."""
+        lags = [p.lag for p in self.partitions]
+        return None if any(x is None for x in lags) else sum(x for x in lags if x is not None)
+
+
+class BrokerOffsets:
+    """Partition offsets from the Kafka cluster, through one kafka-python consumer (no group).
+
+    Not thread-safe (kafka-python's consumer is not). Partitions the cluster does not know are
+    left out of every answer instead of blocking: kafka-python would wait for them forever.
+    """
+
+    def __init__(self, client_options: Mapping[str, Any], timeout_s: float = 30.0) -> None:
+        self._options = dict(client_options)
+        self.timeout_s = timeout_s
+        self._consumer: KafkaConsumer | None = None
+
+    def _client(self) -> KafkaConsumer:
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(
+                client_id="consumer-offsets-reader",
+                group_id=None,
+                enable_auto_commit=False,
+                allow_auto_create_topics=False,
+                **self._options,
+            )
+        return self._consumer
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids, sorted ([] when it does not exist)."""
+        return sorted(self._client().partitions_for_topic(topic) or ())
+
+    def _known(self, partitions: Iterable[TopicPartition]) -> list[KafkaTopicPartition]:
+        by_topic: dict[str, set[int]] = {}
+        known = []
+        for topic, partition in partitions:
+            if topic not in by_topic:
+                by_topic[topic] = set(self.partitions_for(topic))
+            if partition in by_topic[topic]:
+                known.append(KafkaTopicPartition(topic, partition))
+        return known
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log-end offset (the next offset to be written) of each known partition."""
+        known = self._known(partitions)
+        if not known:
+            return {}
+        answer = list_offsets(self._client().end_offsets, known, self.timeout_s)
+        return {TopicPartition(tp.topic, tp.partition): off for tp, off in answer.items()}
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log-start offset (the earliest readable offset) of each known partition."""
+        known = self._known(partitions)
+        if not known:
+            return {}
+        answer = list_offsets(self._client().beginning_offsets, known, self.timeout_s)
+        return {TopicPartition(tp.topic, tp.partition): off for tp, off in answer.items()}
+
+    def offsets_for_time(
+        self, partitions: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int | None]:
+        """The earliest offset whose timestamp is >= ``timestamp_ms``, per known partition;
+        None where no message is that recent (Kafka's reset then uses the log end)."""
+        known = self._known(partitions)
+        if not known:
+            return {}
+        consumer = self._client()
+        answer = list_offsets(
+            lambda tps: consumer.offsets_for_times(dict.fromkeys(tps, int(timestamp_ms))),
+            known,
+            self.timeout_s,
+        )
+        return {
+            TopicPartition(tp.topic, tp.partition): (None if found is None else found.offset)
+            for tp, found in answer.items()
+        }
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class OffsetsReader:
+    """Read API over the sink (read-only) and the broker.
+
+    ``sink_url`` is opened with ``open_sink(url, read_only=True)`` on first use;
+    ``client_options`` are kafka-python options (``JobConfig.kafka_python_options()``), needed
+    only by :meth:`describe` and the broker helpers. Every sink read checks the status first and
+    raises :class:`CoordinatorLoadInProgressError` while it is LOADING. A STOPPED job's sink is
+    still answered (its last state); :meth:`status` tells callers which it is.
+    """
+
+    def __init__(
+        self,
+        sink_url: str,
+        client_options: Mapping[str, Any] | None = None,
+        *,
+        sink: Sink | None = None,
+    ) -> None:
+        self.sink_url = sink_url
+        self._sink = sink
+        self._owns_sink = sink is None
+        self._broker = BrokerOffsets(client_options) if client_options is not None else None
+
+    @property
+    def sink(self) -> Sink:
+        if self._sink is None:
+            self._sink = open_sink(self.sink_url, read_only=True)
+        return self._sink
+
+    @property
+    def broker(self) -> BrokerOffsets:
+        if self._broker is None:
+            raise ValueError("this reader has no Kafka client options: cannot ask the broker")
+        return self._broker
+
+    def status(self) -> CoordinatorStatus:
+        """The coordinator status row, whatever it says (never raises for LOADING)."""
+        return self.sink.status()
+
+    def _check_loaded(self) -> None:
+        status = self.sink.status()
+        if status.status == "LOADING":
+            detail = f" ({status.detail})" if status.detail else ""
+            raise CoordinatorLoadInProgressError(
+                f"the offsets job is loading its state{detail}; retry later"
+            )
+
+    def fetch(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> list[CommittedOffset]:
+        """OffsetFetch: every committed partition of the group (``partitions=None``, sorted), or
+        one answer per listed partition in order, offset -1 where nothing is committed."""
+        self._check_loaded()
+        wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        return self.sink.fetch_offsets(group_id, wanted)
+
+    def list_groups(self) -> list[GroupListing]:
+        """ListGroups: every group with offsets or group metadata, sorted by id."""
+        self._check_loaded()
+        return self.sink.list_groups()
+
+    def group(self, group_id: str) -> GroupListing | None:
+        """The group's listing (offset count, generation, members), None if unknown."""
+        return next((g for g in self.list_groups() if g.group_id == group_id), None)
+
+    def describe(self, group_id: str) -> GroupDescription:
+        """The group's committed partitions with their log-end offsets and lag.
+
+        Lag is ``max(0, log_end - committed)``; a partition the broker does not know has
+        ``log_end_offset`` and ``lag`` None.
+        """
+        listing = self.group(group_id)
+        if listing is None:
+            return GroupDescription(group_id, exists=False, partitions=())
+        committed = self.sink.fetch_offsets(group_id)
+        ends = self.broker.end_offsets(o.topic_partition for o in committed)
+        rows = []
+        for o in committed:
+            end = ends.get(o.topic_partition)
+            rows.append(
+                PartitionLag(
+                    topic=o.topic,
+                    partition=o.partition,
+                    committed_offset=o.offset,
+                    log_end_offset=end,
+                    lag=lag(o.offset, end),
+                    leader_epoch=o.leader_epoch,
+                    metadata=o.metadata,
+                    commit_timestamp_ms=o.commit_timestamp_ms,
+                    expire_timestamp_ms=o.expire_timestamp_ms,
+                )
+            )
+        return GroupDescription(
+            group_id,
+            exists=True,
+            partitions=tuple(rows),
+            generation=listing.generation,
+            members=listing.members,
+        )
+
+    def history(
+        self,
+        group_id: str,
+        topic: str | None = None,
+        partition: int | None = None,
+        limit: int = 100,
+    ) -> list[CommitHistoryEntry]:
+        """The group's applied commits, newest first (empty unless the job keeps history)."""
+        self._check_loaded()
+        return self.sink.history(group_id, topic, partition, limit)
+
+    def close(self) -> None:
+        if self._owns_sink and self._sink is not None:
+            self._sink.close()
+            self._sink = None
+        if self._broker is not None:
+            self._broker.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

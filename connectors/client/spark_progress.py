@@ -1,0 +1,229 @@
+"""Committing a Spark Structured Streaming query's Kafka progress as a consumer group's offsets.
+
+Spark's Kafka source keeps its position in the query's checkpoint and never commits offsets to
+Kafka (SPARK-27549 was declined), so lag monitors, ``kafka-consumer-groups.sh``-style tools and
+a plain consumer taking over cannot see how far the query got. Two ways to close the gap, both
+committing through :class:`connectors.client.commit_client.OffsetCommitClient`:
+
+* :class:`CommitProgressListener`, a ``StreamingQueryListener``: after each micro-batch Spark
+  reports every source's ``endOffset``; for a Kafka source that is ``{"topic": {"0": 42}}``,
+  the next offset to read per partition, which is exactly what Kafka stores as a committed
+  offset. The listener commits it asynchronously; failures are logged, and the next batch's
+  commit supersedes them (as with Kafka's ``commitAsync``).
+* :func:`commit_after_batch`, a ``foreachBatch`` wrapper: runs the batch function, then commits
+  ``max(offset) + 1`` per partition of the batch synchronously. The batch DataFrame must still
+  carry the Kafka source's ``topic``, ``partition`` and ``offset`` columns.
+
+Either way the committed offsets trail what the query processed, never lead it: a commit is sent
+only after the batch completed. The checkpoint stays the query's source of truth; the group's
+offsets are what the outside world sees. Import this module only where pyspark is installed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import threading
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+)
+
+from connectors.client.commit_client import CommitResult, OffsetCommitClient
+from state.coordinator.model import TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CommitProgressListener", "commit_after_batch", "kafka_end_offsets"]
+
+
+def kafka_end_offsets(end_offset: str | Mapping[str, Any] | None) -> dict[TopicPartition, int]:
+    """A Kafka source's ``endOffset`` as committed offsets; {} for any other source's.
+
+    Accepts the JSON text Spark reports (``{"orders": {"0": 42, "1": 17}}``), the Python repr
+    PySpark produces from a parsed progress, or the mapping itself. Partitions with a negative
+    offset (Spark's -1/-2 "latest"/"earliest" markers, never a real position) are left out.
+    """
+    if end_offset is None:
+        return {}
+    parsed: Any = end_offset
+    if isinstance(end_offset, str):
+        try:
+            parsed = json.loads(end_offset)
+        except ValueError:
+            try:
+                parsed = ast.literal_eval(end_offset)
+            except (ValueError, SyntaxError):
+                return {}
+    if not isinstance(parsed, Mapping):
+        return {}
+    offsets: dict[TopicPartition, int] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(topic, str) or not isinstance(partitions, Mapping):
+            return {}  # not a Kafka source: its offsets have another shape
+        for partition, offset in partitions.items():
+            try:
+                p, o = int(partition), int(offset)
+            except (TypeError, ValueError):
+                return {}
+            if p >= 0 and o >= 0:
+                offsets[TopicPartition(topic, p)] = o
+    return offsets
+
+
+class CommitProgressListener(StreamingQueryListener):
+    """Commits each micro-batch's Kafka end offsets for ``group_id``.
+
+    Register with ``spark.streams.addListener(listener)``. A listener sees every query of the
+    session: give ``query_name`` (or ``query_id``) to follow one, and ``topics`` to commit only
+    those topics' partitions. Commits are asynchronous (``commit_async``) with ``metadata``
+    attached; a batch whose offsets equal the last ones committed for that query is not
+    committed again. ``on_commit(result, exception)`` is called after each commit (default:
+    log failures). Spark calls listeners from its own threads, so this class locks its state.
+    """
+
+    def __init__(
+        self,
+        client: OffsetCommitClient,
+        group_id: str,
+        *,
+        query_name: str | None = None,
+        query_id: str | None = None,
+        topics: Collection[str] | None = None,
+        metadata: str = "",
+        timeout_s: float | None = None,
+        on_commit: Callable[[CommitResult | None, BaseException | None], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.client = client
+        self.group_id = group_id
+        self.query_name = query_name
+        self.query_id = None if query_id is None else str(query_id)
+        self.topics = None if topics is None else frozenset(topics)
+        self.metadata = metadata
+        self.timeout_s = timeout_s
+        self.on_commit = on_commit or self._log_outcome
+        self._lock = threading.Lock()
+        self._last: dict[str, dict[TopicPartition, int]] = {}
+        #: Commits sent so far (the futures of ``commit_async``), newest last; for callers that
+        #: want to wait for them (tests, shutdown).
+        self.futures: list[Any] = []
+
+    def _follows(self, name: str | None, query_id: str) -> bool:
+        if self.query_name is not None and name != self.query_name:
+            return False
+        return self.query_id is None or query_id == self.query_id
+
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
+        pass
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
+        try:
+            self._on_progress(event)
+        except Exception:  # a listener that raises is removed by nothing and helps no one
+            log.exception("cannot commit the progress of a streaming query")
+
+    def _on_progress(self, event: QueryProgressEvent) -> None:
+        progress = event.progress
+        query_id = str(progress.id)
+        if not self._follows(progress.name, query_id):
+            return
+        offsets: dict[TopicPartition, int] = {}
+        for source in progress.sources:
+            for tp, offset in kafka_end_offsets(source.endOffset).items():
+                if self.topics is None or tp.topic in self.topics:
+                    offsets[tp] = offset
+        if not offsets:
+            return
+        with self._lock:
+            if self._last.get(query_id) == offsets:
+                return
+            self._last[query_id] = offsets
+        values = {tp: _Offset(o, self.metadata) for tp, o in offsets.items()}
+        future = self.client.commit_async(
+            self.group_id, values, self.on_commit, timeout_s=self.timeout_s
+        )
+        with self._lock:
+            self.futures.append(future)
+            del self.futures[:-100]  # keep the recent ones only
+
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
+        pass
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
+        with self._lock:
+            self._last.pop(str(event.id), None)
+
+    def _log_outcome(self, result: CommitResult | None, error: BaseException | None) -> None:
+        if error is not None:
+            log.warning(
+                "committing streaming progress for group %r failed: %s", self.group_id, error
+            )
+        elif result is not None:
+            log.debug("committed %d offset(s) for group %r", len(result.offsets), self.group_id)
+
+
+class _Offset:
+    """An offset with commit metadata, in the shape ``OffsetCommitClient`` accepts."""
+
+    __slots__ = ("leader_epoch", "metadata", "offset")
+
+    def __init__(self, offset: int, metadata: str) -> None:
+        self.offset = offset
+        self.metadata = metadata
+        self.leader_epoch = -1
+
+
+def batch_offsets(batch: DataFrame) -> dict[TopicPartition, int]:
+    """``max(offset) + 1`` per (topic, partition) of a Kafka-source batch: the offsets to commit
+    once the batch is processed. Runs one small aggregation job over ``batch``."""
+    rows = (
+        batch.groupBy("topic", "partition")
+        .agg((F.max("offset") + F.lit(1)).alias("next_offset"))
+        .collect()
+    )
+    return {TopicPartition(r["topic"], int(r["partition"])): int(r["next_offset"]) for r in rows}
+
+
+def commit_after_batch(
+    func: Callable[[DataFrame, int], None],
+    client: OffsetCommitClient,
+    group_id: str,
+    *,
+    metadata: str = "",
+    timeout_s: float | None = None,
+    raise_on_failure: bool = False,
+) -> Callable[[DataFrame, int], None]:
+    """Wrap a ``foreachBatch`` function so that each batch's offsets are committed after it.
+
+    The offsets are computed before ``func`` runs (``func`` may drop the Kafka columns) and
+    committed synchronously after it returns; a batch that raises commits nothing. A failed
+    commit is logged, or raised when ``raise_on_failure`` (which fails the query). Persist the
+    batch inside the query if reading it twice from Kafka is too costly.
+    """
+
+    def run(batch: DataFrame, batch_id: int) -> None:
+        offsets = batch_offsets(batch)
+        func(batch, batch_id)
+        if not offsets:
+            return
+        values = {tp: _Offset(o, metadata) for tp, o in offsets.items()}
+        try:
+            client.commit(group_id, values, timeout_s=timeout_s)
+        except Exception as exc:
+            if raise_on_failure:
+                raise
+            log.warning(
+                "batch %d: committing offsets for group %r failed: %s", batch_id, group_id, exc
+            )
+
+    return run

@@ -1,0 +1,215 @@
+"""Kafka topics the job owns: the ingest, offsets, responses and dead-letter topics.
+
+The offsets topic is created like Kafka creates ``__consumer_offsets``: compacted, with the
+configured partition count and replication factor, refusing clearly when the cluster has fewer
+brokers than the replication factor (as Kafka 0.11+ does instead of silently under-replicating).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+
+log = logging.getLogger(__name__)
+
+#: The topics of one deployment, by default (``JobConfig`` fields of the same names).
+DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
+DEFAULT_INGEST_TOPIC = "consumer-offsets.commits"
+DEFAULT_OFFSETS_TOPIC = "consumer-offsets.offsets"
+DEFAULT_RESPONSES_TOPIC = "consumer-offsets.responses"
+DEFAULT_DEAD_LETTER_TOPIC = "consumer-offsets.dead-letters"
+
+
+class TopicConfigurationError(RuntimeError):
+    """An existing topic, or the cluster, cannot serve the requested layout."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+
+
+def offsets_topic_spec(
+    name: str, partitions: int, replication_factor: int, min_insync_replicas: int, compression: str
+) -> TopicSpec:
+    """The compacted offsets topic, configured as Kafka configures ``__consumer_offsets``."""
+    return TopicSpec(
+        name,
+        partitions,
+        replication_factor,
+        {
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(min_insync_replicas),
+            "compression.type": compression,
+            # Kafka's offsets.topic.segment.bytes default: small segments compact sooner.
+            "segment.bytes": str(100 * 1024 * 1024),
+            "unclean.leader.election.enable": "false",
+        },
+    )
+
+
+def ingest_topic_spec(
+    name: str, partitions: int, replication_factor: int, min_insync_replicas: int
+) -> TopicSpec:
+    """The ingest topic: one partition per coordinator shard, broker append time as the commit
+    timestamp (so a replayed micro-batch sees the same timestamps)."""
+    return TopicSpec(
+        name,
+        partitions,
+        replication_factor,
+        {
+            "message.timestamp.type": "LogAppendTime",
+            "min.insync.replicas": str(min_insync_replicas),
+            "unclean.leader.election.enable": "false",
+        },
+    )
+
+
+def plain_topic_spec(name: str, partitions: int, replication_factor: int) -> TopicSpec:
+    return TopicSpec(name, partitions, replication_factor, {})
+
+
+class KafkaAdmin:
+    """A small wrapper over kafka-python's admin client for the job's topic housekeeping."""
+
+    def __init__(self, client_options: Mapping[str, Any]) -> None:
+        self._options = dict(client_options)
+        self._admin = KafkaAdminClient(client_id="consumer-offsets-admin", **self._options)
+
+    def close(self) -> None:
+        self._admin.close()
+
+    def __enter__(self) -> KafkaAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def broker_count(self) -> int:
+        return len(self._admin.describe_cluster()["brokers"])
+
+    def partition_counts(self, names: list[str]) -> dict[str, int]:
+        """Partition count of each existing topic among ``names``."""
+        existing = set(self._admin.list_topics())
+        wanted = [n for n in names if n in existing]
+        if not wanted:
+            return {}
+        described = self._admin.describe_topics(wanted)
+        return {t["topic"]: len(t["partitions"]) for t in described if not t.get("error_code")}
+
+    def ensure_topics(self, specs: list[TopicSpec]) -> list[str]:
+        """Create the missing topics; check existing ones have the expected partition count.
+
+        Returns the names created. Raises TopicConfigurationError when the cluster has fewer
+        brokers than a topic's replication factor, or an existing topic's partition count differs
+        (a shard's state would be split or misrouted).
+        """
+        counts = self.partition_counts([s.name for s in specs])
+        for spec in specs:
+            if spec.name in counts and counts[spec.name] != spec.partitions:
+                raise TopicConfigurationError(
+                    f"topic {spec.name!r} has {counts[spec.name]} partitions, expected "
+                    f"{spec.partitions}: the partition count is the coordinator shard count and "
+                    "cannot change under an existing offsets state"
+                )
+        missing = [s for s in specs if s.name not in counts]
+        if not missing:
+            return []
+        brokers = self.broker_count()
+        for spec in missing:
+            if spec.replication_factor > brokers:
+                raise TopicConfigurationError(
+                    f"cannot create topic {spec.name!r}: replication factor "
+                    f"{spec.replication_factor} larger than available brokers: {brokers} "
+                    "(set replication_factor, or start more brokers)"
+                )
+        new_topics = [
+            NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
+            for s in missing
+        ]
+        # Created concurrently by another instance: the count check above reruns next start.
+        with contextlib.suppress(TopicAlreadyExistsError):
+            self._admin.create_topics(new_topics, validate_only=False)
+        self._wait_for_metadata([s.name for s in missing])
+        for spec in missing:
+            log.info(
+                "created topic %s (%d partitions, rf %d)",
+                spec.name,
+                spec.partitions,
+                spec.replication_factor,
+            )
+        return [s.name for s in missing]
+
+    def _wait_for_metadata(self, names: list[str], timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            described = self._admin.describe_topics(names)
+            ready = all(
+                not t.get("error_code")
+                and t["partitions"]
+                and all(p["leader"] >= 0 for p in t["partitions"])
+                for t in described
+            )
+            if ready:
+                return
+            time.sleep(0.2)
+        raise TopicConfigurationError(f"topics {names} have no leaders after {timeout_s:.0f}s")
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Log-end offset of every partition of ``topic``."""
+        return end_offsets(self._options, topic)
+
+
+def list_offsets(
+    call: Callable[[list[TopicPartition]], dict[TopicPartition, Any]],
+    partitions: Sequence[TopicPartition],
+    timeout_s: float = 30.0,
+) -> dict[TopicPartition, Any]:
+    """``call(partitions)`` (a consumer's ``end_offsets``, ``beginning_offsets`` or, wrapped,
+    ``offsets_for_times``), retried until ``timeout_s`` while the cluster is not ready.
+
+    kafka-python 2.3.0 fails ListOffsets with ``AttributeError`` ('NoneType' object has no
+    attribute 'invalid_metadata') when some partitions answer and others must be retried, as
+    happens while a topic created moments ago has no leader everywhere yet.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call(list(partitions))
+        except (AttributeError, KafkaError) as exc:
+            transient = not isinstance(exc, KafkaError) or isinstance(exc, KafkaTimeoutError)
+            if not (transient or exc.retriable) or time.monotonic() >= deadline:
+                raise
+            log.debug("listing offsets failed, retrying: %r", exc)
+            time.sleep(0.2)
+
+
+def consumer_end_offsets(
+    consumer: KafkaConsumer, partitions: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """``consumer.end_offsets`` that survives kafka-python's transient ListOffsets failures."""
+    return list_offsets(consumer.end_offsets, partitions)
+
+
+def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
+    """Log-end offset of every partition of ``topic`` ({} when the topic does not exist)."""
+    consumer = KafkaConsumer(enable_auto_commit=False, **client_options)
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            return {}
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        return {tp.partition: off for tp, off in consumer_end_offsets(consumer, tps).items()}
+    finally:
+        consumer.close()

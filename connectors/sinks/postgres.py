@@ -1,0 +1,605 @@
+"""The PostgreSQL sink (psycopg 3): one transaction per micro-batch, upserts via COPY for bulk.
+
+Writing a batch: ``SELECT last_batch_id … FOR UPDATE`` on the status row serialises writers and
+makes the batch idempotent; then, for batches of at least ``copy_threshold`` offset changes, the
+deduplicated upserts and tombstones are COPYed (binary) into session temp tables and applied with
+one ``INSERT … SELECT … ON CONFLICT … DO UPDATE`` and one ``DELETE … USING``; smaller batches use
+``executemany`` (pipelined). The progress row is updated in the same transaction.
+
+Failures: if the server or the connection fails during a batch, the transaction is gone, the
+batch raises :class:`~connectors.sinks.base.SinkWriteError` and nothing of it is kept. The sink does
+*not* retry the batch itself: raised from ``foreachBatch`` the error fails the streaming query
+loudly, and the restarted query replays the batch from its checkpoint. The broken connection is
+dropped, and the next call (write or read) connects afresh. A connection found dead *before* a
+batch starts (server restart, idle timeout: the first statement fails) is replaced and the batch
+runs on the new one, since nothing of it reached the server. Reads retry once on a fresh
+connection when the connection turns out to be broken (they are idempotent).
+
+Readers in other processes open their own sink (``open_sink(url, read_only=True)`` runs no DDL and
+sets ``default_transaction_read_only``); each read is one statement, so it sees whole batches.
+Offsets are rewritten far more often than inserted: ``consumer_offsets`` keeps 30% of each page
+free (``fillfactor = 70``) so that an update can stay on its page as a HOT update and skip
+writing a new primary-key entry. Key columns use ``COLLATE "C"``: byte-order comparisons are
+faster than locale-aware ones, and listings sort by code point as in SQLite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any, Final, LiteralString
+
+import psycopg
+import pyarrow as pa
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from connectors.sinks.base import (
+    GROUP_UPSERT_COLUMNS,
+    HISTORY_COLUMNS,
+    OFFSET_KEY_COLUMNS,
+    OFFSET_UPSERT_COLUMNS,
+    PROGRESS_COLUMNS,
+    STATUS_COLUMNS,
+    BatchProgress,
+    CommitHistoryEntry,
+    CommittedOffset,
+    CoordinatorState,
+    CoordinatorStatus,
+    GroupListing,
+    PreparedBatch,
+    Sink,
+    SinkError,
+    SinkWriteError,
+    TableNames,
+    check_history_args,
+    check_status,
+    check_write_args,
+    clean_detail,
+    fetch_answer,
+    has_nul,
+    log_skipped_batch,
+    now_ms,
+    prepare_batch,
+    progress_values,
+    redact_url,
+    rows,
+    status_from_row,
+)
+from state.coordinator.model import TopicPartition
+
+log = logging.getLogger(__name__)
+
+_APPLICATION_NAME: Final = "spark-consumer-offsets-sink"
+# Session temp tables for bulk batches; ON COMMIT DELETE ROWS empties them after every batch.
+_STAGE_UPSERTS: Final = "sink_stage_offset_upserts"
+_STAGE_DELETES: Final = "sink_stage_offset_deletes"
+_OFFSET_VALUE_COLUMNS: Final = (
+    "topic",
+    "partition",
+    "committed_offset",
+    "leader_epoch",
+    "metadata",
+    "commit_timestamp_ms",
+    "expire_timestamp_ms",
+)
+_UPSERT_TYPES: Final = ["text", "text", "int4", "int8", "int4", "text", "int8", "int8"]
+_DELETE_TYPES: Final = ["text", "text", "int4"]
+_HISTORY_TYPES: Final = ["int8", "int8", "text", "text", "int4", "int8", "int4", "text", "int8"]
+
+
+def _columns(names: Sequence[str]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Identifier(n) for n in names)
+
+
+def _q(text: LiteralString) -> sql.SQL:
+    return sql.SQL(text)
+
+
+class PostgresSink(Sink):
+    """:class:`Sink` on PostgreSQL; see the module docstring for transactions and failures."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        table_prefix: str = "",
+        schema: str | None = None,
+        keep_history: bool = False,
+        read_only: bool = False,
+        copy_threshold: int = 1000,
+        connect_timeout_s: int = 10,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._conninfo = conninfo
+        self.url = redact_url(conninfo)
+        self.keep_history = keep_history
+        self.read_only = read_only
+        self.copy_threshold = copy_threshold
+        self._connect_timeout_s = connect_timeout_s
+        self._clock = clock
+        self._schema = schema or None
+        self._names = TableNames(table_prefix)
+
+        def table(name: str) -> sql.Identifier:
+            return sql.Identifier(self._schema, name) if self._schema else sql.Identifier(name)
+
+        self._t = {
+            "offsets": table(self._names.offsets),
+            "groups": table(self._names.groups),
+            "status": table(self._names.status),
+            "history": table(self._names.history),
+            # CREATE INDEX names are unqualified: the index lives in its table's schema.
+            "history_index": sql.Identifier(self._names.history_index),
+            "stage_upserts": sql.Identifier(_STAGE_UPSERTS),
+            "stage_deletes": sql.Identifier(_STAGE_DELETES),
+        }
+        self._sql = self._statements()
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = None
+        with self._lock:
+            conn = self._connection()
+            if not read_only:
+                self._create_tables(conn)
+        log.info("opened sink %s (read_only=%s)", self.url, read_only)
+
+    # --- connection ----------------------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        given = conninfo_to_dict(self._conninfo)
+        extra: dict[str, Any] = {}
+        if "application_name" not in given:
+            extra["application_name"] = _APPLICATION_NAME
+        if "connect_timeout" not in given:
+            extra["connect_timeout"] = self._connect_timeout_s
+        try:
+            # autocommit: reads are single statements and leave no idle transaction behind;
+            # writes open explicit transactions.
+            conn = psycopg.connect(self._conninfo, autocommit=True, **extra)
+        except psycopg.Error as exc:
+            raise SinkError(f"cannot connect to sink {self.url}: {exc}") from exc
+        try:
+            if self.read_only:
+                conn.execute("SET default_transaction_read_only = on")
+            else:
+                self._create_stage_tables(conn)
+        except psycopg.Error as exc:
+            conn.close()
+            raise SinkError(f"cannot prepare the connection to {self.url}: {exc}") from exc
+        return conn
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn = self._conn
+        if conn is not None and (conn.closed or conn.broken):
+            log.warning("%s: connection lost; reconnecting", self.url)
+            self._discard()
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _discard(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
+
+    # --- schema --------------------------------------------------------------------------------
+
+    def _create_tables(self, conn: psycopg.Connection[Any]) -> None:
+        t = self._t
+        statements: list[sql.Composable] = [
+            sql.SQL(
+                """CREATE TABLE IF NOT EXISTS {offsets} (
+                group_id text COLLATE "C" NOT NULL,
+                topic text COLLATE "C" NOT NULL,
+                "partition" integer NOT NULL,
+                committed_offset bigint NOT NULL,
+                leader_epoch integer NOT NULL,
+                metadata text NOT NULL,
+                commit_timestamp_ms bigint NOT NULL,
+                expire_timestamp_ms bigint,
+                batch_id bigint NOT NULL,
+                PRIMARY KEY (group_id, topic, "partition"))
+                WITH (fillfactor = 70)"""
+            ).format(offsets=t["offsets"]),
+            sql.SQL(
+                """CREATE TABLE IF NOT EXISTS {groups} (
+                group_id text COLLATE "C" NOT NULL PRIMARY KEY,
+                generation integer,
+                members integer,
+                batch_id bigint NOT NULL)"""
+            ).format(groups=t["groups"]),
+            sql.SQL(
+                """CREATE TABLE IF NOT EXISTS {status} (
+                id smallint NOT NULL PRIMARY KEY CHECK (id = 1),
+                status text NOT NULL CHECK (status IN ('LOADING', 'ACTIVE', 'STOPPED')),
+                detail text NOT NULL,
+                last_batch_id bigint NOT NULL,
+                ingest_offsets text NOT NULL,
+                input_rows bigint NOT NULL,
+                commits_applied bigint NOT NULL,
+                rejected bigint NOT NULL,
+                tombstones bigint NOT NULL,
+                state_keys bigint NOT NULL,
+                duration_ms bigint NOT NULL,
+                batch_timestamp_ms bigint,
+                skipped_records bigint NOT NULL,
+                updated_at_ms bigint NOT NULL)"""
+            ).format(status=t["status"]),
+            sql.SQL(
+                """CREATE TABLE IF NOT EXISTS {history} (
+                batch_id bigint NOT NULL,
+                seq bigint NOT NULL,
+                group_id text COLLATE "C" NOT NULL,
+                topic text COLLATE "C" NOT NULL,
+                "partition" integer NOT NULL,
+                committed_offset bigint NOT NULL,
+                leader_epoch integer NOT NULL,
+                metadata text NOT NULL,
+                commit_timestamp_ms bigint NOT NULL,
+                PRIMARY KEY (batch_id, seq))"""
+            ).format(history=t["history"]),
+            sql.SQL(
+                'CREATE INDEX IF NOT EXISTS {index} ON {history} (group_id, topic, "partition",'
+                " batch_id)"
+            ).format(index=t["history_index"], history=t["history"]),
+        ]
+        if self._schema:
+            statements.insert(
+                0, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+            )
+        # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog: serialise the
+        # DDL of sinks on the same tables with a transaction-scoped advisory lock.
+        lock_key = zlib.crc32(f"{self._schema}.{self._names.prefix}".encode()) - 2**31
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {status} (id, status, detail, last_batch_id, ingest_offsets,"
+                        " input_rows, commits_applied, rejected, tombstones, state_keys,"
+                        " duration_ms, batch_timestamp_ms, skipped_records, updated_at_ms)"
+                        " VALUES (1, 'STOPPED', '', -1, '{{}}', 0, 0, 0, 0, 0, 0, NULL, 0, %s)"
+                        " ON CONFLICT (id) DO NOTHING"
+                    ).format(status=t["status"]),
+                    (self._clock(),),
+                )
+        except psycopg.Error as exc:
+            raise SinkError(f"cannot create the sink tables in {self.url}: {exc}") from exc
+
+    def _create_stage_tables(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(
+            sql.SQL(
+                'CREATE TEMP TABLE IF NOT EXISTS {} (group_id text, topic text, "partition"'
+                " integer, committed_offset bigint, leader_epoch integer, metadata text,"
+                " commit_timestamp_ms bigint, expire_timestamp_ms bigint) ON COMMIT DELETE ROWS"
+            ).format(self._t["stage_upserts"])
+        )
+        conn.execute(
+            sql.SQL(
+                'CREATE TEMP TABLE IF NOT EXISTS {} (group_id text, topic text, "partition"'
+                " integer) ON COMMIT DELETE ROWS"
+            ).format(self._t["stage_deletes"])
+        )
+
+    def _statements(self) -> dict[str, sql.Composed]:
+        t = self._t
+        set_values = _q(
+            "committed_offset = EXCLUDED.committed_offset, leader_epoch = EXCLUDED.leader_epoch,"
+            " metadata = EXCLUDED.metadata, commit_timestamp_ms = EXCLUDED.commit_timestamp_ms,"
+            " expire_timestamp_ms = EXCLUDED.expire_timestamp_ms, batch_id = EXCLUDED.batch_id"
+        )
+        upsert_columns = _columns(["group_id", *_OFFSET_VALUE_COLUMNS, "batch_id"])
+        stage_columns = _columns(["group_id", *_OFFSET_VALUE_COLUMNS])
+        key_match = _q(
+            'o.group_id = d.group_id AND o.topic = d.topic AND o."partition" = d."partition"'
+        )
+        return {
+            "last_batch": _q("SELECT last_batch_id FROM {} WHERE id = 1 FOR UPDATE").format(
+                t["status"]
+            ),
+            "upsert_offset": _q(
+                "INSERT INTO {offsets} ({cols}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                ' ON CONFLICT (group_id, topic, "partition") DO UPDATE SET {set}'
+            ).format(offsets=t["offsets"], cols=upsert_columns, set=set_values),
+            "upsert_offsets_staged": _q(
+                "INSERT INTO {offsets} ({cols}) SELECT {stage_cols}, %s FROM {stage}"
+                ' ON CONFLICT (group_id, topic, "partition") DO UPDATE SET {set}'
+            ).format(
+                offsets=t["offsets"],
+                cols=upsert_columns,
+                stage_cols=stage_columns,
+                stage=t["stage_upserts"],
+                set=set_values,
+            ),
+            "copy_upserts": _q("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+                t["stage_upserts"], stage_columns
+            ),
+            "delete_offset": _q(
+                'DELETE FROM {} WHERE group_id = %s AND topic = %s AND "partition" = %s'
+            ).format(t["offsets"]),
+            "delete_offsets_staged": _q("DELETE FROM {} AS o USING {} AS d WHERE {}").format(
+                t["offsets"], t["stage_deletes"], key_match
+            ),
+            "copy_deletes": _q("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+                t["stage_deletes"], _columns(OFFSET_KEY_COLUMNS)
+            ),
+            "upsert_group": _q(
+                "INSERT INTO {} (group_id, generation, members, batch_id) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (group_id) DO UPDATE SET generation = EXCLUDED.generation,"
+                " members = EXCLUDED.members, batch_id = EXCLUDED.batch_id"
+            ).format(t["groups"]),
+            "delete_group": _q("DELETE FROM {} WHERE group_id = %s").format(t["groups"]),
+            "insert_history": _q(
+                'INSERT INTO {} (batch_id, seq, group_id, topic, "partition", committed_offset,'
+                " leader_epoch, metadata, commit_timestamp_ms)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            ).format(t["history"]),
+            "copy_history": _q(
+                'COPY {} (batch_id, seq, group_id, topic, "partition", committed_offset,'
+                " leader_epoch, metadata, commit_timestamp_ms) FROM STDIN (FORMAT BINARY)"
+            ).format(t["history"]),
+            "progress": _q("UPDATE {} SET {} WHERE id = 1").format(
+                t["status"],
+                sql.SQL(", ").join(
+                    sql.SQL("{} = %s").format(sql.Identifier(c)) for c in PROGRESS_COLUMNS
+                ),
+            ),
+            "set_status": _q(
+                "UPDATE {} SET status = %s, detail = %s, updated_at_ms = %s WHERE id = 1"
+            ).format(t["status"]),
+            "status": _q("SELECT {} FROM {} WHERE id = 1").format(
+                _columns(STATUS_COLUMNS), t["status"]
+            ),
+            "fetch_group": _q(
+                'SELECT {} FROM {} WHERE group_id = %s ORDER BY topic, "partition"'
+            ).format(_columns(_OFFSET_VALUE_COLUMNS), t["offsets"]),
+            # A superset of the request (any listed topic with any listed partition) in one index
+            # scan; fetch_answer picks the exact pairs. Cheaper than joining unnest(text[]).
+            "fetch_partitions": _q(
+                "SELECT {} FROM {} WHERE group_id = %s AND topic = ANY(%s::text[])"
+                ' AND "partition" = ANY(%s::integer[])'
+            ).format(_columns(_OFFSET_VALUE_COLUMNS), t["offsets"]),
+            "list_groups": _q(
+                "SELECT k.group_id, COALESCE(o.n, 0), g.generation, g.members FROM"
+                " (SELECT group_id FROM {offsets} UNION SELECT group_id FROM {groups}) AS k"
+                " LEFT JOIN (SELECT group_id, count(*) AS n FROM {offsets} GROUP BY group_id)"
+                " AS o ON o.group_id = k.group_id"
+                " LEFT JOIN {groups} AS g ON g.group_id = k.group_id ORDER BY k.group_id"
+            ).format(offsets=t["offsets"], groups=t["groups"]),
+        }
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def write_batch(self, batch_id: int, records: pa.Table, progress: BatchProgress) -> bool:
+        """See :meth:`Sink.write_batch` and the module docstring (locking, COPY, failures)."""
+        check_write_args(batch_id, progress)
+        if self.read_only:
+            raise SinkError(f"{self.url} is open read-only")
+        prepared = prepare_batch(records)
+        started = time.perf_counter()
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                begun = False
+                try:
+                    with conn.transaction(), conn.cursor() as cur:
+                        found = cur.execute(self._sql["last_batch"]).fetchone()
+                        begun = True
+                        if found is None:
+                            raise SinkError(f"{self.url}: the coordinator status row is missing")
+                        last_batch_id = int(found[0])
+                        if batch_id > last_batch_id:
+                            self._apply_records(cur, batch_id, prepared)
+                            self._record_progress(cur, progress, prepared.skipped)
+                    break
+                except Exception as exc:
+                    lost = conn.closed or conn.broken
+                    if lost:
+                        self._discard()  # the next call reconnects
+                    if lost and not begun and attempt == 1:
+                        # The connection died while idle (server restart, idle timeout): nothing
+                        # of this batch reached the server, so it is safe to start over.
+                        log.warning(
+                            "%s: connection lost before batch %d; retrying", self.url, batch_id
+                        )
+                        continue
+                    raise SinkWriteError(
+                        f"{self.url}: batch {batch_id} not written (replaying it is safe): {exc}"
+                    ) from exc
+        if batch_id <= last_batch_id:
+            log_skipped_batch(self, batch_id, last_batch_id)
+            return False
+        log.debug(
+            "%s: batch %d: %d offset upserts, %d offset deletes, %d group changes in %.1f ms",
+            self.url,
+            batch_id,
+            prepared.offset_upserts.num_rows,
+            prepared.offset_deletes.num_rows,
+            prepared.group_upserts.num_rows + prepared.group_deletes.num_rows,
+            (time.perf_counter() - started) * 1000,
+        )
+        return True
+
+    def _apply_records(self, cur: psycopg.Cursor[Any], batch_id: int, batch: PreparedBatch) -> None:
+        sql_ = self._sql
+        if batch.offset_changes >= self.copy_threshold:
+            if batch.offset_upserts.num_rows:
+                self._copy(
+                    cur,
+                    "copy_upserts",
+                    rows(batch.offset_upserts, OFFSET_UPSERT_COLUMNS),
+                    _UPSERT_TYPES,
+                )
+                cur.execute(sql_["upsert_offsets_staged"], (batch_id,))
+            if batch.offset_deletes.num_rows:
+                self._copy(
+                    cur,
+                    "copy_deletes",
+                    rows(batch.offset_deletes, OFFSET_KEY_COLUMNS),
+                    _DELETE_TYPES,
+                )
+                cur.execute(sql_["delete_offsets_staged"])
+        else:
+            if batch.offset_upserts.num_rows:
+                cur.executemany(
+                    sql_["upsert_offset"],
+                    rows(batch.offset_upserts, OFFSET_UPSERT_COLUMNS, batch_id),
+                )
+            if batch.offset_deletes.num_rows:
+                cur.executemany(
+                    sql_["delete_offset"], rows(batch.offset_deletes, OFFSET_KEY_COLUMNS)
+                )
+        if batch.group_upserts.num_rows:
+            cur.executemany(
+                sql_["upsert_group"], rows(batch.group_upserts, GROUP_UPSERT_COLUMNS, batch_id)
+            )
+        if batch.group_deletes.num_rows:
+            cur.executemany(sql_["delete_group"], rows(batch.group_deletes, ["group_id"]))
+        if self.keep_history and batch.history.num_rows:
+            history = [(batch_id, *row) for row in rows(batch.history, ["__seq", *HISTORY_COLUMNS])]
+            if len(history) >= self.copy_threshold:
+                self._copy(cur, "copy_history", history, _HISTORY_TYPES)
+            else:
+                cur.executemany(sql_["insert_history"], history)
+
+    def _copy(
+        self,
+        cur: psycopg.Cursor[Any],
+        statement: str,
+        data: Sequence[tuple[Any, ...]],
+        types: list[str],
+    ) -> None:
+        with cur.copy(self._sql[statement]) as copy:
+            copy.set_types(types)
+            for row in data:
+                copy.write_row(row)
+
+    def _record_progress(
+        self, cur: psycopg.Cursor[Any], progress: BatchProgress, skipped: int
+    ) -> None:
+        cur.execute(self._sql["progress"], progress_values(progress, skipped, self._clock()))
+
+    def set_status(self, status: CoordinatorState, detail: str = "") -> None:
+        check_status(status)
+        if self.read_only:
+            raise SinkError(f"{self.url} is open read-only")
+        self._run(self._sql["set_status"], (status, clean_detail(detail), self._clock()))
+
+    def reset(self, status: CoordinatorState, detail: str = "") -> None:
+        check_status(status)
+        if self.read_only:
+            raise SinkError(f"{self.url} is open read-only")
+        t = self._t
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute(_q("DELETE FROM {}").format(t["offsets"]))
+                    cur.execute(_q("DELETE FROM {}").format(t["groups"]))
+                    cur.execute(
+                        _q(
+                            "UPDATE {} SET status = %s, detail = %s, last_batch_id = -1,"
+                            " ingest_offsets = '{{}}', updated_at_ms = %s WHERE id = 1"
+                        ).format(t["status"]),
+                        (status, clean_detail(detail), self._clock()),
+                    )
+            except psycopg.Error as exc:
+                if conn.closed or conn.broken:
+                    self._discard()
+                raise SinkError(f"{self.url}: cannot reset: {exc}") from exc
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def _run(self, query: sql.Composed, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one autocommit statement; retry once on a fresh connection if it was broken."""
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(query, params)
+                        return cur.fetchall() if cur.description else []
+                except psycopg.Error as exc:
+                    lost = conn.closed or conn.broken
+                    if lost:
+                        self._discard()
+                    if not lost or attempt == 2:
+                        raise SinkError(f"{self.url}: {exc}") from exc
+            raise AssertionError("unreachable")
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> list[CommittedOffset]:
+        if partitions is None:
+            if has_nul(group_id):
+                return []  # never stored (see connectors.sink); PostgreSQL would reject it
+            return [
+                _offset(group_id, row) for row in self._run(self._sql["fetch_group"], (group_id,))
+            ]
+        if not partitions:
+            return []
+        # PostgreSQL cannot even compare a NUL string: such keys are answered "no offset".
+        wanted = [(tp[0], int(tp[1])) for tp in partitions if not has_nul(group_id, tp[0])]
+        stored: dict[tuple[str, int], CommittedOffset] = {}
+        if wanted:
+            topics = sorted({topic for topic, _ in wanted})
+            numbers = sorted({partition for _, partition in wanted})
+            for row in self._run(self._sql["fetch_partitions"], (group_id, topics, numbers)):
+                offset = _offset(group_id, row)
+                stored[(offset.topic, offset.partition)] = offset
+        return fetch_answer(group_id, partitions, stored)
+
+    def list_groups(self) -> list[GroupListing]:
+        return [
+            GroupListing(group_id=g, partitions=int(n), generation=gen, members=members)
+            for g, n, gen, members in self._run(self._sql["list_groups"])
+        ]
+
+    def status(self) -> CoordinatorStatus:
+        found = self._run(self._sql["status"])
+        if not found:
+            raise SinkError(f"{self.url}: the coordinator status row is missing")
+        return status_from_row(found[0])
+
+    def history(
+        self,
+        group_id: str,
+        topic: str | None = None,
+        partition: int | None = None,
+        limit: int = 100,
+    ) -> list[CommitHistoryEntry]:
+        check_history_args(topic, partition, limit)
+        if has_nul(group_id, topic):
+            return []
+        where = [_q("group_id = %s")]
+        params: list[Any] = [group_id]
+        if topic is not None:
+            where.append(_q("topic = %s"))
+            params.append(topic)
+        if partition is not None:
+            where.append(_q('"partition" = %s'))
+            params.append(int(partition))
+        query = _q(
+            'SELECT group_id, topic, "partition", committed_offset, leader_epoch, metadata,'
+            " commit_timestamp_ms, batch_id FROM {} WHERE {}"
+            " ORDER BY batch_id DESC, seq DESC LIMIT %s"
+        ).format(self._t["history"], sql.SQL(" AND ").join(where))
+        return [CommitHistoryEntry(*row) for row in self._run(query, (*params, int(limit)))]
+
+
+def _offset(group_id: str, row: Sequence[Any]) -> CommittedOffset:
+    topic, partition, offset, epoch, metadata, commit_ts, expire_ts = row
+    return CommittedOffset(
+        group_id, topic, partition, offset, epoch, metadata, commit_ts, expire_ts
+    )

@@ -1,0 +1,248 @@
+"""Kafka's request handlers for one group: validate a request, return its records and responses.
+
+As in Kafka's ``OffsetMetadataManager``, a handler reads the group's state through a ``GroupView``
+and never changes it: the caller replays the returned records. The reference coordinator and the
+shard's exact path (groups whose batch is not commit-only) both use these handlers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.errors import ErrorCode
+from state.coordinator.model import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetAndMetadata,
+    OffsetCommitKey,
+    Record,
+    TopicPartition,
+)
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import (
+    DeleteGroupsRequest,
+    GroupMetadataRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    Request,
+)
+from state.coordinator.rules import (
+    error_reason,
+    expire_timestamp,
+    is_subscribed,
+    is_valid_group_id,
+    is_valid_partition,
+    is_valid_topic,
+    metadata_too_large,
+    validate_commit_group,
+    validate_delete_group,
+    validate_offset_delete_group,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """One response row: a partition's answer, or the request's (``topic`` and ``partition``
+    None)."""
+
+    topic: str | None
+    partition: int | None
+    error_code: int
+    error_reason: str | None = None
+
+    @staticmethod
+    def of(topic: str | None, partition: int | None, code: int) -> Response:
+        return Response(topic, partition, int(code), error_reason(code))
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerResult:
+    """Records to replay, in order, and one response per partition of the request (in request order)
+    or a single request-level response."""
+
+    records: list[Record]
+    responses: list[Response]
+
+
+class GroupView(Protocol):
+    """Read access to one group's current state."""
+
+    @property
+    def metadata(self) -> GroupMetadataValue | None: ...
+
+    def exists(self) -> bool:
+        """Whether the group has GroupMetadata or at least one committed offset."""
+        ...
+
+    def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None: ...
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        """All partitions with a committed offset, sorted."""
+        ...
+
+
+def handle(
+    request: Request,
+    group: GroupView,
+    timestamp_ms: int,
+    shard_id: int,
+    config: CoordinatorConfig,
+) -> HandlerResult:
+    """Answer ``request`` for the group it names (``group`` is that group's view, empty when the
+    group does not exist or the id is invalid). ``timestamp_ms`` is the request's log-append time:
+    the commit timestamp and the time a group's metadata changes."""
+    if isinstance(request, OffsetCommitRequest):
+        return _offset_commit(request, group, timestamp_ms, shard_id, config)
+    if isinstance(request, OffsetDeleteRequest):
+        return _offset_delete(request, group, shard_id, config)
+    if isinstance(request, DeleteGroupsRequest):
+        return _delete_group(request, group, shard_id, config)
+    if isinstance(request, GroupMetadataRequest):
+        return _group_metadata(request, timestamp_ms, shard_id, config)
+    raise TypeError(f"not a request: {type(request).__name__}")
+
+
+def _group_id_error(group_id: str | None, shard_id: int, config: CoordinatorConfig) -> ErrorCode:
+    """Checks made before the group is looked up: a usable id (``GroupCoordinatorService``), then
+    that this shard coordinates it (the coordinator runtime's NOT_COORDINATOR)."""
+    if not is_valid_group_id(group_id):
+        return ErrorCode.INVALID_GROUP_ID
+    assert group_id is not None
+    if partition_for(group_id, config.offsets_topic_partitions) != shard_id:
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.NONE
+
+
+def _offset_commit(
+    request: OffsetCommitRequest,
+    group: GroupView,
+    timestamp_ms: int,
+    shard_id: int,
+    config: CoordinatorConfig,
+) -> HandlerResult:
+    # A commit listing no partitions is answered by Kafka's KafkaApis without the coordinator.
+    if not request.partitions:
+        return HandlerResult([], [Response.of(None, None, ErrorCode.NONE)])
+    codes: list[ErrorCode | None] = [None] * len(request.partitions)
+    # Unknown topics are answered per partition before the coordinator sees the request (KafkaApis);
+    # if none is left, group errors are never reported.
+    for i, p in enumerate(request.partitions):
+        if not (is_valid_topic(p.topic) and is_valid_partition(p.partition)):
+            codes[i] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    records: list[Record] = []
+    if any(code is None for code in codes):
+        group_error = _group_id_error(request.group_id, shard_id, config)
+        if group_error == ErrorCode.NONE:
+            group_error = validate_commit_group(
+                group.metadata,
+                group.exists(),
+                request.generation_id,
+                request.member_id,
+                request.group_instance_id,
+            )
+        expire = expire_timestamp(timestamp_ms, request.retention_time_ms)
+        for i, p in enumerate(request.partitions):
+            if codes[i] is not None:
+                continue
+            if group_error != ErrorCode.NONE:
+                codes[i] = group_error
+            elif metadata_too_large(p.metadata, config):
+                codes[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                codes[i] = ErrorCode.NONE
+                value = OffsetAndMetadata(
+                    offset=p.offset,
+                    # A commit with an explicit expire timestamp is written as OffsetCommitValue v1,
+                    # which has no leader epoch: keep what the record holds, so state rebuilt from
+                    # the offsets topic equals the state that wrote it.
+                    leader_epoch=p.leader_epoch if expire is None else -1,
+                    metadata=p.metadata or "",
+                    commit_timestamp_ms=timestamp_ms,
+                    expire_timestamp_ms=expire,
+                )
+                records.append(
+                    Record(OffsetCommitKey(request.group_id, p.topic, p.partition), value)
+                )
+    responses = [
+        Response.of(p.topic, p.partition, code)
+        for p, code in zip(request.partitions, codes, strict=True)
+        if code is not None
+    ]
+    return HandlerResult(records, responses)
+
+
+def _offset_delete(
+    request: OffsetDeleteRequest,
+    group: GroupView,
+    shard_id: int,
+    config: CoordinatorConfig,
+) -> HandlerResult:
+    group_error = _group_id_error(request.group_id, shard_id, config)
+    if group_error == ErrorCode.NONE:
+        group_error = validate_offset_delete_group(group.metadata, group.exists())
+    # A request-level error is the whole answer, as in Kafka's OffsetDelete response.
+    if group_error != ErrorCode.NONE:
+        return HandlerResult([], [Response.of(None, None, group_error)])
+    if not request.partitions:
+        return HandlerResult([], [Response.of(None, None, ErrorCode.NONE)])
+    records: list[Record] = []
+    responses: list[Response] = []
+    deleted: set[TopicPartition] = set()
+    for tp in request.partitions:
+        topic, partition = tp
+        if not (is_valid_topic(topic) and is_valid_partition(partition)):
+            responses.append(Response.of(topic, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        elif is_subscribed(group.metadata, topic):
+            responses.append(Response.of(topic, partition, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))
+        else:
+            key = TopicPartition(topic, partition)
+            if key not in deleted and group.offset(key) is not None:
+                deleted.add(key)
+                records.append(Record(OffsetCommitKey(request.group_id, topic, partition), None))
+            responses.append(Response.of(topic, partition, ErrorCode.NONE))
+    return HandlerResult(records, responses)
+
+
+def _delete_group(
+    request: DeleteGroupsRequest,
+    group: GroupView,
+    shard_id: int,
+    config: CoordinatorConfig,
+) -> HandlerResult:
+    group_error = _group_id_error(request.group_id, shard_id, config)
+    if group_error == ErrorCode.NONE:
+        group_error = validate_delete_group(group.metadata, group.exists())
+    if group_error != ErrorCode.NONE:
+        return HandlerResult([], [Response.of(None, None, group_error)])
+    records = [
+        Record(OffsetCommitKey(request.group_id, tp.topic, tp.partition), None)
+        for tp in group.topic_partitions()
+    ]
+    if group.metadata is not None:
+        records.append(Record(GroupMetadataKey(request.group_id), None))
+    return HandlerResult(records, [Response.of(None, None, ErrorCode.NONE)])
+
+
+def _group_metadata(
+    request: GroupMetadataRequest,
+    timestamp_ms: int,
+    shard_id: int,
+    config: CoordinatorConfig,
+) -> HandlerResult:
+    group_error = _group_id_error(request.group_id, shard_id, config)
+    if group_error != ErrorCode.NONE:
+        return HandlerResult([], [Response.of(None, None, group_error)])
+    value = GroupMetadataValue(
+        protocol_type=request.protocol_type,
+        generation=request.generation_id,
+        protocol=request.protocol,
+        leader=request.leader,
+        current_state_timestamp_ms=timestamp_ms,
+        members=tuple(request.members),
+    )
+    return HandlerResult(
+        [Record(GroupMetadataKey(request.group_id), value)],
+        [Response.of(None, None, ErrorCode.NONE)],
+    )

@@ -1,0 +1,200 @@
+"""A shard's string dictionaries (group ids, topic names) and its per-group table.
+
+Offsets refer to groups and topics by code (their index in a dictionary), so the large offsets
+columns hold integers and a key comparison is three integer comparisons. Dictionaries only grow
+between compactions; a code whose group no longer exists stays until the next compaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from state.coordinator.model import GroupMetadataValue
+from state.engine.hashing import string_hash
+from state.formats.records import decode_group_metadata_value, encode_group_metadata_value
+
+
+@dataclass(frozen=True)
+class StringDict:
+    """Strings by code, with a hash index: ``by_hash`` lists codes in (hash, code) order."""
+
+    names: pa.Array  # large_string, no nulls
+    hashes: np.ndarray  # uint64, string_hash of each name
+    by_hash: np.ndarray  # int64
+
+    @staticmethod
+    def empty() -> StringDict:
+        return StringDict(
+            pa.array([], pa.large_string()), np.zeros(0, np.uint64), np.zeros(0, np.int64)
+        )
+
+    @staticmethod
+    def build(names: pa.Array, hashes: np.ndarray) -> StringDict:
+        return StringDict(names, hashes, np.argsort(hashes, kind="stable").astype(np.int64))
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def lookup(self, names: pa.Array, hashes: np.ndarray) -> np.ndarray:
+        """Code of each of ``names`` (with ``hashes`` = their string_hash), -1 where absent."""
+        result = np.full(len(names), -1, dtype=np.int64)
+        if len(self) == 0 or len(names) == 0:
+            return result
+        sorted_hashes = self.hashes[self.by_hash]
+        lo = np.searchsorted(sorted_hashes, hashes, side="left")
+        hi = np.searchsorted(sorted_hashes, hashes, side="right")
+        count = hi - lo
+        single = np.flatnonzero(count == 1)
+        if single.size:
+            codes = self.by_hash[lo[single]]
+            same = pc.equal(
+                names.take(pa.array(single)).cast(pa.large_string()),
+                self.names.take(pa.array(codes)),
+            )
+            match = np.asarray(same.fill_null(False))
+            result[single[match]] = codes[match]
+        for i in np.flatnonzero(count > 1):  # hash collision: compare each candidate
+            name = names[int(i)].as_py()
+            for j in range(lo[i], hi[i]):
+                code = int(self.by_hash[j])
+                if self.names[code].as_py() == name:
+                    result[i] = code
+                    break
+        return result
+
+    def encode(self, names: pa.Array) -> tuple[StringDict, np.ndarray]:
+        """Codes for ``names`` (no nulls), adding the new ones; returns the grown dictionary too."""
+        if len(names) == 0:
+            return self, np.zeros(0, np.int64)
+        names = names.cast(pa.large_string())
+        unique = pc.unique(names)
+        position = np.asarray(pc.index_in(names, value_set=unique))
+        hashes = string_hash(unique)
+        codes = self.lookup(unique, hashes)
+        missing = np.flatnonzero(codes < 0)
+        grown = self
+        if missing.size:
+            new_codes = len(self) + np.arange(missing.size)
+            codes[missing] = new_codes
+            all_hashes = np.concatenate([self.hashes, hashes[missing]])
+            all_names = pa.concat_arrays([self.names, unique.take(pa.array(missing))])
+            # Insert the new codes into the hash order without re-sorting everything.
+            order = np.argsort(hashes[missing], kind="stable")
+            new_sorted = new_codes[order]
+            at = np.searchsorted(self.hashes[self.by_hash], hashes[missing][order], side="right")
+            grown = StringDict(all_names, all_hashes, np.insert(self.by_hash, at, new_sorted))
+        return grown, codes[position]
+
+    def take(self, keep: np.ndarray) -> StringDict:
+        """The dictionary of the codes ``keep`` (sorted), renumbered 0..len(keep)-1."""
+        return StringDict.build(self.names.take(pa.array(keep)), self.hashes[keep])
+
+
+@dataclass(frozen=True)
+class GroupTable:
+    """Per-group state by group code: how many offsets it has and its GroupMetadata, if any
+    (``metadata`` holds the record value bytes; the numeric columns are read from it)."""
+
+    names: StringDict
+    offset_count: np.ndarray  # int64
+    has_metadata: np.ndarray  # bool
+    metadata: pa.Array  # large_binary GroupMetadataValue record values, null without metadata
+    generation: np.ndarray  # int32
+    members: np.ndarray  # int32, member count
+    state_ts: np.ndarray  # int64, current_state_timestamp_ms
+
+    @staticmethod
+    def empty() -> GroupTable:
+        return GroupTable(
+            StringDict.empty(),
+            np.zeros(0, np.int64),
+            np.zeros(0, bool),
+            pa.array([], pa.large_binary()),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.offset_count)
+
+    def exists(self) -> np.ndarray:
+        """Per code: the group has GroupMetadata or offsets."""
+        return self.has_metadata | (self.offset_count > 0)
+
+    def encode(self, names: pa.Array) -> tuple[GroupTable, np.ndarray]:
+        """Codes for the group ids ``names``, adding groups not in the dictionary yet."""
+        names_dict, codes = self.names.encode(names)
+        grow = len(names_dict) - len(self)
+        if grow == 0:
+            return self, codes
+        return (
+            GroupTable(
+                names_dict,
+                np.concatenate([self.offset_count, np.zeros(grow, np.int64)]),
+                np.concatenate([self.has_metadata, np.zeros(grow, bool)]),
+                pa.concat_arrays([self.metadata, pa.nulls(grow, pa.large_binary())]),
+                np.concatenate([self.generation, np.zeros(grow, np.int32)]),
+                np.concatenate([self.members, np.zeros(grow, np.int32)]),
+                np.concatenate([self.state_ts, np.zeros(grow, np.int64)]),
+            ),
+            codes,
+        )
+
+    def group_metadata(self, code: int) -> GroupMetadataValue | None:
+        if not self.has_metadata[code]:
+            return None
+        return decode_group_metadata_value(self.metadata[code].as_py())
+
+    def with_metadata(
+        self, codes: list[int], values: list[GroupMetadataValue | None]
+    ) -> GroupTable:
+        """Set (or clear, for None) the GroupMetadata of groups ``codes`` (distinct)."""
+        if not codes:
+            return self
+        idx = np.array(codes, dtype=np.int64)
+        has = self.has_metadata.copy()
+        generation = self.generation.copy()
+        members = self.members.copy()
+        state_ts = self.state_ts.copy()
+        raw: list[bytes | None] = []
+        for i, value in zip(codes, values, strict=True):
+            has[i] = value is not None
+            generation[i] = value.generation if value is not None else 0
+            members[i] = len(value.members) if value is not None else 0
+            state_ts[i] = value.current_state_timestamp_ms if value is not None else 0
+            raw.append(None if value is None else encode_group_metadata_value(value))
+        source = np.arange(len(self), dtype=np.int64)
+        source[idx] = len(self) + np.arange(len(idx))
+        metadata = pa.concat_arrays([self.metadata, pa.array(raw, pa.large_binary())]).take(
+            pa.array(source)
+        )
+        return replace(
+            self,
+            has_metadata=has,
+            metadata=metadata,
+            generation=generation,
+            members=members,
+            state_ts=state_ts,
+        )
+
+    def with_counts(self, codes: np.ndarray, change: np.ndarray) -> GroupTable:
+        counts = self.offset_count.copy()
+        np.add.at(counts, codes, change)
+        return replace(self, offset_count=counts)
+
+    def take(self, keep: np.ndarray) -> GroupTable:
+        """The groups ``keep`` (sorted codes), renumbered 0..len(keep)-1."""
+        return GroupTable(
+            self.names.take(keep),
+            self.offset_count[keep],
+            self.has_metadata[keep],
+            self.metadata.take(pa.array(keep)),
+            self.generation[keep],
+            self.members[keep],
+            self.state_ts[keep],
+        )

@@ -1,0 +1,416 @@
+"""A shard's committed offsets as columns sorted by key hash: an immutable base plus a small delta.
+
+Rows are keyed by (group code, topic code, partition), the codes indexing the shard's group and
+topic dictionaries, and ordered by ``state.engine.hashing.key_hash`` so a batch finds its keys by
+binary search.
+Writes never copy the base: they go to the delta, whose rows either add a key or supersede a base
+row (``base_pos``), possibly as a tombstone (``tomb``). The delta is merged into a new base once it
+grows past a fraction of the base, so the cost of a write follows the batch and the merge is
+amortized. Every operation returns a new table; arrays are never modified in place (the base's
+arrays are usually read-only views of the state blob).
+
+Each row also stores its expiry ``deadline`` (``NEVER`` when it cannot expire), kept up to date by
+the shard whenever the row or its group changes, so expiry is a comparison over one column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+
+from state.engine.hashing import group_hash_range
+
+#: Deadline of a row that cannot expire in its group's current state.
+NEVER = np.iinfo(np.int64).max
+#: Expire timestamp of a row without an explicit one (Kafka's own "none" marker in v1 values).
+NO_EXPIRE = -1
+
+#: Merge the delta into the base once it holds more rows than this fraction of the base...
+COMPACT_FRACTION = 8
+#: ...and more than this many rows (small shards merge rarely: a merge of a small base is cheap but
+#: pointless work per batch).
+COMPACT_MIN_ROWS = 32768
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Offset rows as parallel columns; ``metadata`` is an Arrow large_string array."""
+
+    khash: np.ndarray  # uint64, the sort key
+    gcode: np.ndarray  # int32
+    tcode: np.ndarray  # int32
+    partition: np.ndarray  # int32
+    offset: np.ndarray  # int64
+    leader_epoch: np.ndarray  # int32
+    metadata: pa.Array  # large_string, no nulls
+    commit_ts: np.ndarray  # int64
+    expire_ts: np.ndarray  # int64, NO_EXPIRE when none
+    deadline: np.ndarray  # int64, NEVER when it cannot expire
+
+    def __len__(self) -> int:
+        return len(self.khash)
+
+    def take(self, idx: np.ndarray) -> Rows:
+        values = {}
+        for f in fields(self):
+            col = getattr(self, f.name)
+            values[f.name] = (
+                col.take(pa.array(idx, pa.int64())) if f.name == "metadata" else col[idx]
+            )
+        return Rows(**values)
+
+    @staticmethod
+    def concat(parts: list[Rows]) -> Rows:
+        values = {}
+        for f in fields(Rows):
+            cols = [getattr(p, f.name) for p in parts]
+            values[f.name] = (
+                pa.concat_arrays(cols) if f.name == "metadata" else np.concatenate(cols)
+            )
+        return Rows(**values)
+
+    @staticmethod
+    def empty() -> Rows:
+        return Rows(
+            khash=np.zeros(0, np.uint64),
+            gcode=np.zeros(0, np.int32),
+            tcode=np.zeros(0, np.int32),
+            partition=np.zeros(0, np.int32),
+            offset=np.zeros(0, np.int64),
+            leader_epoch=np.zeros(0, np.int32),
+            metadata=pa.array([], pa.large_string()),
+            commit_ts=np.zeros(0, np.int64),
+            expire_ts=np.zeros(0, np.int64),
+            deadline=np.zeros(0, np.int64),
+        )
+
+    def with_deadline(self, deadline: np.ndarray) -> Rows:
+        return replace(self, deadline=deadline)
+
+    def sorted_by_key(self) -> Rows:
+        order = np.argsort(self.khash, kind="stable")
+        return self.take(order)
+
+
+def find(
+    rows: Rows, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
+) -> np.ndarray:
+    """Index in ``rows`` (sorted by ``khash``) of each queried key, -1 where absent."""
+    result = np.full(len(khash), -1, dtype=np.int64)
+    n = len(rows)
+    if n == 0 or len(khash) == 0:
+        return result
+    # Searching in key order lets each binary search start where the previous one ended, which
+    # keeps a large table's memory access local.
+    order = np.argsort(khash, kind="stable")
+    lo = np.empty(len(khash), dtype=np.int64)
+    lo[order] = np.searchsorted(rows.khash, khash[order], side="left")
+    at = np.minimum(lo, n - 1)
+    same_hash = rows.khash[at] == khash
+    # A run of equal hashes (a collision) is rare: the hash has 64 bits, 32 within a group.
+    after = np.minimum(lo + 1, n - 1)
+    run = same_hash & (lo + 1 < n) & (rows.khash[after] == khash)
+    single = np.flatnonzero(same_hash & ~run)
+    if single.size:
+        at = lo[single]
+        match = (
+            (rows.gcode[at] == gcode[single])
+            & (rows.tcode[at] == tcode[single])
+            & (rows.partition[at] == partition[single])
+        )
+        result[single[match]] = at[match]
+    for i in np.flatnonzero(run):
+        j = int(lo[i])
+        while j < n and rows.khash[j] == khash[i]:
+            if (
+                rows.gcode[j] == gcode[i]
+                and rows.tcode[j] == tcode[i]
+                and rows.partition[j] == partition[i]
+            ):
+                result[i] = j
+                break
+            j += 1
+    return result
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin(values, sorted_set)`` for a sorted ``sorted_set``, by binary search."""
+    if sorted_set.size == 0:
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
+    return sorted_set[at] == values
+
+
+def _merge_sorted(old: Rows, new: Rows) -> tuple[Rows, np.ndarray]:
+    """``old`` and ``new`` (each sorted by khash) as one sorted Rows, and where ``new``'s rows
+    went."""
+    if len(new) == 0:
+        return old, np.zeros(0, np.int64)
+    if len(old) == 0:
+        return new, np.arange(len(new), dtype=np.int64)
+    new_at = np.searchsorted(old.khash, new.khash, side="right") + np.arange(len(new))
+    perm = np.empty(len(old) + len(new), dtype=np.int64)
+    is_new = np.zeros(len(perm), dtype=bool)
+    is_new[new_at] = True
+    perm[new_at] = len(old) + np.arange(len(new))
+    perm[~is_new] = np.arange(len(old))
+    return Rows.concat([old, new]).take(perm), new_at
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Rows written since the base was built, sorted by khash. ``base_pos`` is the base row a delta
+    row supersedes (-1 for a key the base lacks); ``tomb`` marks a deleted base key."""
+
+    rows: Rows
+    base_pos: np.ndarray  # int64
+    tomb: np.ndarray  # bool
+
+    @staticmethod
+    def empty() -> Delta:
+        return Delta(Rows.empty(), np.zeros(0, np.int64), np.zeros(0, bool))
+
+    @cached_property
+    def superseded(self) -> np.ndarray:
+        """Base rows a delta row replaces or deletes, sorted."""
+        return np.sort(self.base_pos[self.base_pos >= 0])
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where queried keys live: ``delta`` index (-1 if not in the delta) else ``base`` index (-1 if
+    absent). ``live`` says whether the key currently has a committed offset."""
+
+    delta: np.ndarray
+    base: np.ndarray
+    live: np.ndarray
+
+
+@dataclass(frozen=True)
+class OffsetTable:
+    base: Rows
+    delta: Delta
+    #: Base row numbers in (deadline, row) order: the base rows due at a time are a prefix, so
+    #: expiry never scans the whole base.
+    base_order: np.ndarray  # int64
+
+    @staticmethod
+    def empty() -> OffsetTable:
+        return OffsetTable(Rows.empty(), Delta.empty(), np.zeros(0, np.int64))
+
+    @staticmethod
+    def from_base(base: Rows) -> OffsetTable:
+        """A table whose base is ``base`` (sorted by khash, unique keys) and delta is empty."""
+        return OffsetTable(base, Delta.empty(), np.argsort(base.deadline, kind="stable"))
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of live keys."""
+        d = self.delta
+        superseded = int(np.count_nonzero(d.base_pos >= 0))
+        return len(self.base) - superseded + int(np.count_nonzero(~d.tomb))
+
+    def superseded(self) -> np.ndarray:
+        """Base rows a delta row replaces or deletes (sorted)."""
+        return self.delta.superseded
+
+    def _base_due_count(self, now_ms: int) -> int:
+        """How many base rows (live or not) have ``deadline <= now_ms``: a binary search through
+        ``base_order``, which avoids materializing the sorted deadlines."""
+        deadline, order = self.base.deadline, self.base_order
+        lo, hi = 0, len(order)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if deadline[order[mid]] <= now_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def locate(
+        self, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
+    ) -> Located:
+        d_idx = find(self.delta.rows, khash, gcode, tcode, partition)
+        b_idx = np.full(len(khash), -1, dtype=np.int64)
+        outside = np.flatnonzero(d_idx < 0)
+        if outside.size and len(self.base):
+            b_idx[outside] = find(
+                self.base, khash[outside], gcode[outside], tcode[outside], partition[outside]
+            )
+        live = b_idx >= 0
+        in_delta = np.flatnonzero(d_idx >= 0)
+        live[in_delta] = ~self.delta.tomb[d_idx[in_delta]]
+        return Located(d_idx, b_idx, live)
+
+    def gather(self, located: Located) -> Rows:
+        """The current rows of located live keys, in query order (call with ``live`` all true)."""
+        if not located.live.all():
+            raise ValueError("gather needs live keys only")
+        from_delta = located.delta >= 0
+        parts = Rows.concat(
+            [
+                self.delta.rows.take(located.delta[from_delta]),
+                self.base.take(located.base[~from_delta]),
+            ]
+        )
+        order = np.empty(len(from_delta), dtype=np.int64)
+        order[np.flatnonzero(from_delta)] = np.arange(int(from_delta.sum()))
+        order[np.flatnonzero(~from_delta)] = int(from_delta.sum()) + np.arange(
+            int((~from_delta).sum())
+        )
+        return parts.take(order)
+
+    def live_rows(self) -> Rows:
+        """Every live row (base first, then delta; not in key order)."""
+        keep = np.ones(len(self.base), dtype=bool)
+        keep[self.superseded()] = False
+        return Rows.concat(
+            [
+                self.base.take(np.flatnonzero(keep)),
+                self.delta.rows.take(np.flatnonzero(~self.delta.tomb)),
+            ]
+        )
+
+    def group_rows(self, gcodes: np.ndarray, ghashes: np.ndarray) -> Rows:
+        """Every live row of the groups ``gcodes`` (with string hashes ``ghashes``)."""
+        if len(gcodes) == 0:
+            return Rows.empty()
+        lo, hi = group_hash_range(ghashes.astype(np.uint64))
+        wanted = np.unique(gcodes)
+
+        def in_ranges(rows: Rows) -> np.ndarray:
+            if len(rows) == 0:
+                return np.zeros(0, np.int64)
+            start = np.searchsorted(rows.khash, lo, side="left")
+            stop = np.where(hi == 0, len(rows), np.searchsorted(rows.khash, hi, side="left"))
+            idx = np.unique(
+                np.concatenate([np.arange(a, b) for a, b in zip(start, stop, strict=True)])
+            )
+            # Groups whose hashes share the high 32 bits share a range.
+            return idx[np.isin(rows.gcode[idx], wanted)]
+
+        base_idx = in_ranges(self.base)
+        base_idx = base_idx[~_member(base_idx, self.superseded())]
+        delta_idx = in_ranges(self.delta.rows)
+        delta_idx = delta_idx[~self.delta.tomb[delta_idx]]
+        return Rows.concat([self.base.take(base_idx), self.delta.rows.take(delta_idx)])
+
+    def due(self, now_ms: int) -> Rows:
+        """Every live row with ``deadline <= now_ms``."""
+        parts = []
+        count = self._base_due_count(now_ms)
+        if count:
+            idx = np.sort(self.base_order[:count])
+            idx = idx[~_member(idx, self.superseded())]
+            parts.append(self.base.take(idx))
+        d = self.delta
+        parts.append(d.rows.take(np.flatnonzero(~d.tomb & (d.rows.deadline <= now_ms))))
+        return Rows.concat(parts)
+
+    def min_deadline(self) -> int:
+        """The smallest deadline of a live row, NEVER if none."""
+        d = self.delta
+        live_deadlines = d.rows.deadline[~d.tomb]
+        delta_min = int(live_deadlines.min()) if live_deadlines.size else int(NEVER)
+        # At most len(superseded) base rows are not live, so the first live base row in deadline
+        # order is among the first len(superseded) + 1.
+        superseded = self.superseded()
+        head = self.base_order[: superseded.size + 1]
+        live = head[~_member(head, superseded)]
+        base_min = int(self.base.deadline[live[0]]) if live.size else int(NEVER)
+        return min(base_min, delta_min)
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def write(self, rows: Rows, tomb: np.ndarray) -> tuple[OffsetTable, np.ndarray]:
+        """Put ``rows`` (unique keys; deadlines set) or delete where ``tomb``; return the new table
+        and, per row, whether its key had a committed offset before."""
+        n = len(rows)
+        if n == 0:
+            return self, np.zeros(0, dtype=bool)
+        loc = self.locate(rows.khash, rows.gcode, rows.tcode, rows.partition)
+        existed = loc.live
+        d = self.delta
+        in_delta = np.flatnonzero(loc.delta >= 0)
+        at = loc.delta[in_delta]
+
+        # Rewrite the delta rows of keys it already holds.
+        drow = d.rows
+        tomb_col = d.tomb
+        if in_delta.size:
+            updated = rows.take(in_delta)
+            columns = {}
+            for f in fields(Rows):
+                if f.name == "metadata":
+                    continue
+                col = getattr(drow, f.name).copy()
+                col[at] = getattr(updated, f.name)
+                columns[f.name] = col
+            meta = drow.metadata
+            # Arrow arrays are immutable: splice the new metadata in through a take.
+            source = np.arange(len(drow), dtype=np.int64)
+            source[at] = len(drow) + np.arange(len(at))
+            columns["metadata"] = pa.concat_arrays([meta, updated.metadata]).take(pa.array(source))
+            drow = Rows(**columns)
+            tomb_col = tomb_col.copy()
+            tomb_col[at] = tomb[in_delta]
+        # A deleted key the base lacks leaves the delta altogether.
+        keep = ~(tomb_col & (d.base_pos < 0))
+        base_pos = d.base_pos
+        if not keep.all():
+            kept = np.flatnonzero(keep)
+            drow, base_pos, tomb_col = drow.take(kept), base_pos[kept], tomb_col[kept]
+
+        # Keys the delta does not hold yet: new keys, and base keys now superseded.
+        outside = loc.delta < 0
+        add = np.flatnonzero(outside & ((loc.base >= 0) | ~tomb))
+        new_rows = rows.take(add)
+        order = np.argsort(new_rows.khash, kind="stable")
+        new_rows = new_rows.take(order)
+        new_base_pos = loc.base[add][order]
+        new_tomb = tomb[add][order]
+        merged, new_at = _merge_sorted(drow, new_rows)
+        all_base_pos = np.empty(len(merged), dtype=np.int64)
+        all_tomb = np.empty(len(merged), dtype=bool)
+        old_at = np.ones(len(merged), dtype=bool)
+        old_at[new_at] = False
+        all_base_pos[old_at] = base_pos
+        all_tomb[old_at] = tomb_col
+        all_base_pos[new_at] = new_base_pos
+        all_tomb[new_at] = new_tomb
+
+        delta = Delta(merged, all_base_pos, all_tomb)
+        # Keep the sorted superseded rows up to date by merging instead of sorting them again:
+        # dropped delta rows never supersede a base row, so the old ones all remain.
+        old = d.superseded
+        new = np.sort(new_base_pos[new_base_pos >= 0])
+        delta.__dict__["superseded"] = np.insert(old, np.searchsorted(old, new), new)
+        return OffsetTable(self.base, delta, self.base_order), existed
+
+    def needs_compaction(self) -> bool:
+        return len(self.delta.rows) > max(COMPACT_MIN_ROWS, len(self.base) // COMPACT_FRACTION)
+
+    def compact(self) -> OffsetTable:
+        """The same live rows as a single base with an empty delta."""
+        keep = np.ones(len(self.base), dtype=bool)
+        keep[self.superseded()] = False
+        base = self.base.take(np.flatnonzero(keep)) if not keep.all() else self.base
+        d = self.delta
+        fresh = d.rows.take(np.flatnonzero(~d.tomb))
+        merged, _ = _merge_sorted(base, fresh)
+        return OffsetTable.from_base(merged)
+
+    def remap_codes(self, group_map: np.ndarray, topic_map: np.ndarray) -> OffsetTable:
+        """A compacted table with codes translated through ``group_map``/``topic_map``
+        (old code -> new code)."""
+        table = self.compact()
+        base = replace(
+            table.base,
+            gcode=group_map[table.base.gcode].astype(np.int32),
+            tcode=topic_map[table.base.tcode].astype(np.int32),
+        )
+        return OffsetTable.from_base(base)

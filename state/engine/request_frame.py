@@ -1,0 +1,140 @@
+"""Request frames (``REQUEST_FRAME_SCHEMA``) from request objects, for tests, benchmarks and
+clients.
+
+A frame may carry three columns beyond ``REQUEST_FRAME_SCHEMA`` (``GROUP_METADATA_FIELDS``): a
+GroupMetadata request's protocol type, protocol and leader. The shard reads them when present and
+otherwise stores "consumer", null and null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from state.coordinator.requests import (
+    REQUEST_FRAME_SCHEMA,
+    Api,
+    DecodeError,
+    DeleteGroupsRequest,
+    GroupMetadataRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    Request,
+)
+from state.formats.request_codec import encode_members
+
+#: GroupMetadata fields that ``REQUEST_FRAME_SCHEMA`` lacks; appended to the frames built here.
+GROUP_METADATA_FIELDS = [
+    pa.field("protocol_type", pa.string()),
+    pa.field("protocol", pa.string()),
+    pa.field("leader", pa.string()),
+]
+#: ``REQUEST_FRAME_SCHEMA`` plus ``GROUP_METADATA_FIELDS``.
+EXTENDED_REQUEST_FRAME_SCHEMA = pa.schema(list(REQUEST_FRAME_SCHEMA) + GROUP_METADATA_FIELDS)
+
+
+def _row(ingest_offset: int, index: int, timestamp_ms: int, **values: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "ingest_offset": ingest_offset,
+        "partition_index": index,
+        "timestamp_ms": timestamp_ms,
+        "generation_id": -1,
+        "member_id": "",
+        "retention_time_ms": -1,
+        "leader_epoch": -1,
+        "error_code": 0,
+    }
+    row.update(values)
+    return row
+
+
+def request_rows(
+    request: Request | DecodeError, ingest_offset: int, timestamp_ms: int
+) -> list[dict[str, object]]:
+    """The frame rows of one ingest message holding ``request``: one per partition, or one row with
+    null topic and partition for a request without partitions or a decode error."""
+    if isinstance(request, DecodeError):
+        return [
+            _row(
+                ingest_offset,
+                0,
+                timestamp_ms,
+                api=request.api,
+                request_id=request.request_id,
+                group_id=request.group_id,
+                error_code=int(request.error_code),
+                error_reason=request.reason,
+            )
+        ]
+    head = {"request_id": request.request_id, "group_id": request.group_id}
+    if isinstance(request, OffsetCommitRequest):
+        head.update(
+            api=Api.OFFSET_COMMIT.value,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+            retention_time_ms=request.retention_time_ms,
+        )
+        if not request.partitions:
+            return [_row(ingest_offset, 0, timestamp_ms, **head)]
+        return [
+            _row(
+                ingest_offset,
+                i,
+                timestamp_ms,
+                **head,
+                topic=p.topic,
+                partition=p.partition,
+                offset=p.offset,
+                leader_epoch=p.leader_epoch,
+                metadata=p.metadata,
+            )
+            for i, p in enumerate(request.partitions)
+        ]
+    if isinstance(request, OffsetDeleteRequest):
+        head["api"] = Api.OFFSET_DELETE.value
+        if not request.partitions:
+            return [_row(ingest_offset, 0, timestamp_ms, **head)]
+        return [
+            _row(ingest_offset, i, timestamp_ms, **head, topic=tp[0], partition=tp[1])
+            for i, tp in enumerate(request.partitions)
+        ]
+    if isinstance(request, DeleteGroupsRequest):
+        return [_row(ingest_offset, 0, timestamp_ms, **head, api=Api.DELETE_GROUPS.value)]
+    if isinstance(request, GroupMetadataRequest):
+        return [
+            _row(
+                ingest_offset,
+                0,
+                timestamp_ms,
+                **head,
+                api=Api.GROUP_METADATA.value,
+                generation_id=request.generation_id,
+                members_json=encode_members(request.members),
+                protocol_type=request.protocol_type,
+                protocol=request.protocol,
+                leader=request.leader,
+            )
+        ]
+    raise TypeError(f"not a request: {type(request).__name__}")
+
+
+def frame_from_requests(
+    requests: Sequence[Request | DecodeError],
+    start_offset: int = 0,
+    timestamps: int | Sequence[int] = 0,
+) -> pa.Table:
+    """A request frame (``EXTENDED_REQUEST_FRAME_SCHEMA``) for ``requests``, one ingest message
+    each, at ingest offsets ``start_offset``, ``start_offset + 1``, ...; ``timestamps`` is every
+    message's append time, or one per request."""
+    if isinstance(timestamps, int):
+        stamps: Sequence[int] = [timestamps] * len(requests)
+    else:
+        stamps = timestamps
+        if len(stamps) != len(requests):
+            raise ValueError(f"{len(stamps)} timestamps for {len(requests)} requests")
+    rows: list[dict[str, object]] = []
+    for i, (request, ts) in enumerate(zip(requests, stamps, strict=True)):
+        rows.extend(request_rows(request, start_offset + i, ts))
+    return pa.Table.from_pylist(rows, schema=EXTENDED_REQUEST_FRAME_SCHEMA)

@@ -1,0 +1,145 @@
+"""Offset record keys and values encoded a whole column at a time.
+
+The same bytes as ``state.formats.records``' per-record encoders (``encode_offset_commit_key``
+version 1,
+``encode_offset_commit_value`` at Kafka's versions: 1 with an explicit expire timestamp, else 3),
+built with numpy instead of one Python call per record; the tests check them byte for byte against
+``state.formats.records``. Callers pass values that fit (strings of at most 32767 UTF-8 bytes, int32
+partitions and epochs), which the request checks guarantee.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from state.formats.records import OFFSET_COMMIT_KEY_VERSION
+
+#: A field of a record: a fixed-width big-endian integer column, or a string column written as an
+#: int16 length and its UTF-8 bytes.
+Field = np.ndarray | pa.Array
+
+
+def _string_parts(strings: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data bytes, start of each string in data, byte length of each string); nulls are empty."""
+    if not pa.types.is_large_string(strings.type):
+        strings = strings.cast(pa.large_string())
+    n = len(strings)
+    _, offsets_buf, data_buf = strings.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=n + 1, offset=strings.offset * 8)
+    starts = offsets[:-1]
+    lengths = offsets[1:] - starts
+    if strings.null_count:
+        lengths = np.where(np.asarray(strings.is_valid()), lengths, 0)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
+    return data, starts, lengths
+
+
+def _concat(n: int, parts: list[tuple[str, Field]]) -> pa.Array:
+    """Per row, the concatenation of ``parts`` as a binary array. A part is ("i2"|"i4"|"i8", ints)
+    or ("str", strings)."""
+    widths: list[np.ndarray] = []
+    prepared: list[tuple[str, object]] = []
+    for kind, values in parts:
+        if kind == "str":
+            data, starts, lengths = _string_parts(values)  # type: ignore[arg-type]
+            prepared.append(("len", lengths))
+            widths.append(np.full(n, 2, np.int64))
+            prepared.append(("bytes", (data, starts, lengths)))
+            widths.append(lengths)
+        else:
+            prepared.append((kind, values))
+            widths.append(np.full(n, int(kind[1]), np.int64))
+    total = np.sum(widths, axis=0) if widths else np.zeros(n, np.int64)
+    ends = np.cumsum(total)
+    out = np.zeros(int(ends[-1]) if n else 0, dtype=np.uint8)
+    at = ends - total  # where the next field of each row goes
+    for (kind, values), width in zip(prepared, widths, strict=True):
+        if kind == "bytes":
+            data, starts, lengths = values  # type: ignore[misc]
+            nz = lengths > 0
+            if nz.any():
+                lens = lengths[nz]
+                step = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+                out[np.repeat(at[nz], lens) + step] = data[np.repeat(starts[nz], lens) + step]
+        else:
+            size = 2 if kind == "len" else int(kind[1])
+            dtype = {2: ">i2", 4: ">i4", 8: ">i8"}[size]
+            raw = np.asarray(values).astype(dtype).view(np.uint8).reshape(n, size)
+            out[(at[:, None] + np.arange(size)).ravel()] = raw.ravel()
+        at = at + width
+    offsets = np.concatenate([[0], ends]).astype(np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
+def offset_commit_keys(groups: pa.Array, topics: pa.Array, partitions: np.ndarray) -> pa.Array:
+    """``encode_offset_commit_key(group, topic, partition)`` (version 1) per row."""
+    n = len(partitions)
+    return _concat(
+        n,
+        [
+            ("i2", np.full(n, OFFSET_COMMIT_KEY_VERSION, np.int16)),
+            ("str", groups),
+            ("str", topics),
+            ("i4", partitions),
+        ],
+    )
+
+
+def offset_commit_values(
+    offsets: np.ndarray,
+    leader_epochs: np.ndarray,
+    metadata: pa.Array,
+    commit_ts: np.ndarray,
+    expire_ts: np.ndarray,
+    tombstone: np.ndarray,
+) -> pa.Array:
+    """``encode_offset_commit_value`` per row: v1 where ``expire_ts != -1``, else v3; null where
+    ``tombstone``."""
+    n = len(offsets)
+    v1 = (expire_ts != -1) & ~tombstone
+    v3 = ~v1 & ~tombstone
+    pieces: list[pa.Array] = []
+    rows: list[np.ndarray] = []
+    if v3.any():
+        i = np.flatnonzero(v3)
+        pieces.append(
+            _concat(
+                i.size,
+                [
+                    ("i2", np.full(i.size, 3, np.int16)),
+                    ("i8", offsets[i]),
+                    ("i4", leader_epochs[i]),
+                    ("str", metadata.take(pa.array(i))),
+                    ("i8", commit_ts[i]),
+                ],
+            )
+        )
+        rows.append(i)
+    if v1.any():
+        i = np.flatnonzero(v1)
+        pieces.append(
+            _concat(
+                i.size,
+                [
+                    ("i2", np.full(i.size, 1, np.int16)),
+                    ("i8", offsets[i]),
+                    ("str", metadata.take(pa.array(i))),
+                    ("i8", commit_ts[i]),
+                    ("i8", expire_ts[i]),
+                ],
+            )
+        )
+        rows.append(i)
+    if tombstone.any():
+        i = np.flatnonzero(tombstone)
+        pieces.append(pa.nulls(i.size, pa.binary()))
+        rows.append(i)
+    if not pieces:
+        return pa.array([], pa.binary())
+    placed = np.concatenate(rows)
+    order = np.empty(n, dtype=np.int64)
+    order[placed] = np.arange(n)
+    return pa.concat_arrays(pieces).take(pa.array(order))

@@ -1,0 +1,297 @@
+"""The shard state blob: a versioned, language-neutral encoding of ``ShardState``.
+
+Layout (format version 1; integers big-endian)::
+
+    offset  size  field
+    0       8     magic b"SCOSHARD"
+    8       2     format version (uint16) = 1
+    10      2     section count (uint16) = 4
+    12      4     shard id (int32)
+    16      8     offsets retention (ms) the stored deadlines were computed with (int64)
+    24      8     reserved (0)
+    32      32    byte length of each section (4 x uint64)
+    64      ...   the sections, in order, each an Arrow IPC stream padded with zeros to a
+                  multiple of 8 bytes: groups, topics, base, delta
+
+    groups  one row per group code: name large_string, hash uint64, by_hash int64 (codes in
+            hash order: a permutation, not a row attribute), offset_count int64, has_metadata bool,
+            metadata large_binary (the GroupMetadataValue record value, null without metadata),
+            generation int32, members int32, state_ts int64
+    topics  one row per topic code: name, hash, by_hash as for groups
+    base    committed offsets sorted by khash: khash uint64, gcode int32, tcode int32,
+            partition int32, offset int64, leader_epoch int32, metadata large_string,
+            commit_ts int64, expire_ts int64 (-1: none), deadline int64 (2^63-1: never), and
+            deadline_order int64 (row numbers in (deadline, row) order: a permutation)
+    delta   the base's columns but deadline_order, sorted by khash, plus base_pos int64 (the
+            base row it supersedes, -1 for none) and tomb bool (the key is deleted)
+
+``hash`` and ``khash`` are ``state.engine.hashing``'s functions; they are part of this format.
+Decoding is
+zero-copy for the fixed-width columns (the arrays view the blob), so a call's cost follows its
+batch; encoding reuses a section's bytes verbatim when that part of the state did not change since
+it was decoded (usually the base, by far the largest). Never pickle: a blob is data only.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import fields
+
+import numpy as np
+import pyarrow as pa
+
+from state.engine.groups import GroupTable, StringDict
+from state.engine.offset_table import Delta, OffsetTable, Rows
+from state.engine.shard_state import ShardState
+
+MAGIC = b"SCOSHARD"
+FORMAT_VERSION = 1
+_SECTIONS = ("groups", "topics", "base", "delta")
+_HEADER = struct.Struct(">8sHHiqq4Q")
+
+
+class StateFormatError(ValueError):
+    """The bytes are not a shard state blob this code can read."""
+
+
+_DICT_FIELDS = [
+    pa.field("name", pa.large_string(), nullable=False),
+    pa.field("hash", pa.uint64(), nullable=False),
+    pa.field("by_hash", pa.int64(), nullable=False),
+]
+_GROUPS_SCHEMA = pa.schema(
+    [
+        *_DICT_FIELDS,
+        pa.field("offset_count", pa.int64(), nullable=False),
+        pa.field("has_metadata", pa.bool_(), nullable=False),
+        pa.field("metadata", pa.large_binary()),
+        pa.field("generation", pa.int32(), nullable=False),
+        pa.field("members", pa.int32(), nullable=False),
+        pa.field("state_ts", pa.int64(), nullable=False),
+    ]
+)
+_TOPICS_SCHEMA = pa.schema(_DICT_FIELDS)
+_ROW_TYPES = {
+    "khash": pa.uint64(),
+    "gcode": pa.int32(),
+    "tcode": pa.int32(),
+    "partition": pa.int32(),
+    "offset": pa.int64(),
+    "leader_epoch": pa.int32(),
+    "metadata": pa.large_string(),
+    "commit_ts": pa.int64(),
+    "expire_ts": pa.int64(),
+    "deadline": pa.int64(),
+}
+_ROW_FIELDS = [pa.field(n, t, nullable=False) for n, t in _ROW_TYPES.items()]
+_BASE_SCHEMA = pa.schema([*_ROW_FIELDS, pa.field("deadline_order", pa.int64(), nullable=False)])
+_DELTA_SCHEMA = pa.schema(
+    [
+        *_ROW_FIELDS,
+        pa.field("base_pos", pa.int64(), nullable=False),
+        pa.field("tomb", pa.bool_(), nullable=False),
+    ]
+)
+
+
+# --- encoding --------------------------------------------------------------------------------
+
+
+def _ipc(table: pa.Table) -> bytes | pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _dict_columns(d: StringDict) -> list[pa.Array]:
+    return [d.names, pa.array(d.hashes, pa.uint64()), pa.array(d.by_hash, pa.int64())]
+
+
+def _rows_columns(rows: Rows) -> list[pa.Array]:
+    return [
+        getattr(rows, f.name)
+        if f.name == "metadata"
+        else pa.array(getattr(rows, f.name), _ROW_TYPES[f.name])
+        for f in fields(Rows)
+    ]
+
+
+def encode_state(state: ShardState) -> bytes:
+    """The blob of ``state`` (format ``FORMAT_VERSION``)."""
+    g, offsets = state.groups, state.offsets
+    parts = {
+        "groups": (
+            g,
+            lambda: pa.Table.from_arrays(
+                [
+                    *_dict_columns(g.names),
+                    pa.array(g.offset_count, pa.int64()),
+                    pa.array(g.has_metadata, pa.bool_()),
+                    g.metadata,
+                    pa.array(g.generation, pa.int32()),
+                    pa.array(g.members, pa.int32()),
+                    pa.array(g.state_ts, pa.int64()),
+                ],
+                schema=_GROUPS_SCHEMA,
+            ),
+        ),
+        "topics": (
+            state.topics,
+            lambda: pa.Table.from_arrays(_dict_columns(state.topics), schema=_TOPICS_SCHEMA),
+        ),
+        "base": (
+            offsets.base,
+            lambda: pa.Table.from_arrays(
+                [*_rows_columns(offsets.base), pa.array(offsets.base_order, pa.int64())],
+                schema=_BASE_SCHEMA,
+            ),
+        ),
+        "delta": (
+            offsets.delta,
+            lambda: pa.Table.from_arrays(
+                [
+                    *_rows_columns(offsets.delta.rows),
+                    pa.array(offsets.delta.base_pos, pa.int64()),
+                    pa.array(offsets.delta.tomb, pa.bool_()),
+                ],
+                schema=_DELTA_SCHEMA,
+            ),
+        ),
+    }
+    sections: list[bytes | pa.Buffer | memoryview] = []
+    for name in _SECTIONS:
+        owner, build = parts[name]
+        cached = state.blob_sections.get(name)
+        if cached is not None and cached[0] is owner:
+            sections.append(cached[1])
+        else:
+            sections.append(_ipc(build()))
+    lengths = [_padded(len(memoryview(s))) for s in sections]
+    header = _HEADER.pack(
+        MAGIC,
+        FORMAT_VERSION,
+        len(_SECTIONS),
+        state.shard_id,
+        state.retention_ms,
+        0,
+        *lengths,
+    )
+    chunks: list[bytes | pa.Buffer | memoryview] = [header]
+    for section, length in zip(sections, lengths, strict=True):
+        chunks.append(section)
+        pad = length - len(memoryview(section))
+        if pad:
+            chunks.append(b"\0" * pad)
+    return b"".join(chunks)
+
+
+def _padded(n: int) -> int:
+    return (n + 7) // 8 * 8
+
+
+# --- decoding --------------------------------------------------------------------------------
+
+
+def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
+    """The state encoded in ``blob``. The returned arrays may view ``blob``: keep it unchanged.
+
+    Raises ``StateFormatError`` for bytes that are not a shard state blob, and for a format version
+    this code does not read (a newer writer's blob must not be misread as an older format).
+    """
+    view = memoryview(blob)
+    if len(view) < 12 or bytes(view[:8]) != MAGIC:
+        raise StateFormatError("not a shard state blob (bad magic)")
+    version, count = struct.unpack_from(">HH", view, 8)
+    if version != FORMAT_VERSION:
+        raise StateFormatError(
+            f"shard state blob format version {version} is not supported "
+            f"(this code reads version {FORMAT_VERSION})"
+        )
+    if len(view) < _HEADER.size or count != len(_SECTIONS):
+        raise StateFormatError(
+            f"corrupt shard state blob: header of {len(view)} bytes, {count} sections"
+        )
+    _, _, _, shard_id, retention_ms, _, *lengths = _HEADER.unpack_from(view, 0)
+    if _HEADER.size + sum(lengths) != len(view):
+        raise StateFormatError(
+            f"corrupt shard state blob: sections of {sum(lengths)} bytes in {len(view)} bytes"
+        )
+    buffer = pa.py_buffer(blob)
+    tables: dict[str, pa.Table] = {}
+    raw: dict[str, memoryview] = {}
+    at = _HEADER.size
+    expected = {
+        "groups": _GROUPS_SCHEMA,
+        "topics": _TOPICS_SCHEMA,
+        "base": _BASE_SCHEMA,
+        "delta": _DELTA_SCHEMA,
+    }
+    for name, length in zip(_SECTIONS, lengths, strict=True):
+        raw[name] = view[at : at + length]
+        try:
+            table = pa.ipc.open_stream(buffer.slice(at, length)).read_all()
+        except (pa.ArrowInvalid, OSError) as e:
+            raise StateFormatError(f"corrupt shard state blob: section {name}: {e}") from e
+        if not table.schema.equals(expected[name]):
+            raise StateFormatError(
+                f"corrupt shard state blob: section {name} has schema {table.schema}"
+            )
+        tables[name] = table
+        at += length
+
+    g = tables["groups"]
+    names = StringDict(_arrow(g, "name"), _np(g, "hash"), _np(g, "by_hash"))
+    groups = GroupTable(
+        names,
+        _np(g, "offset_count"),
+        _np(g, "has_metadata"),
+        _arrow(g, "metadata"),
+        _np(g, "generation"),
+        _np(g, "members"),
+        _np(g, "state_ts"),
+    )
+    t = tables["topics"]
+    topics = StringDict(_arrow(t, "name"), _np(t, "hash"), _np(t, "by_hash"))
+    base = _rows(tables["base"])
+    d = tables["delta"]
+    delta = Delta(_rows(d), _np(d, "base_pos"), _np(d, "tomb"))
+    state = ShardState(
+        shard_id,
+        groups,
+        topics,
+        OffsetTable(base, delta, _np(tables["base"], "deadline_order")),
+        retention_ms,
+    )
+    # Remember which sections still encode which parts, for encode_state to reuse them.
+    owners = {"groups": groups, "topics": topics, "base": base, "delta": delta}
+    return ShardState(
+        shard_id,
+        groups,
+        topics,
+        state.offsets,
+        retention_ms,
+        {name: (owners[name], raw[name]) for name in _SECTIONS},
+    )
+
+
+def _arrow(table: pa.Table, name: str) -> pa.Array:
+    col = table[name]
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    return col.combine_chunks() if col.num_chunks else pa.array([], col.type)
+
+
+def _np(table: pa.Table, name: str) -> np.ndarray:
+    arr = _arrow(table, name)
+    # Zero-copy for fixed-width columns; bool columns are bit-packed in Arrow and get unpacked.
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _rows(table: pa.Table) -> Rows:
+    return Rows(
+        **{
+            name: _arrow(table, name) if name == "metadata" else _np(table, name)
+            for name in _ROW_TYPES
+        }
+    )

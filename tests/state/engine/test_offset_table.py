@@ -1,0 +1,85 @@
+"""The columnar offsets table and dictionaries when hashes collide (which real keys almost never
+do, so the generic tests would not reach these paths)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from state.engine.groups import StringDict
+from state.engine.offset_table import NEVER, OffsetTable, Rows
+
+
+def rows(keys: list[tuple[int, int, int, int]], offset: int = 0) -> Rows:
+    """Rows for (khash, gcode, tcode, partition) keys, sorted by khash."""
+    k = np.array(keys, dtype=np.int64).reshape(-1, 4)
+    n = len(k)
+    r = Rows(
+        khash=k[:, 0].astype(np.uint64),
+        gcode=k[:, 1].astype(np.int32),
+        tcode=k[:, 2].astype(np.int32),
+        partition=k[:, 3].astype(np.int32),
+        offset=np.arange(n, dtype=np.int64) + offset,
+        leader_epoch=np.full(n, -1, np.int32),
+        metadata=pa.array([""] * n, pa.large_string()),
+        commit_ts=np.zeros(n, np.int64),
+        expire_ts=np.full(n, -1, np.int64),
+        deadline=np.arange(n, dtype=np.int64) + 100,
+    )
+    return r.sorted_by_key()
+
+
+def offsets_of(table: OffsetTable) -> dict[tuple[int, int, int], int]:
+    live = table.live_rows()
+    return {
+        (int(g), int(t), int(p)): int(o)
+        for g, t, p, o in zip(live.gcode, live.tcode, live.partition, live.offset, strict=True)
+    }
+
+
+def test_colliding_keys_are_told_apart() -> None:
+    # Three keys share hash 7, in the base and then in the delta.
+    base = rows([(7, 0, 0, 0), (7, 0, 0, 1), (7, 1, 0, 0), (9, 2, 0, 0)])
+    table = OffsetTable.from_base(base)
+    loc = table.locate(
+        np.array([7, 7, 7, 7], np.uint64),
+        np.array([1, 0, 0, 2], np.int32),
+        np.zeros(4, np.int32),
+        np.array([0, 1, 0, 0], np.int32),
+    )
+    assert loc.live.tolist() == [True, True, True, False]
+    assert sorted(base.offset[loc.base[:3]].tolist()) == sorted(
+        [base.offset[i] for i in range(3) if base.khash[i] == 7]
+    )
+
+    # Overwrite one colliding key, delete another, add a fourth with the same hash.
+    update = rows([(7, 0, 0, 1), (7, 1, 0, 0), (7, 3, 3, 3)], offset=50)
+    tomb = np.array([False, False, False])
+    tomb[update.gcode == 1] = True
+    table, existed = table.write(update, tomb)
+    assert sorted(existed.tolist()) == [False, True, True]
+    got = offsets_of(table)
+    assert (1, 0, 0) not in got and got[(3, 3, 3)] >= 50 and got[(0, 0, 1)] >= 50
+    assert len(got) == 4 == len(table)
+    assert offsets_of(table.compact()) == got
+
+
+def test_due_rows_and_min_deadline_skip_superseded_base_rows() -> None:
+    table = OffsetTable.from_base(rows([(1, 0, 0, 0), (2, 0, 0, 1), (3, 0, 0, 2)]))
+    assert table.min_deadline() == 100
+    # Supersede the earliest row with a later deadline.
+    moved = rows([(1, 0, 0, 0)])
+    moved = Rows(**{**moved.__dict__, "deadline": np.array([500], np.int64)})
+    table, _ = table.write(moved, np.array([False]))
+    assert table.min_deadline() == 101
+    assert sorted(table.due(101).partition.tolist()) == [1]
+    assert sorted(table.due(500).partition.tolist()) == [0, 1, 2]
+    gone, _ = table.write(table.live_rows().sorted_by_key(), np.ones(3, dtype=bool))
+    assert gone.min_deadline() == NEVER and len(gone) == 0
+
+
+def test_dictionary_lookup_with_colliding_hashes() -> None:
+    names = pa.array(["a", "b", "c"], pa.large_string())
+    d = StringDict.build(names, np.array([5, 5, 6], np.uint64))
+    query = pa.array(["b", "a", "z", "c"], pa.large_string())
+    assert d.lookup(query, np.array([5, 5, 5, 6], np.uint64)).tolist() == [1, 0, -1, 2]

@@ -1,0 +1,162 @@
+"""The responses/dead-letter encoder against a plain-Python statement of the wire format."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from state.engine.outputs import RESPONSE_FRAME_SCHEMA
+from state.formats.response_codec import RESPONSE_VERSION, encode_responses, json_strings
+
+# Hostile text: quotes, backslashes, control characters, non-ASCII, astral characters.
+text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=12)
+plain = st.sampled_from(["t", "orders", "a.b-c_d", ""])
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Response rows of a few messages, each a request-level row and/or partition rows."""
+    rows: list[dict[str, Any]] = []
+    offsets = draw(st.lists(st.integers(0, 10**12), unique=True, max_size=6))
+    for offset in offsets:
+        request_id = draw(st.none() | text)
+        group_id = draw(st.none() | text)
+        api = draw(st.sampled_from(["OffsetCommit", "DeleteGroups", None]))
+        if draw(st.booleans()) or request_id is None:
+            rows.append(
+                {
+                    "ingest_offset": offset,
+                    "request_id": request_id,
+                    "group_id": group_id,
+                    "api": api,
+                    "topic": None,
+                    "partition": None,
+                    "error_code": draw(st.integers(0, 100)),
+                    "error_reason": draw(st.none() | text),
+                }
+            )
+        if request_id is None:
+            continue
+        for _ in range(draw(st.integers(0, 4))):
+            rows.append(
+                {
+                    "ingest_offset": offset,
+                    "request_id": request_id,
+                    "group_id": group_id,
+                    "api": api,
+                    "topic": draw(plain | text),
+                    "partition": draw(st.integers(-(2**31), 2**31 - 1)),
+                    "error_code": draw(st.integers(0, 100)),
+                    "error_reason": draw(st.none() | text),
+                }
+            )
+    return draw(st.permutations(rows))
+
+
+def expected(rows: list[dict[str, Any]], shard: int) -> tuple[list[Any], list[Any]]:
+    """What the wire format says, message by message in ingest order."""
+    answers: list[Any] = []
+    dead: list[Any] = []
+    for offset in sorted({r["ingest_offset"] for r in rows}):
+        mine = [r for r in rows if r["ingest_offset"] == offset]
+        if mine[0]["request_id"] is None:
+            dead += [
+                {
+                    "ingestPartition": shard,
+                    "ingestOffset": offset,
+                    "errorCode": r["error_code"],
+                    "reason": r["error_reason"],
+                }
+                for r in mine
+            ]
+            continue
+        level = [r for r in mine if r["topic"] is None]
+        head = mine[0]
+        message = {
+            "version": RESPONSE_VERSION,
+            "requestId": head["request_id"],
+            "groupId": head["group_id"],
+            "api": head["api"],
+            "errorCode": max((r["error_code"] for r in level), default=0),
+            "errorMessage": level[0]["error_reason"] if level else None,
+            "partitions": [
+                {
+                    "topic": r["topic"],
+                    "partitionIndex": r["partition"],
+                    "errorCode": r["error_code"],
+                    "errorMessage": r["error_reason"],
+                }
+                for r in mine
+                if r["topic"] is not None
+            ],
+        }
+        answers.append((head["request_id"].encode("utf-8"), message))
+    return answers, dead
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames(), st.integers(0, 49))
+def test_encoding_matches_the_wire_format(rows: list[dict[str, Any]], shard: int) -> None:
+    table = pa.Table.from_pylist(rows, schema=RESPONSE_FRAME_SCHEMA)
+    answers, dead = encode_responses(table, shard)
+    want_answers, want_dead = expected(rows, shard)
+    got_answers = [
+        (k, json.loads(v))
+        for k, v in zip(answers["key"].to_pylist(), answers["value"].to_pylist(), strict=True)
+    ]
+    assert got_answers == want_answers
+    assert dead["key"].null_count == dead.num_rows
+    assert [json.loads(v) for v in dead["value"].to_pylist()] == want_dead
+    # Every message is valid UTF-8 JSON (json.loads above would have failed otherwise).
+    assert answers["ingest_offset"].to_pylist() == sorted(
+        {r["ingest_offset"] for r in rows if r["request_id"] is not None}
+    )
+
+
+def test_json_strings_escape_only_what_needs_it() -> None:
+    values = pa.array(["plain.topic-1_x", 'q"uote', "back\\slash", "tab\t", "é", "🚀", "", None])
+    literals = json_strings(values).to_pylist()
+    assert literals[0] == '"plain.topic-1_x"'
+    assert literals[-1] == "null"
+    assert [json.loads(v) for v in literals[:-1]] == values.to_pylist()[:-1]
+
+
+def test_empty_frame_encodes_to_nothing() -> None:
+    answers, dead = encode_responses(RESPONSE_FRAME_SCHEMA.empty_table(), 0)
+    assert answers.num_rows == 0 and dead.num_rows == 0
+
+
+def test_one_message_per_request_in_request_order() -> None:
+    rows = [
+        {
+            "ingest_offset": 7,
+            "request_id": "r",
+            "group_id": "g",
+            "api": "OffsetCommit",
+            "topic": "t",
+            "partition": p,
+            "error_code": 12 if p == 1 else 0,
+            "error_reason": "too large" if p == 1 else None,
+        }
+        for p in (2, 0, 1)
+    ]
+    answers, dead = encode_responses(pa.Table.from_pylist(rows, schema=RESPONSE_FRAME_SCHEMA), 3)
+    assert dead.num_rows == 0
+    (value,) = answers["value"].to_pylist()
+    assert json.loads(value) == {
+        "version": 1,
+        "requestId": "r",
+        "groupId": "g",
+        "api": "OffsetCommit",
+        "errorCode": 0,
+        "errorMessage": None,
+        "partitions": [
+            {"topic": "t", "partitionIndex": 2, "errorCode": 0, "errorMessage": None},
+            {"topic": "t", "partitionIndex": 0, "errorCode": 0, "errorMessage": None},
+            {"topic": "t", "partitionIndex": 1, "errorCode": 12, "errorMessage": "too large"},
+        ],
+    }

@@ -1,0 +1,172 @@
+"""The shard state blob: round trips, versioning, corruption, zero-copy reuse; and the columnar
+record encoders against the per-record codecs."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.model import MemberMetadata, OffsetAndMetadata
+from state.coordinator.requests import (
+    GroupMetadataRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    PartitionCommit,
+)
+from state.engine.request_frame import frame_from_requests
+from state.engine.shard_state import compact
+from state.formats.record_columns import offset_commit_keys, offset_commit_values
+from state.formats.records import encode_offset_commit_key, encode_offset_commit_value
+from state.formats.state_codec import FORMAT_VERSION, MAGIC
+from state.shard import (
+    StateFormatError,
+    apply_batch,
+    decode_state,
+    empty_shard,
+    encode_state,
+    next_expiry_ms,
+    snapshot,
+)
+from tests.state.harness import shard_groups
+from tests.state.strategies import GROUPS, SHARD
+
+CONFIG = CoordinatorConfig(offsets_retention_ms=1000)
+
+
+def populated():
+    reqs = [
+        GroupMetadataRequest(
+            "gm",
+            GROUPS[0],
+            3,
+            protocol="range",
+            leader="m1",
+            members=(MemberMetadata("m1", "i1", "c", "h", 10, 20, ("t",)),),
+        ),
+        OffsetCommitRequest(
+            "c1", GROUPS[1], tuple(PartitionCommit("t", p, p * 10, 1, "é" * p) for p in range(50))
+        ),
+        OffsetCommitRequest("c2", GROUPS[2], (PartitionCommit("u", 0, 1),), retention_time_ms=30),
+    ]
+    state = apply_batch(
+        empty_shard(SHARD, CONFIG), frame_from_requests(reqs, 0, 100), 100, CONFIG
+    ).state
+    state = compact(state)
+    # Then a delta on top of the base: overwrites, a delete, a new key.
+    more = [
+        OffsetCommitRequest(
+            "c3", GROUPS[1], (PartitionCommit("t", 0, 7), PartitionCommit("t", 99, 1))
+        ),
+        OffsetDeleteRequest("d", GROUPS[1], (("t", 1),)),
+    ]
+    return apply_batch(state, frame_from_requests(more, 3, 200), 200, CONFIG).state
+
+
+def test_round_trip() -> None:
+    state = populated()
+    assert len(state.offsets.delta.rows) > 0 and len(state.offsets.base) > 0
+    blob = encode_state(state)
+    back = decode_state(blob)
+    assert shard_groups(back) == shard_groups(state)
+    assert back.shard_id == SHARD and back.retention_ms == CONFIG.offsets_retention_ms
+    assert next_expiry_ms(back) == next_expiry_ms(state)
+    assert encode_state(back) == blob
+    assert shard_groups(decode_state(encode_state(empty_shard(7)))) == {}
+
+
+def test_decoded_state_keeps_working() -> None:
+    back = decode_state(encode_state(populated()))
+    req = OffsetCommitRequest("c4", GROUPS[1], (PartitionCommit("t", 0, 8),))
+    result = apply_batch(back, frame_from_requests([req], 10, 300), 300, CONFIG)
+    assert snapshot(result.state)[GROUPS[1]].offsets[("t", 0)].offset == 8
+
+
+def test_base_is_zero_copy_and_reused() -> None:
+    blob = encode_state(populated())
+    state = decode_state(blob)
+    khash = state.offsets.base.khash
+    assert not khash.flags.writeable and not khash.flags.owndata  # a view of the blob
+    req = OffsetCommitRequest("c4", GROUPS[1], (PartitionCommit("t", 5, 8),))
+    after = apply_batch(state, frame_from_requests([req], 10, 300), 300, CONFIG).state
+    assert after.offsets.base is state.offsets.base
+    # The unchanged base section is copied verbatim into the new blob.
+    base_bytes = bytes(state.blob_sections["base"][1])
+    assert base_bytes in encode_state(after)
+
+
+def test_unknown_version_is_rejected() -> None:
+    blob = bytearray(encode_state(populated()))
+    struct.pack_into(">H", blob, 8, FORMAT_VERSION + 1)
+    with pytest.raises(StateFormatError, match=f"version {FORMAT_VERSION + 1} is not supported"):
+        decode_state(bytes(blob))
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda b: b"PICKLE!!" + b[8:],
+        lambda b: b[:10],
+        lambda b: b[:-8],
+        lambda b: b[:64] + b"\xff" * (len(b) - 64),
+        lambda b: b"",
+    ],
+    ids=["magic", "truncated-header", "truncated", "garbage", "empty"],
+)
+def test_corrupt_blobs_are_rejected(mangle) -> None:
+    blob = encode_state(populated())
+    assert blob.startswith(MAGIC)
+    with pytest.raises(StateFormatError):
+        decode_state(mangle(blob))
+
+
+strings = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            strings,
+            strings,
+            st.integers(0, 2**31 - 1),
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-(2**31), 2**31 - 1),
+            strings,
+            st.integers(-(2**63), 2**63 - 1),
+            st.none() | st.integers(0, 2**62),
+            st.booleans(),
+        ),
+        max_size=20,
+    )
+)
+def test_columnar_record_encoding_matches_the_record_codecs(rows: list[tuple]) -> None:
+    groups, topics, parts, offsets, epochs, metas, commits, expires, tombs = (
+        (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 9
+    )
+    keys = offset_commit_keys(
+        pa.array(groups, pa.string()),
+        pa.array(topics, pa.string()),
+        np.array(parts, dtype=np.int32),
+    )
+    assert keys.to_pylist() == [
+        encode_offset_commit_key(g, t, p) for g, t, p in zip(groups, topics, parts, strict=True)
+    ]
+    values = offset_commit_values(
+        np.array(offsets, dtype=np.int64),
+        np.array(epochs, dtype=np.int32),
+        pa.array(metas, pa.string()),
+        np.array(commits, dtype=np.int64),
+        np.array([-1 if e is None else e for e in expires], dtype=np.int64),
+        np.array(tombs, dtype=bool),
+    )
+    want = [
+        None if tomb else encode_offset_commit_value(OffsetAndMetadata(o, e, m, c, x))
+        for o, e, m, c, x, tomb in zip(offsets, epochs, metas, commits, expires, tombs, strict=True)
+    ]
+    assert values.to_pylist() == want
