@@ -49,6 +49,18 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError
 
+from connectors.client.errors import (
+    ClientClosedError,
+    CommitFailedError,
+    CommitTimeoutError,
+    DeleteGroupFailedError,
+    OffsetDeleteFailedError,
+    OffsetsError,
+    OffsetsRequestError,
+    describe_error,
+    error_code_of,
+    is_retriable,
+)
 from connectors.kafka.admin import (
     DEFAULT_BOOTSTRAP_SERVERS,
     DEFAULT_INGEST_TOPIC,
@@ -103,109 +115,6 @@ _CLOSE_JOIN_S: Final = 5.0
 
 
 # --- listing offsets ----------------------------------------------------------------------------
-
-
-# --- errors -----------------------------------------------------------------------------------
-
-
-def error_code_of(code: int) -> ErrorCode | int:
-    """``ErrorCode(code)`` when the code is known, else the bare int (a newer job may answer
-    codes this client does not name)."""
-    try:
-        return ErrorCode(code)
-    except ValueError:
-        return int(code)
-
-
-def describe_error(code: int) -> str:
-    """Kafka's name and number of an error code, e.g. ``OFFSET_METADATA_TOO_LARGE (12)``."""
-    known = error_code_of(code)
-    name = known.name if isinstance(known, ErrorCode) else "UNKNOWN_ERROR_CODE"
-    return f"{name} ({int(code)})"
-
-
-def _is_retriable(code: int) -> bool:
-    known = error_code_of(code)
-    return isinstance(known, ErrorCode) and known.retriable
-
-
-class OffsetsError(Exception):
-    """An error the offset manager answered (or a client-side condition named like one).
-
-    ``error_code`` is the Kafka error code; ``str()`` starts with ``NAME (code)``.
-    """
-
-    def __init__(self, error_code: int, message: str = "") -> None:
-        self.error_code: ErrorCode | int = error_code_of(error_code)
-        self.message = message
-        super().__init__(f"{describe_error(error_code)}" + (f": {message}" if message else ""))
-
-    @property
-    def retriable(self) -> bool:
-        """Whether retrying the same request may succeed (Kafka's ``RetriableException``)."""
-        return _is_retriable(self.error_code)
-
-
-class OffsetsRequestError(OffsetsError):
-    """A request failed: ``error_code`` is the request's error (the top-level code, else the
-    first failing partition's, non-retriable codes first); ``partitions`` maps every partition
-    of the request to its code, so ``ErrorCode.NONE`` entries were applied."""
-
-    api: Api
-
-    def __init__(
-        self,
-        error_code: int,
-        partitions: Mapping[TopicPartition, int] | None = None,
-        message: str = "",
-        *,
-        group_id: str = "",
-        request_ids: Sequence[str] = (),
-    ) -> None:
-        self.partitions: dict[TopicPartition, ErrorCode | int] = {
-            TopicPartition(*tp): error_code_of(c) for tp, c in (partitions or {}).items()
-        }
-        self.group_id = group_id
-        self.request_ids = tuple(request_ids)
-        super().__init__(error_code, message)
-
-    @property
-    def failed_partitions(self) -> dict[TopicPartition, ErrorCode | int]:
-        """The partitions that were not applied, with their codes."""
-        return {tp: c for tp, c in self.partitions.items() if c != ErrorCode.NONE}
-
-
-class CommitFailedError(OffsetsRequestError):
-    """An OffsetCommit was not (fully) applied; see ``partitions`` for which were."""
-
-    api = Api.OFFSET_COMMIT
-
-
-class CommitTimeoutError(CommitFailedError):
-    """No definite answer to an OffsetCommit before the deadline (REQUEST_TIMED_OUT, 7).
-
-    The last attempt may still be applied later. ``partitions`` holds the last codes seen
-    (REQUEST_TIMED_OUT where there was no answer at all).
-    """
-
-
-class OffsetDeleteFailedError(OffsetsRequestError):
-    """An OffsetDelete failed for the group or for some partitions (``partitions``)."""
-
-    api = Api.OFFSET_DELETE
-
-
-class DeleteGroupFailedError(OffsetsRequestError):
-    """A DeleteGroups request failed, e.g. NON_EMPTY_GROUP (68) or GROUP_ID_NOT_FOUND (69)."""
-
-    api = Api.DELETE_GROUPS
-
-
-class ClientClosedError(RuntimeError):
-    """The client was closed before the request was answered (or a request came after close)."""
-
-
-# --- results ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +207,7 @@ class _Outcome:
     def retriable(self) -> bool:
         """Not ok, and every error in it is retriable."""
         errors = [c for c in (self.error_code, *self.codes.values()) if c != 0]
-        return bool(errors) and all(_is_retriable(c) for c in errors)
+        return bool(errors) and all(is_retriable(c) for c in errors)
 
     def main_code(self) -> int:
         """The request's error: top-level, else the first non-retriable partition code, else
@@ -306,7 +215,7 @@ class _Outcome:
         if self.error_code:
             return self.error_code
         failing = [c for c in self.codes.values() if c != 0]
-        hard = [c for c in failing if not _is_retriable(c)]
+        hard = [c for c in failing if not is_retriable(c)]
         return (hard or failing or [0])[0]
 
     def describe(self) -> str:

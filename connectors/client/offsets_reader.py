@@ -22,7 +22,8 @@ from typing import Any, Self
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from connectors.client.commit_client import OffsetsError, list_offsets
+from connectors.client.errors import CoordinatorLoadInProgressError
+from connectors.kafka.admin import list_offsets
 from connectors.sinks.base import (
     CommitHistoryEntry,
     CommittedOffset,
@@ -31,24 +32,15 @@ from connectors.sinks.base import (
     Sink,
     open_sink,
 )
-from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 
 __all__ = [
     "BrokerOffsets",
-    "CoordinatorLoadInProgressError",
     "GroupDescription",
     "OffsetsReader",
     "PartitionLag",
     "lag",
 ]
-
-
-class CoordinatorLoadInProgressError(OffsetsError):
-    """The job is rebuilding its state (sink status LOADING): retry later (retriable, 14)."""
-
-    def __init__(self, message: str = "the offsets job is loading its state; retry later") -> None:
-        super().__init__(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message)
 
 
 def lag(committed: int, log_end: int | None) -> int | None:

@@ -44,10 +44,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import IO, Any, Final, Literal, TextIO
 
-from connectors.client.commit_client import (
+from connectors.client.commit_client import OffsetCommitClient
+from connectors.client.errors import (
     CommitFailedError,
     DeleteGroupFailedError,
-    OffsetCommitClient,
     OffsetDeleteFailedError,
     OffsetsError,
     OffsetsRequestError,

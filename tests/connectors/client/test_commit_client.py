@@ -18,13 +18,12 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from connectors.client.commit_client import (
+from connectors.client.commit_client import CommitResult, OffsetCommitClient
+from connectors.client.errors import (
     ClientClosedError,
     CommitFailedError,
-    CommitResult,
     CommitTimeoutError,
     DeleteGroupFailedError,
-    OffsetCommitClient,
     OffsetDeleteFailedError,
     OffsetsError,
     describe_error,

@@ -11,13 +11,8 @@ import pyarrow as pa
 import pytest
 from kafka import KafkaProducer
 
-from connectors.client.offsets_reader import (
-    BrokerOffsets,
-    CoordinatorLoadInProgressError,
-    OffsetsReader,
-    PartitionLag,
-    lag,
-)
+from connectors.client.errors import CoordinatorLoadInProgressError
+from connectors.client.offsets_reader import BrokerOffsets, OffsetsReader, PartitionLag, lag
 from connectors.sinks.base import BatchProgress, Sink, open_sink
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
