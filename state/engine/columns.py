@@ -1,0 +1,110 @@
+"""Column helpers shared by the engine, the codecs and the sinks: one home for each.
+
+- Arrow column → numpy array (:func:`numpy_column`) and → Python list (:func:`python_list`);
+- saturating int64 arithmetic (:func:`saturating_add`), as Kafka's deadlines never wrap;
+- last write per key wins (:func:`last_index_per_key`, :func:`last_rows_per_key`), Kafka's
+  compaction rule: of several rows with the same key, the one latest in log order stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The largest int64: a deadline that never comes (Kafka's ``Long.MAX_VALUE``).
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def arrow_column(table: pa.Table, name: str) -> pa.Array:
+    """Column ``name`` of ``table`` as one contiguous Arrow array (no copy when it has one
+    chunk; an empty array of the column's type when it has none)."""
+    column = table[name]
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks() if column.num_chunks else pa.array([], column.type)
+
+
+def numpy_column(
+    table: pa.Table, name: str, dtype: type | None = None, fill: int | None = None
+) -> np.ndarray:
+    """Column ``name`` as a numpy array, nulls replaced by ``fill`` first when given.
+
+    Zero-copy for fixed-width columns without nulls; bool columns (bit-packed in Arrow) are
+    unpacked. ``dtype`` casts the result (no copy when it already has that type).
+    """
+    column: pa.Array | pa.ChunkedArray = arrow_column(table, name)
+    if fill is not None and column.null_count:
+        column = pc.fill_null(column, fill)
+    values = column.to_numpy(zero_copy_only=False)
+    return values if dtype is None else values.astype(dtype, copy=False)
+
+
+def python_list(column: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """``column.to_pylist()``, much faster for integer and string columns.
+
+    ``to_pylist`` builds a pyarrow scalar per value; numpy's ``tolist`` does not. Integers with
+    nulls go through an object array so that int64 values never pass through float64.
+    """
+    n = len(column)
+    if column.null_count == n:
+        return [None] * n
+    if pa.types.is_integer(column.type):
+        if column.null_count == 0:
+            return column.to_numpy().tolist()
+        values = pc.fill_null(column, 0).to_numpy().astype(object)
+        values[pc.is_null(column).to_numpy(zero_copy_only=False)] = None
+        return values.tolist()
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column.to_numpy(zero_copy_only=False).tolist()  # None stays None
+    return column.to_pylist()
+
+
+def saturating_add(values: np.ndarray, amount: int | np.ndarray) -> np.ndarray:
+    """``values + amount`` element-wise, ``INT64_MAX`` where the sum would pass it.
+
+    ``amount`` must be >= 0 (a retention, an interval): the sum can only overflow upwards.
+    """
+    limit = INT64_MAX - np.asarray(amount, dtype=np.int64)
+    over = values > limit
+    return np.where(over, INT64_MAX, values + np.where(over, 0, amount))
+
+
+def last_index_per_key(*keys: np.ndarray) -> np.ndarray:
+    """Positions of the last row of each distinct key, in ascending (log) order.
+
+    ``keys`` are equal-length integer columns that together form the key (e.g. group code,
+    topic code, partition) of rows given in log order. Of the rows sharing a key only the
+    latest survives: last write wins, rewinds included.
+    """
+    n = len(keys[0]) if keys else 0
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    position = np.arange(n, dtype=np.int64)
+    # lexsort sorts by its last key first: by key, then by position within a key.
+    order = np.lexsort((position, *reversed(keys)))
+    last = np.ones(n, dtype=bool)
+    changes = np.zeros(n - 1, dtype=bool)
+    for key in keys:
+        ordered = key[order]
+        changes |= ordered[1:] != ordered[:-1]
+    last[:-1] = changes
+    return np.sort(order[last])
+
+
+def last_rows_per_key(table: pa.Table, keys: Sequence[str], position: str) -> pa.Table:
+    """The last row of ``table`` per ``keys`` (any column types), ordered by ``position``.
+
+    ``position`` is an integer column giving each row's place in log order (unique per row);
+    the rows returned are those with the highest position of their key, in position order.
+    """
+    if table.num_rows == 0:
+        return table
+    last = table.group_by(list(keys), use_threads=False).aggregate([(position, "max")])
+    wanted = pc.sort_indices(last.column(f"{position}_max"))
+    positions = pc.take(last.column(f"{position}_max"), wanted)
+    index = pc.index_in(positions, value_set=table.column(position))
+    return table.take(index)
