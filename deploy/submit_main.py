@@ -2,7 +2,7 @@
 
 import sys
 
-from streaming.__main__ import main
+from streaming.cli.run import main
 
 if __name__ == "__main__":
     sys.exit(main())

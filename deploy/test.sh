@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: install what is missing, lint, run every test.
+# The test command: install what is missing, lint, check the import layers, run every test.
 #
 #   bash deploy/test.sh [pytest arguments...]
 #
@@ -39,6 +39,8 @@ run_phase setup bash deploy/setup.sh "${setup_args[@]}"
 failed=()
 run_phase ruff-check .venv/bin/ruff check . || failed+=(ruff-check)
 run_phase ruff-fmt .venv/bin/ruff format --check . || failed+=(ruff-format)
+# The one-way layers and acyclic packages declared in pyproject.toml ([tool.importlinter]).
+run_phase imports .venv/bin/lint-imports || failed+=(import-layers)
 # pytest's own exit status stands: 5 ("no tests collected") is a failure too.
 run_phase pytest .venv/bin/python -m pytest -q "${pytest_args[@]}" || failed+=(pytest)
 

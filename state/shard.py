@@ -1,50 +1,83 @@
-"""The offset state machine of one coordinator shard (Kafka's ``GroupCoordinatorShard`` offsets).
+"""One coordinator shard: the single entry point of the state machine (Kafka's
+``GroupCoordinatorShard``, offsets side).
 
-The streaming job keys its state by shard (offsets-topic partition, ``partition_for(group)``) and,
-for each shard with data or a due timeout, calls::
+The streaming job keys its state by shard (offsets-topic partition, ``partition_for(group)``) and
+keeps each shard between micro-batches as an opaque blob. For each shard with input or a due
+timer it calls::
 
-    state = decode_state(blob) if blob else empty_shard(shard_id)
-    result = apply_batch(state, frame, now_ms, config)   # or expire(state, now_ms, config)
+    state = decode_state(blob)                            # or, for a shard seen the first time:
+    state = empty_shard(shard_id)                         #   nothing to load
+    state, read = replay_log(shard_id, key_value_pairs)   #   load from the offsets topic
+    frame = decode_request_messages(raw_messages)         # messages it could not parse itself
+    result = apply_batch(state, frame, now_ms, config)    # or, when the timer fired:
+    result = cleanup_group_metadata(state, now_ms, config)
     blob = encode_state(result.state)
+    answers, dead_letters = encode_responses(result.responses, shard_id)
 
-``apply_batch`` and ``expire`` never touch their input state; the new state is the old one with the
-returned records replayed, so loading a shard from the offsets topic (``replay_records``) rebuilds
-it exactly.
+``result.records`` go to the offsets topic (and the sinks) in order; ``result.next_expiry_ms`` is
+when to call again without input; ``snapshot_records(state)`` is a loaded shard as records, to
+refill a sink. Frames are Arrow tables of the ``state.formats.frames`` schemas, re-exported here.
+
+``apply_batch``, ``cleanup_group_metadata`` and ``expire`` never touch their input state; the new
+state is the old one with the returned records replayed, so loading a shard from the offsets topic
+(``replay_log``/``replay_records``) rebuilds it exactly. The reads (``fetch_offsets``,
+``group_metadata``, ``snapshot``) serve tests and tools.
 """
 
 from __future__ import annotations
 
-from state.engine.apply import ApplyResult, apply_batch
+from state.coordinator.config import CoordinatorConfig
+from state.engine.apply import ApplyResult, apply_batch, cleanup_group_metadata
+from state.engine.loading import LoadedShard, replay_log, snapshot_records
+from state.engine.request_frame import decode_request_messages, frame_from_requests
+from state.engine.shard_reads import GroupSnapshot, fetch_offsets, group_metadata, snapshot
 from state.engine.shard_state import (
     ExpireResult,
-    GroupSnapshot,
     ShardState,
     empty_shard,
     expire,
-    fetch_offsets,
-    group_metadata,
     next_expiry_ms,
     replay,
     replay_records,
-    snapshot,
 )
-from state.formats.state_codec import StateFormatError, decode_state, encode_state
+from state.engine.state_codec import StateFormatError, decode_state, encode_state
+from state.formats.frames import (
+    EXTENDED_REQUEST_FRAME_SCHEMA,
+    RECORD_FRAME_SCHEMA,
+    REQUEST_FRAME_SCHEMA,
+    RESPONSE_FRAME_SCHEMA,
+)
+from state.formats.records import RecordFormatError
+from state.formats.response_codec import encode_responses
 
 __all__ = [
+    "EXTENDED_REQUEST_FRAME_SCHEMA",
+    "RECORD_FRAME_SCHEMA",
+    "REQUEST_FRAME_SCHEMA",
+    "RESPONSE_FRAME_SCHEMA",
     "ApplyResult",
+    "CoordinatorConfig",
     "ExpireResult",
     "GroupSnapshot",
+    "LoadedShard",
+    "RecordFormatError",
     "ShardState",
     "StateFormatError",
     "apply_batch",
+    "cleanup_group_metadata",
+    "decode_request_messages",
     "decode_state",
     "empty_shard",
+    "encode_responses",
     "encode_state",
     "expire",
     "fetch_offsets",
+    "frame_from_requests",
     "group_metadata",
     "next_expiry_ms",
     "replay",
+    "replay_log",
     "replay_records",
     "snapshot",
+    "snapshot_records",
 ]

@@ -22,7 +22,7 @@ from connectors.kafka.admin import (
     DEFAULT_OFFSETS_TOPIC,
     DEFAULT_RESPONSES_TOPIC,
 )
-from connectors.sinks.base import redact_url
+from connectors.sinks import redact_url
 from state.coordinator.config import CoordinatorConfig
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"

@@ -170,7 +170,7 @@ def request_rows(kafka_df: DataFrame) -> DataFrame:
     """Flatten a Kafka-source DataFrame of ingest messages into request-frame rows.
 
     Output columns: ``shard`` (the ingest partition: the coordinator shard), the columns of
-    ``state.engine.request_frame.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message
+    ``state.formats.frames.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message
     bytes, set
     only on rows the Python decoder must look at; its other columns are then placeholders).
 

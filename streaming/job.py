@@ -29,7 +29,7 @@ from connectors.kafka.admin import (
     offsets_topic_spec,
     plain_topic_spec,
 )
-from connectors.sinks.base import Sink, open_sink
+from connectors.sinks import Sink, open_sink
 from streaming.config import JobConfig
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, request_rows
 from streaming.processor import (

@@ -1,4 +1,4 @@
-"""The ``applyInPandasWithState`` function: a thin adapter from Spark rows to ``state/`` calls.
+"""The ``applyInPandasWithState`` function: a thin adapter from Spark rows to ``state.shard`` calls.
 
 Spark keys the state by coordinator shard (the ingest partition, equal to the offsets-topic
 partition ``partition_for(group)``): about 50 keys per micro-batch whatever the number of groups,
@@ -7,9 +7,18 @@ which is what makes the Python state affordable (see the operator measurements i
 Calling contract (PySpark's, restated): the function is invoked first once for every shard that
 has input rows in the micro-batch (``state.hasTimedOut`` False, rows in ``frames``), then once for
 every shard whose processing-time timeout expired and got no rows (``hasTimedOut`` True, no rows).
-Each call returns the shard's output rows: records for the offsets topic and the sink, responses
-for the requests, and one ``stats`` row. The state is one binary column, the versioned shard blob
-of ``state.shard.encode_state``.
+The state is one binary column, the versioned shard blob of ``state.shard.encode_state``.
+
+Each call is rows -> ``state.shard`` calls -> rows:
+
+1. the shard: ``decode_state`` of the blob; for a shard without one, ``replay_log`` of its
+   offsets-topic partition (when the query starts over an existing topic) or ``empty_shard``;
+2. input rows -> a request frame (``to_request_frame``; raw messages through
+   ``decode_request_messages``) -> ``apply_batch``; on a timeout, ``cleanup_group_metadata``;
+3. ``encode_state`` of the new state, and the timeout set to ``result.next_expiry_ms``;
+4. output rows (``OUTPUT_SCHEMA``): the loaded shard as records (``snapshot_records``), the
+   records for the offsets topic and the sink, the responses and dead letters
+   (``encode_responses``), and one ``stats`` row.
 """
 
 from __future__ import annotations
@@ -29,24 +38,20 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.state import GroupState
 
-from state.coordinator.config import CoordinatorConfig
-from state.coordinator.model import GroupMetadataKey, OffsetCommitKey, Record
-from state.engine.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
-from state.engine.record_frame import records_table
-from state.engine.request_frame import EXTENDED_REQUEST_FRAME_SCHEMA
-from state.engine.request_frame import request_rows as request_rows_of
-from state.formats.records import RecordFormatError, decode_record
-from state.formats.request_codec import decode_request
-from state.formats.response_codec import encode_responses
 from state.shard import (
-    ShardState,
+    EXTENDED_REQUEST_FRAME_SCHEMA,
+    RECORD_FRAME_SCHEMA,
+    CoordinatorConfig,
+    LoadedShard,
     apply_batch,
+    cleanup_group_metadata,
+    decode_request_messages,
     decode_state,
     empty_shard,
+    encode_responses,
     encode_state,
-    expire,
-    replay_records,
-    snapshot,
+    replay_log,
+    snapshot_records,
 )
 from streaming.ingest import MARKERS
 from streaming.worker_imports import install as install_worker_imports
@@ -125,42 +130,25 @@ class ProcessorSettings:
     load_from_offsets_topic: bool
 
 
-def load_shard(settings: ProcessorSettings, shard: int) -> tuple[ShardState, int]:
+def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
     """Rebuild a shard by replaying its offsets-topic partition; returns (state, records read)."""
     from connectors.kafka.offsets_log import read_partition
 
-    records = []
-    for key, value in read_partition(settings.kafka_client_options, settings.offsets_topic, shard):
-        try:
-            records.append(decode_record(key, value))
-        except RecordFormatError as error:
-            # A record this code cannot read must not take the shard down: Kafka's loader also
-            # skips what it does not understand. Log it with its position-free description.
-            log.warning("shard %d: skipping unreadable offsets record: %s", shard, error)
-    return replay_records(empty_shard(shard), records), len(records)
+    def skip(error: Exception) -> None:
+        # A record this code cannot read must not take the shard down: Kafka's loader also
+        # skips what it does not understand. Log it with its position-free description.
+        log.warning("shard %d: skipping unreadable offsets record: %s", shard, error)
 
-
-def snapshot_records(state: ShardState) -> pa.Table:
-    """The shard's whole state as records (RECORD_FRAME_SCHEMA): what compaction would leave."""
-    records: list[Record] = []
-    for group_id, group in snapshot(state).items():
-        if group.metadata is not None:
-            records.append(Record(GroupMetadataKey(group_id), group.metadata))
-        for (topic, partition), value in sorted(group.offsets.items()):
-            records.append(Record(OffsetCommitKey(group_id, topic, partition), value))
-    return records_table(records)
+    log_entries = read_partition(settings.kafka_client_options, settings.offsets_topic, shard)
+    return replay_log(shard, log_entries, on_unreadable=skip)
 
 
 def decode_raw_rows(rows: pd.DataFrame) -> pa.Table:
     """Decode rows the JVM parser could not vouch for with the Python request codec: a valid
     request becomes its frame rows, anything else one row carrying the decoder's error."""
-    frame_rows: list[dict[str, object]] = []
-    for offset, timestamp_ms, raw in zip(
-        rows["ingest_offset"], rows["timestamp_ms"], rows["raw_value"], strict=True
-    ):
-        decoded = decode_request(bytes(raw) if raw is not None and len(raw) else None)
-        frame_rows.extend(request_rows_of(decoded, int(offset), int(timestamp_ms)))
-    return pa.Table.from_pylist(frame_rows, schema=EXTENDED_REQUEST_FRAME_SCHEMA)
+    return decode_request_messages(
+        zip(rows["ingest_offset"], rows["timestamp_ms"], rows["raw_value"], strict=True)
+    )
 
 
 def to_request_frame(pdf: pd.DataFrame) -> pa.Table:
@@ -282,8 +270,7 @@ def make_state_function(
         input_rows = 0
         next_offset: int | None = None
         if group_state.hasTimedOut:
-            result = expire(shard_state, now_ms, config)
-            responses = RESPONSE_FRAME_SCHEMA.empty_table()
+            result = cleanup_group_metadata(shard_state, now_ms, config)
         else:
             pdf = pd.concat(list(frames), ignore_index=True)
             lap("read_input")
@@ -293,7 +280,6 @@ def make_state_function(
             frame = to_request_frame(pdf)
             lap("to_request_frame")
             result = apply_batch(shard_state, frame, now_ms, config)
-            responses = result.responses
         lap("apply")
 
         group_state.update((encode_state(result.state),))
@@ -301,7 +287,7 @@ def make_state_function(
         if result.next_expiry_ms is not None:
             group_state.setTimeoutDuration(max(1, int(result.next_expiry_ms) - now_ms))
 
-        records = result.records
+        records, responses = result.records, result.responses
         is_tombstone = pc.is_null(records["value"]) if records.num_rows else None
         ok = pc.equal(responses["error_code"], 0) if responses.num_rows else None
         is_commit = pc.equal(responses["api"], "OffsetCommit") if responses.num_rows else None

@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from connectors.sinks.base import BatchProgress, Sink, SinkError
-from state.engine.outputs import RECORD_FRAME_SCHEMA
+from connectors.sinks import BatchProgress, Sink, SinkError
+from state.formats.frames import RECORD_FRAME_SCHEMA
 
 log = logging.getLogger("consumer_offsets.batches")
 

@@ -30,6 +30,7 @@ def describe_error(code: int) -> str:
 
 
 def is_retriable(code: int) -> bool:
+    """Whether Kafka retries a request that failed with ``code`` (unknown codes: no)."""
     known = error_code_of(code)
     return isinstance(known, ErrorCode) and known.retriable
 
@@ -110,11 +111,19 @@ class ClientClosedError(RuntimeError):
     """The client was closed before the request was answered (or a request came after close)."""
 
 
-# --- results ----------------------------------------------------------------------------------
-
-
 class CoordinatorLoadInProgressError(OffsetsError):
     """The job is rebuilding its state (sink status LOADING): retry later (retriable, 14)."""
 
     def __init__(self, message: str = "the offsets job is loading its state; retry later") -> None:
         super().__init__(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, message)
+
+
+# --- signals between the commit client's modules; callers see the errors above instead ----------
+
+
+class AttemptTimeout(Exception):
+    """No response to one attempt before its deadline (the caller's REQUEST_TIMED_OUT, 7)."""
+
+
+class TopicsNotAvailable(Exception):
+    """The job's topics cannot be reached or do not exist (COORDINATOR_NOT_AVAILABLE, 15)."""

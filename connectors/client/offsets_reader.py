@@ -24,7 +24,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from connectors.client.errors import CoordinatorLoadInProgressError
 from connectors.kafka.admin import list_offsets
-from connectors.sinks.base import (
+from connectors.sinks import (
     CommitHistoryEntry,
     CommittedOffset,
     CoordinatorStatus,

@@ -38,7 +38,8 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from connectors.client.commit_client import CommitResult, OffsetCommitClient
+from connectors.client.commit_client import OffsetCommitClient
+from connectors.client.results import CommitResult
 from state.coordinator.model import TopicPartition
 
 log = logging.getLogger(__name__)

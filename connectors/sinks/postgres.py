@@ -7,13 +7,13 @@ one ``INSERT … SELECT … ON CONFLICT … DO UPDATE`` and one ``DELETE … USI
 ``executemany`` (pipelined). The progress row is updated in the same transaction.
 
 Failures: if the server or the connection fails during a batch, the transaction is gone, the
-batch raises :class:`~connectors.sinks.base.SinkWriteError` and nothing of it is kept. The sink does
-*not* retry the batch itself: raised from ``foreachBatch`` the error fails the streaming query
-loudly, and the restarted query replays the batch from its checkpoint. The broken connection is
-dropped, and the next call (write or read) connects afresh. A connection found dead *before* a
-batch starts (server restart, idle timeout: the first statement fails) is replaced and the batch
-runs on the new one, since nothing of it reached the server. Reads retry once on a fresh
-connection when the connection turns out to be broken (they are idempotent).
+batch raises :class:`~connectors.sinks.values.SinkWriteError` and nothing of it is kept. The
+sink does *not* retry the batch itself: raised from ``foreachBatch`` the error fails the
+streaming query loudly, and the restarted query replays the batch from its checkpoint. The
+broken connection is dropped, and the next call (write or read) connects afresh. A connection
+found dead *before* a batch starts (server restart, idle timeout: the first statement fails) is
+replaced and the batch runs on the new one, since nothing of it reached the server. Reads retry
+once on a fresh connection when the connection turns out to be broken (they are idempotent).
 
 Readers in other processes open their own sink (``open_sink(url, read_only=True)`` runs no DDL and
 sets ``default_transaction_read_only``); each read is one statement, so it sees whole batches.
@@ -21,56 +21,27 @@ Offsets are rewritten far more often than inserted: ``consumer_offsets`` keeps 3
 free (``fillfactor = 70``) so that an update can stay on its page as a HOT update and skip
 writing a new primary-key entry. Key columns use ``COLLATE "C"``: byte-order comparisons are
 faster than locale-aware ones, and listings sort by code point as in SQLite.
+
+The write path, the reads and the contract are :class:`~connectors.sinks.base.Sink`'s; this
+module supplies the connection, its transactions, COPY for bulk batches and the SQL.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-import time
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Final, LiteralString
 
 import psycopg
-import pyarrow as pa
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from connectors.sinks.base import (
-    GROUP_UPSERT_COLUMNS,
-    HISTORY_COLUMNS,
-    OFFSET_KEY_COLUMNS,
-    OFFSET_UPSERT_COLUMNS,
-    PROGRESS_COLUMNS,
-    STATUS_COLUMNS,
-    BatchProgress,
-    CommitHistoryEntry,
-    CommittedOffset,
-    CoordinatorState,
-    CoordinatorStatus,
-    GroupListing,
-    PreparedBatch,
-    Sink,
-    SinkError,
-    SinkWriteError,
-    TableNames,
-    check_history_args,
-    check_status,
-    check_write_args,
-    clean_detail,
-    fetch_answer,
-    has_nul,
-    log_skipped_batch,
-    now_ms,
-    prepare_batch,
-    progress_values,
-    redact_url,
-    rows,
-    status_from_row,
-)
-from state.coordinator.model import TopicPartition
+from connectors.sinks.base import Sink, Statements
+from connectors.sinks.batch import OFFSET_KEY_COLUMNS, OFFSET_UPSERT_COLUMNS, PreparedBatch, rows
+from connectors.sinks.tables import PROGRESS_COLUMNS, STATUS_COLUMNS
+from connectors.sinks.url import redact_url
+from connectors.sinks.values import SinkError, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +61,14 @@ _OFFSET_VALUE_COLUMNS: Final = (
 _UPSERT_TYPES: Final = ["text", "text", "int4", "int8", "int4", "text", "int8", "int8"]
 _DELETE_TYPES: Final = ["text", "text", "int4"]
 _HISTORY_TYPES: Final = ["int8", "int8", "text", "text", "int4", "int8", "int4", "text", "int8"]
+# The columns of an applied commit, shared by the offsets and the history table.
+_COMMIT_DDL: Final = """group_id text COLLATE "C" NOT NULL,
+                topic text COLLATE "C" NOT NULL,
+                "partition" integer NOT NULL,
+                committed_offset bigint NOT NULL,
+                leader_epoch integer NOT NULL,
+                metadata text NOT NULL,
+                commit_timestamp_ms bigint NOT NULL,"""
 
 
 def _columns(names: Sequence[str]) -> sql.Composed:
@@ -102,6 +81,8 @@ def _q(text: LiteralString) -> sql.SQL:
 
 class PostgresSink(Sink):
     """:class:`Sink` on PostgreSQL; see the module docstring for transactions and failures."""
+
+    _driver_error = psycopg.Error
 
     def __init__(
         self,
@@ -116,38 +97,29 @@ class PostgresSink(Sink):
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self._conninfo = conninfo
-        self.url = redact_url(conninfo)
-        self.keep_history = keep_history
-        self.read_only = read_only
         self.copy_threshold = copy_threshold
         self._connect_timeout_s = connect_timeout_s
-        self._clock = clock
         self._schema = schema or None
-        self._names = TableNames(table_prefix)
+        super().__init__(
+            redact_url(conninfo),
+            table_prefix=table_prefix,
+            keep_history=keep_history,
+            read_only=read_only,
+            clock=clock,
+        )
 
         def table(name: str) -> sql.Identifier:
             return sql.Identifier(self._schema, name) if self._schema else sql.Identifier(name)
 
-        self._t = {
-            "offsets": table(self._names.offsets),
-            "groups": table(self._names.groups),
-            "status": table(self._names.status),
-            "history": table(self._names.history),
-            # CREATE INDEX names are unqualified: the index lives in its table's schema.
-            "history_index": sql.Identifier(self._names.history_index),
-            "stage_upserts": sql.Identifier(_STAGE_UPSERTS),
-            "stage_deletes": sql.Identifier(_STAGE_DELETES),
-        }
+        self._t = {role: table(name) for role, name in self._names.tables().items()}
+        # CREATE INDEX names are unqualified: the index lives in its table's schema.
+        self._t["history_index"] = sql.Identifier(self._names.history_index)
+        self._t["stage_upserts"] = sql.Identifier(_STAGE_UPSERTS)
+        self._t["stage_deletes"] = sql.Identifier(_STAGE_DELETES)
         self._sql = self._statements()
-        self._lock = threading.RLock()
-        self._conn: psycopg.Connection[Any] | None = None
-        with self._lock:
-            conn = self._connection()
-            if not read_only:
-                self._create_tables(conn)
-        log.info("opened sink %s (read_only=%s)", self.url, read_only)
+        self._open()
 
-    # --- connection ----------------------------------------------------------------------------
+    # --- connection and transactions -----------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
         given = conninfo_to_dict(self._conninfo)
@@ -172,39 +144,88 @@ class PostgresSink(Sink):
             raise SinkError(f"cannot prepare the connection to {self.url}: {exc}") from exc
         return conn
 
-    def _connection(self) -> psycopg.Connection[Any]:
-        conn = self._conn
-        if conn is not None and (conn.closed or conn.broken):
-            log.warning("%s: connection lost; reconnecting", self.url)
-            self._discard()
-        if self._conn is None:
-            self._conn = self._connect()
-        return self._conn
+    def _lost(self, conn: psycopg.Connection[Any]) -> bool:
+        return bool(conn.closed or conn.broken)
 
-    def _discard(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
+    def _transaction(
+        self, conn: psycopg.Connection[Any], body: Callable[[Statements], bool]
+    ) -> None:
+        """One transaction on the autocommit connection; it commits even a skipped batch's
+        locking read (nothing was written)."""
+        with conn.transaction(), conn.cursor() as cur:
+            body(cur)
 
-    def close(self) -> None:
+    def _run(
+        self, statement: sql.Composed, params: Sequence[Any] = (), *, action: str = "read failed"
+    ) -> list[tuple[Any, ...]]:
+        """Run one autocommit statement; retry once on a fresh connection if it was broken."""
         with self._lock:
-            self._discard()
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(statement, params)
+                        return cur.fetchall() if cur.description else []
+                except psycopg.Error as exc:
+                    lost = self._lost(conn)
+                    if lost:
+                        self._discard()
+                    if not lost or attempt == 2:
+                        raise SinkError(f"{self.url}: {action}: {exc}") from exc
+            raise AssertionError("unreachable")
 
-    # --- schema --------------------------------------------------------------------------------
+    def _fetch_partitions(
+        self, group_id: str, wanted: Sequence[tuple[str, int]]
+    ) -> list[tuple[Any, ...]]:
+        topics = sorted({topic for topic, _ in wanted})
+        numbers = sorted({partition for _, partition in wanted})
+        return self._run(self._sql["fetch_partitions"], (group_id, topics, numbers))
+
+    # --- bulk writes ---------------------------------------------------------------------------
+
+    def _write_offsets(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
+        """From ``copy_threshold`` offset changes on: COPY into the stage tables, then one
+        upsert and one delete; below it, the base's ``executemany`` (pipelined by psycopg)."""
+        if batch.offset_changes < self.copy_threshold:
+            super()._write_offsets(tx, batch_id, batch)
+            return
+        if batch.offset_upserts.num_rows:
+            upserts = rows(batch.offset_upserts, OFFSET_UPSERT_COLUMNS)
+            self._copy(tx, "copy_upserts", upserts, _UPSERT_TYPES)
+            tx.execute(self._sql["upsert_offsets_staged"], (batch_id,))
+        if batch.offset_deletes.num_rows:
+            deletes = rows(batch.offset_deletes, OFFSET_KEY_COLUMNS)
+            self._copy(tx, "copy_deletes", deletes, _DELETE_TYPES)
+            tx.execute(self._sql["delete_offsets_staged"])
+
+    def _write_history(self, tx: Statements, history: list[tuple[Any, ...]]) -> None:
+        if len(history) >= self.copy_threshold:
+            self._copy(tx, "copy_history", history, _HISTORY_TYPES)
+        else:
+            super()._write_history(tx, history)
+
+    def _copy(
+        self,
+        cur: Any,
+        statement: str,
+        data: Sequence[tuple[Any, ...]],
+        types: list[str],
+    ) -> None:
+        with cur.copy(self._sql[statement]) as copy:
+            copy.set_types(types)
+            for row in data:
+                copy.write_row(row)
+
+    # --- schema and statements -----------------------------------------------------------------
 
     def _create_tables(self, conn: psycopg.Connection[Any]) -> None:
         t = self._t
         statements: list[sql.Composable] = [
             sql.SQL(
                 """CREATE TABLE IF NOT EXISTS {offsets} (
-                group_id text COLLATE "C" NOT NULL,
-                topic text COLLATE "C" NOT NULL,
-                "partition" integer NOT NULL,
-                committed_offset bigint NOT NULL,
-                leader_epoch integer NOT NULL,
-                metadata text NOT NULL,
-                commit_timestamp_ms bigint NOT NULL,
+                """
+                + _COMMIT_DDL
+                + """
                 expire_timestamp_ms bigint,
                 batch_id bigint NOT NULL,
                 PRIMARY KEY (group_id, topic, "partition"))
@@ -238,13 +259,9 @@ class PostgresSink(Sink):
                 """CREATE TABLE IF NOT EXISTS {history} (
                 batch_id bigint NOT NULL,
                 seq bigint NOT NULL,
-                group_id text COLLATE "C" NOT NULL,
-                topic text COLLATE "C" NOT NULL,
-                "partition" integer NOT NULL,
-                committed_offset bigint NOT NULL,
-                leader_epoch integer NOT NULL,
-                metadata text NOT NULL,
-                commit_timestamp_ms bigint NOT NULL,
+                """
+                + _COMMIT_DDL
+                + """
                 PRIMARY KEY (batch_id, seq))"""
             ).format(history=t["history"]),
             sql.SQL(
@@ -358,6 +375,12 @@ class PostgresSink(Sink):
             "set_status": _q(
                 "UPDATE {} SET status = %s, detail = %s, updated_at_ms = %s WHERE id = 1"
             ).format(t["status"]),
+            "clear_offsets": _q("DELETE FROM {}").format(t["offsets"]),
+            "clear_groups": _q("DELETE FROM {}").format(t["groups"]),
+            "reset_status": _q(
+                "UPDATE {} SET status = %s, detail = %s, last_batch_id = -1,"
+                " ingest_offsets = '{{}}', updated_at_ms = %s WHERE id = 1"
+            ).format(t["status"]),
             "status": _q("SELECT {} FROM {} WHERE id = 1").format(
                 _columns(STATUS_COLUMNS), t["status"]
             ),
@@ -379,227 +402,14 @@ class PostgresSink(Sink):
             ).format(offsets=t["offsets"], groups=t["groups"]),
         }
 
-    # --- writing -------------------------------------------------------------------------------
-
-    def write_batch(self, batch_id: int, records: pa.Table, progress: BatchProgress) -> bool:
-        """See :meth:`Sink.write_batch` and the module docstring (locking, COPY, failures)."""
-        check_write_args(batch_id, progress)
-        if self.read_only:
-            raise SinkError(f"{self.url} is open read-only")
-        prepared = prepare_batch(records)
-        started = time.perf_counter()
-        with self._lock:
-            for attempt in (1, 2):
-                conn = self._connection()
-                begun = False
-                try:
-                    with conn.transaction(), conn.cursor() as cur:
-                        found = cur.execute(self._sql["last_batch"]).fetchone()
-                        begun = True
-                        if found is None:
-                            raise SinkError(f"{self.url}: the coordinator status row is missing")
-                        last_batch_id = int(found[0])
-                        if batch_id > last_batch_id:
-                            self._apply_records(cur, batch_id, prepared)
-                            self._record_progress(cur, progress, prepared.skipped)
-                    break
-                except Exception as exc:
-                    lost = conn.closed or conn.broken
-                    if lost:
-                        self._discard()  # the next call reconnects
-                    if lost and not begun and attempt == 1:
-                        # The connection died while idle (server restart, idle timeout): nothing
-                        # of this batch reached the server, so it is safe to start over.
-                        log.warning(
-                            "%s: connection lost before batch %d; retrying", self.url, batch_id
-                        )
-                        continue
-                    raise SinkWriteError(
-                        f"{self.url}: batch {batch_id} not written (replaying it is safe): {exc}"
-                    ) from exc
-        if batch_id <= last_batch_id:
-            log_skipped_batch(self, batch_id, last_batch_id)
-            return False
-        log.debug(
-            "%s: batch %d: %d offset upserts, %d offset deletes, %d group changes in %.1f ms",
-            self.url,
-            batch_id,
-            prepared.offset_upserts.num_rows,
-            prepared.offset_deletes.num_rows,
-            prepared.group_upserts.num_rows + prepared.group_deletes.num_rows,
-            (time.perf_counter() - started) * 1000,
+    def _history_query(self, conditions: Sequence[str]) -> sql.Composed:
+        # The conditions are the base's fixed column names, not user input.
+        where = sql.SQL(" AND ").join(
+            sql.SQL(f"{column} = %s")  # type: ignore[arg-type]
+            for column in conditions
         )
-        return True
-
-    def _apply_records(self, cur: psycopg.Cursor[Any], batch_id: int, batch: PreparedBatch) -> None:
-        sql_ = self._sql
-        if batch.offset_changes >= self.copy_threshold:
-            if batch.offset_upserts.num_rows:
-                self._copy(
-                    cur,
-                    "copy_upserts",
-                    rows(batch.offset_upserts, OFFSET_UPSERT_COLUMNS),
-                    _UPSERT_TYPES,
-                )
-                cur.execute(sql_["upsert_offsets_staged"], (batch_id,))
-            if batch.offset_deletes.num_rows:
-                self._copy(
-                    cur,
-                    "copy_deletes",
-                    rows(batch.offset_deletes, OFFSET_KEY_COLUMNS),
-                    _DELETE_TYPES,
-                )
-                cur.execute(sql_["delete_offsets_staged"])
-        else:
-            if batch.offset_upserts.num_rows:
-                cur.executemany(
-                    sql_["upsert_offset"],
-                    rows(batch.offset_upserts, OFFSET_UPSERT_COLUMNS, batch_id),
-                )
-            if batch.offset_deletes.num_rows:
-                cur.executemany(
-                    sql_["delete_offset"], rows(batch.offset_deletes, OFFSET_KEY_COLUMNS)
-                )
-        if batch.group_upserts.num_rows:
-            cur.executemany(
-                sql_["upsert_group"], rows(batch.group_upserts, GROUP_UPSERT_COLUMNS, batch_id)
-            )
-        if batch.group_deletes.num_rows:
-            cur.executemany(sql_["delete_group"], rows(batch.group_deletes, ["group_id"]))
-        if self.keep_history and batch.history.num_rows:
-            history = [(batch_id, *row) for row in rows(batch.history, ["__seq", *HISTORY_COLUMNS])]
-            if len(history) >= self.copy_threshold:
-                self._copy(cur, "copy_history", history, _HISTORY_TYPES)
-            else:
-                cur.executemany(sql_["insert_history"], history)
-
-    def _copy(
-        self,
-        cur: psycopg.Cursor[Any],
-        statement: str,
-        data: Sequence[tuple[Any, ...]],
-        types: list[str],
-    ) -> None:
-        with cur.copy(self._sql[statement]) as copy:
-            copy.set_types(types)
-            for row in data:
-                copy.write_row(row)
-
-    def _record_progress(
-        self, cur: psycopg.Cursor[Any], progress: BatchProgress, skipped: int
-    ) -> None:
-        cur.execute(self._sql["progress"], progress_values(progress, skipped, self._clock()))
-
-    def set_status(self, status: CoordinatorState, detail: str = "") -> None:
-        check_status(status)
-        if self.read_only:
-            raise SinkError(f"{self.url} is open read-only")
-        self._run(self._sql["set_status"], (status, clean_detail(detail), self._clock()))
-
-    def reset(self, status: CoordinatorState, detail: str = "") -> None:
-        check_status(status)
-        if self.read_only:
-            raise SinkError(f"{self.url} is open read-only")
-        t = self._t
-        with self._lock:
-            conn = self._connection()
-            try:
-                with conn.transaction(), conn.cursor() as cur:
-                    cur.execute(_q("DELETE FROM {}").format(t["offsets"]))
-                    cur.execute(_q("DELETE FROM {}").format(t["groups"]))
-                    cur.execute(
-                        _q(
-                            "UPDATE {} SET status = %s, detail = %s, last_batch_id = -1,"
-                            " ingest_offsets = '{{}}', updated_at_ms = %s WHERE id = 1"
-                        ).format(t["status"]),
-                        (status, clean_detail(detail), self._clock()),
-                    )
-            except psycopg.Error as exc:
-                if conn.closed or conn.broken:
-                    self._discard()
-                raise SinkError(f"{self.url}: cannot reset: {exc}") from exc
-
-    # --- reading -------------------------------------------------------------------------------
-
-    def _run(self, query: sql.Composed, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run one autocommit statement; retry once on a fresh connection if it was broken."""
-        with self._lock:
-            for attempt in (1, 2):
-                conn = self._connection()
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute(query, params)
-                        return cur.fetchall() if cur.description else []
-                except psycopg.Error as exc:
-                    lost = conn.closed or conn.broken
-                    if lost:
-                        self._discard()
-                    if not lost or attempt == 2:
-                        raise SinkError(f"{self.url}: {exc}") from exc
-            raise AssertionError("unreachable")
-
-    def fetch_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
-    ) -> list[CommittedOffset]:
-        if partitions is None:
-            if has_nul(group_id):
-                return []  # never stored (see connectors.sink); PostgreSQL would reject it
-            return [
-                _offset(group_id, row) for row in self._run(self._sql["fetch_group"], (group_id,))
-            ]
-        if not partitions:
-            return []
-        # PostgreSQL cannot even compare a NUL string: such keys are answered "no offset".
-        wanted = [(tp[0], int(tp[1])) for tp in partitions if not has_nul(group_id, tp[0])]
-        stored: dict[tuple[str, int], CommittedOffset] = {}
-        if wanted:
-            topics = sorted({topic for topic, _ in wanted})
-            numbers = sorted({partition for _, partition in wanted})
-            for row in self._run(self._sql["fetch_partitions"], (group_id, topics, numbers)):
-                offset = _offset(group_id, row)
-                stored[(offset.topic, offset.partition)] = offset
-        return fetch_answer(group_id, partitions, stored)
-
-    def list_groups(self) -> list[GroupListing]:
-        return [
-            GroupListing(group_id=g, partitions=int(n), generation=gen, members=members)
-            for g, n, gen, members in self._run(self._sql["list_groups"])
-        ]
-
-    def status(self) -> CoordinatorStatus:
-        found = self._run(self._sql["status"])
-        if not found:
-            raise SinkError(f"{self.url}: the coordinator status row is missing")
-        return status_from_row(found[0])
-
-    def history(
-        self,
-        group_id: str,
-        topic: str | None = None,
-        partition: int | None = None,
-        limit: int = 100,
-    ) -> list[CommitHistoryEntry]:
-        check_history_args(topic, partition, limit)
-        if has_nul(group_id, topic):
-            return []
-        where = [_q("group_id = %s")]
-        params: list[Any] = [group_id]
-        if topic is not None:
-            where.append(_q("topic = %s"))
-            params.append(topic)
-        if partition is not None:
-            where.append(_q('"partition" = %s'))
-            params.append(int(partition))
-        query = _q(
+        return _q(
             'SELECT group_id, topic, "partition", committed_offset, leader_epoch, metadata,'
             " commit_timestamp_ms, batch_id FROM {} WHERE {}"
             " ORDER BY batch_id DESC, seq DESC LIMIT %s"
-        ).format(self._t["history"], sql.SQL(" AND ").join(where))
-        return [CommitHistoryEntry(*row) for row in self._run(query, (*params, int(limit)))]
-
-
-def _offset(group_id: str, row: Sequence[Any]) -> CommittedOffset:
-    topic, partition, offset, epoch, metadata, commit_ts, expire_ts = row
-    return CommittedOffset(
-        group_id, topic, partition, offset, epoch, metadata, commit_ts, expire_ts
-    )
+        ).format(self._t["history"], where)

@@ -6,6 +6,8 @@ from enum import IntEnum
 
 
 class ErrorCode(IntEnum):
+    """The Kafka error codes this project answers with, by Kafka's names and numbers."""
+
     NONE = 0
     CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3

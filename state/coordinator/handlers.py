@@ -7,6 +7,7 @@ shard's exact path (groups whose batch is not commit-only) both use these handle
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,6 +55,7 @@ class Response:
 
     @staticmethod
     def of(topic: str | None, partition: int | None, code: int) -> Response:
+        """The response with ``code`` and its standard ``error_reason``."""
         return Response(topic, partition, int(code), error_reason(code))
 
 
@@ -70,13 +72,17 @@ class GroupView(Protocol):
     """Read access to one group's current state."""
 
     @property
-    def metadata(self) -> GroupMetadataValue | None: ...
+    def metadata(self) -> GroupMetadataValue | None:
+        """The group's GroupMetadata; None for a simple group (offsets only) or no group."""
+        ...
 
     def exists(self) -> bool:
         """Whether the group has GroupMetadata or at least one committed offset."""
         ...
 
-    def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None: ...
+    def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
+        """The committed offset of ``tp``, None if there is none."""
+        ...
 
     def topic_partitions(self) -> list[TopicPartition]:
         """All partitions with a committed offset, sorted."""
@@ -115,6 +121,26 @@ def _group_id_error(group_id: str | None, shard_id: int, config: CoordinatorConf
     return ErrorCode.NONE
 
 
+def _group_error(
+    group_id: str,
+    group: GroupView,
+    shard_id: int,
+    config: CoordinatorConfig,
+    validate: Callable[[GroupMetadataValue | None, bool], ErrorCode],
+) -> ErrorCode:
+    """The group-level answer of a request: the id checks, then ``validate(metadata, exists)``
+    of the group's state (``validate_offset_delete_group`` or ``validate_delete_group``)."""
+    error = _group_id_error(group_id, shard_id, config)
+    if error == ErrorCode.NONE:
+        error = validate(group.metadata, group.exists())
+    return error
+
+
+def _answer(code: ErrorCode, records: list[Record] | None = None) -> HandlerResult:
+    """A request-level answer (``code`` for the whole request), with the ``records`` to replay."""
+    return HandlerResult(records or [], [Response.of(None, None, code)])
+
+
 def _offset_commit(
     request: OffsetCommitRequest,
     group: GroupView,
@@ -122,9 +148,11 @@ def _offset_commit(
     shard_id: int,
     config: CoordinatorConfig,
 ) -> HandlerResult:
+    """OffsetCommit: one response per partition, in request order, and a record per accepted
+    partition (``OffsetMetadataManager.commitOffset``)."""
     # A commit listing no partitions is answered by Kafka's KafkaApis without the coordinator.
     if not request.partitions:
-        return HandlerResult([], [Response.of(None, None, ErrorCode.NONE)])
+        return _answer(ErrorCode.NONE)
     codes: list[ErrorCode | None] = [None] * len(request.partitions)
     # Unknown topics are answered per partition before the coordinator sees the request (KafkaApis);
     # if none is left, group errors are never reported.
@@ -179,14 +207,14 @@ def _offset_delete(
     shard_id: int,
     config: CoordinatorConfig,
 ) -> HandlerResult:
-    group_error = _group_id_error(request.group_id, shard_id, config)
-    if group_error == ErrorCode.NONE:
-        group_error = validate_offset_delete_group(group.metadata, group.exists())
+    """OffsetDelete (KIP-496): a request-level error, or one response per partition and a
+    tombstone per committed offset deleted (``OffsetMetadataManager.deleteOffsets``)."""
+    group_error = _group_error(
+        request.group_id, group, shard_id, config, validate_offset_delete_group
+    )
     # A request-level error is the whole answer, as in Kafka's OffsetDelete response.
-    if group_error != ErrorCode.NONE:
-        return HandlerResult([], [Response.of(None, None, group_error)])
-    if not request.partitions:
-        return HandlerResult([], [Response.of(None, None, ErrorCode.NONE)])
+    if group_error != ErrorCode.NONE or not request.partitions:
+        return _answer(group_error)
     records: list[Record] = []
     responses: list[Response] = []
     deleted: set[TopicPartition] = set()
@@ -211,18 +239,17 @@ def _delete_group(
     shard_id: int,
     config: CoordinatorConfig,
 ) -> HandlerResult:
-    group_error = _group_id_error(request.group_id, shard_id, config)
-    if group_error == ErrorCode.NONE:
-        group_error = validate_delete_group(group.metadata, group.exists())
+    """DeleteGroups for one group: tombstones for its offsets, then for its GroupMetadata."""
+    group_error = _group_error(request.group_id, group, shard_id, config, validate_delete_group)
     if group_error != ErrorCode.NONE:
-        return HandlerResult([], [Response.of(None, None, group_error)])
+        return _answer(group_error)
     records = [
         Record(OffsetCommitKey(request.group_id, tp.topic, tp.partition), None)
         for tp in group.topic_partitions()
     ]
     if group.metadata is not None:
         records.append(Record(GroupMetadataKey(request.group_id), None))
-    return HandlerResult(records, [Response.of(None, None, ErrorCode.NONE)])
+    return _answer(ErrorCode.NONE, records)
 
 
 def _group_metadata(
@@ -231,9 +258,10 @@ def _group_metadata(
     shard_id: int,
     config: CoordinatorConfig,
 ) -> HandlerResult:
+    """GroupMetadata: the group's new GroupMetadata record, its state time ``timestamp_ms``."""
     group_error = _group_id_error(request.group_id, shard_id, config)
     if group_error != ErrorCode.NONE:
-        return HandlerResult([], [Response.of(None, None, group_error)])
+        return _answer(group_error)
     value = GroupMetadataValue(
         protocol_type=request.protocol_type,
         generation=request.generation_id,
@@ -242,7 +270,4 @@ def _group_metadata(
         current_state_timestamp_ms=timestamp_ms,
         members=tuple(request.members),
     )
-    return HandlerResult(
-        [Record(GroupMetadataKey(request.group_id), value)],
-        [Response.of(None, None, ErrorCode.NONE)],
-    )
+    return _answer(ErrorCode.NONE, [Record(GroupMetadataKey(request.group_id), value)])

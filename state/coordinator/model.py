@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 
 class TopicPartition(NamedTuple):
+    """A partition of a topic, as Kafka names one."""
+
     topic: str
     partition: int
 

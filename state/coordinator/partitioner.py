@@ -20,9 +20,8 @@ DEFAULT_PARTITIONS = 50
 _INT32_MIN = -(1 << 31)
 _MASK32 = 0xFFFFFFFF
 
-# Large enough for every group active in a deployment of this project's size (tens of thousands of
-# groups), small enough (a few MiB) to never matter for memory. Group ids repeat across requests,
-# so most calls are cache hits.
+# Large enough to hold every group active in a deployment, small enough never to matter for
+# memory. Group ids repeat across requests, so most calls are cache hits.
 _CACHE_SIZE = 1 << 16
 
 
@@ -47,6 +46,7 @@ def java_string_hash(s: str) -> int:
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _cached_hash(s: str) -> int:
+    """``java_string_hash(s)``, cached: it runs once per request, on few distinct group ids."""
     return java_string_hash(s)
 
 

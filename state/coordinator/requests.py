@@ -2,16 +2,14 @@
 
 Producers write one request per message to the ingest topic (key: the group id, value: versioned
 JSON, see ``state.formats.request_codec`` and the README). The streaming job flattens a batch of
-messages into a *request frame*: one row per partition of each request (one row for requests without
-partitions), in log order. ``REQUEST_FRAME_SCHEMA`` is that frame's contract.
+messages into a *request frame* (``state.formats.frames.REQUEST_FRAME_SCHEMA``): one row per
+partition of each request (one row for requests without partitions), in log order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-
-import pyarrow as pa
 
 from state.coordinator.model import MemberMetadata, TopicPartition
 
@@ -20,6 +18,8 @@ REQUEST_VERSION = 1
 
 
 class Api(StrEnum):
+    """The requests of the ingest format (its ``api`` field), named as Kafka's APIs."""
+
     OFFSET_COMMIT = "OffsetCommit"
     OFFSET_DELETE = "OffsetDelete"
     DELETE_GROUPS = "DeleteGroups"
@@ -30,6 +30,9 @@ class Api(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PartitionCommit:
+    """One partition of an OffsetCommit: the offset to commit, with its leader epoch (-1:
+    unknown) and metadata."""
+
     topic: str
     partition: int
     offset: int
@@ -39,6 +42,9 @@ class PartitionCommit:
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitRequest:
+    """Commit offsets for a group, as a member of ``generation_id`` (-1 with an empty member id:
+    an admin or standalone commit)."""
+
     request_id: str
     group_id: str
     partitions: tuple[PartitionCommit, ...]
@@ -68,6 +74,9 @@ class DeleteGroupsRequest:
 
 @dataclass(frozen=True, slots=True)
 class GroupMetadataRequest:
+    """Store a classic group's generation and members (the GroupMetadata record written when a
+    rebalance completes)."""
+
     request_id: str
     group_id: str
     generation_id: int
@@ -90,33 +99,3 @@ class DecodeError:
     request_id: str | None = None
     group_id: str | None = None
     api: str | None = None
-
-
-#: One row per partition of each request, in log order (``ingest_offset``, ``partition_index``).
-#: Request-level fields repeat on each row. Requests without partitions (DeleteGroups,
-#: GroupMetadata, or a commit listing none) have one row with null topic/partition.
-#: ``error_code`` != 0 marks a row the decoder already rejected, ``error_reason`` says why.
-REQUEST_FRAME_SCHEMA = pa.schema(
-    [
-        pa.field("ingest_offset", pa.int64(), nullable=False),
-        pa.field("partition_index", pa.int32(), nullable=False),
-        # Broker append time of the ingest message (LogAppendTime): the commit timestamp.
-        pa.field("timestamp_ms", pa.int64(), nullable=False),
-        pa.field("api", pa.string()),
-        pa.field("request_id", pa.string()),
-        pa.field("group_id", pa.string()),
-        pa.field("generation_id", pa.int32(), nullable=False),
-        pa.field("member_id", pa.string(), nullable=False),
-        pa.field("group_instance_id", pa.string()),
-        pa.field("retention_time_ms", pa.int64(), nullable=False),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("leader_epoch", pa.int32(), nullable=False),
-        pa.field("metadata", pa.string()),
-        # GroupMetadata only: the request's "members" array as JSON text.
-        pa.field("members_json", pa.string()),
-        pa.field("error_code", pa.int16(), nullable=False),
-        pa.field("error_reason", pa.string()),
-    ]
-)

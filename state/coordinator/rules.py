@@ -22,7 +22,9 @@ _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 #: subscription, which KIP-496 uses for OffsetDelete and offset expiry.
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
-#: Largest int64: deadlines saturate here instead of wrapping around.
+#: The largest int64 (Kafka's ``Long.MAX_VALUE``): deadlines saturate here instead of wrapping
+#: around, and a deadline of INT64_MAX never comes. The engine's vectorized arithmetic and the
+#: record codecs' range checks use this one.
 INT64_MAX = 2**63 - 1
 
 
@@ -37,6 +39,7 @@ def is_valid_topic(topic: str | None) -> bool:
 
 
 def is_valid_partition(partition: int | None) -> bool:
+    """A partition index Kafka can look up: not null, not negative."""
     return partition is not None and partition >= 0
 
 
@@ -164,6 +167,8 @@ def expire_timestamp(timestamp_ms: int, retention_time_ms: int) -> int | None:
 
 
 def saturating_add(a: int, b: int) -> int:
+    """``a + b``, or ``INT64_MAX`` when the sum passes it: a deadline that would overflow a Java
+    long never comes (``state.engine.columns.saturating_add`` is the same over columns)."""
     return min(a + b, INT64_MAX)
 
 

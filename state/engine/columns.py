@@ -15,8 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: The largest int64: a deadline that never comes (Kafka's ``Long.MAX_VALUE``).
-INT64_MAX = np.iinfo(np.int64).max
+from state.coordinator.rules import INT64_MAX
 
 
 def arrow_column(table: pa.Table, name: str) -> pa.Array:

@@ -28,12 +28,15 @@ class StringDict:
 
     @staticmethod
     def empty() -> StringDict:
+        """A dictionary without strings."""
         return StringDict(
             pa.array([], pa.large_string()), np.zeros(0, np.uint64), np.zeros(0, np.int64)
         )
 
     @staticmethod
     def build(names: pa.Array, hashes: np.ndarray) -> StringDict:
+        """The dictionary of ``names`` (code = position; large_string, no nulls, distinct) with
+        ``hashes`` their ``string_hash``."""
         return StringDict(names, hashes, np.argsort(hashes, kind="stable").astype(np.int64))
 
     def __len__(self) -> int:
@@ -109,6 +112,7 @@ class GroupTable:
 
     @staticmethod
     def empty() -> GroupTable:
+        """A table without groups."""
         return GroupTable(
             StringDict.empty(),
             np.zeros(0, np.int64),
@@ -146,6 +150,7 @@ class GroupTable:
         )
 
     def group_metadata(self, code: int) -> GroupMetadataValue | None:
+        """The GroupMetadata of group ``code``, decoded; None without."""
         if not self.has_metadata[code]:
             return None
         return decode_group_metadata_value(self.metadata[code].as_py())
@@ -183,6 +188,8 @@ class GroupTable:
         )
 
     def with_counts(self, codes: np.ndarray, change: np.ndarray) -> GroupTable:
+        """The table with ``change[i]`` added to the offset count of group ``codes[i]`` (codes may
+        repeat: every change counts)."""
         counts = self.offset_count.copy()
         np.add.at(counts, codes, change)
         return replace(self, offset_count=counts)

@@ -3,6 +3,7 @@
 Rows are keyed by (group code, topic code, partition), the codes indexing the shard's group and
 topic dictionaries, and ordered by ``state.engine.hashing.key_hash`` so a batch finds its keys by
 binary search.
+
 Writes never copy the base: they go to the delta, whose rows either add a key or supersede a base
 row (``base_pos``), possibly as a tombstone (``tomb``). The delta is merged into a new base once it
 grows past a fraction of the base, so the cost of a write follows the batch and the merge is
@@ -21,10 +22,12 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
+from state.engine.columns import INT64_MAX
 from state.engine.hashing import group_hash_range
+from state.engine.offset_rows import Rows, find, merge_sorted
 
 #: Deadline of a row that cannot expire in its group's current state.
-NEVER = np.iinfo(np.int64).max
+NEVER = INT64_MAX
 #: Expire timestamp of a row without an explicit one (Kafka's own "none" marker in v1 values).
 NO_EXPIRE = -1
 
@@ -35,129 +38,12 @@ COMPACT_FRACTION = 8
 COMPACT_MIN_ROWS = 32768
 
 
-@dataclass(frozen=True)
-class Rows:
-    """Offset rows as parallel columns; ``metadata`` is an Arrow large_string array."""
-
-    khash: np.ndarray  # uint64, the sort key
-    gcode: np.ndarray  # int32
-    tcode: np.ndarray  # int32
-    partition: np.ndarray  # int32
-    offset: np.ndarray  # int64
-    leader_epoch: np.ndarray  # int32
-    metadata: pa.Array  # large_string, no nulls
-    commit_ts: np.ndarray  # int64
-    expire_ts: np.ndarray  # int64, NO_EXPIRE when none
-    deadline: np.ndarray  # int64, NEVER when it cannot expire
-
-    def __len__(self) -> int:
-        return len(self.khash)
-
-    def take(self, idx: np.ndarray) -> Rows:
-        values = {}
-        for f in fields(self):
-            col = getattr(self, f.name)
-            values[f.name] = (
-                col.take(pa.array(idx, pa.int64())) if f.name == "metadata" else col[idx]
-            )
-        return Rows(**values)
-
-    @staticmethod
-    def concat(parts: list[Rows]) -> Rows:
-        values = {}
-        for f in fields(Rows):
-            cols = [getattr(p, f.name) for p in parts]
-            values[f.name] = (
-                pa.concat_arrays(cols) if f.name == "metadata" else np.concatenate(cols)
-            )
-        return Rows(**values)
-
-    @staticmethod
-    def empty() -> Rows:
-        return Rows(
-            khash=np.zeros(0, np.uint64),
-            gcode=np.zeros(0, np.int32),
-            tcode=np.zeros(0, np.int32),
-            partition=np.zeros(0, np.int32),
-            offset=np.zeros(0, np.int64),
-            leader_epoch=np.zeros(0, np.int32),
-            metadata=pa.array([], pa.large_string()),
-            commit_ts=np.zeros(0, np.int64),
-            expire_ts=np.zeros(0, np.int64),
-            deadline=np.zeros(0, np.int64),
-        )
-
-    def with_deadline(self, deadline: np.ndarray) -> Rows:
-        return replace(self, deadline=deadline)
-
-    def sorted_by_key(self) -> Rows:
-        order = np.argsort(self.khash, kind="stable")
-        return self.take(order)
-
-
-def find(
-    rows: Rows, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
-) -> np.ndarray:
-    """Index in ``rows`` (sorted by ``khash``) of each queried key, -1 where absent."""
-    result = np.full(len(khash), -1, dtype=np.int64)
-    n = len(rows)
-    if n == 0 or len(khash) == 0:
-        return result
-    # Searching in key order lets each binary search start where the previous one ended, which
-    # keeps a large table's memory access local.
-    order = np.argsort(khash, kind="stable")
-    lo = np.empty(len(khash), dtype=np.int64)
-    lo[order] = np.searchsorted(rows.khash, khash[order], side="left")
-    at = np.minimum(lo, n - 1)
-    same_hash = rows.khash[at] == khash
-    # A run of equal hashes (a collision) is rare: the hash has 64 bits, 32 within a group.
-    after = np.minimum(lo + 1, n - 1)
-    run = same_hash & (lo + 1 < n) & (rows.khash[after] == khash)
-    single = np.flatnonzero(same_hash & ~run)
-    if single.size:
-        at = lo[single]
-        match = (
-            (rows.gcode[at] == gcode[single])
-            & (rows.tcode[at] == tcode[single])
-            & (rows.partition[at] == partition[single])
-        )
-        result[single[match]] = at[match]
-    for i in np.flatnonzero(run):
-        j = int(lo[i])
-        while j < n and rows.khash[j] == khash[i]:
-            if (
-                rows.gcode[j] == gcode[i]
-                and rows.tcode[j] == tcode[i]
-                and rows.partition[j] == partition[i]
-            ):
-                result[i] = j
-                break
-            j += 1
-    return result
-
-
 def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """``np.isin(values, sorted_set)`` for a sorted ``sorted_set``, by binary search."""
     if sorted_set.size == 0:
         return np.zeros(len(values), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
     return sorted_set[at] == values
-
-
-def _merge_sorted(old: Rows, new: Rows) -> tuple[Rows, np.ndarray]:
-    """``old`` and ``new`` (each sorted by khash) as one sorted Rows, and where ``new``'s rows
-    went."""
-    if len(new) == 0:
-        return old, np.zeros(0, np.int64)
-    if len(old) == 0:
-        return new, np.arange(len(new), dtype=np.int64)
-    new_at = np.searchsorted(old.khash, new.khash, side="right") + np.arange(len(new))
-    perm = np.empty(len(old) + len(new), dtype=np.int64)
-    is_new = np.zeros(len(perm), dtype=bool)
-    is_new[new_at] = True
-    perm[new_at] = len(old) + np.arange(len(new))
-    perm[~is_new] = np.arange(len(old))
-    return Rows.concat([old, new]).take(perm), new_at
 
 
 @dataclass(frozen=True)
@@ -171,6 +57,7 @@ class Delta:
 
     @staticmethod
     def empty() -> Delta:
+        """A delta without rows."""
         return Delta(Rows.empty(), np.zeros(0, np.int64), np.zeros(0, bool))
 
     @cached_property
@@ -191,6 +78,10 @@ class Located:
 
 @dataclass(frozen=True)
 class OffsetTable:
+    """The committed offsets of a shard: ``base`` (sorted by khash, unique keys) overlaid by
+    ``delta``. A key's current row is its delta row if any (absent if a tombstone), else its base
+    row."""
+
     base: Rows
     delta: Delta
     #: Base row numbers in (deadline, row) order: the base rows due at a time are a prefix, so
@@ -199,6 +90,7 @@ class OffsetTable:
 
     @staticmethod
     def empty() -> OffsetTable:
+        """A table without offsets."""
         return OffsetTable(Rows.empty(), Delta.empty(), np.zeros(0, np.int64))
 
     @staticmethod
@@ -234,6 +126,7 @@ class OffsetTable:
     def locate(
         self, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
     ) -> Located:
+        """Where each queried key (``khash`` with its codes and partition) currently lives."""
         d_idx = find(self.delta.rows, khash, gcode, tcode, partition)
         b_idx = np.full(len(khash), -1, dtype=np.int64)
         outside = np.flatnonzero(d_idx < 0)
@@ -373,7 +266,7 @@ class OffsetTable:
         new_rows = new_rows.take(order)
         new_base_pos = loc.base[add][order]
         new_tomb = tomb[add][order]
-        merged, new_at = _merge_sorted(drow, new_rows)
+        merged, new_at = merge_sorted(drow, new_rows)
         all_base_pos = np.empty(len(merged), dtype=np.int64)
         all_tomb = np.empty(len(merged), dtype=bool)
         old_at = np.ones(len(merged), dtype=bool)
@@ -392,6 +285,7 @@ class OffsetTable:
         return OffsetTable(self.base, delta, self.base_order), existed
 
     def needs_compaction(self) -> bool:
+        """Whether the delta has outgrown its share of the base (see ``COMPACT_FRACTION``)."""
         return len(self.delta.rows) > max(COMPACT_MIN_ROWS, len(self.base) // COMPACT_FRACTION)
 
     def compact(self) -> OffsetTable:
@@ -401,7 +295,7 @@ class OffsetTable:
         base = self.base.take(np.flatnonzero(keep)) if not keep.all() else self.base
         d = self.delta
         fresh = d.rows.take(np.flatnonzero(~d.tomb))
-        merged, _ = _merge_sorted(base, fresh)
+        merged, _ = merge_sorted(base, fresh)
         return OffsetTable.from_base(merged)
 
     def remap_codes(self, group_map: np.ndarray, topic_map: np.ndarray) -> OffsetTable:

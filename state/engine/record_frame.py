@@ -19,7 +19,7 @@ from state.coordinator.model import (
     OffsetCommitKey,
     Record,
 )
-from state.engine.outputs import RECORD_FRAME_SCHEMA
+from state.formats.frames import RECORD_FRAME_SCHEMA
 from state.formats.record_columns import offset_commit_keys, offset_commit_values
 from state.formats.records import (
     decode_group_metadata_value,
@@ -32,6 +32,7 @@ GROUP_KIND = "group"
 
 
 def empty_records() -> pa.Table:
+    """A record frame without records."""
     return RECORD_FRAME_SCHEMA.empty_table()
 
 
@@ -105,6 +106,7 @@ def group_records(groups: Sequence[str], values: Sequence[GroupMetadataValue | N
 
 
 def _group_row(group: str, value: GroupMetadataValue | None) -> dict[str, object]:
+    """The record frame row of a GroupMetadata record (a tombstone when ``value`` is None)."""
     return {
         "kind": GROUP_KIND,
         "group_id": group,
@@ -145,6 +147,7 @@ def records_table(records: Iterable[Record]) -> pa.Table:
 
 
 def _offset_records_of(records: list[Record]) -> pa.Table:
+    """The offset record frame of ``records`` (all ``OffsetCommitKey``), in order."""
     n = len(records)
     if n == 0:
         return empty_records()

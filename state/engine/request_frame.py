@@ -1,5 +1,5 @@
-"""Request frames (``REQUEST_FRAME_SCHEMA``) from request objects, for tests, benchmarks and
-clients.
+"""Request frames (``REQUEST_FRAME_SCHEMA``) from request objects (tests, benchmarks, clients)
+and from raw ingest messages (the streaming job, for messages its own parser did not vouch for).
 
 A frame may carry three columns beyond ``REQUEST_FRAME_SCHEMA`` (``GROUP_METADATA_FIELDS``): a
 GroupMetadata request's protocol type, protocol and leader. The shard reads them when present and
@@ -8,12 +8,11 @@ otherwise stores "consumer", null and null.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
 from state.coordinator.requests import (
-    REQUEST_FRAME_SCHEMA,
     Api,
     DecodeError,
     DeleteGroupsRequest,
@@ -22,19 +21,12 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     Request,
 )
-from state.formats.request_codec import encode_members
-
-#: GroupMetadata fields that ``REQUEST_FRAME_SCHEMA`` lacks; appended to the frames built here.
-GROUP_METADATA_FIELDS = [
-    pa.field("protocol_type", pa.string()),
-    pa.field("protocol", pa.string()),
-    pa.field("leader", pa.string()),
-]
-#: ``REQUEST_FRAME_SCHEMA`` plus ``GROUP_METADATA_FIELDS``.
-EXTENDED_REQUEST_FRAME_SCHEMA = pa.schema(list(REQUEST_FRAME_SCHEMA) + GROUP_METADATA_FIELDS)
+from state.formats.frames import EXTENDED_REQUEST_FRAME_SCHEMA
+from state.formats.request_codec import decode_request, encode_members
 
 
 def _row(ingest_offset: int, index: int, timestamp_ms: int, **values: object) -> dict[str, object]:
+    """A frame row: the non-null columns' defaults, overridden by ``values``."""
     row: dict[str, object] = {
         "ingest_offset": ingest_offset,
         "partition_index": index,
@@ -137,4 +129,18 @@ def frame_from_requests(
     rows: list[dict[str, object]] = []
     for i, (request, ts) in enumerate(zip(requests, stamps, strict=True)):
         rows.extend(request_rows(request, start_offset + i, ts))
+    return pa.Table.from_pylist(rows, schema=EXTENDED_REQUEST_FRAME_SCHEMA)
+
+
+def decode_request_messages(
+    messages: Iterable[tuple[int, int, bytes | bytearray | memoryview | None]],
+) -> pa.Table:
+    """A request frame (``EXTENDED_REQUEST_FRAME_SCHEMA``) for raw ingest messages given as
+    (ingest offset, append time in ms, value bytes), decoded by ``request_codec.decode_request``:
+    a valid request becomes its rows, anything else (a null or empty value included) one row
+    carrying the decoder's error code and reason, for the shard to answer."""
+    rows: list[dict[str, object]] = []
+    for offset, timestamp_ms, value in messages:
+        decoded = decode_request(bytes(value) if value is not None and len(value) else None)
+        rows.extend(request_rows(decoded, int(offset), int(timestamp_ms)))
     return pa.Table.from_pylist(rows, schema=EXTENDED_REQUEST_FRAME_SCHEMA)

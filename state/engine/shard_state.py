@@ -8,7 +8,7 @@ all go through, so state rebuilt from the records a shard emitted equals that sh
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -17,16 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from state.coordinator.config import CoordinatorConfig
-from state.coordinator.model import (
-    GroupMetadataValue,
-    OffsetAndMetadata,
-    Record,
-    TopicPartition,
-)
-from state.coordinator.rules import subscribed_topics
+from state.coordinator.model import GroupMetadataValue, Record
+from state.engine.columns import arrow_column, last_index_per_key, numpy_column, python_list
+from state.engine.deadlines import compute_deadlines, empty_group_deadlines
 from state.engine.groups import GroupTable, StringDict
-from state.engine.hashing import key_hash, string_hash
-from state.engine.offset_table import NEVER, NO_EXPIRE, OffsetTable, Rows
+from state.engine.hashing import key_hash
+from state.engine.offset_rows import Rows
+from state.engine.offset_table import NEVER, NO_EXPIRE, OffsetTable
 from state.engine.record_frame import (
     GROUP_KIND,
     empty_records,
@@ -92,46 +89,6 @@ class ExpireResult(NamedTuple):
 # --- deadlines -------------------------------------------------------------------------------
 
 
-def _saturating_add(values: np.ndarray, amount: int) -> np.ndarray:
-    limit = int(NEVER) - amount
-    return np.where(values > limit, NEVER, values + np.where(values > limit, 0, amount))
-
-
-def compute_deadlines(
-    groups: GroupTable, topics: StringDict, rows: Rows, retention_ms: int
-) -> np.ndarray:
-    """The expiry deadline of each row in its group's current state (``rules.offset_deadline``
-    over columns)."""
-    if len(rows) == 0:
-        return np.zeros(0, np.int64)
-    g = rows.gcode
-    has_md = groups.has_metadata[g]
-    members = groups.members[g]
-    base = rows.commit_ts
-    empty_md = has_md & (members == 0)
-    if empty_md.any():
-        base = np.where(empty_md, np.maximum(base, groups.state_ts[g]), base)
-    deadline = _saturating_add(base, retention_ms)
-    explicit = rows.expire_ts != NO_EXPIRE
-    deadline = np.where(explicit, rows.expire_ts, deadline)
-    member_rows = np.flatnonzero(has_md & (members > 0))
-    if member_rows.size:
-        never = np.ones(member_rows.size, dtype=bool)
-        member_codes = g[member_rows]
-        for code in np.unique(member_codes).tolist():
-            topics_of_group = subscribed_topics(groups.group_metadata(code))
-            if topics_of_group is None:
-                continue
-            sel = np.flatnonzero(member_codes == code)
-            names = topics.names.take(pa.array(rows.tcode[member_rows[sel]], pa.int64()))
-            subscribed = pc.is_in(
-                names, value_set=pa.array(sorted(topics_of_group), pa.large_string())
-            )
-            never[sel] = np.asarray(subscribed)
-        deadline[member_rows[never]] = NEVER
-    return deadline.astype(np.int64)
-
-
 def with_retention(state: ShardState, config: CoordinatorConfig) -> ShardState:
     """``state`` with deadlines computed for ``config.offsets_retention_ms``."""
     retention = config.offsets_retention_ms
@@ -144,18 +101,11 @@ def with_retention(state: ShardState, config: CoordinatorConfig) -> ShardState:
     return replace(state, offsets=OffsetTable.from_base(base), retention_ms=retention)
 
 
-def _empty_group_deadlines(groups: GroupTable) -> tuple[np.ndarray, np.ndarray]:
-    """Codes of Empty groups with metadata and no offsets, and when each is deleted
-    (``rules.empty_group_deadline``)."""
-    codes = np.flatnonzero(groups.has_metadata & (groups.members == 0) & (groups.offset_count == 0))
-    return codes, groups.state_ts[codes]
-
-
 def next_expiry_ms(state: ShardState) -> int | None:
     """The earliest ``now`` at which ``expire`` would remove something; None if nothing can expire
     without a further request."""
     earliest = state.offsets.min_deadline()
-    _, group_deadlines = _empty_group_deadlines(state.groups)
+    _, group_deadlines = empty_group_deadlines(state.groups)
     if group_deadlines.size:
         earliest = min(earliest, int(group_deadlines.min()))
     return None if earliest == NEVER else int(earliest)
@@ -191,7 +141,7 @@ def replay_records(state: ShardState, records: pa.Table | Iterable[Record]) -> S
         group_rows = table.filter(pa.array(is_group))
         last: dict[str, GroupMetadataValue | None] = {}
         for gid, raw in zip(
-            group_rows["group_id"].to_pylist(), group_rows["value"].to_pylist(), strict=True
+            python_list(group_rows["group_id"]), group_rows["value"].to_pylist(), strict=True
         ):
             last[gid] = None if raw is None else decode_group_metadata_value(raw)
         names = list(last)
@@ -208,43 +158,31 @@ def replay_records(state: ShardState, records: pa.Table | Iterable[Record]) -> S
     return _maybe_compact(state)
 
 
-def _column(table: pa.Table, name: str, dtype: type, fill: int) -> np.ndarray:
-    col = table[name]
-    if col.null_count:
-        col = pc.fill_null(col, fill)
-    return np.asarray(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col).astype(
-        dtype
-    )
-
-
 def _replay_offsets(state: ShardState, table: pa.Table) -> ShardState:
-    groups, gcode = state.groups.encode(table["group_id"].combine_chunks())
-    topics, tcode = state.topics.encode(table["topic"].combine_chunks())
-    partition = _column(table, "partition", np.int32, 0)
-    n = len(partition)
-    # Last record per key wins: keep each key's last row, in log order.
-    order = np.lexsort((np.arange(n), partition, tcode, gcode))
-    g, t, p = gcode[order], tcode[order], partition[order]
-    last = np.ones(n, dtype=bool)
-    last[:-1] = (g[1:] != g[:-1]) | (t[1:] != t[:-1]) | (p[1:] != p[:-1])
-    keep = np.sort(order[last])
+    """``state`` with the offset records of ``table`` (a record frame in log order) written: the
+    last record per key, tombstones deleting; dictionaries, group counts and deadlines follow."""
+    groups, gcode = state.groups.encode(arrow_column(table, "group_id"))
+    topics, tcode = state.topics.encode(arrow_column(table, "topic"))
+    partition = numpy_column(table, "partition", np.int32, 0)
+    # Last record per key wins, as compaction would leave it.
+    keep = last_index_per_key(gcode, tcode, partition)
     table = table.take(pa.array(keep))
     gcode, tcode, partition = gcode[keep], tcode[keep], partition[keep]
     if "value" in table.column_names:
         tomb = np.asarray(table["value"].is_null())
     else:
         tomb = np.asarray(table["offset"].is_null())
-    metadata = pc.fill_null(table["metadata"].combine_chunks(), "").cast(pa.large_string())
+    metadata = pc.fill_null(arrow_column(table, "metadata"), "").cast(pa.large_string())
     rows = Rows(
         khash=key_hash(groups.names.hashes[gcode], topics.hashes[tcode], partition),
         gcode=gcode.astype(np.int32),
         tcode=tcode.astype(np.int32),
         partition=partition,
-        offset=_column(table, "offset", np.int64, 0),
-        leader_epoch=_column(table, "leader_epoch", np.int32, -1),
+        offset=numpy_column(table, "offset", np.int64, 0),
+        leader_epoch=numpy_column(table, "leader_epoch", np.int32, -1),
         metadata=metadata,
-        commit_ts=_column(table, "commit_timestamp_ms", np.int64, 0),
-        expire_ts=_column(table, "expire_timestamp_ms", np.int64, NO_EXPIRE),
+        commit_ts=numpy_column(table, "commit_timestamp_ms", np.int64, 0),
+        expire_ts=numpy_column(table, "expire_timestamp_ms", np.int64, NO_EXPIRE),
         deadline=np.zeros(len(partition), np.int64),
     )
     rows = rows.with_deadline(compute_deadlines(groups, topics, rows, state.retention_ms))
@@ -270,6 +208,8 @@ def _refresh_deadlines(state: ShardState, codes: np.ndarray) -> ShardState:
 
 
 def _maybe_compact(state: ShardState) -> ShardState:
+    """``state``, compacted once its offsets delta has outgrown its share of the base (so the cost
+    of merging is spread over many batches)."""
     if not state.offsets.needs_compaction():
         return state
     return compact(state)
@@ -312,7 +252,7 @@ def expire(state: ShardState, now_ms: int, config: CoordinatorConfig) -> ExpireR
         remaining = groups.with_counts(due.gcode, -np.ones(len(due), np.int64))
     else:
         remaining = groups
-    codes, deadlines = _empty_group_deadlines(remaining)
+    codes, deadlines = empty_group_deadlines(remaining)
     gone = codes[deadlines <= now_ms]
     if gone.size:
         names = groups.names.names.take(pa.array(gone)).to_pylist()
@@ -333,84 +273,3 @@ def expire(state: ShardState, now_ms: int, config: CoordinatorConfig) -> ExpireR
     records = records.drop_columns(["_kind"])
     state = replay_records(state, records)
     return ExpireResult(state, records, next_expiry_ms(state))
-
-
-# --- reading ---------------------------------------------------------------------------------
-
-
-def group_offsets(state: ShardState, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
-    """Every committed offset of ``group_id``."""
-    names = pa.array([group_id], pa.large_string())
-    code = state.groups.names.lookup(names, string_hash(names))
-    if code[0] < 0:
-        return {}
-    rows = state.offsets.group_rows(code, state.groups.names.hashes[code])
-    return _as_dict(state, rows)
-
-
-def _as_dict(state: ShardState, rows: Rows) -> dict[TopicPartition, OffsetAndMetadata]:
-    return dict(offset_items(state, rows))
-
-
-def offset_items(state: ShardState, rows: Rows) -> list[tuple[TopicPartition, OffsetAndMetadata]]:
-    """``rows`` as (partition, committed offset) pairs, in row order."""
-    topics = state.topics.names.take(pa.array(rows.tcode, pa.int64())).to_pylist()
-    out = []
-    for topic, p, off, epoch, meta, ts, exp in zip(
-        topics,
-        rows.partition.tolist(),
-        rows.offset.tolist(),
-        rows.leader_epoch.tolist(),
-        rows.metadata.to_pylist(),
-        rows.commit_ts.tolist(),
-        rows.expire_ts.tolist(),
-        strict=True,
-    ):
-        value = OffsetAndMetadata(off, epoch, meta, ts, None if exp == NO_EXPIRE else exp)
-        out.append((TopicPartition(topic, p), value))
-    return out
-
-
-def group_metadata(state: ShardState, group_id: str) -> GroupMetadataValue | None:
-    names = pa.array([group_id], pa.large_string())
-    code = state.groups.names.lookup(names, string_hash(names))
-    return None if code[0] < 0 else state.groups.group_metadata(int(code[0]))
-
-
-def fetch_offsets(
-    state: ShardState, group_id: str, partitions: Sequence[TopicPartition] | None
-) -> list[tuple[TopicPartition, OffsetAndMetadata | None]]:
-    """OffsetFetch for one group: every committed offset (sorted) when ``partitions`` is None, else
-    each listed partition with its offset or None (Kafka answers offset -1, metadata "", no error;
-    ``state.coordinator.fetch.fetch`` builds that answer)."""
-    committed = group_offsets(state, group_id)
-    if partitions is None:
-        return [(tp, committed[tp]) for tp in sorted(committed)]
-    return [(TopicPartition(*tp), committed.get(TopicPartition(*tp))) for tp in partitions]
-
-
-@dataclass(frozen=True)
-class GroupSnapshot:
-    """A group as plain values: its metadata (None for a simple group) and its offsets."""
-
-    metadata: GroupMetadataValue | None
-    offsets: dict[TopicPartition, OffsetAndMetadata]
-
-
-def snapshot(state: ShardState) -> dict[str, GroupSnapshot]:
-    """Every existing group as plain values (for tests and debugging: cost follows the shard)."""
-    rows = state.offsets.live_rows()
-    names = state.groups.names.names
-    out: dict[str, GroupSnapshot] = {}
-    for code in np.flatnonzero(state.groups.exists()).tolist():
-        out[names[code].as_py()] = GroupSnapshot(state.groups.group_metadata(code), {})
-    if len(rows):
-        order = np.argsort(rows.gcode, kind="stable")
-        rows = rows.take(order)
-        bounds = np.flatnonzero(np.diff(rows.gcode)) + 1
-        starts = np.concatenate([[0], bounds])
-        stops = np.concatenate([bounds, [len(rows)]])
-        for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
-            part = rows.take(np.arange(a, b))
-            out[names[int(part.gcode[0])].as_py()].offsets.update(_as_dict(state, part))
-    return out

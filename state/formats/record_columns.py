@@ -1,11 +1,10 @@
 """Offset record keys and values encoded a whole column at a time.
 
 The same bytes as ``state.formats.records``' per-record encoders (``encode_offset_commit_key``
-version 1,
-``encode_offset_commit_value`` at Kafka's versions: 1 with an explicit expire timestamp, else 3),
-built with numpy instead of one Python call per record; the tests check them byte for byte against
-``state.formats.records``. Callers pass values that fit (strings of at most 32767 UTF-8 bytes, int32
-partitions and epochs), which the request checks guarantee.
+version 1, ``encode_offset_commit_value`` at Kafka's versions: 1 with an explicit expire
+timestamp, else 3), built with numpy instead of one Python call per record; the tests check them
+byte for byte against ``state.formats.records``. Callers pass values that fit (strings of at most
+32767 UTF-8 bytes, int32 partitions and epochs), which the request checks guarantee.
 """
 
 from __future__ import annotations
@@ -103,35 +102,18 @@ def offset_commit_values(
     v3 = ~v1 & ~tombstone
     pieces: list[pa.Array] = []
     rows: list[np.ndarray] = []
-    if v3.any():
-        i = np.flatnonzero(v3)
-        pieces.append(
-            _concat(
-                i.size,
-                [
-                    ("i2", np.full(i.size, 3, np.int16)),
-                    ("i8", offsets[i]),
-                    ("i4", leader_epochs[i]),
-                    ("str", metadata.take(pa.array(i))),
-                    ("i8", commit_ts[i]),
-                ],
-            )
-        )
-        rows.append(i)
-    if v1.any():
-        i = np.flatnonzero(v1)
-        pieces.append(
-            _concat(
-                i.size,
-                [
-                    ("i2", np.full(i.size, 1, np.int16)),
-                    ("i8", offsets[i]),
-                    ("str", metadata.take(pa.array(i))),
-                    ("i8", commit_ts[i]),
-                    ("i8", expire_ts[i]),
-                ],
-            )
-        )
+    for version, mask in ((3, v3), (1, v1)):
+        if not mask.any():
+            continue
+        i = np.flatnonzero(mask)
+        meta: tuple[str, Field] = ("str", metadata.take(pa.array(i)))
+        # v3: offset, leaderEpoch, metadata, commitTimestamp; v1 has no leader epoch and ends
+        # with the expire timestamp.
+        if version == 3:
+            fields = [("i8", offsets[i]), ("i4", leader_epochs[i]), meta, ("i8", commit_ts[i])]
+        else:
+            fields = [("i8", offsets[i]), meta, ("i8", commit_ts[i]), ("i8", expire_ts[i])]
+        pieces.append(_concat(i.size, [("i2", np.full(i.size, version, np.int16)), *fields]))
         rows.append(i)
     if tombstone.any():
         i = np.flatnonzero(tombstone)

@@ -32,8 +32,8 @@ which occurrence wins.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any, NoReturn
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import MemberMetadata, TopicPartition
@@ -48,14 +48,26 @@ from state.coordinator.requests import (
     PartitionCommit,
     Request,
 )
+from state.formats.json_fields import (
+    INT32,
+    INT64,
+    REQUIRED,
+    DuplicateKeys,
+    HugeInt,
+    InvalidRequest,
+    as_object,
+    is_valid_text,
+    json_type,
+    parse_json,
+    read_array,
+    read_int,
+    read_nullable_str,
+    read_str,
+    read_text,
+    reject,
+)
 
 __all__ = ["decode_members", "decode_request", "encode_members", "encode_request"]
-
-_INT32 = ("int32", -(1 << 31), (1 << 31) - 1)
-_INT64 = ("int64", -(1 << 63), (1 << 63) - 1)
-
-# Sentinel for "field absent, no default": the field is required.
-_REQUIRED: Any = object()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,6 +93,7 @@ def _topics_json(
 
 
 def _member_json(m: MemberMetadata) -> dict[str, Any]:
+    """A member as an element of a GroupMetadata request's ``members`` (no ``assignment``)."""
     return {
         "memberId": m.member_id,
         "groupInstanceId": m.group_instance_id,
@@ -93,7 +106,8 @@ def _member_json(m: MemberMetadata) -> dict[str, Any]:
 
 
 def _dumps(obj: object) -> str:
-    # Compact and without NaN (not JSON); non-ASCII stays literal (smaller than \\u escapes).
+    """``obj`` as JSON text: compact, and without NaN (not JSON); non-ASCII stays literal
+    (smaller than \\u escapes)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -166,205 +180,43 @@ def encode_members(members: Iterable[MemberMetadata]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Decoding
+# Decoding (field readers: state.formats.json_fields)
 
 
-class _Invalid(Exception):
-    """Internal: the request is invalid; carries the error code and the reason."""
-
-    def __init__(self, code: ErrorCode, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-class _DuplicateKeys(dict):  # type: ignore[type-arg]
-    """A JSON object in which some key appeared more than once."""
-
-    duplicates: list[str]
-
-
-class _HugeInt:
-    """A JSON integer too long to be any Kafka integer; kept as text so that a field check can
-    name it instead of the whole message failing to parse."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) == len(pairs):
-        return obj
-    seen: set[str] = set()
-    duplicates = []
-    for key, _ in pairs:
-        if key in seen:
-            duplicates.append(key)
-        seen.add(key)
-    marked = _DuplicateKeys(obj)
-    marked.duplicates = duplicates
-    return marked
-
-
-def _parse_int(text: str) -> int | _HugeInt:
-    # 20 digits and a sign cover int64; longer literals can only be out of range, and leaving
-    # them as text also keeps Python's int-from-string digit limit from failing the whole parse.
-    return int(text) if len(text) <= 21 else _HugeInt(text)
-
-
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_decoder = json.JSONDecoder(
-    object_pairs_hook=_object_pairs, parse_int=_parse_int, parse_constant=_reject_constant
-)
-
-
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | _HugeInt):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__  # not reachable from JSON
-
-
-def _bad(path: str, msg: str) -> NoReturn:
-    raise _Invalid(ErrorCode.INVALID_REQUEST, f"{path}: {msg}")
-
-
-def _path(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
-
-
-def _as_object(value: object, path: str) -> dict[str, Any]:
-    if type(value) is dict:
-        return value  # type: ignore[return-value]
-    if isinstance(value, _DuplicateKeys):
-        _bad(path or "request", f"duplicate key {value.duplicates[0]!r}")
-    _bad(path, f"expected an object, got {_type_name(value)}")
-
-
-def _valid_text(value: str) -> bool:
-    """Whether ``value`` can be encoded as UTF-8 (JSON escapes can produce lone surrogates,
-    which no record or response could carry)."""
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _str(obj: dict[str, Any], key: str, prefix: str, default: Any = _REQUIRED) -> str:
-    value = obj.get(key, _REQUIRED)
-    if value is _REQUIRED:
-        if default is _REQUIRED:
-            _bad(_path(prefix, key), "missing")
-        return default  # type: ignore[no-any-return]
-    if type(value) is not str:
-        _bad(_path(prefix, key), f"expected a string, got {_type_name(value)}")
-    if not _valid_text(value):
-        _bad(_path(prefix, key), "string contains an unpaired surrogate")
-    return value
-
-
-def _nullable_str(obj: dict[str, Any], key: str, prefix: str) -> str | None:
-    """An optional string that may be null; absent means null."""
-    value = obj.get(key)
-    if value is None:
-        return None
-    if type(value) is not str:
-        _bad(_path(prefix, key), f"expected a string or null, got {_type_name(value)}")
-    if not _valid_text(value):
-        _bad(_path(prefix, key), "string contains an unpaired surrogate")
-    return value
-
-
-def _int(
-    obj: dict[str, Any],
-    key: str,
-    prefix: str,
-    kind: tuple[str, int, int],
-    default: Any = _REQUIRED,
-) -> int:
-    value = obj.get(key, _REQUIRED)
-    if value is _REQUIRED:
-        if default is _REQUIRED:
-            _bad(_path(prefix, key), "missing")
-        return default  # type: ignore[no-any-return]
-    # bool is a subclass of int in Python but not an integer in JSON.
-    if type(value) is not int:
-        if isinstance(value, _HugeInt):
-            _bad(_path(prefix, key), f"{value.text} is out of range for {kind[0]}")
-        _bad(_path(prefix, key), f"expected an integer, got {_type_name(value)}")
-    name, lo, hi = kind
-    if value < lo or value > hi:
-        _bad(_path(prefix, key), f"{value} is out of range for {name}")
-    return value
-
-
-def _array(obj: dict[str, Any], key: str, prefix: str, default: Any = _REQUIRED) -> list[Any]:
-    value = obj.get(key, _REQUIRED)
-    if value is _REQUIRED:
-        if default is _REQUIRED:
-            _bad(_path(prefix, key), "missing")
-        return default  # type: ignore[no-any-return]
-    if type(value) is not list:
-        _bad(_path(prefix, key), f"expected an array, got {_type_name(value)}")
-    return value
-
-
-def _topics(obj: dict[str, Any]) -> Iterable[tuple[str, str, dict[str, Any]]]:
-    """Yield (topic, path of the partition, partition object) for each partition, in order."""
-    for ti, raw_topic in enumerate(_array(obj, "topics", "")):
+def _topics(obj: dict[str, Any]) -> Iterator[tuple[str, str, list[Any]]]:
+    """Yield (topic name, path of the topic, its raw partitions array) for each entry of the
+    request's ``topics`` array, in order. Partitions are left to the caller, which builds a
+    partition's path only when it reports an error."""
+    for ti, raw_topic in enumerate(read_array(obj, "topics", "")):
         tpath = f"topics[{ti}]"
-        topic_obj = _as_object(raw_topic, tpath)
-        name = _str(topic_obj, "name", tpath)
-        for pi, raw_partition in enumerate(_array(topic_obj, "partitions", tpath)):
-            ppath = f"{tpath}.partitions[{pi}]"
-            yield name, ppath, _as_object(raw_partition, ppath)
+        topic_obj = as_object(raw_topic, tpath)
+        name = read_str(topic_obj, "name", tpath)
+        yield name, tpath, read_array(topic_obj, "partitions", tpath)
 
 
 def _checked_commit_partition(topic: str, raw: object, path: str) -> PartitionCommit:
     """Field-by-field reading of one commit partition, naming the first field at fault."""
-    p = _as_object(raw, path)
-    index = _int(p, "partitionIndex", path, _INT32)
-    offset = _int(p, "committedOffset", path, _INT64)
-    epoch = _int(p, "committedLeaderEpoch", path, _INT32, -1)
+    p = as_object(raw, path)
+    index = read_int(p, "partitionIndex", path, INT32)
+    offset = read_int(p, "committedOffset", path, INT64)
+    epoch = read_int(p, "committedLeaderEpoch", path, INT32, -1)
     # Kafka stores a null metadata as "" (OffsetAndMetadata.NO_METADATA).
-    metadata = _nullable_str(p, "committedMetadata", path) or ""
+    metadata = read_nullable_str(p, "committedMetadata", path) or ""
     return PartitionCommit(topic, index, offset, epoch, metadata)
 
 
 def _offset_commit(obj: dict[str, Any], request_id: str, group_id: str) -> OffsetCommitRequest:
-    generation_id = _int(obj, "generationId", "", _INT32, -1)
-    member_id = _str(obj, "memberId", "", "")
-    instance_id = _nullable_str(obj, "groupInstanceId", "")
-    retention = _int(obj, "retentionTimeMs", "", _INT64, -1)
-    _, lo32, hi32 = _INT32
-    _, lo64, hi64 = _INT64
+    """The fields of an OffsetCommit request object after its version, api and ids."""
+    generation_id = read_int(obj, "generationId", "", INT32, -1)
+    member_id = read_str(obj, "memberId", "", "")
+    instance_id = read_nullable_str(obj, "groupInstanceId", "")
+    retention = read_int(obj, "retentionTimeMs", "", INT64, -1)
+    _, lo32, hi32 = INT32
+    _, lo64, hi64 = INT64
     partitions = []
     append = partitions.append
-    for ti, raw_topic in enumerate(_array(obj, "topics", "")):
-        tpath = f"topics[{ti}]"
-        topic_obj = _as_object(raw_topic, tpath)
-        name = _str(topic_obj, "name", tpath)
-        for pi, p in enumerate(_array(topic_obj, "partitions", tpath)):
+    for name, tpath, raw_partitions in _topics(obj):
+        for pi, p in enumerate(raw_partitions):
             # Fast path for a well-formed partition (one per committed offset, so hot); any
             # doubt goes to the checked reader, which builds the path and names the field.
             if type(p) is dict:
@@ -380,7 +232,7 @@ def _offset_commit(obj: dict[str, Any], request_id: str, group_id: str) -> Offse
                     and lo32 <= index <= hi32
                     and lo64 <= offset <= hi64
                     and lo32 <= epoch <= hi32
-                    and (metadata.isascii() or _valid_text(metadata))
+                    and (metadata.isascii() or is_valid_text(metadata))
                 ):
                     append(PartitionCommit(name, index, offset, epoch, metadata))
                     continue
@@ -397,34 +249,37 @@ def _offset_commit(obj: dict[str, Any], request_id: str, group_id: str) -> Offse
 
 
 def _offset_delete(obj: dict[str, Any], request_id: str, group_id: str) -> OffsetDeleteRequest:
-    partitions = tuple(
-        TopicPartition(topic, _int(p, "partitionIndex", ppath, _INT32))
-        for topic, ppath, p in _topics(obj)
+    """The fields of an OffsetDelete request object after its version, api and ids."""
+    partitions = []
+    for name, tpath, raw_partitions in _topics(obj):
+        for pi, raw in enumerate(raw_partitions):
+            path = f"{tpath}.partitions[{pi}]"
+            index = read_int(as_object(raw, path), "partitionIndex", path, INT32)
+            partitions.append(TopicPartition(name, index))
+    return OffsetDeleteRequest(
+        request_id=request_id, group_id=group_id, partitions=tuple(partitions)
     )
-    return OffsetDeleteRequest(request_id=request_id, group_id=group_id, partitions=partitions)
 
 
 def _members(values: list[Any], prefix: str) -> tuple[MemberMetadata, ...]:
+    """The members of a JSON ``members`` array at path ``prefix``, absent fields defaulted."""
     members = []
     for i, raw in enumerate(values):
         path = f"{prefix}[{i}]"
-        m = _as_object(raw, path)
+        m = as_object(raw, path)
         topics_path = f"{path}.subscribedTopics"
-        topics = []
-        for j, t in enumerate(_array(m, "subscribedTopics", path, [])):
-            if type(t) is not str:
-                _bad(f"{topics_path}[{j}]", f"expected a string, got {_type_name(t)}")
-            if not _valid_text(t):
-                _bad(f"{topics_path}[{j}]", "string contains an unpaired surrogate")
-            topics.append(t)
+        topics = [
+            read_text(t, topics_path, j)
+            for j, t in enumerate(read_array(m, "subscribedTopics", path, []))
+        ]
         members.append(
             MemberMetadata(
-                member_id=_str(m, "memberId", path),
-                group_instance_id=_nullable_str(m, "groupInstanceId", path),
-                client_id=_str(m, "clientId", path, ""),
-                client_host=_str(m, "clientHost", path, ""),
-                rebalance_timeout_ms=_int(m, "rebalanceTimeoutMs", path, _INT32, 300_000),
-                session_timeout_ms=_int(m, "sessionTimeoutMs", path, _INT32, 45_000),
+                member_id=read_str(m, "memberId", path),
+                group_instance_id=read_nullable_str(m, "groupInstanceId", path),
+                client_id=read_str(m, "clientId", path, ""),
+                client_host=read_str(m, "clientHost", path, ""),
+                rebalance_timeout_ms=read_int(m, "rebalanceTimeoutMs", path, INT32, 300_000),
+                session_timeout_ms=read_int(m, "sessionTimeoutMs", path, INT32, 45_000),
                 subscribed_topics=tuple(topics),
             )
         )
@@ -432,23 +287,24 @@ def _members(values: list[Any], prefix: str) -> tuple[MemberMetadata, ...]:
 
 
 def _group_metadata(obj: dict[str, Any], request_id: str, group_id: str) -> GroupMetadataRequest:
+    """The fields of a GroupMetadata request object after its version, api and ids."""
     return GroupMetadataRequest(
         request_id=request_id,
         group_id=group_id,
-        generation_id=_int(obj, "generationId", "", _INT32),
-        protocol_type=_str(obj, "protocolType", "", "consumer"),
-        protocol=_nullable_str(obj, "protocolName", ""),
-        leader=_nullable_str(obj, "leader", ""),
-        members=_members(_array(obj, "members", "", []), "members"),
+        generation_id=read_int(obj, "generationId", "", INT32),
+        protocol_type=read_str(obj, "protocolType", "", "consumer"),
+        protocol=read_nullable_str(obj, "protocolName", ""),
+        leader=read_nullable_str(obj, "leader", ""),
+        members=_members(read_array(obj, "members", "", []), "members"),
     )
 
 
 def _ident(obj: dict[str, Any], key: str) -> str | None:
     """A top-level identifying field, if it is readable, for answering an invalid request."""
-    if isinstance(obj, _DuplicateKeys) and key in obj.duplicates:
+    if isinstance(obj, DuplicateKeys) and key in obj.duplicates:
         return None  # ambiguous: do not answer on behalf of either occurrence
     value = obj.get(key)
-    return value if type(value) is str and _valid_text(value) else None
+    return value if type(value) is str and is_valid_text(value) else None
 
 
 _PARSERS = {
@@ -482,21 +338,21 @@ def decode_request(data: bytes | None) -> Request | DecodeError:
     except UnicodeDecodeError as e:
         return DecodeError(ErrorCode.CORRUPT_MESSAGE, f"request: not valid UTF-8: {e}")
     try:
-        obj = _decoder.decode(text)
+        obj = parse_json(text)
     except (ValueError, RecursionError) as e:
         # ValueError covers JSONDecodeError and the rejected NaN/Infinity constants.
         reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         return DecodeError(ErrorCode.CORRUPT_MESSAGE, f"request: not valid JSON: {reason}")
     if not isinstance(obj, dict):
         return DecodeError(
-            ErrorCode.CORRUPT_MESSAGE, f"request: expected a JSON object, got {_type_name(obj)}"
+            ErrorCode.CORRUPT_MESSAGE, f"request: expected a JSON object, got {json_type(obj)}"
         )
     request_id = _ident(obj, "requestId")
     group_id = _ident(obj, "groupId")
     api = _ident(obj, "api")
     try:
         return _decode_object(obj)
-    except _Invalid as e:
+    except InvalidRequest as e:
         return DecodeError(e.code, e.reason, request_id, group_id, api)
     except Exception as e:  # pragma: no cover - defensive: the stream must not die on one message
         return DecodeError(
@@ -509,26 +365,30 @@ def decode_request(data: bytes | None) -> Request | DecodeError:
 
 
 def _decode_object(obj: dict[str, Any]) -> Request:
-    if isinstance(obj, _DuplicateKeys):
-        _bad("request", f"duplicate key {obj.duplicates[0]!r}")
-    version = obj.get("version", _REQUIRED)
-    if version is _REQUIRED:
-        _bad("version", "missing")
-    if isinstance(version, _HugeInt):
-        raise _Invalid(ErrorCode.UNSUPPORTED_VERSION, f"version: {version.text} is not supported")
+    """The request a parsed top-level object holds: version, then api, then the ids, then the
+    api's fields; raises ``InvalidRequest`` at the first field at fault."""
+    if isinstance(obj, DuplicateKeys):
+        reject("request", f"duplicate key {obj.duplicates[0]!r}")
+    version = obj.get("version", REQUIRED)
+    if version is REQUIRED:
+        reject("version", "missing")
+    if isinstance(version, HugeInt):
+        raise InvalidRequest(
+            ErrorCode.UNSUPPORTED_VERSION, f"version: {version.text} is not supported"
+        )
     if type(version) is not int:
-        _bad("version", f"expected an integer, got {_type_name(version)}")
+        reject("version", f"expected an integer, got {json_type(version)}")
     if not 1 <= version <= REQUEST_VERSION:
-        raise _Invalid(
+        raise InvalidRequest(
             ErrorCode.UNSUPPORTED_VERSION,
             f"version: {version} is not supported (supported: 1 to {REQUEST_VERSION})",
         )
-    api = _str(obj, "api", "")
+    api = read_str(obj, "api", "")
     parser = _PARSERS.get(api)
     if parser is None:
-        _bad("api", f"unknown api {api!r} (known: {', '.join(_PARSERS)})")
-    request_id = _str(obj, "requestId", "")
-    group_id = _str(obj, "groupId", "")
+        reject("api", f"unknown api {api!r} (known: {', '.join(_PARSERS)})")
+    request_id = read_str(obj, "requestId", "")
+    group_id = read_str(obj, "groupId", "")
     return parser(obj, request_id, group_id)  # type: ignore[no-any-return]
 
 
@@ -539,12 +399,12 @@ def decode_members(members_json: str) -> tuple[MemberMetadata, ...]:
     if not isinstance(members_json, str):
         raise ValueError(f"members: expected a JSON string, got {type(members_json).__name__}")
     try:
-        values = _decoder.decode(members_json)
+        values = parse_json(members_json)
     except (ValueError, RecursionError) as e:
         raise ValueError(f"members: not valid JSON: {e}") from None
     try:
         if type(values) is not list:
-            _bad("members", f"expected an array, got {_type_name(values)}")
+            reject("members", f"expected an array, got {json_type(values)}")
         return _members(values, "members")
-    except _Invalid as e:
+    except InvalidRequest as e:
         raise ValueError(e.reason) from None

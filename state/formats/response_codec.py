@@ -1,4 +1,4 @@
-"""The responses-topic and dead-letter wire formats, encoded column-wise from a response frame.
+"""The responses-topic and dead-letter wire formats: encoded from a response frame, decoded.
 
 One message per answered request on the responses topic (key = the request id, UTF-8)::
 
@@ -12,20 +12,24 @@ that carries no readable request id cannot be answered: it becomes one dead lett
 
     {"ingestPartition": 3, "ingestOffset": 1234, "errorCode": 2, "reason": "..."}
 
-Encoding is vectorized with Arrow (a micro-batch answers up to hundreds of thousands of
-partitions); only strings that need JSON escaping go through :func:`json.dumps`. Non-ASCII text is
-written as ``\\u`` escapes there, so every message is valid UTF-8 whatever the input held.
+Encoding (the job's side) is vectorized with Arrow (a micro-batch answers up to hundreds of
+thousands of partitions); only strings that need JSON escaping go through :func:`json.dumps`.
+Non-ASCII text is written as ``\\u`` escapes there, so every message is valid UTF-8 whatever the
+input held. Decoding (the commit client's side) is one message at a time: :func:`decode_response`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from state.engine.outputs import RESPONSE_FRAME_SCHEMA
+from state.coordinator.model import TopicPartition
+from state.formats.frames import RESPONSE_FRAME_SCHEMA
 
 #: Format version of the responses-topic messages (``version`` field).
 RESPONSE_VERSION = 1
@@ -171,3 +175,77 @@ def _combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 def _utf8(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Strings as their UTF-8 bytes (Arrow strings are UTF-8 already: a zero-copy cast)."""
     return _combined(values).cast(pa.binary())
+
+
+# --- decoding -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """One responses-topic message: the answer to request ``request_id`` (the message key).
+
+    ``error_code``/``error_message`` are the request-level answer; ``partitions`` maps each
+    answered partition to its ``(errorCode, errorMessage)``, in the order the message lists them.
+    ``group_id`` and ``api`` are None when the message does not carry them as strings: readers
+    match answers by request id, so they are informative only.
+    """
+
+    request_id: str
+    group_id: str | None
+    api: str | None
+    error_code: int
+    error_message: str | None
+    partitions: Mapping[TopicPartition, tuple[int, str | None]]
+
+
+def decode_response(key: bytes, value: bytes | None) -> Response:
+    """Decode one responses-topic message (``key`` the request id, ``value`` its JSON).
+
+    Raises ValueError (``UnicodeDecodeError`` and ``json.JSONDecodeError`` are ValueErrors) when
+    the message is not the documented format of :data:`RESPONSE_VERSION`: a null value, a value
+    that is not a JSON object, another ``version``, a non-integer ``errorCode``, or a partition
+    entry without a string ``topic`` and integer ``partitionIndex`` and ``errorCode``. Unknown
+    fields are ignored; missing codes mean 0, missing messages None.
+    """
+    request_id = key.decode("utf-8")
+    if value is None:
+        raise ValueError("null response value")
+    obj = json.loads(value.decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise ValueError("response is not a JSON object")
+    version = obj.get("version")
+    if version != RESPONSE_VERSION:
+        raise ValueError(f"unsupported response version {version!r}")
+    code = obj.get("errorCode", 0)
+    if type(code) is not int:
+        raise ValueError(f"errorCode is not an integer: {code!r}")
+    entries = obj.get("partitions") or []
+    if not isinstance(entries, list):
+        raise ValueError(f"partitions is not a JSON array: {entries!r}")
+    partitions: dict[TopicPartition, tuple[int, str | None]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ValueError(f"malformed partition entry {entry!r}")
+        topic = entry.get("topic")
+        index = entry.get("partitionIndex")
+        entry_code = entry.get("errorCode", 0)
+        if type(topic) is not str or type(index) is not int or type(entry_code) is not int:
+            raise ValueError(f"malformed partition entry {entry!r}")
+        partitions[TopicPartition(topic, index)] = (
+            entry_code,
+            _optional_str(entry, "errorMessage"),
+        )
+    return Response(
+        request_id=request_id,
+        group_id=_optional_str(obj, "groupId"),
+        api=_optional_str(obj, "api"),
+        error_code=code,
+        error_message=_optional_str(obj, "errorMessage"),
+        partitions=partitions,
+    )
+
+
+def _optional_str(obj: dict[str, object], name: str) -> str | None:
+    """``obj[name]`` when it is a string, else None (absent, null or another JSON type)."""
+    value = obj.get(name)
+    return value if isinstance(value, str) else None

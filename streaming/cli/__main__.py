@@ -1,5 +1,5 @@
 """``python -m streaming.cli``: the ``consumer-offsets`` command line."""
 
-from streaming.cli.main import main
+from streaming.cli.main import console_main
 
-raise SystemExit(main())
+console_main()

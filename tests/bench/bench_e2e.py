@@ -57,7 +57,7 @@ from kafka.protocol.commit import OffsetCommitRequest_v7
 from connectors.kafka.admin import KafkaAdmin, end_offsets, plain_topic_spec
 from connectors.kafka.local import LocalKafkaCluster
 from connectors.runtime import runtime_dir
-from connectors.sinks.base import BatchProgress, open_sink
+from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
 from state.formats.request_codec import encode_request

@@ -17,9 +17,15 @@ import pyarrow as pa
 
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.partitioner import partition_for
-from state.coordinator.requests import REQUEST_FRAME_SCHEMA
 from state.engine.shard_state import compact
-from state.shard import apply_batch, decode_state, empty_shard, encode_state, replay_records
+from state.shard import (
+    REQUEST_FRAME_SCHEMA,
+    apply_batch,
+    decode_state,
+    empty_shard,
+    encode_state,
+    replay_records,
+)
 
 SHARD = 0
 TOPICS_PER_GROUP = 10
@@ -29,6 +35,7 @@ BATCH_ROWS = 8000
 
 
 def shard_groups(count: int) -> list[str]:
+    """The first ``count`` group names of the form ``consumer-group-<i>`` that map to ``SHARD``."""
     groups: list[str] = []
     i = 0
     while len(groups) < count:
@@ -101,6 +108,7 @@ def commit_batch(
 
 
 def bench(keys: int, rounds: int, groups: list[str]) -> None:
+    """Time ``rounds`` shard calls on a shard of ``keys`` offsets and print the medians."""
     config = CoordinatorConfig()
     rng = np.random.default_rng(7)
     blob = loaded_shard(groups, keys, config)
@@ -133,6 +141,7 @@ def bench(keys: int, rounds: int, groups: list[str]) -> None:
 
 
 def main() -> None:
+    """Run the benchmark for each ``--keys`` size."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, nargs="+", default=[20_000, 200_000, 2_000_000])
     parser.add_argument("--rounds", type=int, default=12)

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m tests.connectors.bench_sinks [--rows 200000] [--postgres-url URL | --no-postgres]
+    python -m tests.bench.bench_sinks [--rows 200000] [--postgres-url URL | --no-postgres]
 
 Each sink gets a batch of ``--rows`` new keys (inserts), then a batch updating all of them, the
 last 1% as tombstones (updates); both timed as whole ``write_batch`` calls (validation, dedupe,
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from connectors.sinks.base import BatchProgress, Sink, open_sink
+from connectors.sinks import BatchProgress, Sink, open_sink
 from state.coordinator.model import TopicPartition
-from state.engine.outputs import RECORD_FRAME_SCHEMA
+from state.formats.frames import RECORD_FRAME_SCHEMA
 
 PARTITIONS_PER_GROUP = 100
 

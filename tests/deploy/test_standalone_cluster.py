@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.admin import KafkaAdmin
-from connectors.sinks.base import open_sink
+from connectors.sinks import open_sink
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
 from tests.streaming.helpers import produce_requests, read_responses, wait_for
 

@@ -20,7 +20,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.kafka.admin import list_offsets
-from connectors.sinks.base import open_sink
+from connectors.sinks import open_sink
 from state.coordinator.model import OffsetCommitKey
 from streaming.config import JobConfig, embedded_default
 from tests.streaming.helpers import compacted, read_all, read_offsets_topic

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.sinks.base import open_sink
+from connectors.sinks import open_sink
 from tests.reliability.load import CommitLoad, acknowledged, driver
 from tests.reliability.support import (
     diff,

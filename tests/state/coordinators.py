@@ -8,13 +8,21 @@ from collections.abc import Sequence
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.model import GroupMetadataValue, OffsetAndMetadata, TopicPartition
 from state.coordinator.requests import Request
-from state.engine.request_frame import frame_from_requests
-from state.shard import apply_batch, empty_shard, expire, next_expiry_ms, snapshot
+from state.shard import (
+    apply_batch,
+    empty_shard,
+    expire,
+    frame_from_requests,
+    next_expiry_ms,
+    snapshot,
+)
 from tests.state.harness import ResponseRow, responses_by_offset
 from tests.state.reference import ReferenceCoordinator
 
 
 class ShardCoordinator:
+    """The shard (``state.shard``), one batch per ``run``."""
+
     name = "shard"
 
     def __init__(self, shard_id: int, config: CoordinatorConfig) -> None:
@@ -51,6 +59,8 @@ class ShardCoordinator:
 
 
 class ReferenceAdapter:
+    """The reference coordinator, expiring before each ``run`` as the shard does."""
+
     name = "reference"
 
     def __init__(self, shard_id: int, config: CoordinatorConfig) -> None:

@@ -10,8 +10,14 @@ import pyarrow as pa
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.model import GroupMetadataValue, OffsetAndMetadata, TopicPartition
 from state.coordinator.requests import Request
-from state.engine.request_frame import frame_from_requests
-from state.shard import ShardState, apply_batch, empty_shard, replay_records, snapshot
+from state.shard import (
+    ShardState,
+    apply_batch,
+    empty_shard,
+    frame_from_requests,
+    replay_records,
+    snapshot,
+)
 from tests.state.reference import ReferenceCoordinator
 
 Groups = dict[str, tuple[GroupMetadataValue | None, dict[TopicPartition, OffsetAndMetadata]]]
@@ -19,14 +25,17 @@ ResponseRow = tuple[str | None, int | None, int, str | None]
 
 
 def shard_groups(state: ShardState) -> Groups:
+    """Every group of the shard as (metadata, offsets)."""
     return {g: (s.metadata, dict(s.offsets)) for g, s in snapshot(state).items()}
 
 
 def reference_groups(ref: ReferenceCoordinator) -> Groups:
+    """Every group of the reference coordinator as (metadata, offsets)."""
     return {g: (s.metadata, dict(s.offsets)) for g, s in ref.groups.items()}
 
 
 def responses_by_offset(responses: pa.Table) -> dict[int, list[ResponseRow]]:
+    """A response frame's rows as (topic, partition, code, reason), by ingest offset."""
     out: dict[int, list[ResponseRow]] = {}
     for row in responses.to_pylist():
         out.setdefault(row["ingest_offset"], []).append(
@@ -54,6 +63,8 @@ class Run:
     def batch(
         self, requests: Sequence[Request], now_ms: int, shuffle_seed: int | None = None
     ) -> None:
+        """Apply ``requests`` as one batch at ``now_ms`` (rows shuffled with ``shuffle_seed``) on
+        both, and assert the same responses, groups and next expiry."""
         frame = frame_from_requests(requests, self.next_offset, now_ms)
         if shuffle_seed is not None and frame.num_rows:
             # Rows reach the state function in no particular order.
@@ -80,6 +91,7 @@ class Run:
         self.next_offset += len(requests)
 
     def replayed(self) -> ShardState:
+        """The shard rebuilt by replaying every record it emitted, from empty."""
         state = empty_shard(self.shard_id, self.config)
         for table in self.records:
             state = replay_records(state, table)

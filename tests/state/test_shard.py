@@ -23,16 +23,23 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
 )
-from state.engine.outputs import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
-from state.engine.request_frame import frame_from_requests
 from state.formats.records import decode_key, decode_offset_commit_value
+from state.formats.request_codec import decode_request, encode_request
 from state.shard import (
+    RECORD_FRAME_SCHEMA,
+    RESPONSE_FRAME_SCHEMA,
+    ShardState,
     apply_batch,
+    cleanup_group_metadata,
+    decode_request_messages,
     empty_shard,
     expire,
     fetch_offsets,
+    frame_from_requests,
+    replay_log,
     replay_records,
     snapshot,
+    snapshot_records,
 )
 from tests.state.coordinators import Coordinator, ReferenceAdapter, ShardCoordinator
 from tests.state.harness import Run, shard_groups
@@ -578,6 +585,86 @@ def test_large_shard_compacts_and_keeps_every_key(monkeypatch: pytest.MonkeyPatc
     }
     assert got == expected
     assert state.num_offsets == len(expected)
+
+
+# --- what the streaming job calls ---------------------------------------------------------------
+
+
+def busy_shard() -> ShardState:
+    """A shard with a consumer group (metadata and offsets), a simple group and a deletion."""
+    members = members_of("m1")
+    frame = frame_from_requests(
+        [
+            GroupMetadataRequest("gm", G, 1, members=members),
+            commit(G, PartitionCommit("t", 0, 3), generation_id=1, member_id="m1"),
+            commit(H, PartitionCommit("t", 1, 4), PartitionCommit("u", 0, 5)),
+            OffsetDeleteRequest("d", H, (TopicPartition("u", 0),)),
+        ],
+        0,
+        T0,
+    )
+    return apply_batch(empty_shard(SHARD, CONFIG), frame, T0, CONFIG).state
+
+
+def test_replay_log_rebuilds_the_shard_and_skips_unreadable_records() -> None:
+    state = busy_shard()
+    records = snapshot_records(state)
+    log = list(zip(records["key"].to_pylist(), records["value"].to_pylist(), strict=True))
+    # A key type this code does not know is read and ignored, as Kafka's loader does; a record
+    # that does not decode (a truncated OffsetCommitKey) is skipped and reported.
+    log.insert(1, (b"\x7f\x7f of a newer Kafka", b"value"))
+    log.insert(2, (b"\x00\x01\x00", b""))
+    unreadable: list[Exception] = []
+    loaded = replay_log(SHARD, log, on_unreadable=unreadable.append)
+    assert loaded.records_read == records.num_rows + 1
+    assert len(unreadable) == 1
+    assert shard_groups(loaded.state) == shard_groups(state)
+    # Without a callback the unreadable record is skipped all the same.
+    assert shard_groups(replay_log(SHARD, log).state) == shard_groups(state)
+
+
+def test_snapshot_records_are_what_compaction_would_leave() -> None:
+    state = busy_shard()
+    records = snapshot_records(state)
+    assert records.schema == RECORD_FRAME_SCHEMA
+    assert [
+        (r["kind"], r["group_id"], r["topic"], r["partition"]) for r in records.to_pylist()
+    ] == [
+        ("group", G, None, -1),
+        ("offset", G, "t", 0),
+        ("offset", H, "t", 1),
+    ]
+    rebuilt = replay_records(empty_shard(SHARD, CONFIG), records)
+    assert shard_groups(rebuilt) == shard_groups(state)
+    assert snapshot_records(empty_shard(SHARD)).num_rows == 0
+
+
+def test_decode_request_messages_answers_what_does_not_decode() -> None:
+    request = commit(G, PartitionCommit("t", 0, 7), PartitionCommit("t", 1, 8))
+    raw = encode_request(request)
+    frame = decode_request_messages(
+        [(10, T0, raw), (11, T0 + 1, None), (12, T0 + 2, b""), (13, T0 + 3, bytearray(b"{"))]
+    )
+    want = frame_from_requests(
+        [request, decode_request(None), decode_request(None), decode_request(b"{")],
+        10,
+        [T0, T0 + 1, T0 + 2, T0 + 3],
+    )
+    assert frame.equals(want)
+    assert decode_request_messages([]).schema == want.schema
+
+
+def test_cleanup_group_metadata_is_a_batch_without_requests() -> None:
+    state = busy_shard()
+    later = T0 + RETENTION
+    empty = frame_from_requests([], 0, later)
+    timer = cleanup_group_metadata(state, later, CONFIG)
+    batch = apply_batch(state, empty, later, CONFIG)
+    assert timer.records.num_rows > 0
+    assert timer.records.equals(batch.records)
+    assert timer.responses.schema == RESPONSE_FRAME_SCHEMA and timer.responses.num_rows == 0
+    assert timer.next_expiry_ms == batch.next_expiry_ms
+    assert shard_groups(timer.state) == shard_groups(batch.state)
 
 
 # --- properties --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from connectors.sinks.base import open_sink
+from connectors.sinks import open_sink
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, OffsetCommitKey, TopicPartition
 from state.coordinator.requests import (

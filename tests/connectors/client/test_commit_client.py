@@ -18,17 +18,18 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from connectors.client.commit_client import CommitResult, OffsetCommitClient
-from connectors.client.errors import (
+from connectors.client import (
     ClientClosedError,
     CommitFailedError,
+    CommitResult,
     CommitTimeoutError,
     DeleteGroupFailedError,
+    OffsetCommitClient,
     OffsetDeleteFailedError,
     OffsetsError,
     describe_error,
 )
-from connectors.sinks.base import open_sink
+from connectors.sinks import open_sink
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import MemberMetadata, OffsetAndMetadata, TopicPartition
 from state.coordinator.partitioner import partition_for

@@ -7,44 +7,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from kafka import KafkaProducer
 
 from connectors.client.errors import CoordinatorLoadInProgressError
 from connectors.client.offsets_reader import BrokerOffsets, OffsetsReader, PartitionLag, lag
-from connectors.sinks.base import BatchProgress, Sink, open_sink
+from connectors.sinks import Sink, open_sink
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
-from state.engine.outputs import RECORD_FRAME_SCHEMA
+from tests.connectors.sinks.record_frames import commit, frame, group_metadata, progress
 from tests.fixtures.kafka import TopicFactory
 
 
 def offset_record(
     group: str, topic: str, partition: int, offset: int, metadata: str = "", ts: int = 1_000
 ) -> dict[str, Any]:
-    return {
-        "kind": "offset",
-        "group_id": group,
-        "topic": topic,
-        "partition": partition,
-        "offset": offset,
-        "leader_epoch": 2,
-        "metadata": metadata,
-        "commit_timestamp_ms": ts,
-        "expire_timestamp_ms": None,
-        "generation": None,
-        "members": None,
-        "key": b"k",
-        "value": b"v",
-    }
-
-
-def group_record(group: str, generation: int, members: int) -> dict[str, Any]:
-    record = offset_record(group, "", -1, 0)
-    record.update(kind="group", topic=None, offset=None, leader_epoch=None, metadata=None)
-    record.update(commit_timestamp_ms=None, generation=generation, members=members)
-    return record
+    return commit(
+        group, topic, partition, offset, leader_epoch=2, metadata=metadata, commit_timestamp_ms=ts
+    )
 
 
 class Writer:
@@ -55,8 +35,7 @@ class Writer:
         self.batch_id = 0
 
     def write(self, *records: dict[str, Any]) -> None:
-        table = pa.Table.from_pylist(list(records), schema=RECORD_FRAME_SCHEMA)
-        assert self.sink.write_batch(self.batch_id, table, BatchProgress(self.batch_id))
+        assert self.sink.write_batch(self.batch_id, frame(*records), progress(self.batch_id))
         self.batch_id += 1
 
 
@@ -87,7 +66,7 @@ def test_fetch_list_and_history_read_what_the_job_wrote(writer: Writer, sink_url
         offset_record("g", "t", 0, 5, "a", ts=1_000),
         offset_record("g", "t", 1, 7),
         offset_record("h", "u", 0, 1),
-        group_record("h", 3, 2),
+        group_metadata("h", 3, 2),
     )
     writer.write(offset_record("g", "t", 0, 6, "b", ts=2_000))
     with OffsetsReader(sink_url) as reader:
@@ -158,7 +137,7 @@ def test_describe_shows_lag_against_the_brokers_log_end_offsets(
         offset_record("g", topic, 1, 3),
         offset_record("g", topic, 2, 4),  # ahead of an empty partition: lag 0, not -4
         offset_record("g", "deleted-topic", 0, 9),
-        group_record("g", 4, 0),
+        group_metadata("g", 4, 0),
     )
     with OffsetsReader(sink_url, {"bootstrap_servers": kafka_bootstrap.split(",")}) as reader:
         description = reader.describe("g")

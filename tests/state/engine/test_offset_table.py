@@ -7,7 +7,8 @@ import numpy as np
 import pyarrow as pa
 
 from state.engine.groups import StringDict
-from state.engine.offset_table import NEVER, OffsetTable, Rows
+from state.engine.offset_rows import Rows
+from state.engine.offset_table import NEVER, OffsetTable
 
 
 def rows(keys: list[tuple[int, int, int, int]], offset: int = 0) -> Rows:

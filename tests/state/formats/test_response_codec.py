@@ -1,4 +1,5 @@
-"""The responses/dead-letter encoder against a plain-Python statement of the wire format."""
+"""The responses/dead-letter encoder against a plain-Python statement of the wire format, and the
+decoder against the encoder (round trip) and against malformed messages."""
 
 from __future__ import annotations
 
@@ -6,11 +7,19 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.engine.outputs import RESPONSE_FRAME_SCHEMA
-from state.formats.response_codec import RESPONSE_VERSION, encode_responses, json_strings
+from state.coordinator.model import TopicPartition
+from state.formats.frames import RESPONSE_FRAME_SCHEMA
+from state.formats.response_codec import (
+    RESPONSE_VERSION,
+    Response,
+    decode_response,
+    encode_responses,
+    json_strings,
+)
 
 # Hostile text: quotes, backslashes, control characters, non-ASCII, astral characters.
 text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=12)
@@ -160,3 +169,72 @@ def test_one_message_per_request_in_request_order() -> None:
             {"topic": "t", "partitionIndex": 1, "errorCode": 12, "errorMessage": "too large"},
         ],
     }
+
+
+# --- decoding -------------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames(), st.integers(0, 49))
+def test_decoding_an_encoded_frame_gives_back_each_request_answer(
+    rows: list[dict[str, Any]], shard: int
+) -> None:
+    answers, _ = encode_responses(pa.Table.from_pylist(rows, schema=RESPONSE_FRAME_SCHEMA), shard)
+    want, _ = expected(rows, shard)
+    got = [
+        decode_response(k, v)
+        for k, v in zip(answers["key"].to_pylist(), answers["value"].to_pylist(), strict=True)
+    ]
+    assert len(got) == len(want)
+    for response, (key, message) in zip(got, want, strict=True):
+        partitions: dict[TopicPartition, tuple[int, str | None]] = {}
+        for p in message["partitions"]:
+            partitions[TopicPartition(p["topic"], p["partitionIndex"])] = (
+                p["errorCode"],
+                p["errorMessage"],
+            )
+        assert response == Response(
+            request_id=key.decode("utf-8"),
+            group_id=message["groupId"],
+            api=message["api"],
+            error_code=message["errorCode"],
+            error_message=message["errorMessage"],
+            partitions=partitions,
+        )
+        # Partition answers keep the message's order (the request's).
+        assert list(response.partitions) == list(partitions)
+
+
+def test_missing_codes_mean_success_and_unknown_fields_are_ignored() -> None:
+    value = json.dumps(
+        {"version": 1, "future": True, "partitions": [{"topic": "t", "partitionIndex": 3}]}
+    ).encode()
+    assert decode_response(b"r", value) == Response(
+        "r", None, None, 0, None, {TopicPartition("t", 3): (0, None)}
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (None, "null response value"),
+        (b"\xff", "utf-8"),
+        (b"{", "Expecting"),
+        (b"[]", "not a JSON object"),
+        (b'{"version": 2}', "unsupported response version 2"),
+        (b'{"errorCode": 0}', "unsupported response version None"),
+        (b'{"version": 1, "errorCode": "0"}', "errorCode is not an integer"),
+        (b'{"version": 1, "errorCode": true}', "errorCode is not an integer"),
+        (b'{"version": 1, "partitions": 5}', "partitions is not a JSON array"),
+        (b'{"version": 1, "partitions": ["t"]}', "malformed partition entry"),
+        (b'{"version": 1, "partitions": [{"topic": "t"}]}', "malformed partition entry"),
+        (
+            b'{"version": 1, "partitions": '
+            b'[{"topic": "t", "partitionIndex": 0, "errorCode": 1.0}]}',
+            "malformed partition entry",
+        ),
+    ],
+)
+def test_malformed_responses_raise_value_error(value: bytes | None, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        decode_response(b"r", value)

@@ -1,5 +1,8 @@
 """The shard state blob: a versioned, language-neutral encoding of ``ShardState``.
 
+This is how the engine's tables persist between micro-batches (Spark keeps the blob as the
+shard's group state), so it lives with the tables it encodes.
+
 Layout (format version 1; integers big-endian)::
 
     offset  size  field
@@ -26,10 +29,10 @@ Layout (format version 1; integers big-endian)::
             base row it supersedes, -1 for none) and tomb bool (the key is deleted)
 
 ``hash`` and ``khash`` are ``state.engine.hashing``'s functions; they are part of this format.
-Decoding is
-zero-copy for the fixed-width columns (the arrays view the blob), so a call's cost follows its
-batch; encoding reuses a section's bytes verbatim when that part of the state did not change since
-it was decoded (usually the base, by far the largest). Never pickle: a blob is data only.
+Decoding is zero-copy for the fixed-width columns (the arrays view the blob), so a call's cost
+follows its batch; encoding reuses a section's bytes verbatim when that part of the state did not
+change since it was decoded (usually the base, by far the largest). Never pickle: a blob is data
+only.
 """
 
 from __future__ import annotations
@@ -37,11 +40,12 @@ from __future__ import annotations
 import struct
 from dataclasses import fields
 
-import numpy as np
 import pyarrow as pa
 
+from state.engine.columns import arrow_column, numpy_column
 from state.engine.groups import GroupTable, StringDict
-from state.engine.offset_table import Delta, OffsetTable, Rows
+from state.engine.offset_rows import Rows
+from state.engine.offset_table import Delta, OffsetTable
 from state.engine.shard_state import ShardState
 
 MAGIC = b"SCOSHARD"
@@ -98,6 +102,7 @@ _DELTA_SCHEMA = pa.schema(
 
 
 def _ipc(table: pa.Table) -> bytes | pa.Buffer:
+    """``table`` as one Arrow IPC stream (a section of the blob, before padding)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
@@ -105,10 +110,12 @@ def _ipc(table: pa.Table) -> bytes | pa.Buffer:
 
 
 def _dict_columns(d: StringDict) -> list[pa.Array]:
+    """The ``_DICT_FIELDS`` columns of ``d``, in schema order."""
     return [d.names, pa.array(d.hashes, pa.uint64()), pa.array(d.by_hash, pa.int64())]
 
 
 def _rows_columns(rows: Rows) -> list[pa.Array]:
+    """The ``_ROW_TYPES`` columns of ``rows``, in schema order (``Rows``' field order)."""
     return [
         getattr(rows, f.name)
         if f.name == "metadata"
@@ -187,6 +194,8 @@ def encode_state(state: ShardState) -> bytes:
 
 
 def _padded(n: int) -> int:
+    """``n`` rounded up to a multiple of 8, so that every section starts 8-byte aligned and its
+    fixed-width columns can be viewed in place."""
     return (n + 7) // 8 * 8
 
 
@@ -241,57 +250,44 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
         at += length
 
     g = tables["groups"]
-    names = StringDict(_arrow(g, "name"), _np(g, "hash"), _np(g, "by_hash"))
     groups = GroupTable(
-        names,
-        _np(g, "offset_count"),
-        _np(g, "has_metadata"),
-        _arrow(g, "metadata"),
-        _np(g, "generation"),
-        _np(g, "members"),
-        _np(g, "state_ts"),
+        _string_dict(g),
+        numpy_column(g, "offset_count"),
+        numpy_column(g, "has_metadata"),
+        arrow_column(g, "metadata"),
+        numpy_column(g, "generation"),
+        numpy_column(g, "members"),
+        numpy_column(g, "state_ts"),
     )
-    t = tables["topics"]
-    topics = StringDict(_arrow(t, "name"), _np(t, "hash"), _np(t, "by_hash"))
+    topics = _string_dict(tables["topics"])
     base = _rows(tables["base"])
     d = tables["delta"]
-    delta = Delta(_rows(d), _np(d, "base_pos"), _np(d, "tomb"))
-    state = ShardState(
-        shard_id,
-        groups,
-        topics,
-        OffsetTable(base, delta, _np(tables["base"], "deadline_order")),
-        retention_ms,
-    )
+    delta = Delta(_rows(d), numpy_column(d, "base_pos"), numpy_column(d, "tomb"))
+    offsets = OffsetTable(base, delta, numpy_column(tables["base"], "deadline_order"))
     # Remember which sections still encode which parts, for encode_state to reuse them.
     owners = {"groups": groups, "topics": topics, "base": base, "delta": delta}
     return ShardState(
         shard_id,
         groups,
         topics,
-        state.offsets,
+        offsets,
         retention_ms,
         {name: (owners[name], raw[name]) for name in _SECTIONS},
     )
 
 
-def _arrow(table: pa.Table, name: str) -> pa.Array:
-    col = table[name]
-    if col.num_chunks == 1:
-        return col.chunk(0)
-    return col.combine_chunks() if col.num_chunks else pa.array([], col.type)
-
-
-def _np(table: pa.Table, name: str) -> np.ndarray:
-    arr = _arrow(table, name)
-    # Zero-copy for fixed-width columns; bool columns are bit-packed in Arrow and get unpacked.
-    return arr.to_numpy(zero_copy_only=False)
+def _string_dict(table: pa.Table) -> StringDict:
+    """The ``StringDict`` of a groups or topics section (its ``_DICT_FIELDS`` columns)."""
+    return StringDict(
+        arrow_column(table, "name"), numpy_column(table, "hash"), numpy_column(table, "by_hash")
+    )
 
 
 def _rows(table: pa.Table) -> Rows:
+    """The ``Rows`` of a base or delta section (its ``_ROW_TYPES`` columns)."""
     return Rows(
         **{
-            name: _arrow(table, name) if name == "metadata" else _np(table, name)
+            name: arrow_column(table, name) if name == "metadata" else numpy_column(table, name)
             for name in _ROW_TYPES
         }
     )

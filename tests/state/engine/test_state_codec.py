@@ -1,18 +1,13 @@
-"""The shard state blob: round trips, versioning, corruption, zero-copy reuse; and the columnar
-record encoders against the per-record codecs."""
+"""The shard state blob: round trips, versioning, corruption, zero-copy reuse."""
 
 from __future__ import annotations
 
 import struct
 
-import numpy as np
-import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from state.coordinator.config import CoordinatorConfig
-from state.coordinator.model import MemberMetadata, OffsetAndMetadata
+from state.coordinator.model import MemberMetadata
 from state.coordinator.requests import (
     GroupMetadataRequest,
     OffsetCommitRequest,
@@ -21,9 +16,7 @@ from state.coordinator.requests import (
 )
 from state.engine.request_frame import frame_from_requests
 from state.engine.shard_state import compact
-from state.formats.record_columns import offset_commit_keys, offset_commit_values
-from state.formats.records import encode_offset_commit_key, encode_offset_commit_value
-from state.formats.state_codec import FORMAT_VERSION, MAGIC
+from state.engine.state_codec import FORMAT_VERSION, MAGIC
 from state.shard import (
     StateFormatError,
     apply_batch,
@@ -123,50 +116,3 @@ def test_corrupt_blobs_are_rejected(mangle) -> None:
     assert blob.startswith(MAGIC)
     with pytest.raises(StateFormatError):
         decode_state(mangle(blob))
-
-
-strings = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            strings,
-            strings,
-            st.integers(0, 2**31 - 1),
-            st.integers(-(2**63), 2**63 - 1),
-            st.integers(-(2**31), 2**31 - 1),
-            strings,
-            st.integers(-(2**63), 2**63 - 1),
-            st.none() | st.integers(0, 2**62),
-            st.booleans(),
-        ),
-        max_size=20,
-    )
-)
-def test_columnar_record_encoding_matches_the_record_codecs(rows: list[tuple]) -> None:
-    groups, topics, parts, offsets, epochs, metas, commits, expires, tombs = (
-        (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 9
-    )
-    keys = offset_commit_keys(
-        pa.array(groups, pa.string()),
-        pa.array(topics, pa.string()),
-        np.array(parts, dtype=np.int32),
-    )
-    assert keys.to_pylist() == [
-        encode_offset_commit_key(g, t, p) for g, t, p in zip(groups, topics, parts, strict=True)
-    ]
-    values = offset_commit_values(
-        np.array(offsets, dtype=np.int64),
-        np.array(epochs, dtype=np.int32),
-        pa.array(metas, pa.string()),
-        np.array(commits, dtype=np.int64),
-        np.array([-1 if e is None else e for e in expires], dtype=np.int64),
-        np.array(tombs, dtype=bool),
-    )
-    want = [
-        None if tomb else encode_offset_commit_value(OffsetAndMetadata(o, e, m, c, x))
-        for o, e, m, c, x, tomb in zip(offsets, epochs, metas, commits, expires, tombs, strict=True)
-    ]
-    assert values.to_pylist() == want

@@ -1,0 +1,28 @@
+"""``with client:``: the context-manager protocol of everything on the client side that closes."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+__all__ = ["CloseOnExit"]
+
+
+class CloseOnExit:
+    """Mixin: ``with obj:`` gives ``obj`` and calls ``obj.close()`` on the way out, whether the
+    block raised or not (the exception, if any, propagates)."""
+
+    def close(self) -> None:
+        """Release what the object holds; subclasses define it (idempotently)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,149 @@
+"""Building the commit client's requests from its callers' arguments, and their ingest messages.
+
+Pure: no Kafka. The caller's offsets are checked here, before anything is sent, the way Kafka's
+client checks them (negative offsets, non-int partitions); the message is keyed by group id and
+goes to the ingest partition that owns the group (``partition_for``, Kafka's
+``abs(hashCode) % partitions``), so one group's requests stay in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from state.coordinator.model import OffsetAndMetadata, TopicPartition
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import OffsetCommitRequest, PartitionCommit, Request
+from state.formats.request_codec import encode_request
+
+__all__ = [
+    "IngestMessage",
+    "OffsetLike",
+    "Offsets",
+    "committed",
+    "ingest_message",
+    "offset_commit",
+    "partition_commits",
+    "partitions_of",
+    "with_partitions",
+]
+
+
+class OffsetLike(Protocol):
+    """Anything with an ``offset`` (and optionally ``metadata`` and ``leader_epoch``), such as
+    ``state.coordinator.model.OffsetAndMetadata`` or kafka-python's ``OffsetAndMetadata``."""
+
+    @property
+    def offset(self) -> int: ...
+
+
+#: What ``commit`` accepts: partitions to the next offset to consume, or to an offset-like value.
+Offsets = Mapping[TopicPartition | tuple[str, int], int | OffsetLike]
+
+
+def offset_commit(
+    group_id: str,
+    offsets: Offsets,
+    *,
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None,
+    retention_ms: int,
+) -> OffsetCommitRequest:
+    """The OffsetCommit of a ``commit``/``commit_async`` call, request id still empty: each
+    attempt gets its own (:func:`with_partitions`). Raises like :func:`partition_commits`."""
+    return OffsetCommitRequest(
+        request_id="",
+        group_id=group_id,
+        partitions=tuple(partition_commits(offsets)),
+        generation_id=generation_id,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        retention_time_ms=retention_ms,
+    )
+
+
+def partition_commits(offsets: Offsets) -> list[PartitionCommit]:
+    """Validate and convert the caller's offsets, in the mapping's order.
+
+    Raises TypeError for a non-str topic, a non-int partition or offset (booleans included) or
+    non-str metadata, ValueError for a negative offset (Kafka's client rejects those too).
+    """
+    commits = []
+    for tp, value in offsets.items():
+        topic, partition = tp
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise TypeError(f"partition of {topic!r} must be an int, got {partition!r}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            offset, metadata, epoch = value, "", -1
+        elif hasattr(value, "offset") and not isinstance(value, bool):
+            offset = value.offset
+            metadata = getattr(value, "metadata", "") or ""
+            epoch = getattr(value, "leader_epoch", -1)
+            epoch = -1 if epoch is None else epoch
+        else:
+            raise TypeError(f"offset of {topic}-{partition} must be an int, got {value!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(f"offset of {topic}-{partition} must be an int, got {offset!r}")
+        if offset < 0:
+            raise ValueError(f"invalid negative offset {offset} for {topic}-{partition}")
+        if not isinstance(metadata, str):
+            raise TypeError(f"metadata of {topic}-{partition} must be a str")
+        commits.append(PartitionCommit(topic, partition, offset, int(epoch), metadata))
+    return commits
+
+
+def committed(commits: Iterable[PartitionCommit]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The offsets a successful commit of ``commits`` stored, as a result reports them."""
+    return {
+        TopicPartition(c.topic, c.partition): OffsetAndMetadata(
+            offset=c.offset, leader_epoch=c.leader_epoch, metadata=c.metadata
+        )
+        for c in commits
+    }
+
+
+def partitions_of(request: OffsetCommitRequest) -> list[TopicPartition]:
+    """The partitions an OffsetCommit asks for, in its order."""
+    return [TopicPartition(c.topic, c.partition) for c in request.partitions]
+
+
+def with_partitions(
+    request: OffsetCommitRequest, request_id: str, partitions: Sequence[TopicPartition]
+) -> OffsetCommitRequest:
+    """One attempt of ``request``: its request id, and the given partitions of the original.
+
+    Every other field (generation, member, retention) is the original's, so a retry commits
+    exactly what the first attempt asked for those partitions.
+    """
+    by_tp = {TopicPartition(c.topic, c.partition): c for c in request.partitions}
+    return replace(request, request_id=request_id, partitions=tuple(by_tp[tp] for tp in partitions))
+
+
+@dataclass(frozen=True, slots=True)
+class IngestMessage:
+    """A request as the ingest topic carries it: key = the group id (UTF-8), value = its JSON."""
+
+    request_id: str
+    group_id: str
+    key: bytes
+    value: bytes
+
+    def partition(self, partitions: int) -> int:
+        """The partition of an ingest topic of ``partitions`` partitions that owns the group."""
+        return partition_for(self.group_id, partitions)
+
+
+def ingest_message(request: Request) -> IngestMessage:
+    """Encode ``request`` for the ingest topic (``state.formats.request_codec``).
+
+    Raises ValueError for text that is not valid Unicode (a lone surrogate cannot be UTF-8), so
+    callers encode before they register or send anything.
+    """
+    value = encode_request(request)
+    return IngestMessage(
+        request.request_id, request.group_id, request.group_id.encode("utf-8"), value
+    )

@@ -1,0 +1,73 @@
+"""Where the commit client connects: its topics and kafka-python options, from config and keywords.
+
+A deployment's configuration (anything shaped like :class:`ClientConfig`, e.g.
+``streaming.config.JobConfig``) gives the defaults; keywords override it; without either the
+project's default topics and bootstrap servers (``connectors.kafka.admin``) apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from connectors.kafka.admin import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    DEFAULT_INGEST_TOPIC,
+    DEFAULT_RESPONSES_TOPIC,
+)
+
+__all__ = ["ClientConfig", "ClientSettings", "client_settings"]
+
+
+class ClientConfig(Protocol):
+    """What the client reads from a deployment's configuration (``streaming.config.JobConfig``
+    has these): the two topics it talks through and kafka-python's client options."""
+
+    @property
+    def ingest_topic(self) -> str: ...
+
+    @property
+    def responses_topic(self) -> str: ...
+
+    def kafka_python_options(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """The resolved topics and kafka-python options (``bootstrap_servers`` a list)."""
+
+    ingest_topic: str
+    responses_topic: str
+    options: dict[str, Any]
+
+
+def client_settings(
+    config: ClientConfig | None,
+    *,
+    bootstrap_servers: str | Sequence[str] | None = None,
+    ingest_topic: str | None = None,
+    responses_topic: str | None = None,
+    kafka_options: Mapping[str, Any] | None = None,
+) -> ClientSettings:
+    """Resolve keywords over ``config`` over the defaults. ``bootstrap_servers`` may be a
+    comma-separated string; ``kafka_options`` may use Kafka's dotted names (``request.timeout.ms``),
+    which become kafka-python's (``request_timeout_ms``)."""
+    options: dict[str, Any] = (
+        config.kafka_python_options()
+        if config is not None
+        else {"bootstrap_servers": DEFAULT_BOOTSTRAP_SERVERS.split(",")}
+    )
+    if bootstrap_servers is not None:
+        servers = bootstrap_servers
+        options["bootstrap_servers"] = (
+            servers.split(",") if isinstance(servers, str) else list(servers)
+        )
+    if kafka_options:
+        options.update({k.replace(".", "_"): v for k, v in kafka_options.items()})
+    return ClientSettings(
+        ingest_topic=ingest_topic or (config.ingest_topic if config else DEFAULT_INGEST_TOPIC),
+        responses_topic=responses_topic
+        or (config.responses_topic if config else DEFAULT_RESPONSES_TOPIC),
+        options=options,
+    )

@@ -1,0 +1,154 @@
+"""The sink's tables: their names (with the optional prefix) and the coordinator status row.
+
+Every backend creates the same four tables — ``consumer_offsets``, ``consumer_groups``,
+``coordinator_status`` (one row) and ``offset_commit_history`` — and quotes the names with its
+own rules; the status row is read and written through the column lists here, so the backends
+agree on its layout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from connectors.sinks.values import BatchProgress, CommittedOffset, CoordinatorStatus
+
+_PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# PostgreSQL truncates identifiers at 63 bytes; the longest derived name is
+# "<prefix>offset_commit_history_key_idx" (30 characters).
+_MAX_PREFIX_LEN: Final = 32
+
+#: Table (and index) name by role, before the prefix.
+_NAMES: Final = {
+    "offsets": "consumer_offsets",
+    "groups": "consumer_groups",
+    "status": "coordinator_status",
+    "history": "offset_commit_history",
+    "history_index": "offset_commit_history_key_idx",
+}
+
+
+def validate_table_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is a safe identifier prefix ("" or ^[A-Za-z_][A-Za-z0-9_]*$)."""
+    if prefix == "":
+        return prefix
+    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
+        raise ValueError(f"table_prefix must match ^[A-Za-z_][A-Za-z0-9_]*$, got {prefix!r}")
+    if len(prefix) > _MAX_PREFIX_LEN:
+        raise ValueError(f"table_prefix must be at most {_MAX_PREFIX_LEN} characters: {prefix!r}")
+    return prefix
+
+
+@dataclass(frozen=True, slots=True)
+class TableNames:
+    """Unquoted names of the sink's tables; each backend quotes them with its own rules.
+
+    Raises ValueError for an unsafe ``prefix`` (see :func:`validate_table_prefix`).
+    """
+
+    prefix: str = ""
+    offsets: str = field(init=False)
+    groups: str = field(init=False)
+    status: str = field(init=False)
+    history: str = field(init=False)
+    history_index: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        validate_table_prefix(self.prefix)
+        for role, name in _NAMES.items():
+            object.__setattr__(self, role, f"{self.prefix}{name}")
+
+    def tables(self) -> dict[str, str]:
+        """The four tables' names by role ("offsets", "groups", "status", "history")."""
+        return {role: getattr(self, role) for role in _NAMES if role != "history_index"}
+
+
+def committed_from_row(group_id: str, row: Sequence[Any]) -> CommittedOffset:
+    """A stored offset of ``group_id`` from an offsets-table row read as (topic, partition,
+    committed_offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)."""
+    topic, partition, offset, epoch, metadata, commit_ts, expire_ts = row
+    return CommittedOffset(
+        group_id, topic, partition, offset, epoch, metadata, commit_ts, expire_ts
+    )
+
+
+# --- the coordinator status row ---------------------------------------------------------------
+
+#: Columns of the status row read by :func:`status_from_row`.
+STATUS_COLUMNS: Final = (
+    "status",
+    "detail",
+    "last_batch_id",
+    "ingest_offsets",
+    "input_rows",
+    "commits_applied",
+    "rejected",
+    "tombstones",
+    "state_keys",
+    "duration_ms",
+    "batch_timestamp_ms",
+    "skipped_records",
+    "updated_at_ms",
+)
+
+#: Columns that ``write_batch`` sets on the status row, bound from :func:`progress_values`.
+PROGRESS_COLUMNS: Final = STATUS_COLUMNS[2:]
+
+
+def encode_ingest_offsets(offsets: Mapping[int, int]) -> str:
+    """The ingest offsets as the JSON text stored in the status row (partitions sorted)."""
+    return json.dumps({str(int(p)): int(o) for p, o in sorted(offsets.items())})
+
+
+def decode_ingest_offsets(text: str | None) -> dict[int, int]:
+    """The inverse of :func:`encode_ingest_offsets`; no text means no offsets."""
+    return {int(p): int(o) for p, o in json.loads(text or "{}").items()}
+
+
+def progress_values(progress: BatchProgress, skipped: int, updated_at_ms: int) -> tuple[Any, ...]:
+    """The values of :data:`PROGRESS_COLUMNS` for a committed batch, in that order."""
+    return (
+        progress.batch_id,
+        encode_ingest_offsets(progress.ingest_offsets),
+        progress.input_rows,
+        progress.commits_applied,
+        progress.rejected,
+        progress.tombstones,
+        progress.state_keys,
+        progress.duration_ms,
+        progress.timestamp_ms,
+        skipped,
+        updated_at_ms,
+    )
+
+
+def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
+    """Build the status from the row in :data:`STATUS_COLUMNS` order."""
+    status, detail, last_batch_id, ingest, input_rows, commits, rejected = row[:7]
+    tombstones, state_keys, duration_ms, batch_ts, skipped, updated_at = row[7:]
+    offsets = decode_ingest_offsets(ingest)
+    progress = None
+    if last_batch_id >= 0:
+        progress = BatchProgress(
+            batch_id=last_batch_id,
+            ingest_offsets=offsets,
+            input_rows=input_rows,
+            commits_applied=commits,
+            rejected=rejected,
+            tombstones=tombstones,
+            state_keys=state_keys,
+            duration_ms=duration_ms,
+            timestamp_ms=batch_ts,
+        )
+    return CoordinatorStatus(
+        status=status,
+        detail=detail,
+        last_batch_id=last_batch_id,
+        ingest_offsets=dict(offsets),
+        updated_at_ms=updated_at,
+        last_progress=progress,
+        skipped_records=skipped,
+    )

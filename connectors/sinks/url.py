@@ -1,0 +1,148 @@
+"""Sink URLs: what a URL names (:func:`parse_sink_url`) and its secrets masked (:func:`redact_url`).
+
+Pure string handling; opening the sink a URL names is ``connectors.sinks.open``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+_SECRET_QUERY_KEYS: Final = frozenset({"password", "passfile", "sslpassword"})
+_CONNINFO_SECRET_RE: Final = re.compile(
+    r"\b(password|sslpassword)(\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE
+)
+#: Sink options that may also be given as URL query parameters (they are not passed on).
+_URL_OPTIONS: Final = frozenset({"table_prefix", "keep_history", "read_only", "schema"})
+
+
+def _split_url(url: str) -> tuple[str, str, str, str]:
+    """``scheme://``, authority, path, and ``?query#fragment`` of a URL, verbatim.
+
+    Unlike ``urlunsplit``, joining the parts gives back the input exactly (``urlunsplit`` turns
+    ``sqlite:////abs`` into ``sqlite://abs`` and ``postgresql:///db`` into ``postgresql:/db``).
+    """
+    head, sep, rest = url.partition("://")
+    ends = [i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0]
+    authority_end = min(ends, default=len(rest))
+    authority, remainder = rest[:authority_end], rest[authority_end:]
+    tail_start = min(
+        (i for i in (remainder.find("?"), remainder.find("#")) if i >= 0), default=len(remainder)
+    )
+    return head + sep, authority, remainder[:tail_start], remainder[tail_start:]
+
+
+def _with_query(url: str, pairs: Sequence[tuple[str, str]]) -> str:
+    """``url`` with its query replaced by ``pairs`` (dropped when empty)."""
+    base, hash_, fragment = url.partition("#")
+    base = base.partition("?")[0]
+    return base + (f"?{urlencode(pairs, safe='*')}" if pairs else "") + hash_ + fragment
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (userinfo or query parameter) replaced by ``***``.
+
+    Also masks ``password=`` in a libpq key/value connection string. Never raises; a URL
+    without secrets comes back unchanged.
+    """
+    if "://" not in url:
+        return _CONNINFO_SECRET_RE.sub(r"\1\2***", url)
+    scheme, authority, path, tail = _split_url(url)
+    if "@" in authority:
+        userinfo, host = authority.rsplit("@", 1)
+        if ":" in userinfo:
+            authority = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    redacted = scheme + authority + path + tail
+    query = tail.partition("#")[0].partition("?")[2]
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(k.lower() in _SECRET_QUERY_KEYS for k, _ in pairs):
+        masked = [(k, "***" if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs]
+        redacted = _with_query(redacted, masked)
+    return redacted
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"sink option {name} must be a boolean, got {raw!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SinkTarget:
+    """What a sink URL names: the backend, its address and the sink options.
+
+    ``address`` is the database file for SQLite and, for PostgreSQL, the URL as a libpq
+    connection string without the sink options (libpq's own query parameters stay).
+    """
+
+    backend: Literal["sqlite", "postgresql"]
+    address: str
+    table_prefix: str
+    keep_history: bool
+    read_only: bool
+    schema: str | None = None
+
+
+def parse_sink_url(
+    url: str,
+    *,
+    table_prefix: str | None = None,
+    keep_history: bool | None = None,
+    read_only: bool | None = None,
+) -> SinkTarget:
+    """Split a sink URL into its backend, address and options.
+
+    * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` → SQLite
+    * ``postgresql://user:pass@host:port/db`` (or ``postgres://``) → PostgreSQL; libpq query
+      parameters (``sslmode`` …) are passed on.
+
+    ``table_prefix``, ``keep_history``, ``read_only`` and (PostgreSQL) ``schema`` may also be
+    URL query parameters; keyword arguments that are not None win. Raises ValueError for an
+    unsupported scheme or a malformed URL; messages show the URL redacted.
+    """
+    safe = redact_url(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"malformed sink URL {safe}") from exc
+    scheme = parts.scheme.lower()
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    sink_opts = {k: v for k, v in query if k in _URL_OPTIONS}
+    passthrough = [(k, v) for k, v in query if k not in _URL_OPTIONS]
+    prefix = table_prefix if table_prefix is not None else sink_opts.get("table_prefix", "")
+    history = (
+        keep_history
+        if keep_history is not None
+        else _parse_bool("keep_history", sink_opts.get("keep_history", "false"))
+    )
+    ro = (
+        read_only
+        if read_only is not None
+        else _parse_bool("read_only", sink_opts.get("read_only", "false"))
+    )
+    if scheme == "sqlite":
+        if parts.netloc:
+            raise ValueError(
+                f"sink URL {safe}: SQLite URLs have no host; use sqlite:///relative/path.db "
+                "or sqlite:////absolute/path.db"
+            )
+        if passthrough or "schema" in sink_opts:
+            names = sorted({k for k, _ in passthrough} | ({"schema"} & sink_opts.keys()))
+            raise ValueError(f"sink URL {safe}: unknown SQLite options {names}")
+        path = unquote(parts.path[1:])  # "sqlite:///" + path: drop the separator slash
+        if not path:
+            raise ValueError(f"sink URL {safe} names no database file")
+        return SinkTarget("sqlite", path, prefix, history, ro)
+    if scheme in {"postgresql", "postgres"}:
+        conninfo = _with_query(url, passthrough)
+        return SinkTarget("postgresql", conninfo, prefix, history, ro, sink_opts.get("schema"))
+    raise ValueError(
+        f"unsupported sink URL scheme {parts.scheme!r} in {safe}: "
+        "expected sqlite, postgresql or postgres"
+    )

@@ -1,0 +1,113 @@
+"""The batch view: a request frame in log order, its numeric columns as numpy arrays.
+
+Every step of ``apply_batch`` reads the frame through ``Batch``: rows are addressed by their index
+in log order (``ingest_offset``, then ``partition_index``), so "earlier" is "smaller index", and
+a request is a run of consecutive rows with one ``ingest_offset``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from state.coordinator.requests import Api
+from state.engine.columns import arrow_column, numpy_column, python_list
+from state.formats.frames import GROUP_METADATA_FIELDS, REQUEST_FRAME_SCHEMA
+
+#: The APIs a frame may carry, by their index in ``Batch.api``.
+APIS = [
+    Api.OFFSET_COMMIT.value,
+    Api.OFFSET_DELETE.value,
+    Api.DELETE_GROUPS.value,
+    Api.GROUP_METADATA.value,
+]
+OFFSET_COMMIT, OFFSET_DELETE, DELETE_GROUPS, GROUP_METADATA = range(len(APIS))
+#: ``Batch.api`` of a row whose API is not one of ``APIS``.
+UNKNOWN_API = -1
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The frame in log order (one chunk per column), numeric columns as numpy, strings as Arrow.
+
+    Nullable numeric columns come with a null mask and a fill value in their array, so vectorized
+    checks never meet a null.
+    """
+
+    table: pa.Table
+    n: int
+    ingest_offset: np.ndarray  # int64
+    timestamp: np.ndarray  # int64, the message's append time
+    generation: np.ndarray  # int64
+    retention: np.ndarray  # int64, retention_time_ms (-1: the configured one)
+    leader_epoch: np.ndarray  # int64
+    error_code: np.ndarray  # int64, != 0 where the decoder rejected the row
+    partition: np.ndarray  # int64, -1 where null
+    partition_null: np.ndarray  # bool
+    offset: np.ndarray  # int64, 0 where null
+    offset_null: np.ndarray  # bool
+    topic_null: np.ndarray  # bool
+    api: np.ndarray  # int64, index in APIS, UNKNOWN_API for any other
+
+    @staticmethod
+    def of(frame: pa.Table | pd.DataFrame) -> Batch:
+        """The batch of a request frame (``REQUEST_FRAME_SCHEMA`` columns, optionally the
+        ``GROUP_METADATA_FIELDS``; any row order). Raises ``ValueError`` if a column is missing."""
+        table = as_table(frame)
+        n = table.num_rows
+        if n:
+            order = np.lexsort(
+                (
+                    numpy_column(table, "partition_index", np.int64),
+                    numpy_column(table, "ingest_offset", np.int64),
+                )
+            )
+            if (order != np.arange(n)).any():
+                table = table.take(pa.array(order))
+        table = table.combine_chunks()
+        api = pc.fill_null(pc.index_in(table["api"], value_set=pa.array(APIS)), UNKNOWN_API)
+        return Batch(
+            table=table,
+            n=n,
+            ingest_offset=numpy_column(table, "ingest_offset", np.int64),
+            timestamp=numpy_column(table, "timestamp_ms", np.int64),
+            generation=numpy_column(table, "generation_id", np.int64),
+            retention=numpy_column(table, "retention_time_ms", np.int64),
+            leader_epoch=numpy_column(table, "leader_epoch", np.int64),
+            error_code=numpy_column(table, "error_code", np.int64),
+            partition=numpy_column(table, "partition", np.int64, -1),
+            partition_null=np.asarray(table["partition"].is_null()),
+            offset=numpy_column(table, "offset", np.int64, 0),
+            offset_null=np.asarray(table["offset"].is_null()),
+            topic_null=np.asarray(table["topic"].is_null()),
+            api=np.asarray(api).astype(np.int64),
+        )
+
+    def col(self, name: str) -> pa.Array:
+        """Column ``name`` as one Arrow array (no copy)."""
+        return arrow_column(self.table, name)
+
+    def strings(self, name: str, rows: np.ndarray) -> list[str | None]:
+        """The values of string column ``name`` at ``rows``, as Python strings (None for null)."""
+        return python_list(self.col(name).take(pa.array(rows, pa.int64())))
+
+
+def as_table(frame: pa.Table | pd.DataFrame) -> pa.Table:
+    """``frame`` as an Arrow table with every ``REQUEST_FRAME_SCHEMA`` column and the
+    ``GROUP_METADATA_FIELDS`` (all null when the frame lacks them)."""
+    if isinstance(frame, pd.DataFrame):
+        extra = [f for f in GROUP_METADATA_FIELDS if f.name in frame.columns]
+        schema = pa.schema(list(REQUEST_FRAME_SCHEMA) + extra)
+        frame = pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+    present = set(frame.column_names)
+    missing = [f.name for f in REQUEST_FRAME_SCHEMA if f.name not in present]
+    if missing:
+        raise ValueError(f"request frame lacks columns {missing}")
+    for optional in GROUP_METADATA_FIELDS:
+        if optional.name not in present:
+            frame = frame.append_column(optional.name, pa.nulls(frame.num_rows, optional.type))
+    return frame

@@ -1,0 +1,116 @@
+"""Step 3 of ``apply_batch``: standalone commits, over columns.
+
+A group on the fast path has no members and only OffsetCommit rows in the batch, so Kafka's
+rules reduce to: a commit with a negative generation writes (unless its metadata is too large);
+any other is UNKNOWN_MEMBER_ID if the group exists at that point of the log, else
+ILLEGAL_GENERATION. Whether the group exists changes within the batch only when a commit writes,
+so one pass over the columns answers every row exactly as the handlers would one by one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.errors import ErrorCode
+from state.engine.apply.accumulators import Answers, Writes
+from state.engine.apply.batch import Batch
+from state.engine.apply.routing import Routing
+from state.engine.columns import INT64_MAX, last_index_per_key, saturating_add
+from state.engine.offset_table import NO_EXPIRE
+from state.engine.record_frame import offset_records
+from state.engine.shard_state import ShardState
+
+
+def fast_commits(
+    batch: Batch,
+    routing: Routing,
+    fast_groups: np.ndarray,
+    state: ShardState,
+    config: CoordinatorConfig,
+    answers: Answers,
+    writes: Writes,
+) -> None:
+    """Answer every commit partition of the groups ``fast_groups`` (local indexes) and write the
+    last committed offset per key (earlier writes of a key in the batch are superseded, as
+    compaction would leave them)."""
+    is_fast = np.zeros(len(routing.group_names), dtype=bool)
+    is_fast[fast_groups] = True
+    idx = routing.commit[is_fast[routing.group_of_row[routing.commit]]]
+    if idx.size == 0:
+        return
+    code = _commit_codes(batch, routing, idx, state, config)
+    answers.add(idx, code, False)
+    ok = np.flatnonzero(code == ErrorCode.NONE)
+    if ok.size:
+        _write_commits(batch, routing.group_of_row[idx[ok]], idx[ok], writes)
+
+
+def _commit_codes(
+    batch: Batch,
+    routing: Routing,
+    idx: np.ndarray,
+    state: ShardState,
+    config: CoordinatorConfig,
+) -> np.ndarray:
+    """The error code of each commit partition at batch rows ``idx`` (sorted), given the groups
+    exist as the batch's earlier commits left them."""
+    local = routing.group_of_row[idx]
+    k = len(routing.group_names)
+    known = routing.group_codes >= 0
+    exists_at_start = np.zeros(k, dtype=bool)
+    exists_at_start[known] = state.groups.exists()[routing.group_codes[known]]
+
+    metadata = batch.col("metadata").take(pa.array(idx))
+    too_large = (
+        np.asarray(pc.fill_null(pc.binary_length(metadata), 0)) > config.offset_metadata_max_bytes
+    )
+    generation = batch.generation[idx]
+    ingest = batch.ingest_offset[idx]
+    # A group that does not exist comes to exist with the first commit that writes; later requests
+    # (not later partitions of the same request) see it. Only negative-generation commits can write
+    # to a group without members.
+    writes_any = (generation < 0) & ~too_large
+    first_write = np.full(k, INT64_MAX, dtype=np.int64)
+    np.minimum.at(first_write, local[writes_any], ingest[writes_any])
+    exists = exists_at_start[local] | (ingest > first_write[local])
+    group_error = np.where(
+        generation < 0,
+        ErrorCode.NONE,
+        np.where(exists, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION),
+    )
+    return np.where(
+        group_error != ErrorCode.NONE,
+        group_error,
+        np.where(too_large, ErrorCode.OFFSET_METADATA_TOO_LARGE, ErrorCode.NONE),
+    )
+
+
+def _write_commits(batch: Batch, local: np.ndarray, rows: np.ndarray, writes: Writes) -> None:
+    """Write the offset records of the accepted commit partitions at batch rows ``rows`` (sorted;
+    ``local`` their groups): one per key, the last in log order."""
+    topics = batch.col("topic").take(pa.array(rows))
+    topic_local = np.asarray(pc.index_in(topics, value_set=pc.unique(topics))).astype(np.int64)
+    rows = rows[last_index_per_key(local, topic_local, batch.partition[rows])]
+    take = pa.array(rows)
+    ts = batch.timestamp[rows]
+    retention = batch.retention[rows]
+    explicit = retention > 0
+    # A positive retention_time_ms sets an explicit expire timestamp; the sum saturates as in
+    # ``rules.expire_timestamp``, so both paths write the same record.
+    expire_ts = np.where(explicit, saturating_add(ts, np.where(explicit, retention, 0)), NO_EXPIRE)
+    # OffsetCommitValue v1 (explicit expiry) has no leader epoch; keep what the record holds.
+    epoch = np.where(explicit, -1, batch.leader_epoch[rows])
+    table = offset_records(
+        batch.col("group_id").take(take),
+        batch.col("topic").take(take),
+        batch.partition[rows].astype(np.int32),
+        batch.offset[rows],
+        epoch.astype(np.int32),
+        pc.fill_null(batch.col("metadata").take(take), ""),
+        ts,
+        expire_ts.astype(np.int64),
+    )
+    writes.add(table, rows)

@@ -1,0 +1,109 @@
+"""Step 2 of ``apply_batch``: route rows to their group, and each group to a path.
+
+A row's group id must be valid (INVALID_GROUP_ID otherwise) and belong to this shard
+(NOT_COORDINATOR otherwise: the producer keyed the message wrongly). Groups left are numbered
+within the batch ("local" group indexes) and split between the fast path (commits only, no
+members) and the exact path (everything else).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.errors import ErrorCode
+from state.coordinator.partitioner import partition_for
+from state.coordinator.rules import MAX_RECORD_STRING_BYTES
+from state.engine.apply.accumulators import Answers
+from state.engine.apply.batch import Batch
+from state.engine.apply.row_checks import CheckedRows
+from state.engine.hashing import string_hash
+from state.engine.shard_state import ShardState
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The rows still to answer after routing, and their groups.
+
+    ``commit`` and ``other`` are sorted batch row indexes; ``group_of_row`` maps every batch row
+    to its local group index (-1 for rows without a routed group); ``group_names`` and
+    ``group_codes`` give each local group's id and its code in the shard's dictionary (-1 for a
+    group the shard has never seen).
+    """
+
+    commit: np.ndarray  # int64, valid commit partitions of routed groups
+    other: np.ndarray  # int64, rows of other APIs' requests of routed groups
+    group_of_row: np.ndarray  # int64, per batch row
+    group_names: list[str]  # local group index -> group id
+    group_codes: np.ndarray  # int64, local group index -> state code, -1 if absent
+
+
+def route(
+    batch: Batch,
+    checked: CheckedRows,
+    answers: Answers,
+    state: ShardState,
+    config: CoordinatorConfig,
+) -> Routing:
+    """Answer the ``checked`` rows whose group id is invalid or of another shard (per commit
+    partition; once per request for the other APIs); return the rest with their groups."""
+    n = batch.n
+    all_rows = np.arange(n)
+    commit, other, first = checked.commit, checked.other, checked.first
+    group_col = batch.col("group_id")
+    group_bytes = np.asarray(pc.fill_null(pc.binary_length(group_col), 0))
+    valid_group = (group_bytes > 0) & (group_bytes <= MAX_RECORD_STRING_BYTES)
+    candidates = (commit | other) & valid_group
+    cand_idx = all_rows[candidates]
+    names = group_col.take(pa.array(cand_idx))
+    unique = pc.unique(names)
+    local = np.asarray(pc.index_in(names, value_set=unique)).astype(np.int64)
+    unique_names = unique.to_pylist()
+    unique_large = unique.cast(pa.large_string())
+    unique_codes = state.groups.names.lookup(unique_large, string_hash(unique_large))
+    # Groups in the shard's dictionary were routed here when they were added.
+    routed_unique = unique_codes >= 0
+    for i in np.flatnonzero(~routed_unique).tolist():
+        routed_unique[i] = (
+            partition_for(unique_names[i], config.offsets_topic_partitions) == state.shard_id
+        )
+    routed = np.zeros(n, dtype=bool)
+    routed[cand_idx] = routed_unique[local] if cand_idx.size else False
+    # An invalid group id is never routed: it gets INVALID_GROUP_ID, not NOT_COORDINATOR.
+    code = np.where(~valid_group, ErrorCode.INVALID_GROUP_ID, ErrorCode.NOT_COORDINATOR)
+    failed = (commit | other) & ~routed
+    answers.add(all_rows[failed & commit], code[failed & commit], False)
+    answers.add(all_rows[failed & other & first], code[failed & other & first], True)
+    commit = commit & routed
+    other = other & routed
+
+    group_of_row = np.full(n, -1, dtype=np.int64)
+    group_of_row[cand_idx] = local
+    # Keep only routed groups, renumbered; find their codes in the state.
+    keep = np.flatnonzero(routed_unique)
+    renumber = np.full(len(unique_names), -1, dtype=np.int64)
+    renumber[keep] = np.arange(keep.size)
+    has_group = np.flatnonzero(group_of_row >= 0)
+    group_of_row[has_group] = renumber[group_of_row[has_group]]
+    kept_names = [unique_names[i] for i in keep.tolist()]
+    return Routing(all_rows[commit], all_rows[other], group_of_row, kept_names, unique_codes[keep])
+
+
+def split_groups(routing: Routing, state: ShardState) -> tuple[np.ndarray, np.ndarray]:
+    """Local group indexes of the fast path and of the exact path, each sorted.
+
+    A group takes the fast path when all its rows in the batch are OffsetCommits and it has no
+    members in the state: then the only state it depends on is whether it exists.
+    """
+    k = len(routing.group_names)
+    slow = np.zeros(k, dtype=bool)
+    slow[routing.group_of_row[routing.other]] = True
+    known = routing.group_codes >= 0
+    members = np.zeros(k, dtype=np.int64)
+    members[known] = state.groups.members[routing.group_codes[known]]
+    slow |= members > 0
+    return np.flatnonzero(~slow), np.flatnonzero(slow)

@@ -1,0 +1,117 @@
+"""Step 1 of ``apply_batch``: the checks that need no state, over whole columns.
+
+Answers, in this order of precedence: rows the request decoder rejected (their own code and
+reason), rows without a request id (a dead letter: INVALID_REQUEST), requests of an unknown API
+(INVALID_REQUEST, request-level), commits listing no partitions (NONE, request-level, as Kafka
+answers them without the coordinator), commit partitions with a null offset (INVALID_REQUEST) or an
+invalid topic or partition (UNKNOWN_TOPIC_OR_PARTITION). What is left goes on to routing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from state.coordinator.errors import ErrorCode
+from state.coordinator.rules import is_valid_topic
+from state.engine.apply.accumulators import Answers
+from state.engine.apply.batch import APIS, OFFSET_COMMIT, Batch
+
+
+@dataclass(frozen=True)
+class CheckedRows:
+    """Boolean masks over the batch rows of what the row checks left unanswered."""
+
+    commit: np.ndarray  # OffsetCommit partitions that passed every row check
+    other: np.ndarray  # rows of requests of the other APIs
+    first: np.ndarray  # the first row of each request still to answer (for request-level answers)
+
+
+def check_rows(batch: Batch, answers: Answers) -> CheckedRows:
+    """Answer the rows that fail a row check (see the module docstring); return the rest.
+
+    ``batch`` must have rows. Every row is either answered here or in ``commit | other``.
+    """
+    n = batch.n
+    all_rows = np.arange(n)
+    rejected = batch.error_code != 0
+    if rejected.any():
+        idx = all_rows[rejected]
+        reasons = batch.strings("error_reason", idx)
+        answers.add(
+            idx,
+            batch.error_code[idx],
+            False,
+            [r or "rejected by the request decoder" for r in reasons],
+        )
+    alive = ~rejected
+    no_id = alive & np.asarray(batch.col("request_id").is_null())
+    # Nothing to answer to: a dead letter, whose reason says why.
+    answers.add(
+        all_rows[no_id],
+        ErrorCode.INVALID_REQUEST,
+        False,
+        ["request has no request_id"] * int(no_id.sum()),
+    )
+    alive &= ~no_id
+    first, rows_in_request = _requests_of(batch, all_rows[alive])
+
+    unknown_api = alive & (batch.api < 0)
+    if unknown_api.any():
+        idx = all_rows[unknown_api & first]
+        apis = batch.strings("api", idx)
+        answers.add(
+            idx,
+            ErrorCode.INVALID_REQUEST,
+            True,
+            [f"unknown api {a!r} (known: {', '.join(APIS)})" for a in apis],
+        )
+    alive &= ~unknown_api
+
+    commit = alive & (batch.api == OFFSET_COMMIT)
+    # A commit listing no partitions is one row with null topic and partition: Kafka answers it
+    # without consulting the coordinator.
+    marker = commit & batch.topic_null & batch.partition_null & (rows_in_request == 1)
+    answers.add(all_rows[marker], ErrorCode.NONE, True)
+    commit &= ~marker
+    null_offset = commit & batch.offset_null
+    answers.add(
+        all_rows[null_offset],
+        ErrorCode.INVALID_REQUEST,
+        False,
+        ["committed offset is null"] * int(null_offset.sum()),
+    )
+    commit &= ~null_offset
+    bad_topic = commit & ~_valid_partitions(batch)
+    answers.add(all_rows[bad_topic], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, False)
+    commit &= ~bad_topic
+    other = alive & (batch.api != OFFSET_COMMIT)
+    return CheckedRows(commit, other, first)
+
+
+def _requests_of(batch: Batch, alive_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Over the batch rows: whether a row is the first of its request's ``alive_idx`` rows, and
+    how many ``alive_idx`` rows its request has (0 for rows not in ``alive_idx``)."""
+    n = batch.n
+    first = np.zeros(n, dtype=bool)
+    rows_in_request = np.zeros(n, dtype=np.int64)
+    if alive_idx.size:
+        ingest = batch.ingest_offset[alive_idx]
+        first_alive = np.ones(alive_idx.size, dtype=bool)
+        first_alive[1:] = ingest[1:] != ingest[:-1]
+        first[alive_idx[first_alive]] = True
+        _, inverse, counts = np.unique(ingest, return_inverse=True, return_counts=True)
+        rows_in_request[alive_idx] = counts[inverse]
+    return first, rows_in_request
+
+
+def _valid_partitions(batch: Batch) -> np.ndarray:
+    """Per row: the topic name passes Kafka's rules and the partition is non-negative."""
+    topic = batch.col("topic")
+    # A batch names few distinct topics: check each once, with the rule the handlers use.
+    unique = pc.unique(topic)
+    valid = np.array([is_valid_topic(t) for t in unique.to_pylist()] + [False], dtype=bool)
+    at = np.asarray(pc.fill_null(pc.index_in(topic, value_set=unique), len(unique)))
+    return valid[at] & ~batch.partition_null & (batch.partition >= 0)

@@ -1,0 +1,136 @@
+"""Offset rows as parallel columns (``Rows``), and the two operations on rows sorted by key
+hash that ``OffsetTable`` is built from: finding keys (``find``) and merging (``merge_sorted``).
+
+Rows are keyed by (group code, topic code, partition) and sorted by ``khash``
+(``state.engine.hashing.key_hash``); equal hashes do not imply equal keys, so every lookup
+compares the key itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Offset rows as parallel columns; ``metadata`` is an Arrow large_string array."""
+
+    khash: np.ndarray  # uint64, the sort key
+    gcode: np.ndarray  # int32
+    tcode: np.ndarray  # int32
+    partition: np.ndarray  # int32
+    offset: np.ndarray  # int64
+    leader_epoch: np.ndarray  # int32
+    metadata: pa.Array  # large_string, no nulls
+    commit_ts: np.ndarray  # int64
+    expire_ts: np.ndarray  # int64, NO_EXPIRE when none
+    deadline: np.ndarray  # int64, NEVER when it cannot expire
+
+    def __len__(self) -> int:
+        return len(self.khash)
+
+    def take(self, idx: np.ndarray) -> Rows:
+        """The rows at positions ``idx``, in that order (new arrays)."""
+        values = {}
+        for f in fields(self):
+            col = getattr(self, f.name)
+            values[f.name] = (
+                col.take(pa.array(idx, pa.int64())) if f.name == "metadata" else col[idx]
+            )
+        return Rows(**values)
+
+    @staticmethod
+    def concat(parts: list[Rows]) -> Rows:
+        """The rows of ``parts`` one after the other (no order is restored)."""
+        values = {}
+        for f in fields(Rows):
+            cols = [getattr(p, f.name) for p in parts]
+            values[f.name] = (
+                pa.concat_arrays(cols) if f.name == "metadata" else np.concatenate(cols)
+            )
+        return Rows(**values)
+
+    @staticmethod
+    def empty() -> Rows:
+        """No rows, with every column's dtype."""
+        return Rows(
+            khash=np.zeros(0, np.uint64),
+            gcode=np.zeros(0, np.int32),
+            tcode=np.zeros(0, np.int32),
+            partition=np.zeros(0, np.int32),
+            offset=np.zeros(0, np.int64),
+            leader_epoch=np.zeros(0, np.int32),
+            metadata=pa.array([], pa.large_string()),
+            commit_ts=np.zeros(0, np.int64),
+            expire_ts=np.zeros(0, np.int64),
+            deadline=np.zeros(0, np.int64),
+        )
+
+    def with_deadline(self, deadline: np.ndarray) -> Rows:
+        """The same rows with ``deadline`` (one per row) as their deadlines."""
+        return replace(self, deadline=deadline)
+
+    def sorted_by_key(self) -> Rows:
+        """The rows in ``khash`` order (ties keep their order)."""
+        order = np.argsort(self.khash, kind="stable")
+        return self.take(order)
+
+
+def find(
+    rows: Rows, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
+) -> np.ndarray:
+    """Index in ``rows`` (sorted by ``khash``) of each queried key, -1 where absent."""
+    result = np.full(len(khash), -1, dtype=np.int64)
+    n = len(rows)
+    if n == 0 or len(khash) == 0:
+        return result
+    # Searching in key order lets each binary search start where the previous one ended, which
+    # keeps a large table's memory access local.
+    order = np.argsort(khash, kind="stable")
+    lo = np.empty(len(khash), dtype=np.int64)
+    lo[order] = np.searchsorted(rows.khash, khash[order], side="left")
+    at = np.minimum(lo, n - 1)
+    same_hash = rows.khash[at] == khash
+    # A run of equal hashes (a collision) is rare: the hash has 64 bits, 32 within a group.
+    after = np.minimum(lo + 1, n - 1)
+    run = same_hash & (lo + 1 < n) & (rows.khash[after] == khash)
+    single = np.flatnonzero(same_hash & ~run)
+    if single.size:
+        at = lo[single]
+        match = (
+            (rows.gcode[at] == gcode[single])
+            & (rows.tcode[at] == tcode[single])
+            & (rows.partition[at] == partition[single])
+        )
+        result[single[match]] = at[match]
+    for i in np.flatnonzero(run):
+        j = int(lo[i])
+        while j < n and rows.khash[j] == khash[i]:
+            if (
+                rows.gcode[j] == gcode[i]
+                and rows.tcode[j] == tcode[i]
+                and rows.partition[j] == partition[i]
+            ):
+                result[i] = j
+                break
+            j += 1
+    return result
+
+
+def merge_sorted(old: Rows, new: Rows) -> tuple[Rows, np.ndarray]:
+    """``old`` and ``new`` (each sorted by khash) as one sorted Rows, and where ``new``'s rows
+    went."""
+    if len(new) == 0:
+        return old, np.zeros(0, np.int64)
+    if len(old) == 0:
+        return new, np.arange(len(new), dtype=np.int64)
+    new_at = np.searchsorted(old.khash, new.khash, side="right") + np.arange(len(new))
+    perm = np.empty(len(old) + len(new), dtype=np.int64)
+    is_new = np.zeros(len(perm), dtype=bool)
+    is_new[new_at] = True
+    perm[new_at] = len(old) + np.arange(len(new))
+    perm[~is_new] = np.arange(len(old))
+    return Rows.concat([old, new]).take(perm), new_at

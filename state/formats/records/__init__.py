@@ -1,0 +1,71 @@
+"""Byte-exact codecs for the records of Kafka's ``__consumer_offsets`` topic.
+
+The layouts follow apache/kafka ``group-coordinator/src/main/resources/common/message/*.json``.
+A record key is an int16 *key version* (Kafka 4.x calls it the record type) followed by the key
+struct; a record value is an int16 *value version* followed by the value struct; a null value is
+a tombstone. One module per part, each with its layout table:
+
+- ``wire``: Kafka's primitive types (integers, strings, varints, tagged fields), the field checks
+  and the checked ``Reader``;
+- ``keys``: ``OffsetCommitKey`` (key versions 0, 1) and ``GroupMetadataKey`` (2);
+- ``offset_commit_value``: ``OffsetCommitValue`` v0-v4 (``OffsetAndMetadata``);
+- ``group_metadata_value``: ``GroupMetadataValue`` v0-v4 and the subscription inside it;
+- ``dispatch``: whole records, by key type.
+
+Writers pick the versions Kafka 4.0 writes: OffsetCommitKey 1, GroupMetadataKey 2,
+GroupMetadataValue 3, and OffsetCommitValue 1 when the commit has an explicit expire timestamp,
+else 3. Decoders accept every version.
+
+Encoding contract: ``decode(encode(v)) == v`` or ``encode`` raises ``ValueError`` naming the field
+that the chosen version cannot hold, with two exceptions: OffsetCommitValue below v3 drops
+``leader_epoch`` (decoded as -1), as Kafka does when it writes v1 for a commit with an explicit
+expire timestamp; and an ``expire_timestamp_ms`` of -1, Kafka's "none" marker, decodes as None.
+
+Decoding is strict: truncated input, trailing bytes, a negative length other than the null
+marker (-1), invalid UTF-8 or an unknown value version raise ``RecordFormatError``. (Kafka's
+generated readers read any negative string length as null and decode invalid UTF-8 with
+replacement characters; Kafka never writes either, so here both mean corruption.)
+
+The public names of the modules are importable from this package.
+"""
+
+from state.formats.records.dispatch import decode_record, encode_record
+from state.formats.records.group_metadata_value import (
+    GROUP_METADATA_VALUE_VERSION,
+    decode_group_metadata_value,
+    encode_group_metadata_value,
+)
+from state.formats.records.keys import (
+    GROUP_METADATA_KEY_VERSION,
+    OFFSET_COMMIT_KEY_VERSION,
+    decode_key,
+    encode_group_metadata_key,
+    encode_offset_commit_key,
+    encode_offset_commit_keys,
+)
+from state.formats.records.offset_commit_value import (
+    decode_offset_commit_value,
+    encode_offset_commit_value,
+    encode_offset_commit_values,
+    offset_commit_value_version,
+)
+from state.formats.records.wire import RecordFormatError
+
+__all__ = [
+    "GROUP_METADATA_KEY_VERSION",
+    "GROUP_METADATA_VALUE_VERSION",
+    "OFFSET_COMMIT_KEY_VERSION",
+    "RecordFormatError",
+    "decode_group_metadata_value",
+    "decode_key",
+    "decode_offset_commit_value",
+    "decode_record",
+    "encode_group_metadata_key",
+    "encode_group_metadata_value",
+    "encode_offset_commit_key",
+    "encode_offset_commit_keys",
+    "encode_offset_commit_value",
+    "encode_offset_commit_values",
+    "encode_record",
+    "offset_commit_value_version",
+]

@@ -1,0 +1,221 @@
+"""Reading and committing one group's offsets: ``list``, ``describe``, ``commit``, ``history``
+and ``status``."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from connectors.client.errors import describe_error
+from connectors.sinks import redact_url
+from state.coordinator.errors import ErrorCode
+from state.coordinator.model import OffsetAndMetadata, TopicPartition
+from streaming.cli.context import Context
+from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError
+from streaming.cli.output import GROUP_ID, attributes, format_timestamp, short_metadata
+
+#: JSON keys of ``list``, of a ``describe`` group and of each of its partitions.
+LIST_KEYS: Final = ("group", "partitions", "generation", "members")
+GROUP_KEYS: Final = ("group", "exists", "generation", "members", "total_lag")
+PARTITION_KEYS: Final = (
+    "topic",
+    "partition",
+    "committed_offset",
+    "log_end_offset",
+    "lag",
+    "leader_epoch",
+    "metadata",
+    "commit_timestamp_ms",
+    "expire_timestamp_ms",
+)
+#: Table headers of ``describe`` (those of ``kafka-consumer-groups.sh --describe``, plus two).
+DESCRIBE_HEADERS: Final = (
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "COMMITTED-AT",
+    "METADATA",
+)
+#: JSON keys of a ``history`` entry and of ``status``'s last batch.
+HISTORY_KEYS: Final = (
+    "group",
+    "topic",
+    "partition",
+    "offset",
+    "leader_epoch",
+    "metadata",
+    "commit_timestamp_ms",
+    "batch_id",
+)
+PROGRESS_KEYS: Final = (
+    "batch_id",
+    "input_rows",
+    "commits_applied",
+    "rejected",
+    "tombstones",
+    "state_keys",
+    "duration_ms",
+    "timestamp_ms",
+)
+
+
+def cmd_list(ctx: Context) -> int:
+    """``list``: the groups the sink knows, with their partition and member counts."""
+    groups = ctx.reader.list_groups()
+    if ctx.json:
+        ctx.emit_json([attributes(g, LIST_KEYS, GROUP_ID) for g in groups])
+        return EXIT_OK
+    ctx.check_status_note()
+    ctx.table(
+        ("GROUP", "PARTITIONS", "GENERATION", "MEMBERS"),
+        [(g.group_id, g.partitions, g.generation, g.members) for g in groups],
+    )
+    return EXIT_OK
+
+
+def cmd_describe(ctx: Context) -> int:
+    """``describe``: committed offset, log-end offset and lag of every partition of the
+    groups; a group that does not exist is GROUP_ID_NOT_FOUND (exit 1, the others shown)."""
+    descriptions = [ctx.reader.describe(g) for g in ctx.groups()]
+    missing = [d.group_id for d in descriptions if not d.exists]
+    if ctx.json:
+        ctx.emit_json(
+            [
+                {
+                    **attributes(d, GROUP_KEYS, GROUP_ID),
+                    "partitions": [attributes(p, PARTITION_KEYS) for p in d.partitions],
+                }
+                for d in descriptions
+            ]
+        )
+    else:
+        ctx.check_status_note()
+        shown = [d for d in descriptions if d.exists]
+        for d in shown:
+            if d.members is not None:
+                ctx.err(f"group {d.group_id!r}: generation {d.generation}, {d.members} member(s)")
+            if not d.partitions:
+                ctx.err(f"group {d.group_id!r} has no committed offsets")
+        rows = [
+            (
+                d.group_id,
+                p.topic,
+                p.partition,
+                p.committed_offset,
+                p.log_end_offset,
+                p.lag,
+                format_timestamp(p.commit_timestamp_ms),
+                short_metadata(p.metadata),
+            )
+            for d in shown
+            for p in d.partitions
+        ]
+        if rows:
+            ctx.table(DESCRIBE_HEADERS, rows)
+    for group in missing:
+        ctx.err(
+            f"error: {describe_error(ErrorCode.GROUP_ID_NOT_FOUND)}: group {group!r} does not exist"
+        )
+    return EXIT_FAILURE if missing else EXIT_OK
+
+
+def cmd_commit(ctx: Context) -> int:
+    """``commit``: one offset, synchronously, through the job (an invalid value, e.g. a
+    negative offset, is a usage error)."""
+    args = ctx.args
+    tp = TopicPartition(args.topic, args.partition)
+    value = OffsetAndMetadata(args.offset, leader_epoch=args.leader_epoch, metadata=args.metadata)
+    try:
+        result = ctx.client.commit(args.group, {tp: value}, timeout_s=ctx.timeout_s)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if ctx.json:
+        ctx.emit_json(
+            {
+                "group": args.group,
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "offset": args.offset,
+                "leader_epoch": args.leader_epoch,
+                "metadata": args.metadata,
+                "request_ids": list(result.request_ids),
+            }
+        )
+    else:
+        ctx.out(
+            f"Committed offset {args.offset} for {tp.topic}-{tp.partition} of group {args.group!r}."
+        )
+    return EXIT_OK
+
+
+def cmd_history(ctx: Context) -> int:
+    """``history``: a group's applied commits, newest first (kept only with keep_history)."""
+    args = ctx.args
+    if args.partition is not None and args.topic is None:
+        raise UsageError("--partition requires --topic")
+    if args.limit < 1:
+        raise UsageError(f"--limit must be >= 1, got {args.limit}")
+    entries = ctx.reader.history(args.group, args.topic, args.partition, args.limit)
+    if ctx.json:
+        ctx.emit_json([attributes(e, HISTORY_KEYS, GROUP_ID) for e in entries])
+        return EXIT_OK
+    ctx.table(
+        ("GROUP", "TOPIC", "PARTITION", "OFFSET", "COMMITTED-AT", "BATCH", "METADATA"),
+        [
+            (
+                e.group_id,
+                e.topic,
+                e.partition,
+                e.offset,
+                format_timestamp(e.commit_timestamp_ms),
+                e.batch_id,
+                short_metadata(e.metadata),
+            )
+            for e in entries
+        ],
+    )
+    if not entries:
+        ctx.err("no history (the job keeps it only with keep_history enabled)")
+    return EXIT_OK
+
+
+def cmd_status(ctx: Context) -> int:
+    """``status``: the job's coordinator status and last batch; answers even while the job
+    loads or is stopped."""
+    status = ctx.reader.status()
+    progress = status.last_progress
+    data: dict[str, Any] = {
+        "status": status.status,
+        "detail": status.detail,
+        "last_batch_id": status.last_batch_id,
+        "updated_at_ms": status.updated_at_ms,
+        "skipped_records": status.skipped_records,
+        "ingest_offsets": {str(p): o for p, o in sorted(status.ingest_offsets.items())},
+        "last_progress": None if progress is None else attributes(progress, PROGRESS_KEYS),
+        "sink_url": redact_url(ctx.config.sink_url),
+    }
+    if ctx.json:
+        ctx.emit_json(data)
+        return EXIT_OK
+    rows: list[tuple[str, object]] = [
+        ("status", status.status),
+        ("detail", status.detail or None),
+        ("sink", data["sink_url"]),
+        ("updated at", format_timestamp(status.updated_at_ms)),
+        ("last batch", status.last_batch_id if status.last_batch_id >= 0 else None),
+    ]
+    if progress is not None:
+        rows += [
+            ("batch time", format_timestamp(progress.timestamp_ms)),
+            ("batch duration ms", progress.duration_ms),
+            ("input rows", progress.input_rows),
+            ("commits applied", progress.commits_applied),
+            ("rejected", progress.rejected),
+            ("tombstones", progress.tombstones),
+            ("state keys", progress.state_keys),
+        ]
+    rows.append(("skipped records", status.skipped_records))
+    ctx.table(("FIELD", "VALUE"), rows)
+    return EXIT_OK

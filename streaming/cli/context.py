@@ -1,0 +1,115 @@
+"""One command's context: its arguments, configuration, output streams and clients.
+
+The reader (sink and broker reads) and the commit client (writes through the job) are opened
+only when a command first uses them, so ``--help``-level failures never touch a service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Final, TextIO
+
+from connectors.client import OffsetCommitClient, OffsetsReader
+from streaming.cli.errors import UsageError
+from streaming.cli.output import format_table
+from streaming.config import JobConfig, load_config
+
+#: Default wait for the job's answer, in ms (Kafka's admin ``request.timeout.ms``).
+DEFAULT_TIMEOUT_MS: Final = 30_000
+#: The commit client's Kafka ``client.id``.
+CLIENT_ID: Final = "consumer-offsets-cli"
+
+
+class Context:
+    """Configuration, output and lazily opened clients for one command."""
+
+    def __init__(self, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> None:
+        """Validate ``--timeout`` and load the configuration (flags over environment over
+        ``--config`` file); raises :class:`UsageError` for either."""
+        self.args = args
+        self.stdout = stdout
+        self.stderr = stderr
+        self.json: bool = bool(getattr(args, "json", False))
+        timeout_ms = getattr(args, "timeout", None) or DEFAULT_TIMEOUT_MS
+        if timeout_ms <= 0:
+            raise UsageError(f"--timeout must be > 0 ms, got {timeout_ms}")
+        self.timeout_s = timeout_ms / 1000
+        try:
+            self.config: JobConfig = load_config(
+                getattr(args, "config", None),
+                overrides={
+                    "bootstrap_servers": getattr(args, "bootstrap_server", None),
+                    "sink_url": getattr(args, "sink_url", None),
+                },
+            )
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"configuration: {exc}") from None
+        self._reader: OffsetsReader | None = None
+        self._client: OffsetCommitClient | None = None
+
+    @property
+    def reader(self) -> OffsetsReader:
+        """Reads committed offsets from the sink and log offsets from the broker."""
+        if self._reader is None:
+            self._reader = OffsetsReader(self.config.sink_url, self.config.kafka_python_options())
+        return self._reader
+
+    @property
+    def client(self) -> OffsetCommitClient:
+        """Commits and deletes through the job, so Kafka's rules hold."""
+        if self._client is None:
+            self._client = OffsetCommitClient(
+                self.config, client_id=CLIENT_ID, default_timeout_s=self.timeout_s
+            )
+        return self._client
+
+    def close(self) -> None:
+        """Close the clients that were opened; the commit client does not wait for answers."""
+        if self._client is not None:
+            self._client.close(timeout_s=0)
+        if self._reader is not None:
+            self._reader.close()
+
+    def out(self, text: str) -> None:
+        """A line on stdout (the command's result)."""
+        self.stdout.write(text + "\n")
+
+    def err(self, text: str) -> None:
+        """A line on stderr (messages and warnings)."""
+        self.stderr.write(text + "\n")
+
+    def emit_json(self, data: object) -> None:
+        """The command's one JSON document on stdout."""
+        self.out(json.dumps(data, indent=2, ensure_ascii=False))
+
+    def table(
+        self,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[object]],
+        errors: Sequence[str | None] | None = None,
+    ) -> None:
+        """An aligned table on stdout (:func:`streaming.cli.output.format_table`); with
+        ``errors`` (one per row) a last ERROR column."""
+        if errors is not None:
+            headers = [*headers, "ERROR"]
+            rows = [[*row, error] for row, error in zip(rows, errors, strict=True)]
+        self.out(format_table(headers, rows))
+
+    def dry_run_note(self) -> None:
+        """Say (stderr) that a command without ``--execute`` changed nothing."""
+        self.err("dry run: nothing was committed (add --execute to commit these offsets)")
+
+    def check_status_note(self) -> None:
+        """Warn (stderr) when answers come from a stopped job's last state."""
+        status = self.reader.status()
+        if status.status == "STOPPED":
+            self.err(f"note: the offsets job is STOPPED; showing its last state ({status.detail})")
+
+    def groups(self) -> list[str]:
+        """The groups a command names: every group in the sink for ``--all-groups``, else the
+        ``--group`` values, each once, in order."""
+        if getattr(self.args, "all_groups", False):
+            return [g.group_id for g in self.reader.list_groups()]
+        return list(dict.fromkeys(self.args.group or []))

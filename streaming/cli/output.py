@@ -1,0 +1,137 @@
+"""What the CLI prints: aligned tables, timestamps, JSON records and errors, a progress line.
+
+Tables are for people (``kafka-consumer-groups.sh`` style); ``--json`` output is for programs,
+errors included: ``{"error": {"code": .., "name": .., "message": ..}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, TextIO
+
+from connectors.client.errors import OffsetsError, OffsetsRequestError, describe_error
+
+# Longest metadata shown in a table cell; --json shows all of it.
+_METADATA_CELL: Final = 40
+
+
+def _cell(value: object) -> str:
+    """One table cell: None as ``-``, control characters escaped."""
+    if value is None:
+        return "-"
+    text = str(value)
+    # One row per line: control characters in metadata must not break the table.
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """Rows as plain left-aligned columns separated by two spaces, headers first (like
+    ``kafka-consumer-groups.sh``). None shows as ``-``; no trailing spaces."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        if len(row) != len(headers):
+            raise ValueError(f"row has {len(row)} cells, expected {len(headers)}")
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [list(headers), *cells]
+    ]
+    return "\n".join(lines)
+
+
+def short_metadata(metadata: str, limit: int = _METADATA_CELL) -> str:
+    """Commit metadata cut for a table cell (``...`` marks the cut)."""
+    return metadata if len(metadata) <= limit else metadata[: limit - 3] + "..."
+
+
+def format_timestamp(ms: int | None) -> str | None:
+    """Epoch ms as ISO 8601 UTC with milliseconds; None for unknown (-1 or None)."""
+    if ms is None or ms < 0:
+        return None
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+#: ``renamed`` for the records that call the group ``group_id`` (JSON says ``group``).
+GROUP_ID: Final[Mapping[str, str]] = {"group": "group_id"}
+
+
+def attributes(
+    obj: object, keys: Sequence[str], renamed: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A JSON object of ``obj``'s attributes, ``{key: obj.<key>}`` in ``keys`` order;
+    ``renamed`` maps a key to the attribute it reads when the names differ."""
+    renamed = renamed or {}
+    return {key: getattr(obj, renamed.get(key, key)) for key in keys}
+
+
+def error_json(exc: OffsetsError) -> dict[str, Any]:
+    """The ``error`` object of a failed Kafka operation: code, name, message, and for a request
+    refused partition by partition, each partition's error."""
+    data: dict[str, Any] = {
+        "code": int(exc.error_code),
+        "name": describe_error(exc.error_code).split(" ")[0],
+        "message": exc.message or str(exc),
+    }
+    if isinstance(exc, OffsetsRequestError):
+        data["partitions"] = [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "error_code": int(code),
+                "error": None if code == 0 else describe_error(code),
+            }
+            for tp, code in sorted(exc.partitions.items())
+        ]
+    return data
+
+
+def print_offsets_error(out: TextIO, err: TextIO, json_mode: bool, exc: OffsetsError) -> None:
+    """A Kafka error that ended the command: ``error: ..`` on stderr, and with ``--json`` its
+    :func:`error_json` on stdout."""
+    if json_mode:
+        out.write(json.dumps({"error": error_json(exc)}, indent=2) + "\n")
+    err.write(f"error: {exc}\n")
+
+
+def print_failure(out: TextIO, err: TextIO, json_mode: bool, name: str, message: str) -> None:
+    """A failure without a Kafka error code (sink, network): ``error: message`` on stderr, and
+    with ``--json`` an error object with ``code`` null on stdout."""
+    if json_mode:
+        out.write(json.dumps({"error": {"code": None, "name": name, "message": message}}) + "\n")
+    err.write(f"error: {message}\n")
+
+
+class Progress:
+    """``label: done/total`` rewritten in place on ``stream``, only when it is a terminal."""
+
+    def __init__(self, label: str, total: int, stream: TextIO | None = None) -> None:
+        self.label = label
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.enabled = bool(isatty and isatty()) and total > 0
+        self._width = 0
+
+    def update(self, done: int) -> None:
+        """Show ``done`` of the total."""
+        if self.enabled:
+            text = f"\r{self.label}: {done}/{self.total}"
+            self._width = max(self._width, len(text))
+            self.stream.write(text)
+            self.stream.flush()
+
+    def finish(self) -> None:
+        """Erase the line, leaving the cursor where it started."""
+        if self.enabled and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()

@@ -1,0 +1,116 @@
+"""``python -m streaming``: run the offset manager's streaming job (also ``consumer-offsets run``).
+
+Flags override ``CONSUMER_OFFSETS_*`` environment variables, which override the ``--config`` TOML
+file. The job runs until interrupted (SIGINT/SIGTERM stop the query cleanly) or, with
+``--duration``, for that many seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any, Final
+
+from streaming.config import JobConfig, load_config
+
+#: How long a query that ended may take to be replaced by the job's own restart.
+RESTART_GRACE_S: Final = 60.0
+LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """One ``--flag`` per JobConfig field, plus --config and --duration."""
+    parser.add_argument("--config", help="TOML file with JobConfig keys")
+    parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="single local broker defaults: replication factor 1, min.insync.replicas 1",
+    )
+    parser.add_argument("--duration", type=float, help="stop after this many seconds")
+    for f in fields(JobConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "keep_history":
+            parser.add_argument(flag, action="store_const", const=True, default=None)
+        else:
+            parser.add_argument(flag, dest=f.name, default=None, help=f"override {f.name}")
+
+
+def config_from_args(args: argparse.Namespace) -> JobConfig:
+    """The job's configuration: flags over environment over ``--config`` file; ``--embedded``
+    defaults the replication settings to a single broker's."""
+    overrides: dict[str, Any] = {f.name: getattr(args, f.name, None) for f in fields(JobConfig)}
+    if args.embedded:
+        overrides["replication_factor"] = overrides["replication_factor"] or 1
+        overrides["min_insync_replicas"] = overrides["min_insync_replicas"] or 1
+    return load_config(args.config, overrides=overrides)
+
+
+def configure_logging() -> None:
+    """INFO-level log lines with time and logger name on stderr, for a running job."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the job and wait until a signal, ``--duration`` or the query's end; returns 1
+    when the query failed, else 0. The job is stopped on the way out, whatever happened."""
+    from streaming.job import OffsetsJob
+
+    config = config_from_args(args)
+    job = OffsetsJob.create(config)
+    query = job.start()
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: object) -> None:
+        logging.getLogger(__name__).info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    deadline = None if args.duration is None else time.monotonic() + args.duration
+    try:
+        while not stop.is_set():
+            # Follow job.query: the job restarts its query after Spark's replayed-batch bug
+            # (OffsetsJob._survive_replayed_batch_bug), which replaces the query object.
+            query = job.query or query
+            if not query.isActive and not _replaced(job, query, stop, RESTART_GRACE_S):
+                break
+            stop.wait(0.5)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        query = job.query or query
+        if query.exception() is not None:
+            print(f"query failed: {query.exception()}", file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        job.stop()
+
+
+def _replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) -> bool:
+    """Whether ``job.query`` becomes another, active query within ``grace_s``."""
+    deadline = time.monotonic() + grace_s
+    while not stop.is_set() and time.monotonic() < deadline:
+        current = job.query
+        if current is not None and current is not ended and current.isActive:
+            return True
+        error = ended.exception()
+        text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
+        if "KafkaMicroBatchStream" not in text and "Option.get()" not in text:
+            return False  # stopped, or a failure the job does not restart
+        stop.wait(0.2)
+    return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m streaming`` (and spark-submit's entry file): parse the job flags and run."""
+    parser = argparse.ArgumentParser(prog="python -m streaming", description=__doc__)
+    add_job_arguments(parser)
+    args = parser.parse_args(argv)
+    configure_logging()
+    return run(args)

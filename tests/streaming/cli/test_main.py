@@ -1,0 +1,96 @@
+"""Parsing, exit statuses and delegation of the ``consumer-offsets`` entry point (no
+services)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.streaming.cli.support import run
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["nonsense"],
+        ["describe"],
+        ["describe", "--group", "g", "--all-groups"],
+        ["commit", "--group", "g", "--topic", "t", "--partition", "x", "--offset", "1"],
+        ["reset-offsets", "--group", "g", "--all-topics"],
+        ["reset-offsets", "--group", "g", "--topic", "t", "--to-earliest", "--to-latest"],
+        ["reset-offsets", "--group", "g", "--topic", "t", "--to-latest", "--execute", "--dry-run"],
+        ["reset-offsets", "--group", "g", "--to-latest"],
+        ["delete-offsets", "--group", "g"],
+        ["import"],
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str]) -> None:
+    result = run(*argv)
+    assert result.code == 2, result
+    assert "error" in result.err
+    assert result.out == ""
+
+
+def test_bad_values_found_after_parsing_are_usage_errors_too(tmp_path: Path) -> None:
+    sink = f"sqlite:///{tmp_path / 'none.db'}"
+    result = run(
+        "reset-offsets", "--sink-url", sink, "--group", "g", "--topic", "t:a", "--to-latest"
+    )
+    assert (result.code, "partitions must be" in result.err) == (2, True)
+    result = run(
+        "reset-offsets", "--sink-url", sink, "--group", "g", "--topic", "t", "--to-datetime", "soon"
+    )
+    assert (result.code, "ISO 8601" in result.err) == (2, True)
+    missing = run("import", "--sink-url", sink, "--file", str(tmp_path / "missing.csv"))
+    assert (missing.code, "cannot read" in missing.err) == (2, True)
+    bad_config = tmp_path / "bad.toml"
+    bad_config.write_text("no_such_key = 1\n")
+    result = run("list", "--config", str(bad_config))
+    assert (result.code, "unknown config keys" in result.err) == (2, True)
+
+
+def test_help_exits_0_and_lists_every_command() -> None:
+    result = run("--help")
+    assert result.code == 0
+    for command in ("list", "describe", "commit", "reset-offsets", "delete-offsets", "delete"):
+        assert command in result.out
+    for command in ("export", "import", "status", "run", "kafka"):
+        assert command in result.out
+
+
+def test_run_delegates_to_the_streaming_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    import streaming.cli.run as job_main
+
+    seen: list[Any] = []
+    monkeypatch.setattr(job_main, "run", lambda args: seen.append(args) or 0)
+    result = run("run", "--embedded", "--bootstrap-servers", "h:1", "--partitions", "8")
+    assert result.code == 0
+    config = job_main.config_from_args(seen[0])
+    assert (config.bootstrap_servers, config.partitions, config.replication_factor) == ("h:1", 8, 1)
+
+
+def test_kafka_delegates_everything_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import connectors.kafka.local as kafka_local
+
+    seen: list[Any] = []
+    monkeypatch.setattr(kafka_local, "main", lambda argv: seen.append(argv) or 3)
+    assert run("kafka", "status", "--data-dir", "x").code == 3
+    assert run("kafka", "--help").code == 3
+    assert seen == [["status", "--data-dir", "x"], ["--help"]]
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "streaming.cli", "describe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--group" in done.stderr
