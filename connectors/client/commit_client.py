@@ -37,7 +37,6 @@ from functools import partial
 from typing import Any, Final
 
 from connectors.client.callbacks import CallbackThread
-from connectors.client.closing import CloseOnExit
 from connectors.client.connection import Connection
 from connectors.client.errors import ClientClosedError, OffsetsError, TopicsNotAvailable
 from connectors.client.outcomes import async_commit_outcome
@@ -53,6 +52,7 @@ from connectors.client.responses import set_exception, set_result
 from connectors.client.results import CommitCallback, CommitResult, DeleteResult
 from connectors.client.retries import Attempts, Backoff, MakeRequest, call_with_retries
 from connectors.client.settings import ClientConfig, client_settings
+from connectors.closing import CloseOnExit
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from state.coordinator.requests import Api, DeleteGroupsRequest, OffsetDeleteRequest, Request

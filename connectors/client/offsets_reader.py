@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
 from connectors.client.errors import CoordinatorLoadInProgressError
+from connectors.closing import CloseOnExit
 from connectors.kafka.admin import list_offsets
 from connectors.sinks import (
     CommitHistoryEntry,
@@ -92,7 +92,7 @@ class GroupDescription:
         return None if any(x is None for x in lags) else sum(x for x in lags if x is not None)
 
 
-class BrokerOffsets:
+class BrokerOffsets(CloseOnExit):
     """Partition offsets from the Kafka cluster, through one kafka-python consumer (no group).
 
     Not thread-safe (kafka-python's consumer is not). Partitions the cluster does not know are
@@ -169,19 +169,8 @@ class BrokerOffsets:
             self._consumer.close()
             self._consumer = None
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class OffsetsReader:
+class OffsetsReader(CloseOnExit):
     """Read API over the sink (read-only) and the broker.
 
     ``sink_url`` is opened with ``open_sink(url, read_only=True)`` on first use;
@@ -297,14 +286,3 @@ class OffsetsReader:
             self._sink = None
         if self._broker is not None:
             self._broker.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -18,6 +18,8 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 
+from connectors.closing import CloseOnExit
+
 log = logging.getLogger(__name__)
 
 #: The topics of one deployment, by default (``JobConfig`` fields of the same names).
@@ -80,7 +82,7 @@ def plain_topic_spec(name: str, partitions: int, replication_factor: int) -> Top
     return TopicSpec(name, partitions, replication_factor, {})
 
 
-class KafkaAdmin:
+class KafkaAdmin(CloseOnExit):
     """A small wrapper over kafka-python's admin client for the job's topic housekeeping."""
 
     def __init__(self, client_options: Mapping[str, Any]) -> None:
@@ -89,12 +91,6 @@ class KafkaAdmin:
 
     def close(self) -> None:
         self._admin.close()
-
-    def __enter__(self) -> KafkaAdmin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def broker_count(self) -> int:
         return len(self._admin.describe_cluster()["brokers"])

@@ -38,11 +38,11 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol
 
 import pyarrow as pa
 
+from connectors.closing import CloseOnExit
 from connectors.sinks.batch import (
     GROUP_KEY_COLUMNS,
     GROUP_UPSERT_COLUMNS,
@@ -86,7 +86,7 @@ class Statements(Protocol):
     def executemany(self, statement: Any, params: Any, /) -> Any: ...
 
 
-class Sink(ABC):
+class Sink(ABC, CloseOnExit):
     """A store of the compacted offsets state, written per micro-batch and read by users.
 
     One instance holds one connection guarded by a lock; readers in other processes open their
@@ -202,17 +202,6 @@ class Sink(ABC):
         """Close the connection; the sink must not be used afterwards."""
         with self._lock:
             self._discard()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # --- writing -------------------------------------------------------------------------------
 

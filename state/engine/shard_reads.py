@@ -65,8 +65,8 @@ def fetch_offsets(
     state: ShardState, group_id: str, partitions: Sequence[TopicPartition] | None
 ) -> list[tuple[TopicPartition, OffsetAndMetadata | None]]:
     """OffsetFetch for one group: every committed offset (sorted) when ``partitions`` is None, else
-    each listed partition with its offset or None (Kafka answers offset -1, metadata "", no error;
-    ``state.coordinator.fetch.fetch`` builds that answer)."""
+    each listed partition with its offset or None (for which Kafka answers offset -1, metadata ""
+    and no error)."""
     committed = group_offsets(state, group_id)
     if partitions is None:
         return [(tp, committed[tp]) for tp in sorted(committed)]

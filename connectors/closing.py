@@ -1,4 +1,4 @@
-"""``with client:``: the context-manager protocol of everything on the client side that closes."""
+"""``with client:``: the context-manager protocol of every connector that holds connections."""
 
 from __future__ import annotations
 
