@@ -1,0 +1,7 @@
+"""``python -m connectors.kafka.local``."""
+
+import sys
+
+from connectors.kafka.local.cli import main
+
+sys.exit(main())

@@ -1,0 +1,141 @@
+"""What a local cluster runs with: nodes, ports, heap, cluster id; free ports on this machine."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import socket
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from connectors.runtime import runtime_dir
+
+HOST = "127.0.0.1"
+
+
+DEFAULT_PORT = 9092
+
+
+#: Per node. A local broker with a few test topics peaks well under 300 MB.
+DEFAULT_HEAP = "512m"
+
+
+DEFAULT_START_TIMEOUT = 90.0
+
+
+DEFAULT_STOP_TIMEOUT = 30.0
+
+
+class KafkaLocalError(RuntimeError):
+    """The local broker could not be started, stopped or reached."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """What a local cluster runs with; stored as ``cluster.json`` in the data dir."""
+
+    nodes: int = 1
+    port: int = DEFAULT_PORT
+    heap: str = DEFAULT_HEAP
+    host: str = HOST
+    cluster_id: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ValueError(f"nodes must be at least 1, got {self.nodes}")
+        if not (self.port > 0 and self.port + 2 * self.nodes <= 65536):
+            raise ValueError(f"port {self.port} leaves no room for {self.nodes} node(s)")
+
+    @property
+    def node_ids(self) -> range:
+        return range(1, self.nodes + 1)
+
+    def broker_port(self, node_id: int) -> int:
+        return self.port + 2 * (node_id - 1)
+
+    def controller_port(self, node_id: int) -> int:
+        return self.broker_port(node_id) + 1
+
+    def broker_address(self, node_id: int) -> str:
+        return f"{self.host}:{self.broker_port(node_id)}"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(self.broker_address(n) for n in self.node_ids)
+
+    @property
+    def quorum_voters(self) -> str:
+        return ",".join(f"{n}@{self.host}:{self.controller_port(n)}" for n in self.node_ids)
+
+    @property
+    def replication_factor(self) -> int:
+        """Internal topics (offsets, transactions) are replicated to every node, up to 3."""
+        return min(self.nodes, 3)
+
+
+@dataclass(frozen=True)
+class StartResult:
+    config: ClusterConfig
+    #: True when the cluster was already running and was left as it was.
+    reused: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node_id: int
+    pid: int | None
+    broker_address: str
+    controller_address: str
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
+
+    Like Kafka's ``Uuid.randomUuid()``, never one that starts with ``-``: command-line tools
+    (``kafka-storage format --cluster-id <id>``) would take it for an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def default_data_dir() -> Path:
+    return runtime_dir() / "kafka"
+
+
+def free_port_block(count: int, host: str = HOST, attempts: int = 50) -> int:
+    """First port of ``count`` consecutive ports that are free now on ``host``.
+
+    Starts from an ephemeral port the kernel hands out, so parallel callers rarely collide; the
+    broker binds the ports moments later, and a port lost in between makes its start fail loudly.
+    """
+    for _ in range(attempts):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            first = probe.getsockname()[1]
+        if first + count <= 65536 and all(port_free(host, p) for p in range(first, first + count)):
+            return first
+    raise KafkaLocalError(f"no block of {count} free ports found on {host}")
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_answers(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+        return True
+    return False
