@@ -4,8 +4,8 @@ JSON parsing and flattening (one row per partition of each request) run in Spark
 Python state function receives columns, not JSON. A message the JVM parser cannot fully vouch for
 (not JSON, a wrong-typed or missing required field, an unknown version or api) travels on as its
 raw bytes with ``raw_value`` set; the state function hands those to
-``state.formats.request_codec``, which
-is the single source of truth for what is valid and says exactly which field is wrong.
+``state.formats.request_codec``, which is the single source of truth for what is valid and says
+exactly which field is wrong.
 
 Spark's JSON reader is more lenient than that codec: it reads a number or an object into a string
 field as its text, takes one of two duplicate keys, accepts single quotes and ignores data after
@@ -166,13 +166,13 @@ def _canonical_json(r: Column) -> Column:
     )
 
 
-def request_rows(kafka_df: DataFrame) -> DataFrame:
+def parse_ingest(kafka_df: DataFrame) -> DataFrame:
     """Flatten a Kafka-source DataFrame of ingest messages into request-frame rows.
 
     Output columns: ``shard`` (the ingest partition: the coordinator shard), the columns of
     ``state.formats.frames.EXTENDED_REQUEST_FRAME_SCHEMA``, and ``raw_value`` (the message
-    bytes, set
-    only on rows the Python decoder must look at; its other columns are then placeholders).
+    bytes, set only on rows the Python decoder must look at; its other columns are then
+    placeholders).
 
     One pass over the source: a message the JVM parse cannot vouch for keeps no parsed fields
     and no topics, so the explodes below leave it exactly one row, carrying its bytes. (A union

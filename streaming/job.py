@@ -31,7 +31,7 @@ from connectors.kafka.admin import (
 )
 from connectors.sinks import Sink, open_sink
 from streaming.config import JobConfig
-from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, request_rows
+from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, parse_ingest
 from streaming.processor import (
     OUTPUT_SCHEMA,
     STATE_SCHEMA,
@@ -46,8 +46,8 @@ QUERY_NAME = "consumer-offsets"
 
 #: Kafka consumer settings of the ingest source, under the user's ``kafka_options`` (which win).
 #: Spark's source reads fixed offset ranges, and with Kafka's default ``fetch.max.wait.ms``
-#: (500 ms) each task's consumer waits that long at the end of its range: measured on 2 cores,
-#: reading 1,000 messages from 50 partitions took 14 s, and 1.7 s with 10 ms.
+#: (500 ms) each task's consumer waits that long at the end of its range, once per partition
+#: (README, "Benchmark").
 SOURCE_CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
 
 
@@ -106,8 +106,8 @@ def _start_query(spark: SparkSession, writer: DataStreamWriter, partitions: int)
     session's own values are restored after):
 
     - ``spark.sql.shuffle.partitions``: the state's partitions. Each one is a task per
-      micro-batch with a fixed cost (RocksDB store, a Python worker round trip) of 0.1-0.3 s on
-      2 cores, so a small batch is answered about twice as fast with 2 partitions as with 8.
+      micro-batch with a fixed cost (RocksDB store, a Python worker round trip), so a small
+      batch is answered faster with as many partitions as cores than with more.
       Spark records the number in the checkpoint, which then keeps it.
     - no-data micro-batches off: a processing-time timeout makes Spark run a micro-batch at
       every trigger even without input, to fire timeouts; each one costs a whole batch that new
@@ -207,7 +207,7 @@ class OffsetsJob:
             reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
 
         output = (
-            request_rows(reader.load())
+            parse_ingest(reader.load())
             .groupBy("shard")
             .applyInPandasWithState(
                 make_state_function(settings),

@@ -61,10 +61,11 @@ from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
 from state.formats.request_codec import encode_request
-from streaming.config import JobConfig, embedded_default
+from streaming.config import JobConfig
 from streaming.job import OffsetsJob, ensure_topics
 from streaming.processor import PROFILE_DIR_ENV
 from streaming.session import spark_session
+from tests.fixtures.job import new_job_config
 
 TARGETS = {
     "throughput_offsets_per_s": 100_000.0,
@@ -1077,19 +1078,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bootstrap = started.config.bootstrap_servers
         if started.reused:
             cluster = None  # not ours to stop
-    prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    config = embedded_default(
-        bootstrap_servers=bootstrap,
-        ingest_topic=f"{prefix}.commits",
-        offsets_topic=f"{prefix}.offsets",
-        responses_topic=f"{prefix}.responses",
-        dead_letter_topic=f"{prefix}.dead-letters",
+    config = new_job_config(
+        bootstrap,
+        folder,
+        prefix="bench",
         partitions=args.shards,
         trigger_interval=args.trigger,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
-        checkpoint_location=str(folder / "checkpoint"),
-        sink_url=f"sqlite:///{folder / 'offsets.db'}",
     )
+    prefix = config.ingest_topic.removesuffix(".commits")
     results: dict[str, Any] = {
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "cpus": os.cpu_count(),

@@ -11,60 +11,28 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
-from connectors.kafka.admin import list_offsets
 from connectors.sinks import open_sink
 from state.coordinator.model import OffsetCommitKey
-from streaming.config import JobConfig, embedded_default
+from streaming.config import JobConfig
+from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import compacted, read_all, read_offsets_topic
 
 #: (group, topic, partition) → committed offset.
 OffsetState = dict[tuple[str, str, int], int]
 
-#: Ingest partitions (coordinator shards) of every reliability job: small, as in the job tests.
-PARTITIONS = 4
-
 
 def reliability_config(
     bootstrap: str, folder: Path, sink_url: str | None = None, **overrides: Any
 ) -> JobConfig:
-    """A job configuration with topics, checkpoint and sink of its own (replication 1 unless
-    overridden), 4 shards and a 200 ms trigger."""
-    prefix = f"rel-{uuid.uuid4().hex[:10]}"
-    values: dict[str, Any] = {
-        "bootstrap_servers": bootstrap,
-        "ingest_topic": f"{prefix}.commits",
-        "offsets_topic": f"{prefix}.offsets",
-        "responses_topic": f"{prefix}.responses",
-        "dead_letter_topic": f"{prefix}.dead-letters",
-        "partitions": PARTITIONS,
-        "trigger_interval": "200 milliseconds",
-        "checkpoint_location": str(folder / "checkpoint"),
-        "sink_url": sink_url or f"sqlite:///{folder / 'offsets.db'}",
-    }
-    values.update(overrides)
-    return embedded_default(**values)
-
-
-def prepare_topics(config: JobConfig, timeout_s: float = 60.0) -> None:
-    """Create the job's topics and wait until every partition answers ListOffsets."""
-    from streaming.job import ensure_topics
-
-    ensure_topics(config)
-    consumer = KafkaConsumer(**config.kafka_python_options())
-    try:
-        for topic in (config.ingest_topic, config.offsets_topic, config.responses_topic):
-            tps = [TopicPartition(topic, p) for p in range(config.partitions)]
-            list_offsets(consumer.end_offsets, tps, timeout_s=timeout_s)
-    finally:
-        consumer.close()
+    """:func:`tests.fixtures.job.new_job_config` with topics named ``rel-*``."""
+    return new_job_config(bootstrap, folder, sink_url, prefix="rel", **overrides)
 
 
 @dataclass(frozen=True)

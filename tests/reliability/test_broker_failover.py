@@ -20,12 +20,12 @@ from kafka.admin import KafkaAdminClient
 
 from connectors.kafka.local import LocalKafkaCluster, free_port_block
 from streaming.job import OffsetsJob
+from tests.fixtures.job import prepare_topics
 from tests.reliability.load import CommitLoad, acknowledged
 from tests.reliability.support import (
     QueryWatch,
     diff,
     offsets_topic_offsets,
-    prepare_topics,
     reliability_config,
     wait_for_sink,
     wait_until,

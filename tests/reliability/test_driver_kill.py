@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from connectors.sinks import open_sink
+from tests.fixtures.job import prepare_topics
 from tests.reliability.load import CommitLoad, acknowledged, driver
 from tests.reliability.support import (
     diff,
     offsets_topic_offsets,
-    prepare_topics,
     reliability_config,
     wait_for_sink,
     wait_until,

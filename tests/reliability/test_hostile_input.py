@@ -28,14 +28,13 @@ import pytest
 from state.coordinator.errors import ErrorCode
 from state.coordinator.partitioner import partition_for
 from streaming.config import JobConfig
+from tests.fixtures.job import PARTITIONS, prepare_topics
 from tests.reliability.support import (
-    PARTITIONS,
     CommitModel,
     Message,
     dead_letters,
     diff,
     offsets_topic_offsets,
-    prepare_topics,
     produce,
     reliability_config,
     responses_by_id,

@@ -27,13 +27,13 @@ import psycopg
 import pytest
 
 from streaming.job import OffsetsJob
+from tests.fixtures.job import prepare_topics
 from tests.fixtures.postgres import find_postgres_bin, local_postgres
 from tests.reliability.load import CommitLoad, acknowledged
 from tests.reliability.support import (
     QueryWatch,
     diff,
     offsets_topic_offsets,
-    prepare_topics,
     reliability_config,
     wait_for_sink,
     wait_until,

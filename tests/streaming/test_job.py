@@ -4,7 +4,6 @@ offsets topic (Kafka's binary records) + sink (SQLite, PostgreSQL) + responses t
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -21,8 +20,9 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
 )
-from streaming.config import JobConfig, embedded_default
+from streaming.config import JobConfig
 from streaming.job import OffsetsJob
+from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import (
     compacted,
     produce_raw,
@@ -40,18 +40,7 @@ JobFactory = Callable[..., OffsetsJob]
 
 @pytest.fixture
 def job_config(tmp_path: Path, kafka_bootstrap: str) -> JobConfig:
-    prefix = f"job-{uuid.uuid4().hex[:10]}"
-    return embedded_default(
-        bootstrap_servers=kafka_bootstrap,
-        ingest_topic=f"{prefix}.commits",
-        offsets_topic=f"{prefix}.offsets",
-        responses_topic=f"{prefix}.responses",
-        dead_letter_topic=f"{prefix}.dead-letters",
-        partitions=4,
-        trigger_interval="200 milliseconds",
-        checkpoint_location=str(tmp_path / "checkpoint"),
-        sink_url=f"sqlite:///{tmp_path / 'offsets.db'}",
-    )
+    return new_job_config(kafka_bootstrap, tmp_path)
 
 
 @pytest.fixture
