@@ -106,6 +106,7 @@ class JobConfig:
 
     @property
     def coordinator(self) -> CoordinatorConfig:
+        """The coordinator settings ``state/`` applies (Kafka's broker configs of that name)."""
         return CoordinatorConfig(
             offsets_topic_partitions=self.partitions,
             offsets_retention_ms=self.retention_ms,

@@ -146,6 +146,8 @@ class OffsetsJob:
 
     @classmethod
     def create(cls, config: JobConfig, spark: SparkSession | None = None) -> OffsetsJob:
+        """A job for ``config`` on ``spark`` (a new session from ``streaming.session`` when None),
+        with its sink opened; nothing starts until :meth:`start`."""
         if spark is None:
             from streaming.session import spark_session
 
@@ -153,6 +155,8 @@ class OffsetsJob:
         return cls(config, spark, open_sink(config.sink_url, keep_history=config.keep_history))
 
     def start(self) -> StreamingQuery:
+        """Create the topics, decide where to start (checkpoint, the sink's recorded positions, or a
+        rebuild from the offsets topic with the sink LOADING), start the query and return it."""
         config = self.config
         log.info("starting with %s", config.redacted())
         ensure_topics(config)

@@ -70,6 +70,7 @@ class PartitionLag:
 
     @property
     def topic_partition(self) -> TopicPartition:
+        """The row's topic and partition as a ``TopicPartition``."""
         return TopicPartition(self.topic, self.partition)
 
 
@@ -165,6 +166,7 @@ class BrokerOffsets(CloseOnExit):
         }
 
     def close(self) -> None:
+        """Close the consumer used for ListOffsets, if one was opened."""
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -194,12 +196,15 @@ class OffsetsReader(CloseOnExit):
 
     @property
     def sink(self) -> Sink:
+        """The read-only sink, opened on first use."""
         if self._sink is None:
             self._sink = open_sink(self.sink_url, read_only=True)
         return self._sink
 
     @property
     def broker(self) -> BrokerOffsets:
+        """Log-end offsets from the brokers; fails when the reader was built without Kafka client
+        options."""
         if self._broker is None:
             raise ValueError("this reader has no Kafka client options: cannot ask the broker")
         return self._broker
@@ -281,6 +286,7 @@ class OffsetsReader(CloseOnExit):
         return self.sink.history(group_id, topic, partition, limit)
 
     def close(self) -> None:
+        """Close the sink (unless it was handed in) and the broker connection."""
         if self._owns_sink and self._sink is not None:
             self._sink.close()
             self._sink = None

@@ -36,6 +36,8 @@ class TopicConfigurationError(RuntimeError):
 
 @dataclass(frozen=True)
 class TopicSpec:
+    """A topic the job needs: name, partitions, replication factor and topic configs."""
+
     name: str
     partitions: int
     replication_factor: int
@@ -79,6 +81,7 @@ def ingest_topic_spec(
 
 
 def plain_topic_spec(name: str, partitions: int, replication_factor: int) -> TopicSpec:
+    """A topic with the broker's default configs (the responses and dead-letter topics)."""
     return TopicSpec(name, partitions, replication_factor, {})
 
 
@@ -90,9 +93,11 @@ class KafkaAdmin(CloseOnExit):
         self._admin = KafkaAdminClient(client_id="consumer-offsets-admin", **self._options)
 
     def close(self) -> None:
+        """Close the admin client's connections."""
         self._admin.close()
 
     def broker_count(self) -> int:
+        """How many brokers the cluster has now (DescribeCluster)."""
         return len(self._admin.describe_cluster()["brokers"])
 
     def partition_counts(self, names: list[str]) -> dict[str, int]:

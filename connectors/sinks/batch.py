@@ -62,6 +62,7 @@ class PreparedBatch:
 
     @property
     def offset_changes(self) -> int:
+        """Offset rows the batch changes: upserts plus deletes."""
         return self.offset_upserts.num_rows + self.offset_deletes.num_rows
 
 

@@ -74,6 +74,7 @@ class CommittedOffset:
 
     @property
     def topic_partition(self) -> TopicPartition:
+        """The offset's topic and partition as a ``TopicPartition``."""
         return TopicPartition(self.topic, self.partition)
 
 

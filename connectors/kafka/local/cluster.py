@@ -57,12 +57,15 @@ class LocalKafkaCluster:
 
     # -- paths -------------------------------------------------------------------------------
     def node_dir(self, node_id: int) -> Path:
+        """The folder of node ``node_id``: its properties, data, logs and pid file."""
         return self.data_dir / f"node-{node_id}"
 
     def server_properties(self, node_id: int) -> Path:
+        """The node's ``server.properties``, written from ``deploy/kafka``'s template."""
         return self.node_dir(node_id) / "server.properties"
 
     def server_log(self, node_id: int) -> Path:
+        """The node's log4j2 ``server.log``."""
         return self.node_dir(node_id) / "logs" / "server.log"
 
     def _stdout_log(self, node_id: int) -> Path:
@@ -92,6 +95,7 @@ class LocalKafkaCluster:
         return None
 
     def running_nodes(self) -> dict[int, int]:
+        """Node id → pid of every node of the stored configuration that runs now."""
         config = self.config()
         if config is None:
             return {}
@@ -99,6 +103,7 @@ class LocalKafkaCluster:
         return {n: pid for n, pid in pids.items() if pid is not None}
 
     def status(self) -> list[NodeStatus]:
+        """Every node of the stored configuration, running or not (empty when none was started)."""
         config = self.config()
         if config is None:
             return []

@@ -49,23 +49,29 @@ class ClusterConfig:
 
     @property
     def node_ids(self) -> range:
+        """Node ids 1..nodes."""
         return range(1, self.nodes + 1)
 
     def broker_port(self, node_id: int) -> int:
+        """Node ``node_id``'s broker port: ``port + 2(node_id - 1)``."""
         return self.port + 2 * (node_id - 1)
 
     def controller_port(self, node_id: int) -> int:
+        """Node ``node_id``'s controller port: one above its broker port."""
         return self.broker_port(node_id) + 1
 
     def broker_address(self, node_id: int) -> str:
+        """``host:port`` of node ``node_id``'s broker listener."""
         return f"{self.host}:{self.broker_port(node_id)}"
 
     @property
     def bootstrap_servers(self) -> str:
+        """Every broker's address, comma-separated, for clients."""
         return ",".join(self.broker_address(n) for n in self.node_ids)
 
     @property
     def quorum_voters(self) -> str:
+        """KRaft's ``controller.quorum.voters``: ``id@host:port`` of every node."""
         return ",".join(f"{n}@{self.host}:{self.controller_port(n)}" for n in self.node_ids)
 
     @property
@@ -76,6 +82,9 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class StartResult:
+    """What ``LocalKafkaCluster.start`` did: the configuration that runs, whether an already
+    running cluster was reused, and how long it took."""
+
     config: ClusterConfig
     #: True when the cluster was already running and was left as it was.
     reused: bool
@@ -84,6 +93,8 @@ class StartResult:
 
 @dataclass(frozen=True)
 class NodeStatus:
+    """One node as ``status`` shows it; ``pid`` is None when it does not run."""
+
     node_id: int
     pid: int | None
     broker_address: str
@@ -91,6 +102,7 @@ class NodeStatus:
 
     @property
     def running(self) -> bool:
+        """Whether the node's process is alive."""
         return self.pid is not None
 
 
@@ -107,6 +119,7 @@ def new_cluster_id() -> str:
 
 
 def default_data_dir() -> Path:
+    """``.runtime/kafka`` of the checkout (``connectors.runtime``)."""
     return runtime_dir() / "kafka"
 
 
@@ -126,6 +139,7 @@ def free_port_block(count: int, host: str = HOST, attempts: int = 50) -> int:
 
 
 def port_free(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound now (nothing listens on it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -136,6 +150,7 @@ def port_free(host: str, port: int) -> bool:
 
 
 def port_answers(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` (0.5 s connect timeout)."""
     with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
         return True
     return False

@@ -42,6 +42,8 @@ CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a child of this process is polled (and so reaped);
+    another process counts as dead once it is gone or a zombie."""
     child = CHILDREN.get(pid)
     if child is not None:
         return child.poll() is None
@@ -108,6 +110,8 @@ def wait_for_broker(
 
 
 def deploy_kafka_dir() -> Path:
+    """``deploy/kafka`` (the broker's configuration template) of the project home or of the
+    checkout this package lives in."""
     for home in (project_home(), Path(__file__).resolve().parents[3]):
         candidate = home / "deploy" / "kafka"
         if (candidate / "server.properties.template").is_file():
@@ -116,6 +120,7 @@ def deploy_kafka_dir() -> Path:
 
 
 def java_executable() -> str:
+    """``$JAVA_HOME/bin/java`` when set, else ``java`` on the PATH; fails naming what to install."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / "java").is_file():
         return str(Path(java_home) / "bin" / "java")
@@ -126,6 +131,7 @@ def java_executable() -> str:
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log file (read from its last 64 KiB), for error messages."""
     if not path.is_file():
         return f"({path} does not exist)"
     with path.open("rb") as handle:
