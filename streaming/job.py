@@ -210,8 +210,12 @@ class OffsetsJob:
         if config.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
 
+        # The source has a task per ingest partition (one per shard, 50 by default) and each task
+        # has a fixed cost; coalescing reads them in as many tasks as the state has, without a
+        # shuffle. Rows of a shard stay in log order within their task, and the state function
+        # orders a shard's rows by ingest offset anyway.
         output = (
-            parse_ingest(reader.load())
+            parse_ingest(reader.load().coalesce(self._state_partitions))
             .groupBy("shard")
             .applyInPandasWithState(
                 make_state_function(settings),
