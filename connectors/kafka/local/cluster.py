@@ -33,13 +33,13 @@ from connectors.kafka.local.config import (
 )
 from connectors.kafka.local.process import (
     BROKER_MAIN,
-    CHILDREN,
     JVM_FLAGS,
     STORAGE_TOOL_MAIN,
     deploy_kafka_dir,
     java_executable,
     log_tail,
     process_alive,
+    started_processes,
     wait_for_broker,
 )
 from connectors.runtime import kafka_jars_dir
@@ -319,7 +319,7 @@ class LocalKafkaCluster:
                 start_new_session=True,
                 cwd=self.node_dir(node_id),
             )
-        CHILDREN[process.pid] = process
+        started_processes[process.pid] = process
         self._pid_file(node_id).write_text(f"{process.pid}\n")
 
     def _wait_ready(self, config: ClusterConfig, node_ids: Sequence[int], timeout: float) -> None:
@@ -385,7 +385,7 @@ class LocalKafkaCluster:
                     os.kill(pid, signal.SIGKILL)
                 while process_alive(pid):
                     time.sleep(0.05)
-            CHILDREN.pop(pid, None)
+            started_processes.pop(pid, None)
             self._pid_file(node_id).unlink(missing_ok=True)
         return sorted(targets)
 
@@ -404,7 +404,7 @@ class LocalKafkaCluster:
     def _is_our_broker(self, pid: int, node_id: int) -> bool:
         if not process_alive(pid):
             return False
-        if pid in CHILDREN:
+        if pid in started_processes:
             # Launched by this process. Its /proc cmdline may still be Python's for a moment
             # after fork, before exec: checking it would misjudge a starting broker.
             return True

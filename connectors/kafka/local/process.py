@@ -38,13 +38,13 @@ LOG_TAIL_LINES = 40
 
 
 # Brokers started by this process, kept so they are reaped (no zombie answers "alive").
-CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+started_processes: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` runs: a child of this process is polled (and so reaped);
     another process counts as dead once it is gone or a zombie."""
-    child = CHILDREN.get(pid)
+    child = started_processes.get(pid)
     if child is not None:
         return child.poll() is None
     try:
