@@ -187,7 +187,8 @@ class OffsetsJob:
         )
         self.writer = BatchWriter(
             WriterSettings(
-                kafka_options=config.spark_kafka_options(),
+                bootstrap_servers=config.bootstrap_servers,
+                kafka_options=config.kafka_options,
                 offsets_topic=config.offsets_topic,
                 responses_topic=config.responses_topic,
                 dead_letter_topic=config.dead_letter_topic,
@@ -301,6 +302,8 @@ class OffsetsJob:
         self._stopping.set()
         if self.query is not None and self.query.isActive:
             self.query.stop()
+        if self.writer is not None:
+            self.writer.close()
         self.sink.set_status("STOPPED")
 
     def wait_until(self, predicate: object, timeout_s: float = 120.0) -> None:

@@ -1,15 +1,18 @@
 """The ``foreachBatch`` writer: makes a micro-batch's output durable, then acknowledges it.
 
-Order matters and is Kafka's: a commit is acknowledged only once its record is replicated
-(offsets topic, ``acks=all``) and readable (the sink), so the steps are
-1. records → offsets topic, at the shard's partition, in Kafka's binary format;
+The batch comes to the driver once, as Arrow (the micro-batch's only Spark job: it runs the
+state function), and the writer sends from there through one idempotent ``acks=all`` producer
+(``connectors.kafka.producer``). Order matters and is Kafka's: a commit is acknowledged only
+once its record is replicated (offsets topic) and readable (the sink), so the steps are
+1. records → offsets topic, at the shard's partition, in Kafka's binary format, and wait for
+   every acknowledgement;
 2. records + progress → sink, one transaction, skipped if the batch id was already written;
    while the sink is unreachable the write is retried with backoff for up to
    ``sink_write_timeout_s`` (the query waits: nothing of the batch is acknowledged meanwhile),
    then the error fails the query loudly and a restart replays the batch;
 3. responses → responses topic (one message per request, keyed by request id, encoded by the
    state function with ``state.formats.response_codec``); undecodable input → the dead-letter topic
-   with its ingest position and reason (a Spark job only when the batch has any).
+   with its ingest position and reason; wait for every acknowledgement before the next batch.
 A replayed batch (after a crash) reproduces the same records and responses: the offsets topic
 compacts duplicates away, the sink skips the batch id, clients ignore a second response.
 """
@@ -20,29 +23,24 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
+from connectors.kafka.producer import DurableProducer
 from connectors.sinks import BatchProgress, Sink, SinkError
 from state.formats.frames import RECORD_FRAME_SCHEMA
 
 log = logging.getLogger("consumer_offsets.batches")
 
-#: Producer settings of Spark's Kafka sink, under the user's ``kafka_options`` (which win).
-#: A micro-batch writes its records in one burst and flushes at the end of each task, so large
-#: producer batches cost no latency and save time (README, "Benchmark").
-SINK_PRODUCER_DEFAULTS = {"kafka.batch.size": "262144", "kafka.linger.ms": "20"}
-
 
 @dataclass
 class WriterSettings:
-    """Where and how the writer produces: topics, Kafka client options, compression, partitions
-    and how long it waits out a sink outage."""
+    """Where and how the writer produces: cluster, topics, Kafka client options (the Java
+    client's names), compression, partitions and how long it waits out a sink outage."""
 
+    bootstrap_servers: str
     kafka_options: Mapping[str, str]
     offsets_topic: str
     responses_topic: str
@@ -51,6 +49,8 @@ class WriterSettings:
     partitions: int
     #: How long a batch's sink write is retried while the sink fails (0: fail at once).
     sink_write_timeout_s: float = 60.0
+    #: How long a batch waits for Kafka to acknowledge its messages before it fails.
+    delivery_timeout_s: float = 120.0
 
 
 @dataclass
@@ -65,28 +65,41 @@ class BatchWriter:
     loading_shards: set[int] = field(default_factory=set)
     last_progress: BatchProgress | None = None
 
-    def _kafka_writer(self, df: DataFrame, topic: str, compression: bool) -> None:
-        writer = df.write.format("kafka").option("topic", topic)
-        for key, value in (SINK_PRODUCER_DEFAULTS | dict(self.settings.kafka_options)).items():
-            writer = writer.option(key, value)
-        # Kafka acknowledges a commit only once replicated: acks=all with an idempotent producer
-        # (which also keeps a shard's records in order across retries).
-        writer = writer.option("kafka.acks", "all").option("kafka.enable.idempotence", "true")
-        if compression:
-            writer = writer.option("kafka.compression.type", self.settings.compression)
-        writer.save()
+    _producer: DurableProducer | None = None
+
+    @property
+    def producer(self) -> DurableProducer:
+        if self._producer is None:
+            settings = self.settings
+            self._producer = DurableProducer(
+                settings.bootstrap_servers, settings.kafka_options, settings.compression
+            )
+        return self._producer
+
+    def send(self, topic: str, messages: pa.Table, partitions: str | None = None) -> None:
+        """Send ``messages`` (``key``, ``value`` and optionally a partition column) to ``topic``
+        and wait until Kafka acknowledged all of them."""
+        self.producer.send(
+            topic,
+            messages["key"].to_pylist(),
+            messages["value"].to_pylist(),
+            None if partitions is None else messages[partitions].to_pylist(),
+        )
+        self.producer.flush(self.settings.delivery_timeout_s)
+
+    def close(self) -> None:
+        """Let queued messages go out and release the producer."""
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        batch = batch.persist()
-        try:
-            self._write(batch, batch_id, started)
-        finally:
-            batch.unpersist()
+        # The micro-batch's one Spark job: the state function's output comes to the driver.
+        self.write_table(batch.toArrow(), batch_id, started)
 
-    def _write(self, batch: DataFrame, batch_id: int, started: float) -> None:
-        # Everything but the record bytes comes to the driver once, as Arrow.
-        local = batch.drop("key", "value").toArrow()
+    def write_table(self, local: pa.Table, batch_id: int, started: float) -> None:
+        """Make one micro-batch's output (``OUTPUT_SCHEMA`` rows) durable, then answer."""
         kinds = local["out"]
         records = local.filter(pc.equal(kinds, "record"))
         loaded = local.filter(pc.equal(kinds, "loaded"))
@@ -95,13 +108,9 @@ class BatchWriter:
         dead_letters = local.filter(pc.equal(kinds, "dead_letter"))
 
         if records.num_rows:
-            self._kafka_writer(
-                batch.where(F.col("out") == "record").select(
-                    "key", "value", F.col("shard").alias("partition")
-                ),
-                self.settings.offsets_topic,
-                compression=True,
-            )
+            # In apply order within a shard: its partition of the offsets topic.
+            records = records.sort_by([("shard", "ascending"), ("seq", "ascending")])
+            self.send(self.settings.offsets_topic, records, partitions="shard")
 
         sink_records = _sink_records(pa.concat_tables([loaded, records]))
         for shard, next_offset in zip(
@@ -133,9 +142,9 @@ class BatchWriter:
 
         # Answers last: a commit is acknowledged only once its record is durable and readable.
         if responses.num_rows:
-            self._write_messages(batch, "response", self.settings.responses_topic)
+            self.send(self.settings.responses_topic, responses)
         if dead_letters.num_rows:
-            self._write_messages(batch, "dead_letter", self.settings.dead_letter_topic)
+            self.send(self.settings.dead_letter_topic, dead_letters)
 
         self.last_progress = progress
         log.info(
@@ -189,28 +198,14 @@ class BatchWriter:
                 backoff_s = min(backoff_s * 2, 5.0)
                 attempt += 1
 
-    def _write_messages(self, batch: DataFrame, out: str, topic: str) -> None:
-        """Write the batch's ready-encoded messages of one kind
-        (``state.formats.response_codec``)."""
-        messages = batch.where(F.col("out") == out).select("key", "value")
-        self._kafka_writer(messages, topic, compression=False)
-
 
 def _sink_records(table: pa.Table) -> pa.Table:
-    """Records in apply order (shard, seq) with RECORD_FRAME columns; ``value`` is not carried
-    to the driver, so a tombstone is marked by null decoded columns and an empty-bytes value."""
+    """Records in apply order (shard, seq) with RECORD_FRAME columns (a null value is a
+    tombstone)."""
     if not table.num_rows:
         return RECORD_FRAME_SCHEMA.empty_table()
     table = table.sort_by([("shard", "ascending"), ("seq", "ascending")])
-    columns: dict[str, Any] = {}
-    for field_ in RECORD_FRAME_SCHEMA:
-        if field_.name in ("key", "value"):
-            continue
-        columns[field_.name] = table[field_.name].cast(field_.type)
-    # The sink keys rows by their decoded columns; it needs only to know which are tombstones.
-    tombstone = table["is_tombstone"]
-    columns["key"] = pa.array([b""] * table.num_rows, pa.binary())
-    columns["value"] = pc.if_else(
-        tombstone, pa.scalar(None, pa.binary()), pa.scalar(b"", pa.binary())
+    return pa.table(
+        {f.name: table[f.name].cast(f.type) for f in RECORD_FRAME_SCHEMA},
+        schema=RECORD_FRAME_SCHEMA,
     )
-    return pa.table(columns, schema=RECORD_FRAME_SCHEMA)

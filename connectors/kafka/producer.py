@@ -1,0 +1,123 @@
+"""Durable writes of ready-encoded messages from the driver (librdkafka).
+
+The job's writer sends a micro-batch's offsets-topic records and answers from the driver, where
+the batch already is (one Spark job per batch instead of one per topic), and waits until Kafka
+has every message: ``acks=all`` with an idempotent producer, so a shard's records keep their
+order through retries and none is written twice by a retry. A message Kafka refuses fails the
+whole batch (:class:`DeliveryError`); the query then stops and a restart replays the batch, which
+is safe because replayed records and answers are the same.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from connectors.kafka.librdkafka import librdkafka_options
+
+log = logging.getLogger(__name__)
+
+#: Producer settings under the user's options (which win). A micro-batch is sent in one burst
+#: and then flushed, so large batches and a short linger cost no latency.
+PRODUCER_DEFAULTS: Mapping[str, Any] = {
+    "linger.ms": 2,
+    "batch.size": 1024 * 1024,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 1024 * 1024,
+    "message.max.bytes": 8 * 1024 * 1024,
+}
+
+#: What durability means here, not overridable: acknowledged by every in-sync replica, written
+#: once and in order per partition.
+_DURABLE = {"acks": "all", "enable.idempotence": True}
+
+
+class DeliveryError(RuntimeError):
+    """Kafka did not take every message of a batch."""
+
+
+class DurableProducer:
+    """Sends messages and waits until all are acknowledged (:meth:`flush`)."""
+
+    def __init__(
+        self, bootstrap_servers: str, kafka_options: Mapping[str, str], compression: str
+    ) -> None:
+        config = dict(PRODUCER_DEFAULTS)
+        config.update(librdkafka_options(bootstrap_servers, kafka_options))
+        config["compression.type"] = compression
+        config.update(_DURABLE)
+        self._config = config
+        self._producer: Producer | None = None
+        self._failures: list[str] = []
+        self._failed = 0
+
+    def _client(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(self._config)
+        return self._producer
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._failed += 1
+            if len(self._failures) < 5:
+                self._failures.append(
+                    f"{message.topic()}[{message.partition()}]: {error.str()} ({error.name()})"
+                )
+
+    def send(
+        self,
+        topic: str,
+        keys: Iterable[bytes | None],
+        values: Iterable[bytes | None],
+        partitions: Iterable[int] | None = None,
+    ) -> int:
+        """Queue messages (in order per partition); returns how many. Partitions default to
+        librdkafka's partitioner over the key."""
+        producer = self._client()
+        produce, poll, on_delivery = producer.produce, producer.poll, self._delivered
+        count = 0
+        if partitions is None:
+            pairs: Iterable[tuple[Any, ...]] = zip(keys, values, strict=True)
+        else:
+            pairs = zip(keys, values, partitions, strict=True)
+        for pair in pairs:
+            while True:
+                try:
+                    if partitions is None:
+                        produce(topic, pair[1], pair[0], on_delivery=on_delivery)
+                    else:
+                        produce(topic, pair[1], pair[0], pair[2], on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    poll(0.01)  # the local queue is full: let deliveries drain it
+            count += 1
+        poll(0)
+        return count
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait until every queued message is acknowledged; raise if any was not."""
+        producer = self._client()
+        try:
+            left = producer.flush(timeout_s)
+        except KafkaException as error:
+            self._reset()
+            raise DeliveryError(f"producer failed: {error}") from error
+        failed, failures = self._failed, self._failures
+        if left or failed:
+            self._reset()
+            detail = "; ".join(failures) or f"{left} messages unacknowledged after {timeout_s} s"
+            raise DeliveryError(f"{failed + left} messages not written: {detail}")
+
+    def _reset(self) -> None:
+        """Start over with a new producer: after a failure the old one's idempotence state
+        (producer id, sequence numbers) may be unusable."""
+        self._failures, self._failed = [], 0
+        self._producer = None
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        if self._producer is not None:
+            self._producer.flush(timeout_s)
+            self._producer = None
