@@ -31,13 +31,9 @@ from connectors.kafka.admin import (
 )
 from connectors.sinks import Sink, open_sink
 from streaming.config import JobConfig
-from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, parse_ingest
-from streaming.processor import (
-    OUTPUT_SCHEMA,
-    STATE_SCHEMA,
-    ProcessorSettings,
-    make_state_function,
-)
+from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
+from streaming.output import OUTPUT_SCHEMA
+from streaming.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
 from streaming.writer import BatchWriter, WriterSettings
 
 log = logging.getLogger(__name__)
@@ -216,7 +212,7 @@ class OffsetsJob:
         # shuffle. Rows of a shard stay in log order within their task, and the state function
         # orders a shard's rows by ingest offset anyway.
         output = (
-            parse_ingest(reader.load().coalesce(self._state_partitions))
+            ingest_messages(reader.load().coalesce(self._state_partitions))
             .groupBy("shard")
             .applyInPandasWithState(
                 make_state_function(settings),

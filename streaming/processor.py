@@ -9,16 +9,16 @@ has input rows in the micro-batch (``state.hasTimedOut`` False, rows in ``frames
 every shard whose processing-time timeout expired and got no rows (``hasTimedOut`` True, no rows).
 The state is one binary column, the versioned shard blob of ``state.shard.encode_state``.
 
-Each call is rows -> ``state.shard`` calls -> rows:
+Each call is messages -> ``state.shard`` calls -> one output row:
 
 1. the shard: ``decode_state`` of the blob; for a shard without one, ``replay_log`` of its
    offsets-topic partition (when the query starts over an existing topic) or ``empty_shard``;
-2. input rows -> a request frame (``to_request_frame``; raw messages through
-   ``decode_request_messages``) -> ``apply_batch``; on a timeout, ``cleanup_group_metadata``;
+2. ingest messages (``streaming.ingest``) -> a request frame (``decode_request_messages``, the
+   job's markers left out) -> ``apply_batch``; on a timeout, ``cleanup_group_metadata``;
 3. ``encode_state`` of the new state, and the timeout set to ``result.next_expiry_ms``;
-4. output rows (``OUTPUT_SCHEMA``): the loaded shard as records (``snapshot_records``), the
-   records for the offsets topic and the sink, the responses and dead letters
-   (``encode_responses``), and one ``stats`` row.
+4. one ``streaming.output`` row whose payload holds the loaded shard as records
+   (``snapshot_records``), the records for the offsets topic and the sink, the responses and
+   dead letters (``encode_responses``), and one ``stats`` row.
 """
 
 from __future__ import annotations
@@ -35,11 +35,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.state import GroupState
 
 from state.shard import (
-    EXTENDED_REQUEST_FRAME_SCHEMA,
     RECORD_FRAME_SCHEMA,
     CoordinatorConfig,
     LoadedShard,
@@ -54,6 +52,7 @@ from state.shard import (
     snapshot_records,
 )
 from streaming.ingest import MARKERS
+from streaming.output import OUTPUT_TABLE_SCHEMA, encode_output
 from streaming.worker_imports import install as install_worker_imports
 
 log = logging.getLogger(__name__)
@@ -68,53 +67,6 @@ install_worker_imports()
 PROFILE_DIR_ENV = "CONSUMER_OFFSETS_PROFILE_DIR"
 
 STATE_SCHEMA = T.StructType([T.StructField("shard_state", T.BinaryType(), False)])
-
-#: What the state function emits: ``out`` says which columns are meaningful on a row.
-#: "record": the RECORD_FRAME columns (plus ``shard``, the offsets-topic partition);
-#: "loaded": a shard's state as records after rebuilding it from the offsets topic (sink only);
-#: "response": one responses-topic message per answered request (``key``, ``value``,
-#: ``ingest_offset``; see ``state.formats.response_codec``);
-#: "dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
-#: "stats": the per-shard counters.
-OUTPUT_SCHEMA = T.StructType(
-    [
-        T.StructField("out", T.StringType(), False),
-        T.StructField("shard", T.IntegerType(), False),
-        T.StructField("seq", T.LongType(), False),
-        T.StructField("kind", T.StringType()),
-        T.StructField("group_id", T.StringType()),
-        T.StructField("topic", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()),
-        T.StructField("leader_epoch", T.IntegerType()),
-        T.StructField("metadata", T.StringType()),
-        T.StructField("commit_timestamp_ms", T.LongType()),
-        T.StructField("expire_timestamp_ms", T.LongType()),
-        T.StructField("generation", T.IntegerType()),
-        T.StructField("members", T.IntegerType()),
-        T.StructField("is_tombstone", T.BooleanType()),
-        T.StructField("key", T.BinaryType()),
-        T.StructField("value", T.BinaryType()),
-        T.StructField("ingest_offset", T.LongType()),
-        T.StructField("input_rows", T.LongType()),
-        T.StructField("commits_applied", T.LongType()),
-        T.StructField("rejected", T.LongType()),
-        T.StructField("tombstones", T.LongType()),
-        T.StructField("state_keys", T.LongType()),
-        T.StructField("loaded_records", T.LongType()),
-        T.StructField("next_offset", T.LongType()),
-        T.StructField("next_expiry_ms", T.LongType()),
-    ]
-)
-
-_OUTPUT_ARROW = to_arrow_schema(OUTPUT_SCHEMA)
-
-# Nullable integer columns go to pandas as extension dtypes: a float64 would lose offsets > 2**53.
-_PANDAS_TYPES: Mapping[pa.DataType, Any] = {
-    pa.int16(): pd.Int16Dtype(),
-    pa.int32(): pd.Int32Dtype(),
-    pa.int64(): pd.Int64Dtype(),
-}
 
 
 @dataclass(frozen=True)
@@ -143,36 +95,21 @@ def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
     return replay_log(shard, log_entries, on_unreadable=skip)
 
 
-def decode_raw_rows(rows: pd.DataFrame) -> pa.Table:
-    """Decode rows the JVM parser could not vouch for with the Python request codec: a valid
-    request becomes its frame rows, anything else one row carrying the decoder's error."""
+def request_frame(messages: pd.DataFrame) -> pa.Table:
+    """A shard's ingest messages (``streaming.ingest.ingest_messages`` rows) as a request frame,
+    in log order, without the job's own markers."""
+    if len(messages) > 1 and not messages["ingest_offset"].is_monotonic_increasing:
+        messages = messages.sort_values("ingest_offset", kind="stable")
     return decode_request_messages(
-        zip(rows["ingest_offset"], rows["timestamp_ms"], rows["raw_value"], strict=True)
+        (offset, timestamp_ms, value)
+        for offset, timestamp_ms, value in zip(
+            messages["ingest_offset"].tolist(),
+            messages["timestamp_ms"].tolist(),
+            messages["value"].tolist(),
+            strict=True,
+        )
+        if value is None or bytes(value) not in MARKERS
     )
-
-
-def to_request_frame(pdf: pd.DataFrame) -> pa.Table:
-    """The Spark rows of one shard as a request frame (raw rows decoded in Python)."""
-    needs_decoding = pdf["raw_value"].notna()
-    if needs_decoding.any():
-        is_marker = pdf["raw_value"].map(lambda raw: raw is not None and bytes(raw) in MARKERS)
-        pdf = pdf.loc[~is_marker]
-        needs_decoding = needs_decoding.loc[~is_marker]
-    good = pdf.loc[~needs_decoding, EXTENDED_REQUEST_FRAME_SCHEMA.names]
-    frame = pa.Table.from_pandas(good, schema=EXTENDED_REQUEST_FRAME_SCHEMA, preserve_index=False)
-    # -1 stood for "no partition" on topic-less rows (see streaming.ingest); restore the nulls.
-    topicless = pc.is_null(frame["topic"])
-    if pc.any(topicless).as_py():
-        for name, kind in (("partition", pa.int32()), ("offset", pa.int64())):
-            index = frame.schema.get_field_index(name)
-            frame = frame.set_column(
-                index,
-                EXTENDED_REQUEST_FRAME_SCHEMA.field(name),
-                pc.if_else(topicless, pa.scalar(None, kind), frame[name]),
-            )
-    if needs_decoding.any():
-        frame = pa.concat_tables([frame, decode_raw_rows(pdf.loc[needs_decoding])])
-    return frame
 
 
 def _output_table(
@@ -182,9 +119,9 @@ def _output_table(
     answers: pa.Table,
     dead_letters: pa.Table,
     stats: Mapping[str, int | None],
-) -> pd.DataFrame:
+) -> pa.Table:
     """Stack loaded state, records, encoded responses and dead letters, and the stats row into
-    one OUTPUT_SCHEMA frame."""
+    one ``OUTPUT_TABLE_SCHEMA`` table."""
     parts = []
     offset = 0
     for out, table in (
@@ -208,14 +145,12 @@ def _output_table(
     combined = pa.concat_tables(parts, promote_options="permissive")
     combined = combined.append_column("shard", pa.array([shard] * combined.num_rows, pa.int32()))
     columns = []
-    for field in _OUTPUT_ARROW:
+    for field in OUTPUT_TABLE_SCHEMA:
         if field.name in combined.column_names:
             columns.append(combined[field.name].cast(field.type))
         else:
             columns.append(pa.nulls(combined.num_rows, field.type))
-    return pa.Table.from_arrays(columns, schema=_OUTPUT_ARROW).to_pandas(
-        types_mapper=_PANDAS_TYPES.get
-    )
+    return pa.Table.from_arrays(columns, schema=OUTPUT_TABLE_SCHEMA)
 
 
 def make_state_function(
@@ -272,13 +207,13 @@ def make_state_function(
         if group_state.hasTimedOut:
             result = cleanup_group_metadata(shard_state, now_ms, config)
         else:
-            pdf = pd.concat(list(frames), ignore_index=True)
+            messages = pd.concat(list(frames), ignore_index=True)
             lap("read_input")
-            input_rows = len(pdf)
-            if input_rows:
-                next_offset = int(pdf["ingest_offset"].max()) + 1
-            frame = to_request_frame(pdf)
-            lap("to_request_frame")
+            if len(messages):
+                next_offset = int(messages["ingest_offset"].max()) + 1
+            frame = request_frame(messages)
+            input_rows = frame.num_rows
+            lap("decode_requests")
             result = apply_batch(shard_state, frame, now_ms, config)
         lap("apply")
 
@@ -307,19 +242,18 @@ def make_state_function(
         }
         answers, dead_letters = encode_responses(responses, shard)
         lap("encode_responses")
-        output = _output_table(shard, loaded, records, answers, dead_letters, stats)
+        payload = encode_output(_output_table(shard, loaded, records, answers, dead_letters, stats))
         lap("output_table")
         if sections is not None:
             sections["rows"] = input_rows
             sections["state_keys"] = result.state.num_offsets
-        yield output
+        yield pd.DataFrame({"shard": [shard], "payload": [payload]})
         lap("emit")
 
     return process
 
 
 __all__ = [
-    "OUTPUT_SCHEMA",
     "RECORD_FRAME_SCHEMA",
     "STATE_SCHEMA",
     "ProcessorSettings",

@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame
 from connectors.kafka.producer import DurableProducer
 from connectors.sinks import BatchProgress, Sink, SinkError
 from state.formats.frames import RECORD_FRAME_SCHEMA
+from streaming.output import decode_outputs
 
 log = logging.getLogger("consumer_offsets.batches")
 
@@ -96,10 +97,11 @@ class BatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         # The micro-batch's one Spark job: the state function's output comes to the driver.
-        self.write_table(batch.toArrow(), batch_id, started)
+        payloads = batch.toArrow()["payload"].to_pylist()
+        self.write_table(decode_outputs(payloads), batch_id, started)
 
     def write_table(self, local: pa.Table, batch_id: int, started: float) -> None:
-        """Make one micro-batch's output (``OUTPUT_SCHEMA`` rows) durable, then answer."""
+        """Make one micro-batch's output (``OUTPUT_TABLE_SCHEMA`` rows) durable, then answer."""
         kinds = local["out"]
         records = local.filter(pc.equal(kinds, "record"))
         loaded = local.filter(pc.equal(kinds, "loaded"))

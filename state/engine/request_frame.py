@@ -112,6 +112,54 @@ def request_rows(
     raise TypeError(f"not a request: {type(request).__name__}")
 
 
+class _FrameColumns:
+    """A request frame built a column at a time: an OffsetCommit's partitions extend the columns
+    in bulk (the hot path), any other request goes through :func:`request_rows`."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[object]] = {n: [] for n in EXTENDED_REQUEST_FRAME_SCHEMA.names}
+
+    def add(self, request: Request | DecodeError, ingest_offset: int, timestamp_ms: int) -> None:
+        columns = self.columns
+        if isinstance(request, OffsetCommitRequest) and request.partitions:
+            partitions = request.partitions
+            n = len(partitions)
+            for name, value in (
+                ("ingest_offset", ingest_offset),
+                ("timestamp_ms", timestamp_ms),
+                ("api", Api.OFFSET_COMMIT.value),
+                ("request_id", request.request_id),
+                ("group_id", request.group_id),
+                ("generation_id", request.generation_id),
+                ("member_id", request.member_id),
+                ("group_instance_id", request.group_instance_id),
+                ("retention_time_ms", request.retention_time_ms),
+                ("members_json", None),
+                ("error_code", 0),
+                ("error_reason", None),
+                ("protocol_type", None),
+                ("protocol", None),
+                ("leader", None),
+            ):
+                columns[name].extend([value] * n)
+            columns["partition_index"].extend(range(n))
+            columns["topic"].extend([p.topic for p in partitions])
+            columns["partition"].extend([p.partition for p in partitions])
+            columns["offset"].extend([p.offset for p in partitions])
+            columns["leader_epoch"].extend([p.leader_epoch for p in partitions])
+            columns["metadata"].extend([p.metadata for p in partitions])
+            return
+        for row in request_rows(request, ingest_offset, timestamp_ms):
+            for name, values in columns.items():
+                values.append(row.get(name))
+
+    def table(self) -> pa.Table:
+        return pa.table(
+            [pa.array(self.columns[f.name], f.type) for f in EXTENDED_REQUEST_FRAME_SCHEMA],
+            schema=EXTENDED_REQUEST_FRAME_SCHEMA,
+        )
+
+
 def frame_from_requests(
     requests: Sequence[Request | DecodeError],
     start_offset: int = 0,
@@ -126,10 +174,10 @@ def frame_from_requests(
         stamps = timestamps
         if len(stamps) != len(requests):
             raise ValueError(f"{len(stamps)} timestamps for {len(requests)} requests")
-    rows: list[dict[str, object]] = []
+    frame = _FrameColumns()
     for i, (request, ts) in enumerate(zip(requests, stamps, strict=True)):
-        rows.extend(request_rows(request, start_offset + i, ts))
-    return pa.Table.from_pylist(rows, schema=EXTENDED_REQUEST_FRAME_SCHEMA)
+        frame.add(request, start_offset + i, ts)
+    return frame.table()
 
 
 def decode_request_messages(
@@ -139,8 +187,8 @@ def decode_request_messages(
     (ingest offset, append time in ms, value bytes), decoded by ``request_codec.decode_request``:
     a valid request becomes its rows, anything else (a null or empty value included) one row
     carrying the decoder's error code and reason, for the shard to answer."""
-    rows: list[dict[str, object]] = []
+    frame = _FrameColumns()
     for offset, timestamp_ms, value in messages:
         decoded = decode_request(bytes(value) if value is not None and len(value) else None)
-        rows.extend(request_rows(decoded, int(offset), int(timestamp_ms)))
-    return pa.Table.from_pylist(rows, schema=EXTENDED_REQUEST_FRAME_SCHEMA)
+        frame.add(decoded, int(offset), int(timestamp_ms))
+    return frame.table()

@@ -625,7 +625,7 @@ def phase_rebuild(ctx: Context) -> dict[str, Any]:
 
 
 def summarize_sections(rows: list[dict[str, float]]) -> dict[str, Any]:
-    names = ["decode_state", "read_input", "to_request_frame", "apply", "encode_state"]
+    names = ["decode_state", "read_input", "decode_requests", "apply", "encode_state"]
     names += ["encode_responses", "output_table", "emit"]
     totals = {n: sum(r.get(n, 0.0) for r in rows) for n in names}
     return {
@@ -1010,9 +1010,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             except Exception as error:
                 log(f"stopping {what} failed: {error!r}")
                 results.setdefault("errors", {})[f"stop {what}"] = repr(error)
+        if cluster is None:  # a broker we do not stop: leave it without this run's topics
+            _delete_topics(bootstrap, prefix)
         shutil.rmtree(folder, ignore_errors=True)
     results["load_average_end"] = os.getloadavg()
     return results
+
+
+def _delete_topics(bootstrap: str, prefix: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [t for t in admin.list_topics(timeout=30).topics if t.startswith(f"{prefix}.")]
+    for topic, future in admin.delete_topics(topics).items():
+        try:
+            future.result(timeout=60)
+        except Exception as error:
+            log(f"could not delete topic {topic}: {error!r}")
 
 
 def _interrupt(signum: int, _frame: Any) -> None:

@@ -1,0 +1,79 @@
+"""What the state function hands the writer: one row per shard call, its output as Arrow IPC.
+
+Each call of the state function emits one Spark row, ``(shard, payload)``, whose payload is an
+Arrow IPC stream of :data:`OUTPUT_TABLE_SCHEMA` rows. The writer reads the payloads on the
+driver. Carrying Spark rows column by column instead costs two conversions per value (Arrow to
+pandas in the state function, pandas back to Arrow in Spark's Python runner) for data that only
+the driver reads.
+
+``out`` says which columns are meaningful on a row of the table:
+"record": the RECORD_FRAME columns (plus ``shard``, the offsets-topic partition, and ``seq``,
+the apply order within the shard);
+"loaded": a shard's state as records after rebuilding it from the offsets topic (sink only);
+"response": one responses-topic message per answered request (``key``, ``value``,
+``ingest_offset``; see ``state.formats.response_codec``);
+"dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
+"stats": the per-shard counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+#: The Spark schema of the state function's output.
+OUTPUT_SCHEMA = T.StructType(
+    [
+        T.StructField("shard", T.IntegerType(), False),
+        T.StructField("payload", T.BinaryType(), False),
+    ]
+)
+
+OUTPUT_TABLE_SCHEMA = pa.schema(
+    [
+        pa.field("out", pa.string(), nullable=False),
+        pa.field("shard", pa.int32(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("kind", pa.string()),
+        pa.field("group_id", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("leader_epoch", pa.int32()),
+        pa.field("metadata", pa.string()),
+        pa.field("commit_timestamp_ms", pa.int64()),
+        pa.field("expire_timestamp_ms", pa.int64()),
+        pa.field("generation", pa.int32()),
+        pa.field("members", pa.int32()),
+        pa.field("is_tombstone", pa.bool_()),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("ingest_offset", pa.int64()),
+        pa.field("input_rows", pa.int64()),
+        pa.field("commits_applied", pa.int64()),
+        pa.field("rejected", pa.int64()),
+        pa.field("tombstones", pa.int64()),
+        pa.field("state_keys", pa.int64()),
+        pa.field("loaded_records", pa.int64()),
+        pa.field("next_offset", pa.int64()),
+        pa.field("next_expiry_ms", pa.int64()),
+    ]
+)
+
+
+def encode_output(table: pa.Table) -> bytes:
+    """One call's output table (:data:`OUTPUT_TABLE_SCHEMA`) as an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, OUTPUT_TABLE_SCHEMA) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_outputs(payloads: Iterable[bytes]) -> pa.Table:
+    """The output tables of a micro-batch's calls, stacked."""
+    tables = [pa.ipc.open_stream(payload).read_all() for payload in payloads]
+    if not tables:
+        return OUTPUT_TABLE_SCHEMA.empty_table()
+    return pa.concat_tables(tables)
