@@ -8,6 +8,7 @@ timer it calls::
     state = decode_state(blob)                            # or, for a shard seen the first time:
     state = empty_shard(shard_id)                         #   nothing to load
     state, read = replay_log(shard_id, key_value_pairs)   #   load from the offsets topic
+    state, read = replay_log_chunks(shard_id, chunks)     #   ... given as binary columns
     frame = decode_request_messages(raw_messages)         # messages it could not parse itself
     result = apply_batch(state, frame, now_ms, config)    # or, when the timer fired:
     result = cleanup_group_metadata(state, now_ms, config)
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from state.coordinator.config import CoordinatorConfig
 from state.engine.apply import ApplyResult, apply_batch, cleanup_group_metadata
-from state.engine.loading import LoadedShard, replay_log, snapshot_records
+from state.engine.loading import LoadedShard, replay_log, replay_log_chunks, snapshot_records
 from state.engine.request_frame import decode_request_messages, frame_from_requests
 from state.engine.shard_reads import GroupSnapshot, fetch_offsets, group_metadata, snapshot
 from state.engine.shard_state import (
@@ -77,6 +78,7 @@ __all__ = [
     "next_expiry_ms",
     "replay",
     "replay_log",
+    "replay_log_chunks",
     "replay_records",
     "snapshot",
     "snapshot_records",

@@ -178,7 +178,8 @@ class OffsetsJob:
         settings = ProcessorSettings(
             coordinator=config.coordinator,
             offsets_topic=config.offsets_topic,
-            kafka_client_options=config.kafka_python_options(),
+            bootstrap_servers=config.bootstrap_servers,
+            kafka_options=config.kafka_options,
             load_from_offsets_topic=loading,
         )
         self.writer = BatchWriter(

@@ -11,7 +11,7 @@ The state is one binary column, the versioned shard blob of ``state.shard.encode
 
 Each call is messages -> ``state.shard`` calls -> one output row:
 
-1. the shard: ``decode_state`` of the blob; for a shard without one, ``replay_log`` of its
+1. the shard: ``decode_state`` of the blob; for a shard without one, ``replay_log_chunks`` of its
    offsets-topic partition (when the query starts over an existing topic) or ``empty_shard``;
 2. ingest messages (``streaming.ingest``) -> a request frame (``decode_request_messages``, the
    job's markers left out) -> ``apply_batch``; on a timeout, ``cleanup_group_metadata``;
@@ -48,7 +48,7 @@ from state.shard import (
     empty_shard,
     encode_responses,
     encode_state,
-    replay_log,
+    replay_log_chunks,
     snapshot_records,
 )
 from streaming.ingest import MARKERS
@@ -75,8 +75,9 @@ class ProcessorSettings:
 
     coordinator: CoordinatorConfig
     offsets_topic: str
-    #: kafka-python options for loading a shard from the offsets topic.
-    kafka_client_options: Mapping[str, Any]
+    #: The cluster and Kafka client options (the Java client's names) for loading a shard.
+    bootstrap_servers: str
+    kafka_options: Mapping[str, str]
     #: True when the query started without a checkpoint over a non-empty offsets topic: a shard
     #: seen for the first time rebuilds its state from its offsets-topic partition.
     load_from_offsets_topic: bool
@@ -84,15 +85,17 @@ class ProcessorSettings:
 
 def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
     """Rebuild a shard by replaying its offsets-topic partition; returns (state, records read)."""
-    from connectors.kafka.offsets_log import read_partition
+    from connectors.kafka.offsets_log import read_partition_chunks
 
     def skip(error: Exception) -> None:
         # A record this code cannot read must not take the shard down: Kafka's loader also
         # skips what it does not understand. Log it with its position-free description.
         log.warning("shard %d: skipping unreadable offsets record: %s", shard, error)
 
-    log_entries = read_partition(settings.kafka_client_options, settings.offsets_topic, shard)
-    return replay_log(shard, log_entries, on_unreadable=skip)
+    chunks = read_partition_chunks(
+        settings.bootstrap_servers, settings.kafka_options, settings.offsets_topic, shard
+    )
+    return replay_log_chunks(shard, chunks, on_unreadable=skip)
 
 
 def request_frame(messages: pd.DataFrame) -> pa.Table:

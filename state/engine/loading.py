@@ -7,17 +7,25 @@ partition in order, skipping what it cannot read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from state.coordinator.config import CoordinatorConfig
-from state.coordinator.model import GroupMetadataKey, OffsetCommitKey, Record
-from state.engine.record_frame import records_table
-from state.engine.shard_reads import snapshot
+from state.coordinator.model import GroupMetadataKey, Record, UnknownKey
+from state.engine.offset_table import NO_EXPIRE
+from state.engine.record_frame import offset_records, records_table
 from state.engine.shard_state import ShardState, empty_shard, replay_records
+from state.formats.frames import RECORD_FRAME_SCHEMA
+from state.formats.record_column_decoding import decode_offset_commit_columns
 from state.formats.records import RecordFormatError, decode_record
+
+#: Records decoded and replayed at a time when loading from (key, value) pairs.
+LOAD_CHUNK = 100_000
 
 
 class LoadedShard(NamedTuple):
@@ -36,24 +44,130 @@ def replay_log(
     """The shard ``shard_id`` rebuilt from the (key, value) bytes of its offsets-topic partition,
     in log order. A record this code cannot read is skipped, as Kafka's loader skips what it does
     not understand, and passed to ``on_unreadable``; ``records_read`` counts the others."""
+    return replay_log_chunks(shard_id, _chunks(log), on_unreadable, config)
+
+
+def replay_log_chunks(
+    shard_id: int,
+    chunks: Iterable[tuple[pa.Array, pa.Array]],
+    on_unreadable: Callable[[RecordFormatError], None] | None = None,
+    config: CoordinatorConfig | None = None,
+) -> LoadedShard:
+    """``replay_log`` over the partition as chunks of (keys, values) binary columns: each chunk
+    is decoded a column at a time where the layout allows (``record_column_decoding``) and
+    replayed, so memory follows the chunk and the state, not the partition."""
+    state = empty_shard(shard_id, config)
+    read = 0
+    for keys, values in chunks:
+        frame, count = record_frame_of(keys, values, on_unreadable)
+        state = replay_records(state, frame)
+        read += count
+    return LoadedShard(state, read)
+
+
+def _chunks(
+    log: Iterable[tuple[bytes | None, bytes | None]],
+) -> Iterator[tuple[pa.Array, pa.Array]]:
+    pairs = iter(log)
+    while chunk := list(islice(pairs, LOAD_CHUNK)):
+        keys, values = zip(*chunk, strict=True)
+        yield pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+
+
+def record_frame_of(
+    keys: pa.Array,
+    values: pa.Array,
+    on_unreadable: Callable[[RecordFormatError], None] | None = None,
+) -> tuple[pa.Table, int]:
+    """The record frame of offsets-topic records given as binary columns, in their order, and
+    how many were readable. Unreadable records go to ``on_unreadable``; records of key types
+    this code does not interpret are counted and left out, as ``records_table`` does."""
+    columns = decode_offset_commit_columns(keys, values)
+    rows = np.flatnonzero(columns.decoded)
+    n = len(rows)
+    mask = pa.array(columns.decoded)
+    fast = pa.table(
+        {
+            "kind": pa.array(["offset"] * n, pa.string()),
+            "group_id": columns.group_id,
+            "topic": columns.topic,
+            "partition": pa.array(columns.partition, pa.int32()),
+            "offset": columns.offset,
+            "leader_epoch": columns.leader_epoch,
+            "metadata": columns.metadata,
+            "commit_timestamp_ms": columns.commit_timestamp_ms,
+            "expire_timestamp_ms": columns.expire_timestamp_ms,
+            "generation": pa.nulls(n, pa.int32()),
+            "members": pa.nulls(n, pa.int32()),
+            "key": keys.filter(mask).cast(pa.binary()),
+            "value": values.filter(mask).cast(pa.binary()),
+        },
+        schema=RECORD_FRAME_SCHEMA,
+    )
+    if n == len(keys):
+        return fast, n
     records: list[Record] = []
-    for key, value in log:
+    positions: list[int] = []
+    unknown = 0
+    for i in np.flatnonzero(~columns.decoded).tolist():
         try:
-            records.append(decode_record(key, value))
+            record = decode_record(keys[i].as_py(), values[i].as_py())
         except RecordFormatError as error:
             if on_unreadable is not None:
                 on_unreadable(error)
-    return LoadedShard(replay_records(empty_shard(shard_id, config), records), len(records))
+            continue
+        if isinstance(record.key, UnknownKey):
+            unknown += 1
+            continue
+        records.append(record)
+        positions.append(i)
+    if not records:
+        return fast, n + unknown
+    both = pa.concat_tables([fast, records_table(records)])
+    order = np.argsort(np.concatenate([rows, np.array(positions, np.int64)]), kind="stable")
+    return both.take(pa.array(order)), n + unknown + len(records)
 
 
 def snapshot_records(state: ShardState) -> pa.Table:
     """The shard's whole state as records (``RECORD_FRAME_SCHEMA``): what compaction of its
     offsets-topic partition would leave. Per group: its metadata record, then its offsets by
-    topic and partition."""
-    records: list[Record] = []
-    for group_id, group in snapshot(state).items():
-        if group.metadata is not None:
-            records.append(Record(GroupMetadataKey(group_id), group.metadata))
-        for (topic, partition), value in sorted(group.offsets.items()):
-            records.append(Record(OffsetCommitKey(group_id, topic, partition), value))
-    return records_table(records)
+    topic and partition. Built a column at a time: a loaded shard can hold millions."""
+    rows = state.offsets.live_rows()
+    groups = state.groups
+    offsets = offset_records(
+        groups.names.names.take(pa.array(rows.gcode, pa.int64())),
+        state.topics.names.take(pa.array(rows.tcode, pa.int64())),
+        rows.partition,
+        rows.offset,
+        rows.leader_epoch,
+        rows.metadata,
+        rows.commit_ts,
+        np.where(rows.expire_ts == NO_EXPIRE, -1, rows.expire_ts),
+    )
+    with_metadata = np.flatnonzero(groups.has_metadata).tolist()
+    names = groups.names.names
+    metadata = records_table(
+        Record(GroupMetadataKey(names[code].as_py()), groups.group_metadata(code))
+        for code in with_metadata
+    )
+    table = pa.concat_tables([metadata, offsets])
+    order = pa.table(
+        {
+            "group": np.concatenate([np.array(with_metadata, np.int64), rows.gcode]),
+            "rank": np.concatenate(
+                [np.zeros(len(with_metadata), np.int8), np.ones(len(rows), np.int8)]
+            ),
+            "topic": table["topic"],
+            "partition": table["partition"],
+        }
+    )
+    index = pc.sort_indices(
+        order,
+        sort_keys=[
+            ("group", "ascending"),
+            ("rank", "ascending"),
+            ("topic", "ascending"),
+            ("partition", "ascending"),
+        ],
+    )
+    return table.take(index)

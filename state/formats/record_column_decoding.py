@@ -1,0 +1,158 @@
+"""Offset records decoded a whole column at a time: the fast path of loading a shard.
+
+``decode_offset_commit_columns`` reads the (key, value) bytes of many records at once with numpy,
+for the layouts Kafka writes most: an ``OffsetCommitKey`` (key version 0 or 1) with a tombstone or
+an ``OffsetCommitValue`` of version 0 to 3. Each record it reads gives exactly what
+``state.formats.records.decode_record`` gives (the tests check them against each other); every
+other record (group metadata, KIP-848 keys, flexible v4 values, anything malformed) is marked for
+that per-record decoder, which also names what is wrong with a corrupt record.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_BIG_ENDIAN = {2: ">i2", 4: ">i4", 8: ">i8"}
+
+
+class OffsetColumns(NamedTuple):
+    """The records the column decoder read (``decoded`` rows of the input, in order)."""
+
+    #: Per input row: read here (True) or left to the per-record decoder (False).
+    decoded: np.ndarray
+    group_id: pa.Array
+    topic: pa.Array
+    partition: np.ndarray
+    #: Null on tombstones, as are the other value columns.
+    offset: pa.Array
+    leader_epoch: pa.Array
+    metadata: pa.Array
+    commit_timestamp_ms: pa.Array
+    expire_timestamp_ms: pa.Array
+
+
+def _parts(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(data bytes, start and length of each value, validity) of a binary column."""
+    if not pa.types.is_large_binary(column.type):
+        column = column.cast(pa.large_binary())
+    n = len(column)
+    _validity, offsets_buf, data_buf = column.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int64, count=n + 1, offset=column.offset * 8)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    valid = np.asarray(column.is_valid()) if column.null_count else np.ones(n, dtype=bool)
+    return data, offsets[:-1], offsets[1:] - offsets[:-1], valid
+
+
+def _ints(data: np.ndarray, at: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
+    """Big-endian signed ints of ``width`` bytes at positions ``at`` (rows not ``ok`` read 0)."""
+    if not len(at) or not len(data):
+        return np.zeros(len(at), np.int64)
+    at = np.where(ok, at, 0)
+    if len(data) < width:
+        return np.zeros(len(at), np.int64)
+    at = np.minimum(at, len(data) - width)
+    raw = data[at[:, None] + np.arange(width)]
+    return np.ascontiguousarray(raw).view(_BIG_ENDIAN[width]).ravel().astype(np.int64)
+
+
+def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """UTF-8 strings from byte slices; raises ``pa.ArrowInvalid`` on invalid UTF-8."""
+    n = len(starts)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total:
+        index = np.repeat(starts - offsets[:-1], lengths) + np.arange(total)
+        buffer = data[index]
+    else:
+        buffer = np.zeros(0, np.uint8)
+    strings = pa.Array.from_buffers(
+        pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buffer)]
+    )
+    strings.validate(full=True)
+    return strings.cast(pa.string())
+
+
+def decode_offset_commit_columns(keys: pa.Array, values: pa.Array) -> OffsetColumns:
+    """Decode the records of ``keys``/``values`` (binary columns, a null value is a tombstone)
+    whose layout the column decoder knows; see the module docstring."""
+    kdata, kstart, klen, kvalid = _parts(keys)
+    ok = kvalid & (klen >= 4)
+    version = _ints(kdata, kstart, 2, ok)
+    ok &= (version == 0) | (version == 1)
+    glen = _ints(kdata, kstart + 2, 2, ok)
+    ok &= (glen >= 0) & (glen + 6 <= klen)
+    tpos = kstart + 4 + np.where(ok, glen, 0)
+    tlen = _ints(kdata, tpos, 2, ok)
+    ok &= (tlen >= 0) & (glen + tlen + 10 == klen)
+    ppos = tpos + 2 + np.where(ok, tlen, 0)
+    partition = _ints(kdata, ppos, 4, ok)
+
+    vdata, vstart, vlen, has_value = _parts(values)
+    vok = has_value & (vlen >= 12)
+    vversion = _ints(vdata, vstart, 2, vok)
+    vok &= (vversion >= 0) & (vversion <= 3)
+    is_v3 = vversion == 3
+    offset = _ints(vdata, vstart + 2, 8, vok)
+    epoch = np.where(is_v3, _ints(vdata, vstart + 10, 4, vok & is_v3), -1)
+    # Where the metadata length is, by version: after the epoch (v3) or the offset.
+    mlen_at = vstart + np.where(is_v3, 14, 10)
+    vok &= ~is_v3 | (vlen >= 16)
+    mlen = _ints(vdata, mlen_at, 2, vok)
+    fixed = np.select([is_v3, vversion == 1], [24, 28], 20)
+    vok &= (mlen >= 0) & (mlen + fixed == vlen)
+    mstart = mlen_at + 2
+    ts_at = mstart + np.where(vok, mlen, 0)
+    commit_ts = _ints(vdata, ts_at, 8, vok)
+    expire_ts = _ints(vdata, ts_at + 8, 8, vok & (vversion == 1))
+    decoded = ok & (~has_value | vok)
+
+    rows = np.flatnonzero(decoded)
+    try:
+        group_id = _strings(kdata, (kstart + 4)[rows], glen[rows])
+        topic = _strings(kdata, (tpos + 2)[rows], tlen[rows])
+        live = has_value[rows]
+        metadata = _strings(vdata, np.where(live, mstart[rows], 0), np.where(live, mlen[rows], 0))
+    except pa.ArrowInvalid:
+        # Invalid UTF-8 somewhere: leave these records to the per-record decoder, which names
+        # the one at fault.
+        return _nothing_decoded(len(keys))
+    tomb = ~live
+    has_expire = live & (vversion[rows] == 1) & (expire_ts[rows] != -1)
+    return OffsetColumns(
+        decoded=decoded,
+        group_id=group_id,
+        topic=topic,
+        partition=partition[rows].astype(np.int32),
+        offset=pa.array(offset[rows], pa.int64(), mask=tomb),
+        leader_epoch=pa.array(epoch[rows].astype(np.int32), pa.int32(), mask=tomb),
+        metadata=_null_where(metadata, tomb),
+        commit_timestamp_ms=pa.array(commit_ts[rows], pa.int64(), mask=tomb),
+        expire_timestamp_ms=pa.array(expire_ts[rows], pa.int64(), mask=~has_expire),
+    )
+
+
+def _null_where(strings: pa.Array, mask: np.ndarray) -> pa.Array:
+    if not mask.any():
+        return strings
+    return pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), strings)
+
+
+def _nothing_decoded(n: int) -> OffsetColumns:
+    no_strings = pa.array([], pa.string())
+    no_ints = pa.array([], pa.int64())
+    return OffsetColumns(
+        decoded=np.zeros(n, dtype=bool),
+        group_id=no_strings,
+        topic=no_strings,
+        partition=np.zeros(0, np.int32),
+        offset=no_ints,
+        leader_epoch=pa.array([], pa.int32()),
+        metadata=no_strings,
+        commit_timestamp_ms=no_ints,
+        expire_timestamp_ms=no_ints,
+    )
