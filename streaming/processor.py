@@ -136,6 +136,10 @@ def _output_table(
         if table.num_rows:
             if out in ("loaded", "record"):
                 table = table.append_column("is_tombstone", pc.is_null(table["value"]))
+            if out == "loaded":
+                # Only the sink reads a loaded shard, and it needs the decoded columns: the
+                # record bytes would double what a rebuild carries to the driver.
+                table = table.drop_columns(["key", "value"])
             table = table.append_column("out", pa.array([out] * table.num_rows, pa.string()))
             table = table.append_column(
                 "seq", pa.array(range(offset, offset + table.num_rows), pa.int64())

@@ -202,12 +202,16 @@ class BatchWriter:
 
 
 def _sink_records(table: pa.Table) -> pa.Table:
-    """Records in apply order (shard, seq) with RECORD_FRAME columns (a null value is a
-    tombstone)."""
+    """Records in apply order (shard, seq) with RECORD_FRAME columns. The sink keys rows by
+    their decoded columns and needs the value only to tell tombstones (null) apart, so loaded
+    records, which come without their bytes, get empty ones."""
     if not table.num_rows:
         return RECORD_FRAME_SCHEMA.empty_table()
     table = table.sort_by([("shard", "ascending"), ("seq", "ascending")])
-    return pa.table(
-        {f.name: table[f.name].cast(f.type) for f in RECORD_FRAME_SCHEMA},
-        schema=RECORD_FRAME_SCHEMA,
+    columns = {f.name: table[f.name].cast(f.type) for f in RECORD_FRAME_SCHEMA}
+    empty = pa.scalar(b"", pa.binary())
+    columns["key"] = pc.fill_null(columns["key"], empty)
+    columns["value"] = pc.if_else(
+        table["is_tombstone"], pa.scalar(None, pa.binary()), pc.fill_null(columns["value"], empty)
     )
+    return pa.table(columns, schema=RECORD_FRAME_SCHEMA)

@@ -65,7 +65,12 @@ def read_partition_chunks(
                     f"loading {topic}-{partition}: at offset {position + 1} of {end} "
                     f"after {timeout_s:.0f}s"
                 )
-            for message in consumer.consume(num_messages=chunk_records, timeout=1.0):
+            # consume() returns once it has num_messages (the partition's end-of-file event
+            # counts as one) or at the timeout: ask for no more than what is left, so that the
+            # last call returns at once instead of waiting the timeout out. (Compaction leaves
+            # gaps in the offsets, so fewer may arrive: then the short timeout ends the call.)
+            wanted = min(chunk_records - len(keys), end - position - 1) + 1
+            for message in consumer.consume(num_messages=wanted, timeout=0.2):
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
