@@ -40,6 +40,7 @@ _JAVA_ONLY = frozenset(
 )
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_JAAS_ESCAPE = re.compile(r"\\(.)")
 
 
 class UnsupportedOptionError(ValueError):
@@ -59,7 +60,11 @@ def librdkafka_options(bootstrap_servers: str, kafka_options: Mapping[str, str])
             continue
         if key == "sasl.jaas.config":
             # PLAIN/SCRAM credentials: librdkafka takes them as sasl.username/sasl.password.
-            fields = dict(_JAAS_OPTION.findall(value))
+            # A quoted JAAS value escapes a quote or backslash with a backslash.
+            fields = {
+                name: _JAAS_ESCAPE.sub(r"\1", quoted)
+                for name, quoted in _JAAS_OPTION.findall(value)
+            }
             if "username" not in fields or "password" not in fields:
                 raise UnsupportedOptionError(
                     "kafka option 'sasl.jaas.config': only username/password login modules "
