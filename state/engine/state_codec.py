@@ -101,10 +101,18 @@ _DELTA_SCHEMA = pa.schema(
 # --- encoding --------------------------------------------------------------------------------
 
 
+#: Sections are LZ4-compressed Arrow IPC (readers need no flag: the stream says so). A shard of
+#: 200k offsets is 14.6 MB plain and 2.2 MB compressed, for 1 ms more to encode and 4 ms to
+#: decode; every touched shard's blob crosses from the JVM to Python and back and into RocksDB
+#: each micro-batch, and at 10M keys the plain blobs of a task's shards outgrew the JVM's 2 GB
+#: of direct memory in one Arrow batch.
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
 def _ipc(table: pa.Table) -> bytes | pa.Buffer:
     """``table`` as one Arrow IPC stream (a section of the blob, before padding)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
         writer.write_table(table)
     return sink.getvalue()
 
