@@ -14,8 +14,9 @@ Each call is messages -> ``state.shard`` calls -> one output row:
 1. the shard: ``decode_state`` of the blob; for a shard without one, ``replay_log_chunks`` of its
    offsets-topic partition (when the query starts over an existing topic) or ``empty_shard``;
 2. ingest messages (``streaming.ingest``) -> a request frame (``decode_request_messages``, the
-   job's markers left out) -> ``apply_batch``; on a timeout, ``cleanup_group_metadata``;
-3. ``encode_state`` of the new state, and the timeout set to ``result.next_expiry_ms``;
+   job's markers left out) -> ``apply_batch``, which expires what is due first when an expiry
+   tick is among the messages (Kafka expires in its periodic check only);
+3. ``encode_state`` of the new state;
 4. one ``streaming.output`` row whose payload holds the loaded shard as records
    (``snapshot_records``), the records for the offsets topic and the sink, the responses and
    dead letters (``encode_responses``), and one ``stats`` row.
@@ -51,7 +52,7 @@ from state.shard import (
     replay_log_chunks,
     snapshot_records,
 )
-from streaming.ingest import MARKERS
+from streaming.ingest import EXPIRY_TICK, MARKERS
 from streaming.output import OUTPUT_TABLE_SCHEMA, encode_output
 from streaming.worker_imports import install as install_worker_imports
 
@@ -212,6 +213,8 @@ def make_state_function(
         input_rows = 0
         next_offset: int | None = None
         if group_state.hasTimedOut:
+            # Timers are no longer set (expiry follows the ticks); one a checkpoint of an
+            # earlier version holds still fires once, and is a tick.
             result = cleanup_group_metadata(shard_state, now_ms, config)
         else:
             messages = pd.concat(list(frames), ignore_index=True)
@@ -221,13 +224,13 @@ def make_state_function(
             frame = request_frame(messages)
             input_rows = frame.num_rows
             lap("decode_requests")
-            result = apply_batch(shard_state, frame, now_ms, config)
+            # Offsets expire at expiry ticks only: Kafka's periodic check, not at every call.
+            ticked = bool((messages["value"] == EXPIRY_TICK).any()) if len(messages) else False
+            result = apply_batch(shard_state, frame, now_ms, config, expire_due=ticked)
         lap("apply")
 
         group_state.update((encode_state(result.state),))
         lap("encode_state")
-        if result.next_expiry_ms is not None:
-            group_state.setTimeoutDuration(max(1, int(result.next_expiry_ms) - now_ms))
 
         records, responses = result.records, result.responses
         is_tombstone = pc.is_null(records["value"]) if records.num_rows else None

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 #: ``offsets.retention.minutes`` default (10080 = 7 days) in milliseconds.
 DEFAULT_OFFSETS_RETENTION_MS = 10080 * 60 * 1000
 
+#: The largest ``offset.metadata.max.bytes`` whose metadata always fits a record string (int16
+#: length, 32,767 bytes): Kafka counts UTF-16 code units, and one takes up to 3 bytes of UTF-8.
+MAX_OFFSET_METADATA_MAX_BYTES = 0x7FFF // 3
+
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorConfig:
@@ -18,7 +22,7 @@ class CoordinatorConfig:
     - ``offsets_retention_ms``: ``offsets.retention.minutes`` in ms; how long an offset without an
       explicit expire timestamp outlives its base timestamp once its group is empty.
     - ``offset_metadata_max_bytes``: ``offset.metadata.max.bytes``; longer commit metadata (counted
-      in UTF-8 bytes) is rejected with OFFSET_METADATA_TOO_LARGE.
+      as Kafka counts it, in UTF-16 code units) is rejected with OFFSET_METADATA_TOO_LARGE.
     """
 
     offsets_topic_partitions: int = 50
@@ -41,9 +45,10 @@ class CoordinatorConfig:
             )
         if self.offsets_retention_ms < 1:
             raise ValueError(f"offsets_retention_ms must be >= 1, got {self.offsets_retention_ms}")
-        # Metadata is a record string (int16 length): more than 32767 bytes cannot be written.
-        if not 0 <= self.offset_metadata_max_bytes <= 0x7FFF:
+        # Metadata is a record string (int16 length): at most 32,767 bytes of UTF-8, which a
+        # UTF-16 code unit can take three of.
+        if not 0 <= self.offset_metadata_max_bytes <= MAX_OFFSET_METADATA_MAX_BYTES:
             raise ValueError(
-                "offset_metadata_max_bytes must be in 0..32767, "
+                f"offset_metadata_max_bytes must be in 0..{MAX_OFFSET_METADATA_MAX_BYTES}, "
                 f"got {self.offset_metadata_max_bytes}"
             )

@@ -110,10 +110,12 @@ def handle(
     raise TypeError(f"not a request: {type(request).__name__}")
 
 
-def _group_id_error(group_id: str | None, shard_id: int, config: CoordinatorConfig) -> ErrorCode:
+def _group_id_error(
+    group_id: str | None, shard_id: int, config: CoordinatorConfig, *, empty_allowed: bool = False
+) -> ErrorCode:
     """Checks made before the group is looked up: a usable id (``GroupCoordinatorService``), then
     that this shard coordinates it (the coordinator runtime's NOT_COORDINATOR)."""
-    if not is_valid_group_id(group_id):
+    if not is_valid_group_id(group_id, empty_allowed=empty_allowed):
         return ErrorCode.INVALID_GROUP_ID
     assert group_id is not None
     if partition_for(group_id, config.offsets_topic_partitions) != shard_id:
@@ -127,10 +129,12 @@ def _group_error(
     shard_id: int,
     config: CoordinatorConfig,
     validate: Callable[[GroupMetadataValue | None, bool], ErrorCode],
+    *,
+    empty_allowed: bool = False,
 ) -> ErrorCode:
     """The group-level answer of a request: the id checks, then ``validate(metadata, exists)``
     of the group's state (``validate_offset_delete_group`` or ``validate_delete_group``)."""
-    error = _group_id_error(group_id, shard_id, config)
+    error = _group_id_error(group_id, shard_id, config, empty_allowed=empty_allowed)
     if error == ErrorCode.NONE:
         error = validate(group.metadata, group.exists())
     return error
@@ -161,7 +165,7 @@ def _offset_commit(
             codes[i] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     records: list[Record] = []
     if any(code is None for code in codes):
-        group_error = _group_id_error(request.group_id, shard_id, config)
+        group_error = _group_id_error(request.group_id, shard_id, config, empty_allowed=True)
         if group_error == ErrorCode.NONE:
             group_error = validate_commit_group(
                 group.metadata,
@@ -239,16 +243,19 @@ def _delete_group(
     shard_id: int,
     config: CoordinatorConfig,
 ) -> HandlerResult:
-    """DeleteGroups for one group: tombstones for its offsets, then for its GroupMetadata."""
-    group_error = _group_error(request.group_id, group, shard_id, config, validate_delete_group)
+    """DeleteGroups for one group: tombstones for its offsets, then for the group."""
+    group_error = _group_error(
+        request.group_id, group, shard_id, config, validate_delete_group, empty_allowed=True
+    )
     if group_error != ErrorCode.NONE:
         return _answer(group_error)
     records = [
         Record(OffsetCommitKey(request.group_id, tp.topic, tp.partition), None)
         for tp in group.topic_partitions()
     ]
-    if group.metadata is not None:
-        records.append(Record(GroupMetadataKey(request.group_id), None))
+    # Kafka writes the group's tombstone whether or not it ever had a GroupMetadata record (a
+    # group of standalone commits has none).
+    records.append(Record(GroupMetadataKey(request.group_id), None))
     return _answer(ErrorCode.NONE, records)
 
 

@@ -47,23 +47,36 @@ def is_valid_partition(partition: int | None) -> bool:
 MAX_RECORD_STRING_BYTES = 0x7FFF
 
 
-def is_valid_group_id(group_id: str | None) -> bool:
-    """``GroupCoordinatorService.isGroupIdNotEmpty``, plus a group id must fit in a record key.
+def is_valid_group_id(group_id: str | None, *, empty_allowed: bool = False) -> bool:
+    """Kafka's group id check, plus a group id must fit in a record key.
 
-    DeleteGroups in Kafka only rejects a null id (an empty one then fails as GROUP_ID_NOT_FOUND),
-    and a group id too long for a record fails in Kafka when the record is written; here every API
-    answers INVALID_GROUP_ID for all three."""
-    return bool(group_id) and len(group_id.encode("utf-8")) <= MAX_RECORD_STRING_BYTES
+    Kafka 4.1 takes an empty group id in OffsetCommit, OffsetFetch and DeleteGroups
+    (``empty_allowed``: the group "" is a group like any other) and refuses it in OffsetDelete and
+    JoinGroup (``GroupCoordinatorService.isGroupIdNotEmpty``). A group id too long for a record
+    fails in Kafka when the record is written; here every API answers INVALID_GROUP_ID."""
+    if group_id is None:
+        return False
+    if not group_id:
+        return empty_allowed
+    return len(group_id.encode("utf-8")) <= MAX_RECORD_STRING_BYTES
+
+
+def java_length(text: str) -> int:
+    """Java's ``String.length()`` of ``text``: UTF-16 code units (a character outside the Basic
+    Multilingual Plane counts twice)."""
+    if text.isascii():
+        return len(text)
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
 
 
 def metadata_too_large(metadata: str | None, config: CoordinatorConfig) -> bool:
     """Whether commit metadata exceeds ``offset.metadata.max.bytes``.
 
-    Kafka compares Java's ``String.length()`` (UTF-16 code units). This counts UTF-8 bytes, the size
-    the metadata takes in the record, so non-ASCII metadata is limited a little earlier than in
-    Kafka and can never exceed the configured number of bytes on disk.
+    Kafka compares Java's ``String.length()`` (UTF-16 code units) despite the setting's name, so
+    4,096 ``é`` (8,192 bytes of UTF-8) pass and 4,097 ``x`` do not; the record's int16 length
+    prefix still bounds the bytes (``CoordinatorConfig`` keeps the setting at most 32,767 / 4).
     """
-    return metadata is not None and len(metadata.encode("utf-8")) > config.offset_metadata_max_bytes
+    return metadata is not None and java_length(metadata) > config.offset_metadata_max_bytes
 
 
 def subscribed_topics(metadata: GroupMetadataValue | None) -> frozenset[str] | None:
@@ -159,11 +172,15 @@ def validate_delete_group(metadata: GroupMetadataValue | None, exists: bool) -> 
 
 def expire_timestamp(timestamp_ms: int, retention_time_ms: int) -> int | None:
     """The explicit expire timestamp of a commit: ``commit time + retention_time_ms`` when the
-    request sets a positive retention (OffsetCommit v2-v4), else None and the broker's retention
-    applies.
-    Kafka treats any value other than -1 as explicit; 0 and other negatives are not meaningful
-    retentions and fall back to the broker's."""
-    return saturating_add(timestamp_ms, retention_time_ms) if retention_time_ms > 0 else None
+    request sets a retention (OffsetCommit v2-v4), else None and the broker's retention applies.
+
+    As in Kafka's ``OffsetMetadataManager``, any value other than -1 is explicit: 0 or a negative
+    retention expires the offset at the next retention check. Where the sum passes the int64
+    range Kafka's wraps around to a past timestamp and the offset expires at once; here it
+    saturates and the offset never expires (README, "Differences from Kafka")."""
+    if retention_time_ms == -1:
+        return None
+    return saturating_add(timestamp_ms, retention_time_ms)
 
 
 def saturating_add(a: int, b: int) -> int:
@@ -222,7 +239,7 @@ _REASONS: dict[ErrorCode, str] = {
     ErrorCode.OFFSET_METADATA_TOO_LARGE: "commit metadata is longer than offset.metadata.max.bytes",
     ErrorCode.NOT_COORDINATOR: "group belongs to another offsets-topic partition",
     ErrorCode.ILLEGAL_GENERATION: "generation does not match the group's",
-    ErrorCode.INVALID_GROUP_ID: "group id is null or empty",
+    ErrorCode.INVALID_GROUP_ID: "group id is null, empty or too long",
     ErrorCode.UNKNOWN_MEMBER_ID: "member is not in the group",
     ErrorCode.FENCED_INSTANCE_ID: "static member has a newer member id",
     ErrorCode.NON_EMPTY_GROUP: "group has members",

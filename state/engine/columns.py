@@ -65,9 +65,11 @@ def python_list(column: pa.Array | pa.ChunkedArray) -> list[Any]:
 def saturating_add(values: np.ndarray, amount: int | np.ndarray) -> np.ndarray:
     """``values + amount`` element-wise, ``INT64_MAX`` where the sum would pass it.
 
-    ``amount`` must be >= 0 (a retention, an interval): the sum can only overflow upwards.
+    ``values`` are timestamps (not negative), so a negative ``amount`` (a commit's explicit
+    retention may be one) cannot take the sum below the int64 range: it only overflows upwards.
     """
-    limit = INT64_MAX - np.asarray(amount, dtype=np.int64)
+    amount = np.asarray(amount, dtype=np.int64)
+    limit = INT64_MAX - np.maximum(amount, 0)
     over = values > limit
     return np.where(over, INT64_MAX, values + np.where(over, 0, amount))
 

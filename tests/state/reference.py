@@ -65,7 +65,7 @@ class ReferenceCoordinator:
         """Validate and apply one request appended at ``timestamp_ms``; return its records (already
         replayed) and responses."""
         group_id = getattr(request, "group_id", None)
-        state = self.groups.get(group_id) if group_id else None
+        state = self.groups.get(group_id) if group_id is not None else None
         result = handle(request, _View(state), timestamp_ms, self.shard_id, self.config)
         for record in result.records:
             self.replay(record)

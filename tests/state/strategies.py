@@ -19,8 +19,10 @@ PARTITIONS = 50
 
 
 def _same_shard_groups(count: int) -> tuple[int, list[str], str]:
-    """``count`` group ids of one shard, that shard, and a group id of another shard."""
-    shard = partition_for("g0", PARTITIONS)
+    """``count`` group ids of one shard, that shard, and a group id of another shard. The shard
+    is the empty group id's, so that "" (a group OffsetCommit and DeleteGroups take) meets the
+    others."""
+    shard = partition_for("", PARTITIONS)
     same = [g for g in (f"g{i}" for i in range(10_000)) if partition_for(g, PARTITIONS) == shard]
     other = next(g for g in (f"x{i}" for i in range(1000)) if partition_for(g, PARTITIONS) != shard)
     return shard, same[:count], other
@@ -60,7 +62,7 @@ def commits(draw: st.DrawFn, simple: bool = False) -> OffsetCommitRequest:
         generation_id=draw(st.sampled_from([-1, -1, 0, 1, 2])),
         member_id=draw(st.sampled_from(["", *MEMBER_IDS])),
         group_instance_id=draw(st.sampled_from([None, None, "i1"])),
-        retention_time_ms=draw(st.sampled_from([-1, -1, 0, 40, 150])),
+        retention_time_ms=draw(st.sampled_from([-1, -1, 0, -5, 40, 150])),
     )
 
 

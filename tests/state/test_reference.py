@@ -104,13 +104,18 @@ def test_topic_names(topic: str | None, valid: bool) -> None:
 
 def test_group_ids() -> None:
     assert is_valid_group_id("g") and not is_valid_group_id("") and not is_valid_group_id(None)
+    assert is_valid_group_id("", empty_allowed=True)
+    assert not is_valid_group_id(None, empty_allowed=True)
     assert not is_valid_group_id("x" * 40000)
 
 
-def test_metadata_size_counts_utf8_bytes() -> None:
+def test_metadata_size_counts_utf16_code_units_as_kafka_does() -> None:
     config = CoordinatorConfig(offset_metadata_max_bytes=4)
     assert not metadata_too_large("abcd", config)
-    assert metadata_too_large("ééé", config)  # 3 characters, 6 bytes
+    assert not metadata_too_large("éééé", config)  # 4 code units, 8 bytes of UTF-8
+    assert metadata_too_large("ééééé", config)
+    assert not metadata_too_large("😀😀", config)  # astral: 2 code units each
+    assert metadata_too_large("😀😀a", config)
     assert not metadata_too_large(None, config)
 
 
@@ -155,7 +160,7 @@ def test_deadlines() -> None:
         {"offsets_topic_partitions": 0},
         {"offsets_retention_ms": 0},
         {"offset_metadata_max_bytes": -1},
-        {"offset_metadata_max_bytes": 40000},
+        {"offset_metadata_max_bytes": 10923},
         {"offsets_topic_partitions": True},
     ],
 )

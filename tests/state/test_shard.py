@@ -79,11 +79,36 @@ def test_commit_is_stored_and_answered(coord: Coordinator) -> None:
     assert coord.offsets(G) == {TopicPartition("t", 0): OffsetAndMetadata(5, 2, "m", T0, None)}
 
 
-@pytest.mark.parametrize("group", ["", None])
+@pytest.mark.parametrize("group", [None, "x" * 40_000])
 def test_invalid_group_id_for_every_partition(coord: Coordinator, group: str | None) -> None:
     req = OffsetCommitRequest("c", group, (PartitionCommit("t", 0, 1), PartitionCommit("u", 1, 1)))  # type: ignore[arg-type]
     (answer,) = coord.run([req], T0)
     assert codes(answer) == [ErrorCode.INVALID_GROUP_ID] * 2
+    assert coord.groups() == set()
+
+
+def test_empty_group_id_commits_and_is_deleted_but_takes_no_offset_delete(
+    coord: Coordinator,
+) -> None:
+    """As Kafka 4.1: "" is a group for OffsetCommit and DeleteGroups, INVALID_GROUP_ID for
+    OffsetDelete and JoinGroup (GroupMetadata here)."""
+    assert partition_for("") == SHARD
+    answers = coord.run(
+        [
+            commit("", PartitionCommit("t", 0, 1)),
+            OffsetDeleteRequest("od", "", (TopicPartition("t", 0),)),
+            GroupMetadataRequest("gm", "", 1, members=(MemberMetadata("m"),)),
+        ],
+        T0,
+    )
+    assert [codes(a) for a in answers] == [
+        [ErrorCode.NONE],
+        [ErrorCode.INVALID_GROUP_ID],
+        [ErrorCode.INVALID_GROUP_ID],
+    ]
+    assert coord.offsets("") == {TopicPartition("t", 0): OffsetAndMetadata(1, -1, "", T0, None)}
+    (answer,) = coord.run([DeleteGroupsRequest("dg", "")], T0 + 1)
+    assert codes(answer) == [ErrorCode.NONE]
     assert coord.groups() == set()
 
 
@@ -119,19 +144,30 @@ def test_negative_partition_fails_only_its_partition(coord: Coordinator) -> None
 
 
 def test_unknown_topics_are_answered_before_group_errors(coord: Coordinator) -> None:
-    (answer,) = coord.run([commit("", PartitionCommit("..", 0, 1), PartitionCommit("t", 0, 1))], T0)
+    too_long = "x" * 40_000
+    (answer,) = coord.run(
+        [commit(too_long, PartitionCommit("..", 0, 1), PartitionCommit("t", 0, 1))], T0
+    )
     assert codes(answer) == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_GROUP_ID]
 
 
 def test_metadata_too_large_fails_only_its_partition(coord: Coordinator) -> None:
-    # 8 bytes allowed; "é" is 2 UTF-8 bytes, so 5 of them are 10 bytes though 5 characters.
+    # 8 allowed, counted as Kafka counts (UTF-16 code units): 8 "é" are 16 bytes of UTF-8 and
+    # pass; 5 astral characters are 10 code units and do not.
     parts = (
         PartitionCommit("t", 0, 1, metadata="12345678"),
-        PartitionCommit("t", 1, 1, metadata="é" * 5),
+        PartitionCommit("t", 1, 1, metadata="é" * 8),
+        PartitionCommit("t", 2, 1, metadata="😀" * 5),
+        PartitionCommit("t", 3, 1, metadata="123456789"),
     )
     (answer,) = coord.run([commit(G, *parts)], T0)
-    assert codes(answer) == [ErrorCode.NONE, ErrorCode.OFFSET_METADATA_TOO_LARGE]
-    assert set(coord.offsets(G)) == {TopicPartition("t", 0)}
+    assert codes(answer) == [
+        ErrorCode.NONE,
+        ErrorCode.NONE,
+        ErrorCode.OFFSET_METADATA_TOO_LARGE,
+        ErrorCode.OFFSET_METADATA_TOO_LARGE,
+    ]
+    assert set(coord.offsets(G)) == {TopicPartition("t", 0), TopicPartition("t", 1)}
 
 
 def test_negative_offsets_are_accepted_as_in_kafka(coord: Coordinator) -> None:
@@ -271,11 +307,27 @@ def test_explicit_retention_sets_expire_timestamp(coord: Coordinator) -> None:
     assert coord.groups() == set()
 
 
-@pytest.mark.parametrize("retention", [0, -1, -5])
-def test_non_positive_retention_uses_broker_retention(coord: Coordinator, retention: int) -> None:
-    coord.run([commit(G, retention_time_ms=retention)], T0)
+def test_retention_minus_one_uses_broker_retention(coord: Coordinator) -> None:
+    coord.run([commit(G, retention_time_ms=-1)], T0)
     assert coord.offsets(G)[TopicPartition("t", 0)].expire_timestamp_ms is None
     assert coord.next_expiry_ms() == T0 + RETENTION
+
+
+@pytest.mark.parametrize("retention", [0, -5])
+def test_any_other_retention_is_explicit_as_in_kafka(coord: Coordinator, retention: int) -> None:
+    """Kafka treats every retention but -1 as explicit: 0 or less expires at the next check."""
+    coord.run([commit(G, retention_time_ms=retention)], T0)
+    assert coord.offsets(G)[TopicPartition("t", 0)].expire_timestamp_ms == T0 + retention
+    assert coord.next_expiry_ms() == T0 + retention
+    coord.expire(T0)
+    assert coord.groups() == set()
+
+
+def test_retention_past_int64_saturates_instead_of_wrapping(coord: Coordinator) -> None:
+    coord.run([commit(G, retention_time_ms=2**63 - 1)], T0)
+    assert coord.offsets(G)[TopicPartition("t", 0)].expire_timestamp_ms == 2**63 - 1
+    coord.expire(2**62)
+    assert coord.offsets(G)
 
 
 def test_group_with_members_keeps_subscribed_offsets(coord: Coordinator) -> None:
@@ -734,8 +786,8 @@ def test_state_is_last_valid_commit_minus_deletes_and_expiries(batch_list: list)
                 if r.generation_id >= 0:
                     continue  # a group without members accepts no generation
                 for p in r.partitions:
-                    if len(p.metadata.encode()) <= CONFIG.offset_metadata_max_bytes:
-                        expire_at = now + r.retention_time_ms if r.retention_time_ms > 0 else None
+                    if len(p.metadata.encode("utf-16-le")) // 2 <= CONFIG.offset_metadata_max_bytes:
+                        expire_at = now + r.retention_time_ms if r.retention_time_ms != -1 else None
                         model[(r.group_id, p.topic, p.partition)] = (p.offset, now, expire_at)
                 del groups_with_offsets
             elif isinstance(r, OffsetDeleteRequest):

@@ -54,8 +54,11 @@ def apply_batch(
     frame: pa.Table | pd.DataFrame,
     now_ms: int,
     config: CoordinatorConfig,
+    *,
+    expire_due: bool = True,
 ) -> ApplyResult:
-    """Expire what is due at ``now_ms``, then validate and apply the requests of ``frame``.
+    """Expire what is due at ``now_ms`` (unless not ``expire_due``), then validate and apply the
+    requests of ``frame``.
 
     ``frame`` holds ``REQUEST_FRAME_SCHEMA`` rows of this shard's groups in any order (rows are
     applied in log order: ``ingest_offset``, ``partition_index``), optionally with the
@@ -64,9 +67,16 @@ def apply_batch(
     rest by Kafka's rules. ``state`` is not modified: the new state is ``state`` with the returned
     records replayed. Equivalent to the reference coordinator expiring at ``now_ms`` and then
     handling the requests one by one.
+
+    The job expires only at Kafka's cadence, when an expiry tick (every
+    ``offsets.retention.check.interval.ms``) is among the shard's input, as Kafka's coordinator
+    expires only in its periodic check: a commit that expires at once (a retention of 0) stays
+    fetchable until then in both.
     """
-    expired = expire(state, now_ms, config)
-    state = expired.state
+    expired_records = None
+    if expire_due:
+        expired = expire(state, now_ms, config)
+        state, expired_records = expired.state, expired.records
     batch = Batch.of(frame)
     answers = Answers()
     writes = Writes()
@@ -79,8 +89,8 @@ def apply_batch(
     if request_records.num_rows:
         state = replay_records(state, request_records)
     records = (
-        pa.concat_tables([expired.records, request_records])
-        if expired.records.num_rows
+        pa.concat_tables([expired_records, request_records])
+        if expired_records is not None and expired_records.num_rows
         else request_records
     )
     return ApplyResult(state, records, answers.table(batch), next_expiry_ms(state))

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.errors import ErrorCode
+from state.coordinator.rules import metadata_too_large
 from state.engine.apply.accumulators import Answers, Writes
 from state.engine.apply.batch import Batch
 from state.engine.apply.routing import Routing
@@ -63,10 +64,7 @@ def _commit_codes(
     exists_at_start = np.zeros(k, dtype=bool)
     exists_at_start[known] = state.groups.exists()[routing.group_codes[known]]
 
-    metadata = batch.col("metadata").take(pa.array(idx))
-    too_large = (
-        np.asarray(pc.fill_null(pc.binary_length(metadata), 0)) > config.offset_metadata_max_bytes
-    )
+    too_large = _metadata_too_large(batch.col("metadata").take(pa.array(idx)), config)
     generation = batch.generation[idx]
     ingest = batch.ingest_offset[idx]
     # A group that does not exist comes to exist with the first commit that writes; later requests
@@ -88,6 +86,19 @@ def _commit_codes(
     )
 
 
+def _metadata_too_large(metadata: pa.Array, config: CoordinatorConfig) -> np.ndarray:
+    """``rules.metadata_too_large`` over a column. A UTF-16 code unit takes at least one byte of
+    UTF-8, so only metadata with more bytes than the limit can be too long; those few are
+    counted one at a time."""
+    limit = config.offset_metadata_max_bytes
+    too_large = np.asarray(pc.fill_null(pc.binary_length(metadata), 0)) > limit
+    longer = np.flatnonzero(too_large)
+    if longer.size:
+        texts = metadata.take(pa.array(longer)).to_pylist()
+        too_large[longer] = [metadata_too_large(text, config) for text in texts]
+    return too_large
+
+
 def _write_commits(batch: Batch, local: np.ndarray, rows: np.ndarray, writes: Writes) -> None:
     """Write the offset records of the accepted commit partitions at batch rows ``rows`` (sorted;
     ``local`` their groups): one per key, the last in log order."""
@@ -97,8 +108,8 @@ def _write_commits(batch: Batch, local: np.ndarray, rows: np.ndarray, writes: Wr
     take = pa.array(rows)
     ts = batch.timestamp[rows]
     retention = batch.retention[rows]
-    explicit = retention > 0
-    # A positive retention_time_ms sets an explicit expire timestamp; the sum saturates as in
+    explicit = retention != -1
+    # A retention_time_ms other than -1 sets an explicit expire timestamp; the sum saturates as in
     # ``rules.expire_timestamp``, so both paths write the same record.
     expire_ts = np.where(explicit, saturating_add(ts, np.where(explicit, retention, 0)), NO_EXPIRE)
     # OffsetCommitValue v1 (explicit expiry) has no leader epoch; keep what the record holds.

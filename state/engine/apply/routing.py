@@ -19,7 +19,7 @@ from state.coordinator.errors import ErrorCode
 from state.coordinator.partitioner import partition_for
 from state.coordinator.rules import MAX_RECORD_STRING_BYTES
 from state.engine.apply.accumulators import Answers
-from state.engine.apply.batch import Batch
+from state.engine.apply.batch import DELETE_GROUPS, OFFSET_COMMIT, Batch
 from state.engine.apply.row_checks import CheckedRows
 from state.engine.hashing import string_hash
 from state.engine.shard_state import ShardState
@@ -56,7 +56,13 @@ def route(
     commit, other, first = checked.commit, checked.other, checked.first
     group_col = batch.col("group_id")
     group_bytes = np.asarray(pc.fill_null(pc.binary_length(group_col), 0))
-    valid_group = (group_bytes > 0) & (group_bytes <= MAX_RECORD_STRING_BYTES)
+    # As ``rules.is_valid_group_id``: OffsetCommit and DeleteGroups take the empty group id.
+    empty_allowed = (batch.api == OFFSET_COMMIT) | (batch.api == DELETE_GROUPS)
+    valid_group = (
+        ((group_bytes > 0) | empty_allowed)
+        & (group_bytes <= MAX_RECORD_STRING_BYTES)
+        & group_col.is_valid().to_numpy(zero_copy_only=False)
+    )
     candidates = (commit | other) & valid_group
     cand_idx = all_rows[candidates]
     names = group_col.take(pa.array(cand_idx))
