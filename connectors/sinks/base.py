@@ -17,11 +17,9 @@ Contract shared by every sink (the contract tests run it against each implementa
   nothing and ``write_batch`` returns False (Spark replays the last batch after a restart).
 * Values always travel as bound parameters; identifiers (the optional table prefix, the schema)
   are validated and quoted.
-* Records that a backend cannot store faithfully — a NUL character in ``group_id``, ``topic`` or
-  ``metadata``; PostgreSQL ``text`` cannot hold NUL — are skipped by *every* sink, logged, and
-  counted in :attr:`CoordinatorStatus.skipped_records`, so all sinks hold the same state. Their
-  keys are unreadable through the sink: fetching them answers "no offset". Skipping is applied
-  before deduplication, i.e. the sink equals the in-order replay of the storable records.
+* Every string is stored, NUL included (PostgreSQL ``text`` cannot hold NUL): names and metadata
+  go through ``connectors.sinks.text``, which escapes NUL, and every reader here takes and
+  returns the original strings.
 
 :class:`Sink` implements that contract once — argument checks, the read-only guard, idempotency
 by batch id, what one batch's transaction does, the reads, logging — and a backend supplies only
@@ -51,16 +49,17 @@ from connectors.sinks.batch import (
     OFFSET_UPSERT_COLUMNS,
     SEQ,
     PreparedBatch,
-    has_nul,
     prepare_batch,
     rows,
 )
 from connectors.sinks.tables import (
     TableNames,
     committed_from_row,
+    history_from_row,
     progress_values,
     status_from_row,
 )
+from connectors.sinks.text import original_text, stored_text
 from connectors.sinks.values import (
     COORDINATOR_STATES,
     NO_OFFSET,
@@ -234,7 +233,7 @@ class Sink(ABC, CloseOnExit):
             if batch_id <= last_batch_id:
                 return False
             self._apply_records(tx, batch_id, prepared)
-            self._record_progress(tx, progress, prepared.skipped)
+            self._record_progress(tx, progress)
             return True
 
         with self._lock:
@@ -309,8 +308,8 @@ class Sink(ABC, CloseOnExit):
         """Insert history rows ``(batch_id, seq, *HISTORY_COLUMNS)`` (a backend may bulk)."""
         tx.executemany(self._sql["insert_history"], history)
 
-    def _record_progress(self, tx: Statements, progress: BatchProgress, skipped: int) -> None:
-        tx.execute(self._sql["progress"], progress_values(progress, skipped, self._clock()))
+    def _record_progress(self, tx: Statements, progress: BatchProgress) -> None:
+        tx.execute(self._sql["progress"], progress_values(progress, self._clock()))
 
     def set_status(self, status: CoordinatorState, detail: str = "") -> None:
         """Set the coordinator status row (batch progress is left as it is)."""
@@ -356,23 +355,19 @@ class Sink(ABC, CloseOnExit):
 
         ``partitions=None``: every partition of the group with a committed offset, sorted by
         topic then partition. Otherwise one answer per requested partition in request order,
-        with offset -1, metadata "" and leader epoch -1 where nothing is committed. Keys with
-        NUL were never stored (see the module docstring) and PostgreSQL cannot even compare
-        them: they are answered "no offset" without asking the store.
+        with offset -1, metadata "" and leader epoch -1 where nothing is committed.
         """
+        stored_group = stored_text(group_id)
         if partitions is None:
-            if has_nul(group_id):
-                return []
-            found = self._run(self._sql["fetch_group"], (group_id,))
+            found = self._run(self._sql["fetch_group"], (stored_group,))
             return [committed_from_row(group_id, row) for row in found]
         if not partitions:
             return []
-        wanted = [(tp[0], int(tp[1])) for tp in partitions if not has_nul(group_id, tp[0])]
+        wanted = [(stored_text(tp[0]), int(tp[1])) for tp in partitions]
         stored: dict[tuple[str, int], CommittedOffset] = {}
-        if wanted:
-            for row in self._fetch_partitions(group_id, wanted):
-                offset = committed_from_row(group_id, row)
-                stored[(offset.topic, offset.partition)] = offset
+        for row in self._fetch_partitions(stored_group, wanted):
+            offset = committed_from_row(group_id, row)
+            stored[(offset.topic, offset.partition)] = offset
         return [
             stored.get((tp[0], tp[1]))
             or CommittedOffset(group_id=group_id, topic=tp[0], partition=tp[1], offset=NO_OFFSET)
@@ -382,7 +377,9 @@ class Sink(ABC, CloseOnExit):
     def list_groups(self) -> list[GroupListing]:
         """Every group with offsets or group metadata, sorted by group id (code point order)."""
         return [
-            GroupListing(group_id=g, partitions=int(n), generation=gen, members=members)
+            GroupListing(
+                group_id=original_text(g), partitions=int(n), generation=gen, members=members
+            )
             for g, n, gen, members in self._run(self._sql["list_groups"])
         ]
 
@@ -409,18 +406,16 @@ class Sink(ABC, CloseOnExit):
             raise ValueError("history: partition requires topic")
         if limit < 1:
             raise ValueError(f"history: limit must be >= 1, got {limit}")
-        if has_nul(group_id, topic):
-            return []
         conditions = ["group_id"]
-        params: list[Any] = [group_id]
+        params: list[Any] = [stored_text(group_id)]
         if topic is not None:
             conditions.append("topic")
-            params.append(topic)
+            params.append(stored_text(topic))
         if partition is not None:
             conditions.append('"partition"')  # a keyword in both dialects
             params.append(int(partition))
         found = self._run(self._history_query(conditions), (*params, int(limit)))
-        return [CommitHistoryEntry(*row) for row in found]
+        return [history_from_row(row) for row in found]
 
 
 # --- helpers of the template ------------------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.sinks.text import stored_column
 from state.engine.columns import last_rows_per_key, python_list
 from state.formats.frames import RECORD_FRAME_SCHEMA
 
@@ -41,7 +42,7 @@ SEQ: Final = "__seq"
 #: Columns of :attr:`PreparedBatch.history` after the sequence number within the batch.
 HISTORY_COLUMNS: Final = _COMMIT_COLUMNS
 _TEXT_COLUMNS: Final = ("group_id", "topic", "metadata")
-# Row position after unstorable records are dropped: what dedupe takes rows by.
+# Row position in the batch: what dedupe takes rows by.
 _POS: Final = "__pos"
 
 
@@ -49,7 +50,7 @@ _POS: Final = "__pos"
 class PreparedBatch:
     """A record frame split by what each backend executes: deduplicated upserts and deletes.
 
-    Every table has unique keys; ``history`` holds every storable non-tombstone offset record in
+    Every table has unique keys; ``history`` holds every non-tombstone offset record in
     log order with its position in the batch (``__seq``).
     """
 
@@ -58,7 +59,6 @@ class PreparedBatch:
     group_upserts: pa.Table
     group_deletes: pa.Table
     history: pa.Table
-    skipped: int
 
     @property
     def offset_changes(self) -> int:
@@ -109,36 +109,17 @@ def _fill(table: pa.Table, name: str, value: pa.Scalar | str) -> pa.Table:
     return table.set_column(index, name, pc.fill_null(table.column(name), value))
 
 
-def has_nul(*values: str | None) -> bool:
-    """Whether any of the names holds NUL: such keys are never stored, so never found."""
-    return any(v is not None and "\x00" in v for v in values)
-
-
-def _skip_unstorable(table: pa.Table) -> tuple[pa.Table, int]:
-    """``table`` without the records holding NUL in a text column, and how many those were.
-
-    PostgreSQL ``text`` cannot hold NUL; every sink skips them so that all hold the same state
-    (see ``connectors.sinks.base``).
-    """
-    unstorable = pa.chunked_array([np.zeros(table.num_rows, dtype=bool)], pa.bool_())
+def _stored_text_columns(table: pa.Table) -> pa.Table:
+    """``table`` with its names and metadata as the sinks store them (``connectors.sinks.text``:
+    NUL, which PostgreSQL ``text`` cannot hold, escaped)."""
     for name in _TEXT_COLUMNS:
-        has_nul = pc.fill_null(pc.match_substring(table.column(name), "\x00"), False)
-        unstorable = pc.or_(unstorable, has_nul)
-    skipped = int(pc.sum(pc.cast(unstorable, pa.int64())).as_py() or 0)
-    if not skipped:
-        return table, 0
-    examples = table.filter(unstorable).slice(0, 3)
-    log.warning(
-        "skipping %d record(s) with NUL characters in group/topic/metadata (not storable in "
-        "every sink), e.g. %r",
-        skipped,
-        rows(examples, OFFSET_KEY_COLUMNS),
-    )
-    return table.filter(pc.invert(unstorable)), skipped
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, name, stored_column(table.column(name)))
+    return table
 
 
 def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
-    """Validate a record frame and reduce it to the last storable record per key.
+    """Validate a record frame and reduce it to the last record per key.
 
     Raises ValueError for frames that break RECORD_FRAME_SCHEMA's contract (unknown ``kind``, an
     offset record without topic or a commit without offset): those are bugs upstream, and failing
@@ -163,8 +144,7 @@ def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
         "offset commit without offset",
     )
 
-    # Skip before dedupe: the sink equals the in-order replay of the storable records.
-    table, skipped = _skip_unstorable(table)
+    table = _stored_text_columns(table)
 
     # Commits carry Kafka's defaults where the record omits them (OffsetAndMetadata's defaults).
     table = _fill(table, "leader_epoch", pa.scalar(-1, pa.int32()))
@@ -186,5 +166,4 @@ def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
         group_upserts=last_groups.filter(pc.invert(group_tomb)).select(GROUP_UPSERT_COLUMNS),
         group_deletes=last_groups.filter(group_tomb).select(GROUP_KEY_COLUMNS),
         history=history.select([SEQ, *HISTORY_COLUMNS]),
-        skipped=skipped,
     )

@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from connectors.sinks.values import BatchProgress, CommittedOffset, CoordinatorStatus
+from connectors.sinks.text import original_text
+from connectors.sinks.values import (
+    BatchProgress,
+    CommitHistoryEntry,
+    CommittedOffset,
+    CoordinatorStatus,
+)
 
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # PostgreSQL truncates identifiers at 63 bytes; the longest derived name is
@@ -71,7 +77,29 @@ def committed_from_row(group_id: str, row: Sequence[Any]) -> CommittedOffset:
     committed_offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)."""
     topic, partition, offset, epoch, metadata, commit_ts, expire_ts = row
     return CommittedOffset(
-        group_id, topic, partition, offset, epoch, metadata, commit_ts, expire_ts
+        group_id,
+        original_text(topic),
+        partition,
+        offset,
+        epoch,
+        original_text(metadata),
+        commit_ts,
+        expire_ts,
+    )
+
+
+def history_from_row(row: Sequence[Any]) -> CommitHistoryEntry:
+    """A history entry from a row of the history query (``CommitHistoryEntry``'s fields)."""
+    group_id, topic, partition, offset, epoch, metadata, commit_ts, batch_id = row
+    return CommitHistoryEntry(
+        original_text(group_id),
+        original_text(topic),
+        partition,
+        offset,
+        epoch,
+        original_text(metadata),
+        commit_ts,
+        batch_id,
     )
 
 
@@ -108,7 +136,7 @@ def decode_ingest_offsets(text: str | None) -> dict[int, int]:
     return {int(p): int(o) for p, o in json.loads(text or "{}").items()}
 
 
-def progress_values(progress: BatchProgress, skipped: int, updated_at_ms: int) -> tuple[Any, ...]:
+def progress_values(progress: BatchProgress, updated_at_ms: int) -> tuple[Any, ...]:
     """The values of :data:`PROGRESS_COLUMNS` for a committed batch, in that order."""
     return (
         progress.batch_id,
@@ -120,7 +148,7 @@ def progress_values(progress: BatchProgress, skipped: int, updated_at_ms: int) -
         progress.state_keys,
         progress.duration_ms,
         progress.timestamp_ms,
-        skipped,
+        0,  # skipped_records: every record is stored (connectors.sinks.text)
         updated_at_ms,
     )
 
@@ -128,7 +156,8 @@ def progress_values(progress: BatchProgress, skipped: int, updated_at_ms: int) -
 def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
     """Build the status from the row in :data:`STATUS_COLUMNS` order."""
     status, detail, last_batch_id, ingest, input_rows, commits, rejected = row[:7]
-    tombstones, state_keys, duration_ms, batch_ts, skipped, updated_at = row[7:]
+    # skipped_records (row[11]) stays in the table's layout; every record is stored now.
+    tombstones, state_keys, duration_ms, batch_ts, _, updated_at = row[7:]
     offsets = decode_ingest_offsets(ingest)
     progress = None
     if last_batch_id >= 0:
@@ -150,5 +179,4 @@ def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
         ingest_offsets=dict(offsets),
         updated_at_ms=updated_at,
         last_progress=progress,
-        skipped_records=skipped,
     )

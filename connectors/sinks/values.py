@@ -110,9 +110,7 @@ class CoordinatorStatus:
     """The coordinator status row: job state plus the last committed batch's progress.
 
     ``last_batch_id`` is -1 and ``last_progress`` None before the first batch.
-    ``skipped_records`` counts the last batch's records the sink could not store (see
-    ``connectors.sinks.base``). ``updated_at_ms`` is the sink clock at the last status change or
-    batch.
+    ``updated_at_ms`` is the sink clock at the last status change or batch.
     """
 
     status: CoordinatorState
@@ -121,4 +119,3 @@ class CoordinatorStatus:
     ingest_offsets: dict[int, int]
     updated_at_ms: int
     last_progress: BatchProgress | None
-    skipped_records: int = 0

@@ -191,7 +191,6 @@ def cmd_status(ctx: Context) -> int:
         "detail": status.detail,
         "last_batch_id": status.last_batch_id,
         "updated_at_ms": status.updated_at_ms,
-        "skipped_records": status.skipped_records,
         "ingest_offsets": {str(p): o for p, o in sorted(status.ingest_offsets.items())},
         "last_progress": None if progress is None else attributes(progress, PROGRESS_KEYS),
         "sink_url": redact_url(ctx.config.sink_url),
@@ -216,6 +215,5 @@ def cmd_status(ctx: Context) -> int:
             ("tombstones", progress.tombstones),
             ("state keys", progress.state_keys),
         ]
-    rows.append(("skipped records", status.skipped_records))
     ctx.table(("FIELD", "VALUE"), rows)
     return EXIT_OK
