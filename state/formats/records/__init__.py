@@ -10,7 +10,8 @@ a tombstone. One module per part, each with its layout table:
 - ``keys``: ``OffsetCommitKey`` (key versions 0, 1) and ``GroupMetadataKey`` (2);
 - ``offset_commit_value``: ``OffsetCommitValue`` v0-v4 (``OffsetAndMetadata``);
 - ``group_metadata_value``: ``GroupMetadataValue`` v0-v4 and the subscription inside it;
-- ``dispatch``: whole records, by key type.
+- ``dispatch``: whole records, by key type;
+- ``record_types``: every record type a 4.1 broker writes, classified by type id and group.
 
 Writers pick the versions Kafka 4.0 writes: OffsetCommitKey 1, GroupMetadataKey 2,
 GroupMetadataValue 3, and OffsetCommitValue 1 when the commit has an explicit expire timestamp,
@@ -49,13 +50,22 @@ from state.formats.records.offset_commit_value import (
     encode_offset_commit_values,
     offset_commit_value_version,
 )
+from state.formats.records.record_types import (
+    RECORD_TYPES,
+    RecordType,
+    classify_key,
+    record_type_name,
+)
 from state.formats.records.wire import RecordFormatError
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",
     "GROUP_METADATA_VALUE_VERSION",
     "OFFSET_COMMIT_KEY_VERSION",
+    "RECORD_TYPES",
     "RecordFormatError",
+    "RecordType",
+    "classify_key",
     "decode_group_metadata_value",
     "decode_key",
     "decode_offset_commit_value",
@@ -68,4 +78,5 @@ __all__ = [
     "encode_offset_commit_values",
     "encode_record",
     "offset_commit_value_version",
+    "record_type_name",
 ]
