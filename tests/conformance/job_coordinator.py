@@ -1,0 +1,138 @@
+"""The job, spoken to as its clients do: requests on the ingest topic, answers on the responses
+topic, offsets from the sink, records from its offsets topic.
+
+Every sequence's requests are produced at once, each group's in order on its shard, and the
+answers are awaited together: a few micro-batches for any number of sequences.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+
+from connectors.kafka.admin import consumer_end_offsets
+from connectors.sinks import open_sink
+from state.coordinator.model import TopicPartition
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import (
+    DeleteGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    PartitionCommit,
+    Request,
+)
+from state.formats.request_codec import encode_request
+from streaming.config import JobConfig
+from tests.conformance.operations import (
+    Answer,
+    Commit,
+    DeleteGroup,
+    DeleteOffsets,
+    Fetched,
+    Operation,
+    Sequence,
+)
+
+
+def job_request(group_id: str, operation: Operation) -> Request:
+    """The ingest request for ``operation``, with a fresh request id."""
+    request_id = uuid.uuid4().hex
+    if isinstance(operation, Commit):
+        return OffsetCommitRequest(
+            request_id=request_id,
+            group_id=group_id,
+            partitions=tuple(
+                PartitionCommit(p.topic, p.partition, p.offset, p.leader_epoch, p.metadata or "")
+                for p in operation.partitions
+            ),
+            retention_time_ms=operation.retention_ms,
+        )
+    if isinstance(operation, DeleteOffsets):
+        return OffsetDeleteRequest(
+            request_id, group_id, tuple(TopicPartition(t, p) for t, p in operation.partitions)
+        )
+    if isinstance(operation, DeleteGroup):
+        return DeleteGroupsRequest(request_id, group_id)
+    raise TypeError(operation)
+
+
+def _answer(response: dict[str, object]) -> Answer:
+    """The job's response JSON as an ``Answer`` (partitions as listed, repeats kept)."""
+    entries = response.get("partitions") or []
+    assert isinstance(entries, list)
+    code = response.get("errorCode", 0)
+    assert isinstance(code, int)
+    return Answer.of(code, [(e["topic"], e["partitionIndex"], e["errorCode"]) for e in entries])
+
+
+class JobCoordinator:
+    """Requests to a running offsets job configured by ``config``."""
+
+    def __init__(self, config: JobConfig, timeout_s: float = 120.0) -> None:
+        self._config = config
+        self._timeout_s = timeout_s
+        self._producer = KafkaProducer(**config.kafka_python_options(), acks="all")
+        self._responses = KafkaConsumer(**config.kafka_python_options(), enable_auto_commit=False)
+        tps = [KafkaTopicPartition(config.responses_topic, p) for p in range(config.partitions)]
+        self._responses.assign(tps)
+        # Only answers to this harness's requests matter; start after what is there.
+        for tp, end in consumer_end_offsets(self._responses, tps).items():
+            self._responses.seek(tp, end)
+
+    def close(self) -> None:
+        self._producer.close()
+        self._responses.close()
+
+    def run(self, sequences: Iterable[Sequence]) -> list[list[Answer]]:
+        """Send every sequence's operations and return their answers, per sequence in order."""
+        sequences = list(sequences)
+        ids: list[list[str]] = []
+        for sequence in sequences:
+            shard = partition_for(sequence.group_id, self._config.partitions)
+            request_ids = []
+            for operation in sequence.operations:
+                request = job_request(sequence.group_id, operation)
+                self._producer.send(
+                    self._config.ingest_topic,
+                    key=sequence.group_id.encode("utf-8"),
+                    value=encode_request(request),
+                    partition=shard,
+                )
+                request_ids.append(request.request_id)
+            ids.append(request_ids)
+        self._producer.flush()
+        answers = self._await({i for request_ids in ids for i in request_ids})
+        return [[answers[i] for i in request_ids] for request_ids in ids]
+
+    def _await(self, pending: set[str]) -> dict[str, Answer]:
+        answers: dict[str, Answer] = {}
+        deadline = time.monotonic() + self._timeout_s
+        while pending - answers.keys():
+            if time.monotonic() > deadline:
+                missing = len(pending - answers.keys())
+                raise TimeoutError(f"the job did not answer {missing} of {len(pending)} requests")
+            for batch in self._responses.poll(timeout_ms=500).values():
+                for message in batch:
+                    request_id = message.key.decode("utf-8")
+                    if request_id in pending:
+                        answers[request_id] = _answer(json.loads(message.value))
+        return answers
+
+    def fetch(self, group_ids: Iterable[str]) -> dict[str, Fetched]:
+        """Every group's committed offsets, as the sink serves them (OffsetFetch)."""
+        sink = open_sink(self._config.sink_url, read_only=True)
+        try:
+            return {
+                group_id: {
+                    (o.topic, o.partition): (o.offset, o.leader_epoch, o.metadata)
+                    for o in sink.fetch_offsets(group_id, None)
+                }
+                for group_id in group_ids
+            }
+        finally:
+            sink.close()
