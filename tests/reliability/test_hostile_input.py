@@ -65,11 +65,16 @@ HOSTILE_VALID_GROUPS = (
     " leading and trailing ",
     "x" * 2000,
 )
-#: Topic names Kafka's ``Topic.validate`` refuses: UNKNOWN_TOPIC_OR_PARTITION for that partition.
 #: Classes whose messages are valid requests, accepted whole.
 ACCEPTED_KINDS = frozenset(
-    {"valid commit", "negative committedOffset (Kafka accepts)", "NUL in group id"}
+    {
+        "valid commit",
+        "negative committedOffset (Kafka accepts)",
+        "NUL in group id",
+        "empty group id",
+    }
 )
+#: Topic names Kafka's ``Topic.validate`` refuses: UNKNOWN_TOPIC_OR_PARTITION for that partition.
 INVALID_TOPICS = (
     "orders; DROP TABLE consumer_offsets;--",
     "t'1",
@@ -394,22 +399,23 @@ def add_bad_classes(b: Builder, groups: list[str]) -> None:
     partial(
         "oversized metadata",
         120,
-        lambda i: ("payments", part(1, 5, "m" * 4097 if i % 2 else "€" * 1366)),
+        # Kafka counts UTF-16 code units: 4,097 of "€" (12,291 bytes) are one too many.
+        lambda i: ("payments", part(1, 5, "m" * 4097 if i % 2 else "€" * 4097)),
         ErrorCode.OFFSET_METADATA_TOO_LARGE,
     )
     for _ in range(60):
+        # The empty group id is a group for OffsetCommit, as in Kafka 4.1.
         rid = b.rid("empty-group")
-        obj = commit_json(rid, "", [part(0, 1), part(1, 2)])
+        first, second = b.offset(("", "orders", 0)), b.offset(("", "orders", 1))
+        obj = commit_json(rid, "", [part(0, first), part(1, second)])
         b.add(
             Probe(
                 "empty group id",
                 Message(shard(""), dumps(obj)),
                 rid,
                 0,
-                partition_codes={
-                    ("orders", 0): ErrorCode.INVALID_GROUP_ID,
-                    ("orders", 1): ErrorCode.INVALID_GROUP_ID,
-                },
+                partition_codes={("orders", 0): 0, ("orders", 1): 0},
+                commits=(("", "orders", 0, first), ("", "orders", 1, second)),
             )
         )
     for _ in range(80):
