@@ -51,6 +51,9 @@ def job_request(group_id: str, operation: Operation) -> Request:
                 for p in operation.partitions
             ),
             retention_time_ms=operation.retention_ms,
+            generation_id=operation.generation_id,
+            member_id=operation.member_id,
+            group_instance_id=operation.group_instance_id,
         )
     if isinstance(operation, DeleteOffsets):
         return OffsetDeleteRequest(
@@ -90,24 +93,25 @@ class JobCoordinator:
 
     def run(self, sequences: Iterable[Sequence]) -> list[list[Answer]]:
         """Send every sequence's operations and return their answers, per sequence in order."""
-        sequences = list(sequences)
-        ids: list[list[str]] = []
-        for sequence in sequences:
-            shard = partition_for(sequence.group_id, self._config.partitions)
-            request_ids = []
-            for operation in sequence.operations:
-                request = job_request(sequence.group_id, operation)
-                self._producer.send(
-                    self._config.ingest_topic,
-                    key=sequence.group_id.encode("utf-8"),
-                    value=encode_request(request),
-                    partition=shard,
-                )
-                request_ids.append(request.request_id)
-            ids.append(request_ids)
+        ids = [[self._send(job_request(s.group_id, op)) for op in s.operations] for s in sequences]
         self._producer.flush()
         answers = self._await({i for request_ids in ids for i in request_ids})
         return [[answers[i] for i in request_ids] for request_ids in ids]
+
+    def request(self, request: Request) -> Answer:
+        """Send one request of any kind (e.g. GroupMetadata) and return its answer."""
+        request_id = self._send(request)
+        self._producer.flush()
+        return self._await({request_id})[request_id]
+
+    def _send(self, request: Request) -> str:
+        self._producer.send(
+            self._config.ingest_topic,
+            key=request.group_id.encode("utf-8"),
+            value=encode_request(request),
+            partition=partition_for(request.group_id, self._config.partitions),
+        )
+        return request.request_id
 
     def _await(self, pending: set[str]) -> dict[str, Answer]:
         answers: dict[str, Answer] = {}

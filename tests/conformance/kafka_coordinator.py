@@ -132,13 +132,17 @@ class KafkaCoordinator:
             topics = [
                 (t, [(p.partition, p.offset, p.metadata) for _, p in ps]) for t, ps in by_topic
             ]
-            request = OffsetCommitRequest[4](group_id, -1, "", commit.retention_ms, topics)
+            request = OffsetCommitRequest[4](
+                group_id, commit.generation_id, commit.member_id, commit.retention_ms, topics
+            )
         else:
             topics = [
                 (t, [(p.partition, p.offset, p.leader_epoch, p.metadata) for _, p in ps])
                 for t, ps in by_topic
             ]
-            request = OffsetCommitRequest[7](group_id, -1, "", None, topics)
+            request = OffsetCommitRequest[7](
+                group_id, commit.generation_id, commit.member_id, commit.group_instance_id, topics
+            )
         response = self._send(node, request)
         return Answer.of(0, [(t, p, code) for t, ps in response.topics for p, code in ps])
 

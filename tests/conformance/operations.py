@@ -28,11 +28,15 @@ class CommitPartition:
 
 @dataclass(frozen=True)
 class Commit:
-    """OffsetCommit of a standalone group (generation -1, no member id). ``retention_ms`` other
-    than -1 goes to Kafka as OffsetCommit v4, the last version that carries a retention."""
+    """OffsetCommit, by default of a standalone group (generation -1, no member id).
+    ``retention_ms`` other than -1 goes to Kafka as OffsetCommit v4, the last version that
+    carries a retention."""
 
     partitions: tuple[CommitPartition, ...]
     retention_ms: int = -1
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
     api = "OffsetCommit"
 
