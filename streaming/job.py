@@ -41,10 +41,12 @@ log = logging.getLogger(__name__)
 QUERY_NAME = "consumer-offsets"
 
 #: Kafka consumer settings of the ingest source, under the user's ``kafka_options`` (which win).
-#: Spark's source reads fixed offset ranges, and with Kafka's default ``fetch.max.wait.ms``
-#: (500 ms) each task's consumer waits that long at the end of its range, once per partition
-#: (README, "Benchmark").
-SOURCE_CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
+#: Spark's source reads fixed offset ranges, and each task's consumer waits ``fetch.max.wait.ms``
+#: at the end of its range, once per partition. With Kafka's 500 ms, reading 1,000 messages
+#: from 50 partitions took 14 s; with 10 ms, 1.7 s; 1 ms took the Kafka source stage of a small
+#: batch from 0.3-0.4 s to 0.2-0.3 s (ack p50 at 1k offsets/s, three quick runs each: 1.96 ->
+#: 1.72 s on average; no clear change at 10k/s).
+SOURCE_CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "1"}
 
 
 def ensure_topics(config: JobConfig) -> list[str]:
