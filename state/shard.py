@@ -29,7 +29,13 @@ from __future__ import annotations
 
 from state.coordinator.config import CoordinatorConfig
 from state.engine.apply import ApplyResult, apply_batch, cleanup_group_metadata
-from state.engine.loading import LoadedShard, replay_log, replay_log_chunks, snapshot_records
+from state.engine.loading import (
+    LoadedShard,
+    record_frame_of,
+    replay_log,
+    replay_log_chunks,
+    snapshot_records,
+)
 from state.engine.request_frame import decode_request_messages, frame_from_requests
 from state.engine.shard_reads import GroupSnapshot, fetch_offsets, group_metadata, snapshot
 from state.engine.shard_state import (
@@ -48,12 +54,13 @@ from state.formats.frames import (
     REQUEST_FRAME_SCHEMA,
     RESPONSE_FRAME_SCHEMA,
 )
-from state.formats.records import RecordFormatError
+from state.formats.records import RECORD_TYPES, RecordFormatError, classify_key
 from state.formats.response_codec import encode_responses
 
 __all__ = [
     "EXTENDED_REQUEST_FRAME_SCHEMA",
     "RECORD_FRAME_SCHEMA",
+    "RECORD_TYPES",
     "REQUEST_FRAME_SCHEMA",
     "RESPONSE_FRAME_SCHEMA",
     "ApplyResult",
@@ -65,6 +72,7 @@ __all__ = [
     "ShardState",
     "StateFormatError",
     "apply_batch",
+    "classify_key",
     "cleanup_group_metadata",
     "decode_request_messages",
     "decode_state",
@@ -76,6 +84,7 @@ __all__ = [
     "frame_from_requests",
     "group_metadata",
     "next_expiry_ms",
+    "record_frame_of",
     "replay",
     "replay_log",
     "replay_log_chunks",

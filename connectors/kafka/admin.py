@@ -203,6 +203,20 @@ def consumer_end_offsets(
     return list_offsets(consumer.end_offsets, partitions)
 
 
+def beginning_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
+    """Log-start offset of every partition of ``topic`` ({} when the topic does not exist)."""
+    consumer = KafkaConsumer(enable_auto_commit=False, **client_options)
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            return {}
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        found = list_offsets(consumer.beginning_offsets, tps)
+        return {tp.partition: int(off) for tp, off in found.items()}
+    finally:
+        consumer.close()
+
+
 def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
     """Log-end offset of every partition of ``topic`` ({} when the topic does not exist)."""
     consumer = KafkaConsumer(enable_auto_commit=False, **client_options)

@@ -14,9 +14,10 @@ Commands (``consumer-offsets <command> --help`` for each)::
     history --group G [--topic T [--partition P]] [--limit N]
     status                                     the job's coordinator status
     run ...                                    the streaming job (python -m streaming)
+    mirror ...                                 a cluster's __consumer_offsets into the sink
     kafka ...                                  the local broker (connectors.kafka.local)
 
-Every command but ``run`` and ``kafka`` takes ``--bootstrap-server``, ``--sink-url``,
+Every command but ``run``, ``mirror`` and ``kafka`` takes ``--bootstrap-server``, ``--sink-url``,
 ``--config`` (TOML), ``--timeout`` (ms) and ``--json``; unset values come from the
 ``CONSUMER_OFFSETS_*`` environment variables and the config file (``streaming.config``).
 Commits, resets, imports and deletes go through the job (``connectors.client.commit_client``), so
@@ -43,6 +44,7 @@ from typing import Final, TextIO
 
 from connectors.client.errors import OffsetsError
 from connectors.sinks import SinkError
+from streaming.cli import mirror as mirror_runner
 from streaming.cli import run as job_runner
 from streaming.cli.commands.delete import cmd_delete, cmd_delete_offsets
 from streaming.cli.commands.offsets import (
@@ -192,6 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
     job_runner.add_job_arguments(run)
     run.set_defaults(handler=None, delegate="run")
 
+    mirror = sub.add_parser(
+        "mirror",
+        help="keep a Kafka cluster's committed offsets in the sink",
+        description="Mirror a Kafka cluster's __consumer_offsets into the sink (read-only).",
+    )
+    mirror_runner.add_mirror_arguments(mirror)
+    mirror.set_defaults(handler=None, delegate="mirror")
+
     kafka = sub.add_parser(
         "kafka",
         help="start/stop the local Kafka broker",
@@ -227,6 +237,8 @@ def main(
         parser.print_usage(err)
         err.write(f"{PROG}: error: a command is required\n")
         return EXIT_USAGE
+    if getattr(args, "delegate", None) == "mirror":
+        return mirror_runner.run_mirror(args)
     if getattr(args, "delegate", None):
         # ``run``: the streaming job, exactly as ``python -m streaming`` runs it.
         job_runner.configure_logging()

@@ -1,0 +1,244 @@
+"""The mirror: a real Kafka cluster's committed offsets kept in the queryable sink.
+
+A Structured Streaming query reads the source cluster's ``__consumer_offsets`` with Spark's
+Kafka source and applies every record to the same sink tables the job writes: offsets (commits
+upsert, tombstones delete — Kafka's own expiry and deletes arrive as tombstones), groups
+(GroupMetadata records of classic groups), history. It needs no Spark state: the sink already
+keeps the compacted view (the last record per key, in log order), and a key always lives in one
+partition of ``__consumer_offsets``. Records of the other types (KIP-848 consumer groups, share
+and streams groups) are classified by ``state.formats.records.record_types`` and counted.
+
+Read-only on the source: the source assigns partitions and never commits. The sink is LOADING
+(readers answer COORDINATOR_LOAD_IN_PROGRESS) until the mirror has read up to the end offsets it
+saw at start, then ACTIVE. Batch ids make writes idempotent, and a restart from the checkpoint
+resumes where the last committed batch ended, as the job does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from connectors.kafka.admin import beginning_offsets, end_offsets
+from connectors.sinks import BatchProgress, Sink, open_sink
+from state.shard import classify_key, record_frame_of
+from streaming.job import checkpoint_exists
+
+log = logging.getLogger("consumer_offsets.mirror")
+
+#: Kafka's offsets topic, the mirror's only source.
+CONSUMER_OFFSETS = "__consumer_offsets"
+QUERY_NAME = "consumer-offsets-mirror"
+#: Records per micro-batch at most: a catch-up over millions of records goes in steps that
+#: each reach the sink.
+MAX_RECORDS_PER_BATCH = 500_000
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """Where the mirror reads (a cluster, with Kafka client options in the Java client's names)
+    and writes (a sink URL and a checkpoint)."""
+
+    source_bootstrap_servers: str
+    sink_url: str
+    checkpoint_location: str
+    source_kafka_options: Mapping[str, str] = field(default_factory=dict)
+    keep_history: bool = True
+    trigger_interval: str = "1 second"
+    #: ``cluster`` in the status detail, to tell several mirrors' sinks apart.
+    cluster_name: str = "source"
+
+    def kafka_python_options(self) -> dict[str, Any]:
+        """Options for kafka-python clients of the source cluster."""
+        options: dict[str, Any] = {"bootstrap_servers": self.source_bootstrap_servers.split(",")}
+        for key, value in self.source_kafka_options.items():
+            options[key.replace(".", "_")] = value
+        return options
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """Options for Spark's Kafka source (``kafka.``-prefixed client options)."""
+        options = {"kafka.bootstrap.servers": self.source_bootstrap_servers}
+        options.update({f"kafka.{k}": v for k, v in self.source_kafka_options.items()})
+        return options
+
+
+@dataclass
+class MirrorWriter:
+    """``foreachBatch``: a batch of ``__consumer_offsets`` records into the sink, in log order.
+
+    ``positions`` is where reading has got to in every partition (the next offset), kept across
+    batches and stored with each batch's progress, so a resumed mirror knows it too;
+    ``catch_up_to`` the end offsets seen at start, with a partition that has nothing left to
+    read (compaction) already counted as caught up.
+    """
+
+    sink: Sink
+    catch_up_to: dict[int, int]
+    positions: dict[int, int] = field(default_factory=dict)
+    loading: bool = True
+    other_types: Counter[str] = field(default_factory=Counter)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        table = batch.select("partition", "offset", "key", "value").toArrow()
+        table = table.sort_by([("partition", "ascending"), ("offset", "ascending")])
+        keys = table["key"].combine_chunks()
+        values = table["value"].combine_chunks()
+        unreadable: list[str] = []
+        frame, _ = record_frame_of(keys, values, lambda error: unreadable.append(str(error)))
+        for key in keys.filter(pc.invert(_classic(keys))).to_pylist():
+            self.other_types[classify_key(key).name] += 1
+        if unreadable:
+            log.warning(
+                "batch %d: %d record(s) not readable, skipped (e.g. %s)",
+                batch_id,
+                len(unreadable),
+                unreadable[0],
+            )
+        self.positions.update(_next_offsets(table))
+        tombstones = int(pc.sum(pc.is_null(values).cast(pa.int64())).as_py() or 0)
+        progress = BatchProgress(
+            batch_id=batch_id,
+            ingest_offsets=dict(self.positions),
+            input_rows=table.num_rows,
+            commits_applied=frame.num_rows
+            - int(pc.sum(pc.is_null(frame["value"]).cast(pa.int64())).as_py() or 0),
+            rejected=len(unreadable),
+            tombstones=tombstones,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            timestamp_ms=int(time.time() * 1000),
+        )
+        self.sink.write_batch(batch_id, frame, progress)
+        if self.loading and self.caught_up():
+            self.loading = False
+            self.sink.set_status("ACTIVE", "mirroring: caught up")
+        log.info(
+            "batch %d: %d records (%d applied, %d tombstones, %d of other types), %d ms",
+            batch_id,
+            table.num_rows,
+            frame.num_rows,
+            tombstones,
+            table.num_rows - frame.num_rows - len(unreadable),
+            progress.duration_ms,
+        )
+
+    def caught_up(self) -> bool:
+        """Whether every partition has been read up to the end offsets seen at start."""
+        return all(self.positions.get(p, 0) >= end for p, end in self.catch_up_to.items())
+
+
+def _classic(keys: pa.Array) -> pa.Array:
+    """Whether each key is of a classic type (0-2: offset commits and group metadata)."""
+    type_ids = pc.binary_slice(keys, 0, 2)
+    return pc.is_in(type_ids, value_set=pa.array([b"\x00\x00", b"\x00\x01", b"\x00\x02"]))
+
+
+def _next_offsets(table: pa.Table) -> dict[int, int]:
+    """Per partition, the offset after the last record of the batch."""
+    if not table.num_rows:
+        return {}
+    grouped = table.group_by("partition").aggregate([("offset", "max")])
+    return {
+        int(p): int(o) + 1
+        for p, o in zip(
+            grouped["partition"].to_pylist(), grouped["offset_max"].to_pylist(), strict=True
+        )
+    }
+
+
+@dataclass
+class OffsetsMirror:
+    """One running mirror query and its sink."""
+
+    config: MirrorConfig
+    spark: SparkSession
+    sink: Sink
+    query: StreamingQuery | None = None
+    writer: MirrorWriter | None = None
+
+    @classmethod
+    def create(cls, config: MirrorConfig, spark: SparkSession | None = None) -> OffsetsMirror:
+        """A mirror for ``config`` on ``spark`` (a new session when None), its sink opened."""
+        if spark is None:
+            from streaming.session import spark_session
+
+            spark = spark_session()
+        return cls(config, spark, open_sink(config.sink_url, keep_history=config.keep_history))
+
+    def start(self) -> StreamingQuery:
+        """Mark the sink LOADING until the records up to today's end offsets are in, and start."""
+        config = self.config
+        ends = end_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
+        starts = beginning_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
+        detail = f"mirroring {config.cluster_name}: catching up to offsets {sum(ends.values()):,}"
+        positions: dict[int, int] = {}
+        if self._checkpoint_exists():
+            positions = dict(self.sink.status().ingest_offsets)
+            self.sink.set_status("LOADING", detail)
+        else:
+            # A new checkpoint restarts batch ids: the sink view starts over with it.
+            self.sink.reset("LOADING", detail)
+        # Nothing left to read where compaction or retention removed everything up to the end.
+        for partition, start in starts.items():
+            positions[partition] = max(positions.get(partition, 0), start)
+        self.writer = MirrorWriter(self.sink, ends, positions)
+        if self.writer.caught_up():
+            self.writer.loading = False
+            self.sink.set_status("ACTIVE", f"mirroring {config.cluster_name}: caught up")
+        reader = self.spark.readStream.format("kafka")
+        for key, value in config.spark_kafka_options().items():
+            reader = reader.option(key, value)
+        source = (
+            # Assigned, not subscribed: Spark finds subscribed topics by listing them, and a
+            # topic listing leaves internal topics out.
+            reader.option("assign", json.dumps({CONSUMER_OFFSETS: sorted(ends)}))
+            .option("startingOffsets", "earliest")
+            # Compaction and retention remove records of __consumer_offsets all the time.
+            .option("failOnDataLoss", "false")
+            .option("kafka.fetch.max.wait.ms", "1")
+            .option("maxOffsetsPerTrigger", str(MAX_RECORDS_PER_BATCH))
+            .load()
+        )
+        writer = (
+            source.writeStream.queryName(QUERY_NAME)
+            .foreachBatch(self.writer)
+            .option("checkpointLocation", config.checkpoint_location)
+            .trigger(processingTime=config.trigger_interval)
+        )
+        # Spark's AdminClient-based offset reader sees no records in an internal topic (a batch
+        # read of __consumer_offsets counts 0 with it, every record with the consumer-based one).
+        key = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+        previous = self.spark.conf.get(key, None)
+        self.spark.conf.set(key, "true")
+        try:
+            self.query = writer.start()
+        finally:
+            if previous is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, previous)
+        return self.query
+
+    def _checkpoint_exists(self) -> bool:
+        return checkpoint_exists(self.spark, self.config.checkpoint_location)
+
+    def other_record_types(self) -> dict[str, int]:
+        """Records of types the sink does not hold, by Kafka's name, since start."""
+        return dict(self.writer.other_types) if self.writer else {}
+
+    def stop(self) -> None:
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+
+
+__all__ = ["CONSUMER_OFFSETS", "MirrorConfig", "MirrorWriter", "OffsetsMirror"]

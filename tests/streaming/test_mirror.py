@@ -1,0 +1,189 @@
+"""The mirror against a real broker: the sink equals Kafka's own OffsetFetch of every group.
+
+Groups commit on the test broker in every way Kafka knows — a kafka-python consumer in a classic
+group, a confluent-kafka consumer with ``group.protocol=consumer`` (KIP-848), admin-only commits
+— and delete; the mirror reads the broker's ``__consumer_offsets`` and its sink must follow,
+also across a restart from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient
+
+from connectors.sinks import SinkError, open_sink
+from streaming.mirror import MirrorConfig, OffsetsMirror
+from tests.fixtures.kafka import TopicFactory
+from tests.streaming.helpers import wait_for
+
+_MESSAGES = 20
+
+
+def _kafka_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """Kafka's own OffsetFetch of ``group`` ({} once the group is gone)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        fetched = admin.list_consumer_group_offsets(group)
+    finally:
+        admin.close()
+    return {(tp.topic, tp.partition): o.offset for tp, o in fetched.items() if o.offset >= 0}
+
+
+def _sink_offsets(sink_url: str, group: str) -> dict[tuple[str, int], int] | None:
+    """The group's offsets in the sink; None while the sink does not exist yet."""
+    try:
+        with open_sink(sink_url, read_only=True) as sink:
+            return {(o.topic, o.partition): o.offset for o in sink.fetch_offsets(group)}
+    except SinkError:
+        return None
+
+
+def _admin_commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = [ConfluentTopicPartition(t, p, o) for (t, p), o in offsets.items()]
+    (future,) = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, partitions)]
+    ).values()
+    future.result(timeout=30)
+
+
+def _consume_and_commit(consumer: Any, poll: Any) -> None:
+    seen, deadline = 0, time.monotonic() + 90
+    while seen < _MESSAGES:
+        assert time.monotonic() < deadline, f"read {seen} of {_MESSAGES} messages"
+        seen += poll()
+    consumer.commit()
+
+
+def test_the_sink_follows_kafkas_committed_offsets(
+    spark: Any, kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
+    topic = topic_factory(partitions=2)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for i in range(_MESSAGES):
+        producer.send(topic, f"m{i}".encode(), partition=i % 2)
+    producer.flush()
+    producer.close()
+    tag = uuid.uuid4().hex[:8]
+    classic, kip848, admin_only = f"classic-{tag}", f"kip848-{tag}", f"admin-{tag}"
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap,
+        group_id=classic,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    _consume_and_commit(
+        consumer, lambda: sum(len(b) for b in consumer.poll(timeout_ms=500).values())
+    )
+    consumer.close()
+    modern = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": kip848,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    modern.subscribe([topic])
+
+    def poll_modern() -> int:
+        message = modern.poll(0.5)
+        return int(message is not None and message.error() is None)
+
+    _consume_and_commit(modern, poll_modern)
+    modern.commit(asynchronous=False)
+    _admin_commit(kafka_bootstrap, admin_only, {(topic, 0): 7, (topic, 1): 9})
+
+    sink_url = f"sqlite:///{tmp_path / 'mirror.db'}"
+    config = MirrorConfig(
+        source_bootstrap_servers=kafka_bootstrap,
+        sink_url=sink_url,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        trigger_interval="500 milliseconds",
+    )
+    mirror = OffsetsMirror.create(config, spark)
+    groups = (classic, kip848, admin_only)
+    try:
+        mirror.start()
+        with open_sink(sink_url, read_only=True) as sink:
+            wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE", timeout_s=120)
+        for group in groups:
+            expected = _kafka_offsets(kafka_bootstrap, group)
+            assert sum(expected.values()) > 0
+            wait_for(lambda g=group: _sink_offsets(sink_url, g), lambda got, e=expected: got == e)
+        with open_sink(sink_url, read_only=True) as sink:
+            listing = {g.group_id: g for g in sink.list_groups()}
+        # The classic group's GroupMetadata record: its generation, and it is empty now.
+        assert listing[classic].generation is not None and listing[classic].generation >= 1
+        assert mirror.other_record_types().get("ConsumerGroupMetadata", 0) > 0
+
+        # Commits go on while the mirror runs; a deleted group leaves the sink.
+        _admin_commit(kafka_bootstrap, admin_only, {(topic, 0): 11})
+        KafkaAdminClient(bootstrap_servers=kafka_bootstrap).delete_consumer_groups([classic])
+        wait_for(
+            lambda: _sink_offsets(sink_url, admin_only),
+            lambda got: got == {(topic, 0): 11, (topic, 1): 9},
+        )
+        wait_for(lambda: _sink_offsets(sink_url, classic), lambda got: got == {})
+        mirror.stop()
+
+        # Stopped, then resumed from the checkpoint: what was committed meanwhile arrives.
+        _admin_commit(kafka_bootstrap, admin_only, {(topic, 1): 15})
+        mirror = OffsetsMirror.create(config, spark)
+        mirror.start()
+        wait_for(
+            lambda: _sink_offsets(sink_url, admin_only),
+            lambda got: got == {(topic, 0): 11, (topic, 1): 15},
+        )
+        with open_sink(sink_url, read_only=True) as sink:
+            wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE")
+        assert _sink_offsets(sink_url, kip848) == _kafka_offsets(kafka_bootstrap, kip848)
+    finally:
+        mirror.stop()
+        mirror.sink.close()
+        modern.close()
+
+
+def test_consumer_offsets_mirror_command(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
+    """The CLI runs the mirror in its own process: the sink then holds an admin commit."""
+    topic = topic_factory(partitions=1)
+    group = f"cli-mirror-{uuid.uuid4().hex[:8]}"
+    _admin_commit(kafka_bootstrap, group, {(topic, 0): 3})
+    sink_url = f"sqlite:///{tmp_path / 'mirror.db'}"
+    command = [
+        str(Path(sys.executable).parent / "consumer-offsets"),
+        "mirror",
+        "--source-bootstrap-servers",
+        kafka_bootstrap,
+        "--sink-url",
+        sink_url,
+        "--checkpoint-location",
+        str(tmp_path / "checkpoint"),
+        "--trigger-interval",
+        "500 milliseconds",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: _sink_offsets(sink_url, group), lambda got: got == {(topic, 0): 3})
+        with open_sink(sink_url, read_only=True) as sink:
+            wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output.decode(errors="replace")[-2000:]
