@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kafka import KafkaProducer
@@ -128,6 +129,51 @@ def _start_query(spark: SparkSession, writer: DataStreamWriter, partitions: int)
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+def is_replayed_batch_bug(error: object) -> bool:
+    """Whether a query's error is SPARK-55271's (see :func:`survive_replayed_batch_bug`)."""
+    text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
+    return "KafkaMicroBatchStream" in text or "Option.get()" in text
+
+
+def survive_replayed_batch_bug(
+    current: Callable[[], StreamingQuery | None],
+    restart: Callable[[], None],
+    stopping: threading.Event,
+    restarts: int = 3,
+) -> None:
+    """Work around SPARK-55271 in the pinned Spark 4.1.1 Kafka connector.
+
+    A query resumed from a checkpoint whose last batch was planned but not committed (the
+    driver stopped or died mid-batch) re-runs that batch, commits it, and then fails while
+    reporting progress: ``KafkaMicroBatchStream.metrics`` dereferences offsets that only a
+    newly planned batch sets (NullPointerException). The batch is committed by then, so
+    starting the query once more resumes cleanly. A daemon thread watches ``current()`` for
+    exactly that failure and calls ``restart``, at most ``restarts`` times.
+    """
+
+    def watch() -> None:
+        left = restarts
+        while left and not stopping.is_set():
+            query = current()
+            if query is None or query.isActive:
+                stopping.wait(0.2)
+                continue
+            error = query.exception()
+            if not is_replayed_batch_bug(error):
+                # Stopped, or another failure the caller sees through query.exception().
+                ended = str(error)[:300] if error is not None else "stopped"
+                log.info("query watchdog: query ended (%s)", ended)
+                return
+            log.warning(
+                "restarting the query after Spark's replayed-batch metrics bug "
+                "(SPARK-55271); the replayed batch was committed"
+            )
+            restart()
+            left -= 1
+
+    threading.Thread(target=watch, name="query-watchdog", daemon=True).start()
 
 
 @dataclass
@@ -261,38 +307,13 @@ class OffsetsJob:
 
         threading.Thread(target=tick, name="expiry-ticks", daemon=True).start()
 
-    def _survive_replayed_batch_bug(self, writer: DataStreamWriter, restarts: int = 3) -> None:
-        """Work around SPARK-55271 in the pinned Spark 4.1.1 Kafka connector.
+    def _survive_replayed_batch_bug(self, writer: DataStreamWriter) -> None:
+        """Restart the query after SPARK-55271 (see :func:`survive_replayed_batch_bug`)."""
 
-        A query resumed from a checkpoint whose last batch was planned but not committed (the
-        driver stopped or died mid-batch) re-runs that batch, commits it, and then fails while
-        reporting progress: ``KafkaMicroBatchStream.metrics`` dereferences offsets that only a
-        newly planned batch sets (NullPointerException). The batch is committed by then, so
-        starting the query once more resumes cleanly. A daemon thread watches for exactly that
-        failure and restarts the query, at most ``restarts`` times.
-        """
+        def restart() -> None:
+            self.query = _start_query(self.spark, writer, self._state_partitions)
 
-        def watch() -> None:
-            left = restarts
-            while left and not self._stopping.is_set():
-                query = self.query
-                if query is None or query.isActive:
-                    self._stopping.wait(0.2)
-                    continue
-                error = query.exception()
-                text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
-                if "KafkaMicroBatchStream" not in text and "Option.get()" not in text:
-                    # Stopped, or another failure the caller sees through query.exception().
-                    log.info("query watchdog: query ended (%s)", text[:300] or "stopped")
-                    return
-                log.warning(
-                    "restarting the query after Spark's replayed-batch metrics bug "
-                    "(SPARK-55271); the replayed batch was committed"
-                )
-                self.query = _start_query(self.spark, writer, self._state_partitions)
-                left -= 1
-
-        threading.Thread(target=watch, name="query-watchdog", daemon=True).start()
+        survive_replayed_batch_bug(lambda: self.query, restart, self._stopping)
 
     def stop(self) -> None:
         """Stop the query. A batch interrupted inside foreachBatch is replayed on the next start

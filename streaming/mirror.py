@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -27,12 +28,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.kafka.admin import beginning_offsets, end_offsets
 from connectors.sinks import BatchProgress, Sink, open_sink
 from state.shard import classify_key, record_frame_of
-from streaming.job import checkpoint_exists
+from streaming.job import checkpoint_exists, survive_replayed_batch_bug
 
 log = logging.getLogger("consumer_offsets.mirror")
 
@@ -165,6 +166,7 @@ class OffsetsMirror:
     sink: Sink
     query: StreamingQuery | None = None
     writer: MirrorWriter | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     def create(cls, config: MirrorConfig, spark: SparkSession | None = None) -> OffsetsMirror:
@@ -182,7 +184,8 @@ class OffsetsMirror:
         starts = beginning_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
         detail = f"mirroring {config.cluster_name}: catching up to offsets {sum(ends.values()):,}"
         positions: dict[int, int] = {}
-        if self._checkpoint_exists():
+        resumed = self._checkpoint_exists()
+        if resumed:
             positions = dict(self.sink.status().ingest_offsets)
             self.sink.set_status("LOADING", detail)
         else:
@@ -217,17 +220,26 @@ class OffsetsMirror:
         )
         # Spark's AdminClient-based offset reader sees no records in an internal topic (a batch
         # read of __consumer_offsets counts 0 with it, every record with the consumer-based one).
+        self.query = self._start_query(writer)
+        if resumed:
+
+            def restart() -> None:
+                self.query = self._start_query(writer)
+
+            survive_replayed_batch_bug(lambda: self.query, restart, self._stopping)
+        return self.query
+
+    def _start_query(self, writer: DataStreamWriter) -> StreamingQuery:
         key = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
         previous = self.spark.conf.get(key, None)
         self.spark.conf.set(key, "true")
         try:
-            self.query = writer.start()
+            return writer.start()
         finally:
             if previous is None:
                 self.spark.conf.unset(key)
             else:
                 self.spark.conf.set(key, previous)
-        return self.query
 
     def _checkpoint_exists(self) -> bool:
         return checkpoint_exists(self.spark, self.config.checkpoint_location)
@@ -237,6 +249,7 @@ class OffsetsMirror:
         return dict(self.writer.other_types) if self.writer else {}
 
     def stop(self) -> None:
+        self._stopping.set()
         if self.query is not None and self.query.isActive:
             self.query.stop()
 

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from streaming.cli.run import configure_logging
+from streaming.cli.run import RESTART_GRACE_S, configure_logging, query_replaced
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,15 @@ def run_mirror(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _stop)
     deadline = None if args.duration is None else time.monotonic() + args.duration
     try:
-        while not stop.is_set() and query.isActive:
+        while not stop.is_set():
+            # Follow mirror.query: it is restarted after Spark's replayed-batch bug.
+            query = mirror.query or query
+            if not query.isActive and not query_replaced(mirror, query, stop, RESTART_GRACE_S):
+                break
             stop.wait(0.5)
             if deadline is not None and time.monotonic() >= deadline:
                 break
+        query = mirror.query or query
         if query.exception() is not None:
             print(f"mirror failed: {query.exception()}", file=sys.stderr)
             return 1

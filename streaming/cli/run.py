@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             # Follow job.query: the job restarts its query after Spark's replayed-batch bug
             # (OffsetsJob._survive_replayed_batch_bug), which replaces the query object.
             query = job.query or query
-            if not query.isActive and not _replaced(job, query, stop, RESTART_GRACE_S):
+            if not query.isActive and not query_replaced(job, query, stop, RESTART_GRACE_S):
                 break
             stop.wait(0.5)
             if deadline is not None and time.monotonic() >= deadline:
@@ -92,16 +92,17 @@ def run(args: argparse.Namespace) -> int:
         job.stop()
 
 
-def _replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) -> bool:
-    """Whether ``job.query`` becomes another, active query within ``grace_s``."""
+def query_replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) -> bool:
+    """Whether ``job.query`` (a job's or a mirror's) becomes another, active query within
+    ``grace_s``: the query is restarted after Spark's replayed-batch bug only."""
+    from streaming.job import is_replayed_batch_bug
+
     deadline = time.monotonic() + grace_s
     while not stop.is_set() and time.monotonic() < deadline:
         current = job.query
         if current is not None and current is not ended and current.isActive:
             return True
-        error = ended.exception()
-        text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
-        if "KafkaMicroBatchStream" not in text and "Option.get()" not in text:
+        if not is_replayed_batch_bug(ended.exception()):
             return False  # stopped, or a failure the job does not restart
         stop.wait(0.2)
     return False
