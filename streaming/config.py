@@ -31,6 +31,23 @@ ENV_PREFIX = "CONSUMER_OFFSETS_"
 _SECRET_MARKERS = ("password", "jaas", "secret", "token", "key")
 
 
+def spark_kafka_options(bootstrap_servers: str, kafka_options: Mapping[str, Any]) -> dict[str, str]:
+    """Kafka client options (the Java client's names) for Spark's Kafka source and sink."""
+    options = {"kafka.bootstrap.servers": bootstrap_servers}
+    options.update({f"kafka.{k}": str(v) for k, v in kafka_options.items()})
+    return options
+
+
+def kafka_python_options(
+    bootstrap_servers: str, kafka_options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The same options for kafka-python (``security.protocol`` → ``security_protocol``)."""
+    options: dict[str, Any] = {"bootstrap_servers": bootstrap_servers.split(",")}
+    for key, value in kafka_options.items():
+        options[key.replace(".", "_")] = value
+    return options
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """Everything the streaming job needs. Field names double as TOML keys, env suffixes
@@ -118,16 +135,11 @@ class JobConfig:
 
     def spark_kafka_options(self) -> dict[str, str]:
         """Client options for Spark's Kafka source and sink, ``kafka.``-prefixed."""
-        options = {"kafka.bootstrap.servers": self.bootstrap_servers}
-        options.update({f"kafka.{k}": str(v) for k, v in self.kafka_options.items()})
-        return options
+        return spark_kafka_options(self.bootstrap_servers, self.kafka_options)
 
     def kafka_python_options(self) -> dict[str, Any]:
         """Client options for kafka-python (``security.protocol`` → ``security_protocol``)."""
-        options: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers.split(",")}
-        for key, value in self.kafka_options.items():
-            options[key.replace(".", "_")] = value
-        return options
+        return kafka_python_options(self.bootstrap_servers, self.kafka_options)
 
     def redacted(self) -> dict[str, Any]:
         """The configuration as printable data, with secrets masked."""

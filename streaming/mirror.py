@@ -33,6 +33,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from connectors.kafka.admin import beginning_offsets, end_offsets
 from connectors.sinks import BatchProgress, Sink, open_sink
 from state.shard import classify_key, record_frame_of
+from streaming.config import kafka_python_options, spark_kafka_options
 from streaming.job import checkpoint_exists, survive_replayed_batch_bug
 
 log = logging.getLogger("consumer_offsets.mirror")
@@ -61,16 +62,11 @@ class MirrorConfig:
 
     def kafka_python_options(self) -> dict[str, Any]:
         """Options for kafka-python clients of the source cluster."""
-        options: dict[str, Any] = {"bootstrap_servers": self.source_bootstrap_servers.split(",")}
-        for key, value in self.source_kafka_options.items():
-            options[key.replace(".", "_")] = value
-        return options
+        return kafka_python_options(self.source_bootstrap_servers, self.source_kafka_options)
 
     def spark_kafka_options(self) -> dict[str, str]:
         """Options for Spark's Kafka source (``kafka.``-prefixed client options)."""
-        options = {"kafka.bootstrap.servers": self.source_bootstrap_servers}
-        options.update({f"kafka.{k}": v for k, v in self.source_kafka_options.items()})
-        return options
+        return spark_kafka_options(self.source_bootstrap_servers, self.source_kafka_options)
 
 
 @dataclass

@@ -203,28 +203,29 @@ def consumer_end_offsets(
     return list_offsets(consumer.end_offsets, partitions)
 
 
-def beginning_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
-    """Log-start offset of every partition of ``topic`` ({} when the topic does not exist)."""
+def _partition_offsets(
+    client_options: Mapping[str, Any],
+    topic: str,
+    lookup: Callable[[KafkaConsumer], Callable[[list[TopicPartition]], dict[TopicPartition, Any]]],
+) -> dict[int, int]:
+    """``lookup(consumer)`` (a consumer's ``beginning_offsets`` or ``end_offsets``) over every
+    partition of ``topic``, retried while the cluster is not ready ({} without the topic)."""
     consumer = KafkaConsumer(enable_auto_commit=False, **client_options)
     try:
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:
             return {}
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        found = list_offsets(consumer.beginning_offsets, tps)
-        return {tp.partition: int(off) for tp, off in found.items()}
+        return {tp.partition: int(off) for tp, off in list_offsets(lookup(consumer), tps).items()}
     finally:
         consumer.close()
+
+
+def beginning_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
+    """Log-start offset of every partition of ``topic`` ({} when the topic does not exist)."""
+    return _partition_offsets(client_options, topic, lambda c: c.beginning_offsets)
 
 
 def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
     """Log-end offset of every partition of ``topic`` ({} when the topic does not exist)."""
-    consumer = KafkaConsumer(enable_auto_commit=False, **client_options)
-    try:
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            return {}
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        return {tp.partition: off for tp, off in consumer_end_offsets(consumer, tps).items()}
-    finally:
-        consumer.close()
+    return _partition_offsets(client_options, topic, lambda c: c.end_offsets)

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import sys
-import threading
-import time
 
-from streaming.cli.run import RESTART_GRACE_S, configure_logging, query_replaced
+from streaming.cli.run import configure_logging, run_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -65,30 +61,8 @@ def run_mirror(args: argparse.Namespace) -> int:
         cluster_name=args.cluster_name,
     )
     mirror = OffsetsMirror.create(config)
-    query = mirror.start()
-    stop = threading.Event()
-
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    deadline = None if args.duration is None else time.monotonic() + args.duration
     try:
-        while not stop.is_set():
-            # Follow mirror.query: it is restarted after Spark's replayed-batch bug.
-            query = mirror.query or query
-            if not query.isActive and not query_replaced(mirror, query, stop, RESTART_GRACE_S):
-                break
-            stop.wait(0.5)
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-        query = mirror.query or query
-        if query.exception() is not None:
-            print(f"mirror failed: {query.exception()}", file=sys.stderr)
-            return 1
-        return 0
+        return run_until_stopped(mirror, mirror.start(), args.duration)
     finally:
         mirror.stop()
         mirror.sink.close()

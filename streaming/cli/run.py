@@ -63,7 +63,16 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     job = OffsetsJob.create(config)
-    query = job.start()
+    try:
+        return run_until_stopped(job, job.start(), args.duration)
+    finally:
+        job.stop()
+
+
+def run_until_stopped(runner: Any, query: Any, duration: float | None) -> int:
+    """Wait until SIGINT/SIGTERM, ``duration`` seconds or the end of ``runner.query`` (a job's
+    or a mirror's, which may replace its query after Spark's replayed-batch bug); returns 1 when
+    the query failed, else 0. The caller stops the runner."""
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
@@ -72,24 +81,19 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    deadline = None if args.duration is None else time.monotonic() + args.duration
-    try:
-        while not stop.is_set():
-            # Follow job.query: the job restarts its query after Spark's replayed-batch bug
-            # (OffsetsJob._survive_replayed_batch_bug), which replaces the query object.
-            query = job.query or query
-            if not query.isActive and not query_replaced(job, query, stop, RESTART_GRACE_S):
-                break
-            stop.wait(0.5)
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-        query = job.query or query
-        if query.exception() is not None:
-            print(f"query failed: {query.exception()}", file=sys.stderr)
-            return 1
-        return 0
-    finally:
-        job.stop()
+    deadline = None if duration is None else time.monotonic() + duration
+    while not stop.is_set():
+        query = runner.query or query
+        if not query.isActive and not query_replaced(runner, query, stop, RESTART_GRACE_S):
+            break
+        stop.wait(0.5)
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    query = runner.query or query
+    if query.exception() is not None:
+        print(f"query failed: {query.exception()}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def query_replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) -> bool:

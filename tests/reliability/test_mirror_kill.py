@@ -8,7 +8,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -23,6 +22,7 @@ from kafka.admin import KafkaAdminClient
 from connectors.sinks import SinkError, open_sink
 from tests.fixtures.kafka import TopicFactory
 from tests.reliability.support import diff, wait_until
+from tests.streaming.helpers import mirror_command
 
 pytestmark = pytest.mark.slow
 
@@ -95,18 +95,9 @@ def test_mirror_sigkill_loses_nothing(
     tag = uuid.uuid4().hex[:8]
     groups = [f"mirror-kill-{tag}-{i}" for i in range(GROUPS)]
     sink_url = f"sqlite:///{tmp_path / 'mirror.db'}"
-    command = [
-        str(Path(sys.executable).parent / "consumer-offsets"),
-        "mirror",
-        "--source-bootstrap-servers",
-        kafka_bootstrap,
-        "--sink-url",
-        sink_url,
-        "--checkpoint-location",
-        str(tmp_path / "checkpoint"),
-        "--trigger-interval",
-        "200 milliseconds",
-    ]
+    command = mirror_command(
+        kafka_bootstrap, sink_url, str(tmp_path / "checkpoint"), "200 milliseconds"
+    )
     log = (tmp_path / "mirror.log").open("ab")
     commits = AdminCommits(kafka_bootstrap, topic, groups)
     commits.start()

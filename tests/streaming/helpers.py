@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -89,6 +91,24 @@ def compacted(records: Iterable[tuple[int, Record]]) -> dict[Any, Any]:
 def read_responses(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
     """Responses by request id (the last one wins, as a client would see after a replay)."""
     return {r.key.decode(): json.loads(r.value) for r in read_all(bootstrap, topic)}
+
+
+def mirror_command(
+    bootstrap: str, sink_url: str, checkpoint: str, trigger_interval: str
+) -> list[str]:
+    """``consumer-offsets mirror`` of ``bootstrap`` into ``sink_url``, as a process runs it."""
+    return [
+        str(Path(sys.executable).parent / "consumer-offsets"),
+        "mirror",
+        "--source-bootstrap-servers",
+        bootstrap,
+        "--sink-url",
+        sink_url,
+        "--checkpoint-location",
+        checkpoint,
+        "--trigger-interval",
+        trigger_interval,
+    ]
 
 
 def wait_for(probe: Callable[[], T], accept: Callable[[T], bool], timeout_s: float = 120.0) -> T:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -25,7 +24,7 @@ from kafka.admin import KafkaAdminClient
 from connectors.sinks import SinkError, open_sink
 from streaming.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.kafka import TopicFactory
-from tests.streaming.helpers import wait_for
+from tests.streaming.helpers import mirror_command, wait_for
 
 _MESSAGES = 20
 
@@ -166,18 +165,9 @@ def test_consumer_offsets_mirror_command(
     group = f"cli-mirror-{uuid.uuid4().hex[:8]}"
     _admin_commit(kafka_bootstrap, group, {(topic, 0): 3})
     sink_url = f"sqlite:///{tmp_path / 'mirror.db'}"
-    command = [
-        str(Path(sys.executable).parent / "consumer-offsets"),
-        "mirror",
-        "--source-bootstrap-servers",
-        kafka_bootstrap,
-        "--sink-url",
-        sink_url,
-        "--checkpoint-location",
-        str(tmp_path / "checkpoint"),
-        "--trigger-interval",
-        "500 milliseconds",
-    ]
+    command = mirror_command(
+        kafka_bootstrap, sink_url, str(tmp_path / "checkpoint"), "500 milliseconds"
+    )
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: _sink_offsets(sink_url, group), lambda got: got == {(topic, 0): 3})
