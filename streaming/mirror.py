@@ -8,7 +8,11 @@ keeps the compacted view (the last record per key, in log order), and a key alwa
 partition of ``__consumer_offsets``. Records of the other types (KIP-848 consumer groups, share
 and streams groups) are classified by ``state.formats.records.record_types`` and counted.
 
-Read-only on the source: the source assigns partitions and never commits. The sink is LOADING
+Read-only on the source: the source assigns partitions and never commits. Every
+``log_end_interval_s`` the log-end offsets of the committed topics are read from the source
+(ListOffsets) into the sink, so lag is answered from the sink alone. A sink (or a table prefix
+of one database) holds one cluster, recorded by its cluster id: a mirror of another cluster is
+refused before it writes anything. The sink is LOADING
 (readers answer COORDINATOR_LOAD_IN_PROGRESS) until the mirror has read up to the end offsets it
 saw at start, then ACTIVE. Batch ids make writes idempotent, and a restart from the checkpoint
 resumes where the last committed batch ended, as the job does.
@@ -30,7 +34,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from connectors.kafka.admin import beginning_offsets, end_offsets
+from connectors.client.log_end_refresher import DEFAULT_INTERVAL_S, LogEndRefresher
+from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
 from connectors.sinks import BatchProgress, Sink, open_sink
 from state.shard import classify_key, record_frame_of
 from streaming.config import kafka_python_options, spark_kafka_options
@@ -57,8 +62,10 @@ class MirrorConfig:
     source_kafka_options: Mapping[str, str] = field(default_factory=dict)
     keep_history: bool = True
     trigger_interval: str = "1 second"
-    #: ``cluster`` in the status detail, to tell several mirrors' sinks apart.
+    #: The source cluster's name in the sink (``source_cluster``) and its status detail.
     cluster_name: str = "source"
+    #: Seconds between two reads of the committed topics' log-end offsets into the sink.
+    log_end_interval_s: float = DEFAULT_INTERVAL_S
 
     def kafka_python_options(self) -> dict[str, Any]:
         """Options for kafka-python clients of the source cluster."""
@@ -162,6 +169,7 @@ class OffsetsMirror:
     sink: Sink
     query: StreamingQuery | None = None
     writer: MirrorWriter | None = None
+    log_end: LogEndRefresher | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
@@ -176,6 +184,10 @@ class OffsetsMirror:
     def start(self) -> StreamingQuery:
         """Mark the sink LOADING until the records up to today's end offsets are in, and start."""
         config = self.config
+        with KafkaAdmin(config.kafka_python_options()) as admin:
+            cluster_id = admin.cluster_id()
+        # Before anything is written: a sink that holds another cluster is left as it is.
+        self.sink.bind_source_cluster(cluster_id, config.cluster_name)
         ends = end_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
         starts = beginning_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
         detail = f"mirroring {config.cluster_name}: catching up to offsets {sum(ends.values()):,}"
@@ -223,6 +235,10 @@ class OffsetsMirror:
                 self.query = self._start_query(writer)
 
             survive_replayed_batch_bug(lambda: self.query, restart, self._stopping)
+        self.log_end = LogEndRefresher(
+            self.sink, config.kafka_python_options(), config.log_end_interval_s
+        )
+        self.log_end.start()
         return self.query
 
     def _start_query(self, writer: DataStreamWriter) -> StreamingQuery:
@@ -245,9 +261,12 @@ class OffsetsMirror:
         return dict(self.writer.other_types) if self.writer else {}
 
     def stop(self) -> None:
+        """Stop the query and the log-end refresher."""
         self._stopping.set()
         if self.query is not None and self.query.isActive:
             self.query.stop()
+        if self.log_end is not None:
+            self.log_end.stop()
 
 
 __all__ = ["CONSUMER_OFFSETS", "MirrorConfig", "MirrorWriter", "OffsetsMirror"]

@@ -1,7 +1,8 @@
 """Reading committed offsets: Kafka's OffsetFetch, ListGroups and describe-with-lag, over the sink.
 
 :class:`OffsetsReader` answers from the sink the streaming job keeps (never from the offsets
-topic) and, for lag, asks the broker for log-end offsets. Like a group coordinator that is still
+topic) and, for lag, takes log-end offsets from the sink where a mirror stores them and asks
+the broker for the rest. Like a group coordinator that is still
 loading its partition, every read first checks the coordinator status: while the job rebuilds
 its state (status ``LOADING``) the sink may be empty or stale, so reads raise
 :class:`CoordinatorLoadInProgressError` (COORDINATOR_LOAD_IN_PROGRESS, 14) instead of answering.
@@ -177,7 +178,8 @@ class OffsetsReader(CloseOnExit):
 
     ``sink_url`` is opened with ``open_sink(url, read_only=True)`` on first use;
     ``client_options`` are kafka-python options (``JobConfig.kafka_python_options()``), needed
-    only by :meth:`describe` and the broker helpers. Every sink read checks the status first and
+    by the broker helpers and by :meth:`describe` for partitions whose log-end offset the sink
+    does not store. Every sink read checks the status first and
     raises :class:`CoordinatorLoadInProgressError` while it is LOADING. A STOPPED job's sink is
     still answered (its last state); :meth:`status` tells callers which it is.
     """
@@ -242,14 +244,15 @@ class OffsetsReader(CloseOnExit):
     def describe(self, group_id: str) -> GroupDescription:
         """The group's committed partitions with their log-end offsets and lag.
 
-        Lag is ``max(0, log_end - committed)``; a partition the broker does not know has
+        Lag is ``max(0, log_end - committed)`` with log-end offsets from
+        :meth:`log_end_offsets`; a partition neither the sink nor the broker knows has
         ``log_end_offset`` and ``lag`` None.
         """
         listing = self.group(group_id)
         if listing is None:
             return GroupDescription(group_id, exists=False, partitions=())
         committed = self.sink.fetch_offsets(group_id)
-        ends = self.broker.end_offsets(o.topic_partition for o in committed)
+        ends = self.log_end_offsets(o.topic_partition for o in committed)
         rows = []
         for o in committed:
             end = ends.get(o.topic_partition)
@@ -273,6 +276,18 @@ class OffsetsReader(CloseOnExit):
             generation=listing.generation,
             members=listing.members,
         )
+
+    def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log-end offsets of ``partitions``: those a mirror stores in the sink (refreshed on an
+        interval from the mirrored cluster), the rest from the broker (ValueError when the
+        reader has no client options); a partition known to neither is left out."""
+        wanted = list(partitions)
+        stored = self.sink.log_end_offsets({tp.topic for tp in wanted})
+        ends = {tp: stored[tp].offset for tp in wanted if tp in stored}
+        missing = [tp for tp in wanted if tp not in ends]
+        if missing:
+            ends.update(self.broker.end_offsets(missing))
+        return ends
 
     def history(
         self,

@@ -100,6 +100,11 @@ class KafkaAdmin(CloseOnExit):
         """How many brokers the cluster has now (DescribeCluster)."""
         return len(self._admin.describe_cluster()["brokers"])
 
+    def cluster_id(self) -> str:
+        """The cluster's id (DescribeCluster): what tells two clusters apart, whatever their
+        bootstrap addresses."""
+        return str(self._admin.describe_cluster()["cluster_id"])
+
     def partition_counts(self, names: list[str]) -> dict[str, int]:
         """Partition count of each existing topic among ``names``."""
         existing = set(self._admin.list_topics())

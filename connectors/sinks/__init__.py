@@ -16,8 +16,10 @@ from connectors.sinks.values import (
     CoordinatorState,
     CoordinatorStatus,
     GroupListing,
+    LogEndOffset,
     SinkError,
     SinkWriteError,
+    SourceCluster,
 )
 
 __all__ = [
@@ -28,9 +30,11 @@ __all__ = [
     "CoordinatorState",
     "CoordinatorStatus",
     "GroupListing",
+    "LogEndOffset",
     "Sink",
     "SinkError",
     "SinkWriteError",
+    "SourceCluster",
     "open_sink",
     "redact_url",
 ]

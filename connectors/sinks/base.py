@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import pyarrow as pa
@@ -69,8 +69,10 @@ from connectors.sinks.values import (
     CoordinatorState,
     CoordinatorStatus,
     GroupListing,
+    LogEndOffset,
     SinkError,
     SinkWriteError,
+    SourceCluster,
 )
 from state.coordinator.model import TopicPartition
 
@@ -94,7 +96,9 @@ class Sink(ABC, CloseOnExit):
     A backend's constructor calls ``super().__init__``, builds :attr:`_sql` (its statements by
     name: ``last_batch``, ``upsert_offset``, ``delete_offset``, ``upsert_group``,
     ``delete_group``, ``insert_history``, ``progress``, ``set_status``, ``clear_offsets``,
-    ``clear_groups``, ``reset_status``, ``status``, ``fetch_group``, ``list_groups``), then calls
+    ``clear_groups``, ``reset_status``, ``status``, ``fetch_group``, ``list_groups``,
+    ``upsert_log_end``, ``log_end``, ``clear_log_end``, ``committed_topics``,
+    ``source_cluster``, ``bind_source``), then calls
     :meth:`_open`.
     """
 
@@ -334,17 +338,63 @@ class Sink(ABC, CloseOnExit):
         def clear(tx: Statements) -> bool:
             tx.execute(self._sql["clear_offsets"])
             tx.execute(self._sql["clear_groups"])
+            tx.execute(self._sql["clear_log_end"])
             tx.execute(self._sql["reset_status"], (status, _clean_detail(detail), self._clock()))
             return True
 
+        self._write(clear, "cannot reset")
+
+    def _write(self, body: Callable[[Statements], bool], action: str) -> None:
+        """Run ``body`` in one write transaction outside the batch path; SinkError
+        ``"<url>: <action>: <driver message>"`` on failure."""
         with self._lock:
             conn = self._connection()
             try:
-                self._transaction(conn, clear)
+                self._transaction(conn, body)
             except self._driver_error as exc:
                 if self._lost(conn):
                     self._discard()
-                raise SinkError(f"{self.url}: cannot reset: {exc}") from exc
+                raise SinkError(f"{self.url}: {action}: {exc}") from exc
+
+    def write_log_end_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Store the log-end offsets of ``(topic, partition)``s as read from the cluster now.
+
+        Not part of any batch: a mirror refreshes them on an interval so readers compute lag
+        without a connection to the mirrored cluster.
+        """
+        self._check_writable()
+        if not offsets:
+            return
+        now = self._clock()
+        params = [(stored_text(t), int(p), int(o), now) for (t, p), o in offsets.items()]
+
+        def upsert(tx: Statements) -> bool:
+            tx.executemany(self._sql["upsert_log_end"], params)
+            return True
+
+        self._write(upsert, "cannot write log-end offsets")
+
+    def bind_source_cluster(self, cluster_id: str, cluster_name: str) -> None:
+        """Record that this sink mirrors cluster ``cluster_id``; SinkError when it already holds
+        another cluster (a sink, or a table prefix of a database, mirrors one cluster: mixing
+        two would merge their groups). Checked and written in one transaction."""
+        self._check_writable()
+        found: list[Any] = []
+
+        def bind(tx: Statements) -> bool:
+            found.extend(tx.execute(self._sql["source_cluster"]).fetchall())
+            if found and found[0][0] != cluster_id:
+                return False
+            tx.execute(self._sql["bind_source"], (cluster_id, cluster_name, self._clock()))
+            return True
+
+        self._write(bind, "cannot record the source cluster")
+        if found and found[0][0] != cluster_id:
+            raise SinkError(
+                f"{self.url} holds cluster {found[0][0]} ({found[0][1]}), not {cluster_id} "
+                f"({cluster_name}): a sink mirrors one cluster; give this one its own sink URL "
+                "or table_prefix"
+            )
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -382,6 +432,27 @@ class Sink(ABC, CloseOnExit):
             )
             for g, n, gen, members in self._run(self._sql["list_groups"])
         ]
+
+    def log_end_offsets(
+        self, topics: Iterable[str] | None = None
+    ) -> dict[TopicPartition, LogEndOffset]:
+        """Stored log-end offsets (of every topic, or of ``topics``), with when they were read."""
+        wanted = None if topics is None else set(topics)
+        found = {}
+        for topic, partition, offset, updated in self._run(self._sql["log_end"]):
+            entry = LogEndOffset(original_text(topic), int(partition), int(offset), int(updated))
+            if wanted is None or entry.topic in wanted:
+                found[entry.topic_partition] = entry
+        return found
+
+    def committed_topics(self) -> list[str]:
+        """Every topic with a committed offset in the sink."""
+        return [original_text(t) for (t,) in self._run(self._sql["committed_topics"])]
+
+    def source_cluster(self) -> SourceCluster | None:
+        """The cluster a mirror's sink holds; None for a job's sink."""
+        found = self._run(self._sql["source_cluster"])
+        return SourceCluster(*found[0]) if found else None
 
     def status(self) -> CoordinatorStatus:
         """The coordinator status row."""

@@ -268,6 +268,21 @@ class PostgresSink(Sink):
                 'CREATE INDEX IF NOT EXISTS {index} ON {history} (group_id, topic, "partition",'
                 " batch_id)"
             ).format(index=t["history_index"], history=t["history"]),
+            sql.SQL(
+                """CREATE TABLE IF NOT EXISTS {log_end} (
+                topic text COLLATE "C" NOT NULL,
+                "partition" integer NOT NULL,
+                log_end_offset bigint NOT NULL,
+                updated_at_ms bigint NOT NULL,
+                PRIMARY KEY (topic, "partition"))"""
+            ).format(log_end=t["log_end"]),
+            sql.SQL(
+                """CREATE TABLE IF NOT EXISTS {source} (
+                id smallint NOT NULL PRIMARY KEY CHECK (id = 1),
+                cluster_id text NOT NULL,
+                cluster_name text NOT NULL,
+                updated_at_ms bigint NOT NULL)"""
+            ).format(source=t["source"]),
         ]
         if self._schema:
             statements.insert(
@@ -393,6 +408,28 @@ class PostgresSink(Sink):
                 "SELECT {} FROM {} WHERE group_id = %s AND topic = ANY(%s::text[])"
                 ' AND "partition" = ANY(%s::integer[])'
             ).format(_columns(_OFFSET_VALUE_COLUMNS), t["offsets"]),
+            "upsert_log_end": _q(
+                'INSERT INTO {} (topic, "partition", log_end_offset, updated_at_ms)'
+                " VALUES (%s, %s, %s, %s)"
+                ' ON CONFLICT (topic, "partition") DO UPDATE SET'
+                " log_end_offset = EXCLUDED.log_end_offset, updated_at_ms = EXCLUDED.updated_at_ms"
+            ).format(t["log_end"]),
+            "log_end": _q(
+                'SELECT topic, "partition", log_end_offset, updated_at_ms FROM {}'
+                ' ORDER BY topic, "partition"'
+            ).format(t["log_end"]),
+            "clear_log_end": _q("DELETE FROM {}").format(t["log_end"]),
+            "committed_topics": _q("SELECT DISTINCT topic FROM {} ORDER BY topic").format(
+                t["offsets"]
+            ),
+            "source_cluster": _q(
+                "SELECT cluster_id, cluster_name, updated_at_ms FROM {} WHERE id = 1"
+            ).format(t["source"]),
+            "bind_source": _q(
+                "INSERT INTO {} (id, cluster_id, cluster_name, updated_at_ms)"
+                " VALUES (1, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET"
+                " cluster_name = EXCLUDED.cluster_name, updated_at_ms = EXCLUDED.updated_at_ms"
+            ).format(t["source"]),
             "list_groups": _q(
                 "SELECT k.group_id, COALESCE(o.n, 0), g.generation, g.members FROM"
                 " (SELECT group_id FROM {offsets} UNION SELECT group_id FROM {groups}) AS k"

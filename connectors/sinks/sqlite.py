@@ -236,6 +236,19 @@ class SqliteSink(Sink):
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS {t["history_index"]}
             ON {t["history"]} (group_id, topic, "partition", batch_id);
+        CREATE TABLE IF NOT EXISTS {t["log_end"]} (
+            topic TEXT NOT NULL,
+            "partition" INTEGER NOT NULL,
+            log_end_offset INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (topic, "partition")
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS {t["source"]} (
+            id INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+            cluster_id TEXT NOT NULL,
+            cluster_name TEXT NOT NULL,
+            updated_at_ms INTEGER NOT NULL
+        );
         """
 
         def create(tx: Statements) -> bool:
@@ -306,6 +319,26 @@ class SqliteSink(Sink):
             "fetch_group": (
                 f"SELECT {value_cols} FROM {t['offsets']}"
                 ' WHERE group_id = ? ORDER BY topic, "partition"'
+            ),
+            "upsert_log_end": (
+                f'INSERT INTO {t["log_end"]} (topic, "partition", log_end_offset, updated_at_ms)'
+                " VALUES (?, ?, ?, ?)"
+                ' ON CONFLICT (topic, "partition") DO UPDATE SET'
+                " log_end_offset = excluded.log_end_offset, updated_at_ms = excluded.updated_at_ms"
+            ),
+            "log_end": (
+                f'SELECT topic, "partition", log_end_offset, updated_at_ms FROM {t["log_end"]}'
+                ' ORDER BY topic, "partition"'
+            ),
+            "clear_log_end": f"DELETE FROM {t['log_end']}",
+            "committed_topics": f"SELECT DISTINCT topic FROM {t['offsets']} ORDER BY topic",
+            "source_cluster": (
+                f"SELECT cluster_id, cluster_name, updated_at_ms FROM {t['source']} WHERE id = 1"
+            ),
+            "bind_source": (
+                f"INSERT INTO {t['source']} (id, cluster_id, cluster_name, updated_at_ms)"
+                " VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+                " cluster_name = excluded.cluster_name, updated_at_ms = excluded.updated_at_ms"
             ),
             "list_groups": (
                 f"SELECT k.group_id, COALESCE(o.n, 0), g.generation, g.members FROM"

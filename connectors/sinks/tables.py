@@ -1,7 +1,8 @@
 """The sink's tables: their names (with the optional prefix) and the coordinator status row.
 
-Every backend creates the same four tables — ``consumer_offsets``, ``consumer_groups``,
-``coordinator_status`` (one row) and ``offset_commit_history`` — and quotes the names with its
+Every backend creates the same tables — ``consumer_offsets``, ``consumer_groups``,
+``coordinator_status`` (one row), ``offset_commit_history``, and for a mirror's sink
+``topic_log_end_offsets`` and ``source_cluster`` (one row) — and quotes the names with its
 own rules; the status row is read and written through the column lists here, so the backends
 agree on its layout.
 """
@@ -34,6 +35,8 @@ _NAMES: Final = {
     "status": "coordinator_status",
     "history": "offset_commit_history",
     "history_index": "offset_commit_history_key_idx",
+    "log_end": "topic_log_end_offsets",
+    "source": "source_cluster",
 }
 
 
@@ -61,6 +64,8 @@ class TableNames:
     status: str = field(init=False)
     history: str = field(init=False)
     history_index: str = field(init=False)
+    log_end: str = field(init=False)
+    source: str = field(init=False)
 
     def __post_init__(self) -> None:
         validate_table_prefix(self.prefix)
@@ -68,7 +73,8 @@ class TableNames:
             object.__setattr__(self, role, f"{self.prefix}{name}")
 
     def tables(self) -> dict[str, str]:
-        """The four tables' names by role ("offsets", "groups", "status", "history")."""
+        """The tables' names by role ("offsets", "groups", "status", "history", "log_end",
+        "source")."""
         return {role: getattr(self, role) for role in _NAMES if role != "history_index"}
 
 

@@ -106,6 +106,32 @@ class CommitHistoryEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class LogEndOffset:
+    """A partition's log-end offset as read from the cluster (ListOffsets), and when it was
+    read (the ``topic_log_end_offsets`` table, kept by the mirror)."""
+
+    topic: str
+    partition: int
+    offset: int
+    updated_at_ms: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        """The partition as a ``TopicPartition``."""
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCluster:
+    """The Kafka cluster a mirror's sink holds (the ``source_cluster`` table): a sink, or a
+    table prefix of one database, mirrors one cluster."""
+
+    cluster_id: str
+    cluster_name: str
+    updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class CoordinatorStatus:
     """The coordinator status row: job state plus the last committed batch's progress.
 

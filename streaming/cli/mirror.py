@@ -32,6 +32,13 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster-name", default="source")
     parser.add_argument("--trigger-interval", default="1 second")
     parser.add_argument(
+        "--log-end-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often the committed topics' log-end offsets are read into the sink",
+    )
+    parser.add_argument(
         "--no-history", action="store_true", help="keep only the latest offsets, no history"
     )
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
@@ -59,6 +66,7 @@ def run_mirror(args: argparse.Namespace) -> int:
         keep_history=not args.no_history,
         trigger_interval=args.trigger_interval,
         cluster_name=args.cluster_name,
+        log_end_interval_s=args.log_end_interval,
     )
     mirror = OffsetsMirror.create(config)
     try:

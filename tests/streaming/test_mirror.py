@@ -15,12 +15,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
+from connectors.client import OffsetsReader
 from connectors.sinks import SinkError, open_sink
 from streaming.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.kafka import TopicFactory
@@ -113,6 +115,7 @@ def test_the_sink_follows_kafkas_committed_offsets(
         sink_url=sink_url,
         checkpoint_location=str(tmp_path / "checkpoint"),
         trigger_interval="500 milliseconds",
+        log_end_interval_s=0.5,
     )
     mirror = OffsetsMirror.create(config, spark)
     groups = (classic, kip848, admin_only)
@@ -129,6 +132,18 @@ def test_the_sink_follows_kafkas_committed_offsets(
         # The classic group's GroupMetadata record: its generation, and it is empty now.
         assert listing[classic].generation is not None and listing[classic].generation >= 1
         assert mirror.other_record_types().get("ConsumerGroupMetadata", 0) > 0
+
+        # Lag from the sink alone: the mirror stores the source's log-end offsets (10 messages
+        # per partition), a reader without any Kafka client options describes the group.
+        with OffsetsReader(sink_url) as reader:
+            described = wait_for(
+                lambda: reader.describe(admin_only),
+                lambda d: all(p.log_end_offset is not None for p in d.partitions),
+            )
+        assert [(p.partition, p.log_end_offset, p.lag) for p in described.partitions] == [
+            (0, 10, 3),
+            (1, 10, 1),
+        ]
 
         # Commits go on while the mirror runs; a deleted group leaves the sink.
         _admin_commit(kafka_bootstrap, admin_only, {(topic, 0): 11})
@@ -177,3 +192,30 @@ def test_consumer_offsets_mirror_command(
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=60)
     assert process.returncode == 0, output.decode(errors="replace")[-2000:]
+
+
+def test_a_sink_holding_another_cluster_is_left_untouched(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A sink mirrors one cluster: a mirror of another cluster refuses it before writing."""
+    sink_url = f"sqlite:///{tmp_path / 'mirror.db'}"
+    with open_sink(sink_url) as sink:
+        sink.bind_source_cluster("another-cluster-id", "prod")
+        sink.set_status("ACTIVE", "mirroring prod")
+    config = MirrorConfig(
+        source_bootstrap_servers=kafka_bootstrap,
+        sink_url=sink_url,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        cluster_name="test",
+    )
+    mirror = OffsetsMirror.create(config, spark)
+    try:
+        with pytest.raises(SinkError, match=r"holds cluster another-cluster-id \(prod\).*prefix"):
+            mirror.start()
+        assert mirror.query is None
+    finally:
+        mirror.stop()
+        mirror.sink.close()
+    with open_sink(sink_url, read_only=True) as sink:
+        assert (sink.status().status, sink.status().detail) == ("ACTIVE", "mirroring prod")
+        assert sink.source_cluster().cluster_id == "another-cluster-id"

@@ -118,6 +118,17 @@ def test_describe_without_broker_options_says_so(writer: Writer, sink_url: str) 
         reader.describe("g")
 
 
+def test_describe_reads_log_end_offsets_a_mirror_stored(writer: Writer, sink_url: str) -> None:
+    writer.write(offset_record("g", "t", 0, 5), offset_record("g", "t", 1, 9))
+    writer.sink.write_log_end_offsets({("t", 0): 12, ("t", 1): 9, ("u", 0): 1})
+    with OffsetsReader(sink_url) as reader:  # no Kafka client options: the sink is enough
+        described = reader.describe("g")
+    assert [(p.partition, p.log_end_offset, p.lag) for p in described.partitions] == [
+        (0, 12, 7),
+        (1, 9, 0),
+    ]
+
+
 def produce(bootstrap: str, topic: str, partition: int, timestamps: list[int]) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for ts in timestamps:

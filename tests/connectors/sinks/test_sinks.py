@@ -618,6 +618,48 @@ def test_table_prefixes_keep_sinks_apart(make_sink: Callable[..., Sink], backend
     assert offsets_of(prefixed, "g") == {("t", 0): 2}
 
 
+def test_log_end_offsets_are_upserted_and_cleared_by_reset(sink: Sink) -> None:
+    sink.write_batch(0, frame(commit("g", "b", 0, 1), commit("g", "a\x00", 1, 2)), progress(0))
+    sink.write_log_end_offsets({("a\x00", 1): 7, ("b", 0): 3, ("b", 1): 4})
+    sink.write_log_end_offsets({("b", 0): 9})
+
+    stored = sink.log_end_offsets()
+    assert {(tp.topic, tp.partition): e.offset for tp, e in stored.items()} == {
+        ("a\x00", 1): 7,
+        ("b", 0): 9,
+        ("b", 1): 4,
+    }
+    assert all(e.updated_at_ms > 0 for e in stored.values())
+    assert set(sink.log_end_offsets(["b"])) == {("b", 0), ("b", 1)}
+    assert sink.committed_topics() == ["a\x00", "b"]
+
+    sink.reset("LOADING")
+    assert sink.log_end_offsets() == {}
+    assert sink.committed_topics() == []
+
+
+def test_a_sink_mirrors_one_cluster(make_sink: Callable[..., Sink], backend: Backend) -> None:
+    sink = make_sink()
+    assert sink.source_cluster() is None
+    sink.bind_source_cluster("cluster-A", "prod")
+    sink.bind_source_cluster("cluster-A", "prod-eu")  # the same cluster, renamed
+    assert (sink.source_cluster().cluster_id, sink.source_cluster().cluster_name) == (
+        "cluster-A",
+        "prod-eu",
+    )
+    sink.write_batch(0, frame(commit("g", "t", 0, 1)), progress(0))
+
+    with pytest.raises(SinkError, match=r"holds cluster cluster-A .*table_prefix"):
+        sink.bind_source_cluster("cluster-B", "staging")
+    assert offsets_of(sink, "g") == {("t", 0): 1}  # refused before anything changed
+
+    # Another cluster goes to its own table prefix of the same database.
+    other = make_sink(table_prefix=f"{backend.table_prefix}staging_")
+    other.bind_source_cluster("cluster-B", "staging")
+    assert other.source_cluster().cluster_id == "cluster-B"
+    assert sink.source_cluster().cluster_id == "cluster-A"
+
+
 @pytest.mark.parametrize("prefix", ["1abc", "a-b", 'x"; DROP TABLE t; --', "a b", "é", "x" * 33])
 def test_unsafe_table_prefixes_are_refused(make_sink: Callable[..., Sink], prefix: str) -> None:
     with pytest.raises(ValueError, match="table_prefix"):
@@ -633,6 +675,10 @@ def test_read_only_sink_reads_but_refuses_writes(make_sink: Callable[..., Sink])
         reader.write_batch(1, frame(), progress(1))
     with pytest.raises(SinkError, match="read-only"):
         reader.set_status("ACTIVE")
+    with pytest.raises(SinkError, match="read-only"):
+        reader.write_log_end_offsets({("t", 0): 1})
+    with pytest.raises(SinkError, match="read-only"):
+        reader.bind_source_cluster("c", "c")
 
 
 # --- URLs (no backend needed) -----------------------------------------------------------------

@@ -1,0 +1,94 @@
+"""Log-end offsets of the committed topics, read from a cluster on an interval into the sink.
+
+A mirror's sink answers lag without a connection to the mirrored cluster: every
+``interval_s`` the refresher asks the cluster (ListOffsets, through :class:`BrokerOffsets`) for
+the log-end offset of every partition of every topic with a committed offset in the sink, and
+stores them (``Sink.write_log_end_offsets``). Readers (``OffsetsReader.describe``) then compute
+lag as ``log_end - committed`` from the sink alone, at most ``interval_s`` old, as Burrow and
+kafka_exporter do with their own polling.
+
+A failed refresh (cluster or sink unreachable) is logged and retried at the next interval; it
+never stops the mirror.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from connectors.client.offsets_reader import BrokerOffsets
+from connectors.sinks import Sink, SinkError
+from state.coordinator.model import TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two refreshes: kafka_exporter's and Burrow's default polling is 30-60 s;
+#: a shorter interval keeps lag fresh for a dashboard at the cost of one ListOffsets per topic.
+DEFAULT_INTERVAL_S = 10.0
+
+
+class LogEndRefresher:
+    """A daemon thread that stores the cluster's log-end offsets in the sink every
+    ``interval_s``; :meth:`refresh` does one round synchronously."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        client_options: Mapping[str, Any],
+        interval_s: float = DEFAULT_INTERVAL_S,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"log-end refresh interval must be > 0 s, got {interval_s}")
+        self.sink = sink
+        self.interval_s = interval_s
+        self._broker = BrokerOffsets(client_options)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def refresh(self) -> int:
+        """Read and store the log-end offsets of every partition of the committed topics; the
+        number of partitions stored."""
+        partitions = [
+            TopicPartition(topic, partition)
+            for topic in self.sink.committed_topics()
+            for partition in self._broker.partitions_for(topic)
+        ]
+        ends = self._broker.end_offsets(partitions)
+        self.sink.write_log_end_offsets({(tp.topic, tp.partition): o for tp, o in ends.items()})
+        return len(ends)
+
+    def start(self) -> None:
+        """Refresh now and then every ``interval_s`` in a daemon thread, until :meth:`stop`."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(
+            target=self._run, name="log-end-offsets-refresher", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                stored = self.refresh()
+                log.debug("log-end offsets of %d partition(s) stored", stored)
+            except (SinkError, OSError, RuntimeError) as exc:
+                # kafka-python's errors are RuntimeErrors (KafkaError), the sink's SinkErrors.
+                log.warning(
+                    "log-end offsets not refreshed (retried in %.0f s): %s", self.interval_s, exc
+                )
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the thread (waiting for a refresh under way) and close the cluster connection."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        self._broker.close()
+
+
+__all__ = ["DEFAULT_INTERVAL_S", "LogEndRefresher"]
