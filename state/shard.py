@@ -29,8 +29,10 @@ from __future__ import annotations
 
 from state.coordinator.config import CoordinatorConfig
 from state.engine.apply import ApplyResult, apply_batch, cleanup_group_metadata
+from state.engine.consumer_groups import ConsumerGroupRecords, consumer_group_records
 from state.engine.loading import (
     LoadedShard,
+    positioned_record_frame_of,
     record_frame_of,
     replay_log,
     replay_log_chunks,
@@ -50,6 +52,7 @@ from state.engine.shard_state import (
 from state.engine.state_codec import StateFormatError, decode_state, encode_state
 from state.formats.frames import (
     EXTENDED_REQUEST_FRAME_SCHEMA,
+    MEMBER_FRAME_SCHEMA,
     RECORD_FRAME_SCHEMA,
     REQUEST_FRAME_SCHEMA,
     RESPONSE_FRAME_SCHEMA,
@@ -59,11 +62,13 @@ from state.formats.response_codec import encode_responses
 
 __all__ = [
     "EXTENDED_REQUEST_FRAME_SCHEMA",
+    "MEMBER_FRAME_SCHEMA",
     "RECORD_FRAME_SCHEMA",
     "RECORD_TYPES",
     "REQUEST_FRAME_SCHEMA",
     "RESPONSE_FRAME_SCHEMA",
     "ApplyResult",
+    "ConsumerGroupRecords",
     "CoordinatorConfig",
     "ExpireResult",
     "GroupSnapshot",
@@ -74,6 +79,7 @@ __all__ = [
     "apply_batch",
     "classify_key",
     "cleanup_group_metadata",
+    "consumer_group_records",
     "decode_request_messages",
     "decode_state",
     "empty_shard",
@@ -84,6 +90,7 @@ __all__ = [
     "frame_from_requests",
     "group_metadata",
     "next_expiry_ms",
+    "positioned_record_frame_of",
     "record_frame_of",
     "replay",
     "replay_log",

@@ -5,8 +5,10 @@ Kafka source and applies every record to the same sink tables the job writes: of
 upsert, tombstones delete — Kafka's own expiry and deletes arrive as tombstones), groups
 (GroupMetadata records of classic groups), history. It needs no Spark state: the sink already
 keeps the compacted view (the last record per key, in log order), and a key always lives in one
-partition of ``__consumer_offsets``. Records of the other types (KIP-848 consumer groups, share
-and streams groups) are classified by ``state.formats.records.record_types`` and counted.
+partition of ``__consumer_offsets``. Consumer-protocol (KIP-848) groups are held too: their
+epoch as the group's generation, their members from the member records. Records of the other
+types (assignments, share and streams groups) are classified by
+``state.formats.records.record_types`` and counted.
 
 Read-only on the source: the source assigns partitions and never commits. Every
 ``log_end_interval_s`` the log-end offsets of the committed topics are read from the source
@@ -25,10 +27,11 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -37,7 +40,12 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from connectors.client.log_end_refresher import DEFAULT_INTERVAL_S, LogEndRefresher
 from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
 from connectors.sinks import BatchProgress, Sink, open_sink
-from state.shard import classify_key, record_frame_of
+from state.shard import (
+    RecordFormatError,
+    classify_key,
+    consumer_group_records,
+    positioned_record_frame_of,
+)
 from streaming.config import kafka_python_options, spark_kafka_options
 from streaming.job import checkpoint_exists, survive_replayed_batch_bug
 
@@ -99,8 +107,8 @@ class MirrorWriter:
         keys = table["key"].combine_chunks()
         values = table["value"].combine_chunks()
         unreadable: list[str] = []
-        frame, _ = record_frame_of(keys, values, lambda error: unreadable.append(str(error)))
-        for key in keys.filter(pc.invert(_classic(keys))).to_pylist():
+        frame, members = _sink_frames(keys, values, lambda error: unreadable.append(str(error)))
+        for key in keys.filter(pc.invert(_held(keys))).to_pylist():
             self.other_types[classify_key(key).name] += 1
         if unreadable:
             log.warning(
@@ -122,7 +130,7 @@ class MirrorWriter:
             duration_ms=int((time.monotonic() - started) * 1000),
             timestamp_ms=int(time.time() * 1000),
         )
-        self.sink.write_batch(batch_id, frame, progress)
+        self.sink.write_batch(batch_id, frame, progress, members)
         if self.loading and self.caught_up():
             self.loading = False
             self.sink.set_status("ACTIVE", "mirroring: caught up")
@@ -130,9 +138,9 @@ class MirrorWriter:
             "batch %d: %d records (%d applied, %d tombstones, %d of other types), %d ms",
             batch_id,
             table.num_rows,
-            frame.num_rows,
+            frame.num_rows + members.num_rows,
             tombstones,
-            table.num_rows - frame.num_rows - len(unreadable),
+            table.num_rows - frame.num_rows - members.num_rows - len(unreadable),
             progress.duration_ms,
         )
 
@@ -141,10 +149,28 @@ class MirrorWriter:
         return all(self.positions.get(p, 0) >= end for p, end in self.catch_up_to.items())
 
 
-def _classic(keys: pa.Array) -> pa.Array:
-    """Whether each key is of a classic type (0-2: offset commits and group metadata)."""
-    type_ids = pc.binary_slice(keys, 0, 2)
-    return pc.is_in(type_ids, value_set=pa.array([b"\x00\x00", b"\x00\x01", b"\x00\x02"]))
+#: Record types the sink holds: offset commits (0, 1), classic group metadata (2), consumer
+#: group metadata (3: the group epoch) and consumer group members (5).
+_HELD_TYPES = pa.array([b"\x00\x00", b"\x00\x01", b"\x00\x02", b"\x00\x03", b"\x00\x05"])
+
+
+def _held(keys: pa.Array) -> pa.Array:
+    """Whether each key is of a type the sink holds."""
+    return pc.is_in(pc.binary_slice(keys, 0, 2), value_set=_HELD_TYPES)
+
+
+def _sink_frames(
+    keys: pa.Array, values: pa.Array, on_unreadable: Callable[[RecordFormatError], None]
+) -> tuple[pa.Table, pa.Table]:
+    """The record frame (offsets, classic groups and consumer groups, in log order) and the
+    consumer-group member changes of a batch of ``__consumer_offsets`` records."""
+    frame, positions, _ = positioned_record_frame_of(keys, values, on_unreadable)
+    consumer = consumer_group_records(keys, values, on_unreadable)
+    if consumer.groups.num_rows:
+        merged = pa.concat_tables([frame, consumer.groups])
+        order = np.argsort(np.concatenate([positions, consumer.positions]), kind="stable")
+        frame = merged.take(pa.array(order))
+    return frame, consumer.members
 
 
 def _next_offsets(table: pa.Table) -> dict[int, int]:

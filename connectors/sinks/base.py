@@ -45,11 +45,13 @@ from connectors.sinks.batch import (
     GROUP_KEY_COLUMNS,
     GROUP_UPSERT_COLUMNS,
     HISTORY_COLUMNS,
+    MEMBER_KEY_COLUMNS,
     OFFSET_KEY_COLUMNS,
     OFFSET_UPSERT_COLUMNS,
     SEQ,
     PreparedBatch,
     prepare_batch,
+    prepare_members,
     rows,
 )
 from connectors.sinks.tables import (
@@ -98,6 +100,7 @@ class Sink(ABC, CloseOnExit):
     ``delete_group``, ``insert_history``, ``progress``, ``set_status``, ``clear_offsets``,
     ``clear_groups``, ``reset_status``, ``status``, ``fetch_group``, ``list_groups``,
     ``upsert_log_end``, ``log_end``, ``clear_log_end``, ``committed_topics``,
+    ``upsert_member``, ``delete_member``, ``clear_members``,
     ``source_cluster``, ``bind_source``), then calls
     :meth:`_open`.
     """
@@ -212,7 +215,13 @@ class Sink(ABC, CloseOnExit):
         if self.read_only:
             raise SinkError(f"{self.url} is open read-only")
 
-    def write_batch(self, batch_id: int, records: pa.Table, progress: BatchProgress) -> bool:
+    def write_batch(
+        self,
+        batch_id: int,
+        records: pa.Table,
+        progress: BatchProgress,
+        members: pa.Table | None = None,
+    ) -> bool:
         """Apply one micro-batch and its progress atomically; False if ``batch_id`` was done.
 
         ``records`` follows ``RECORD_FRAME_SCHEMA`` in log order. Returns False, changing
@@ -222,10 +231,13 @@ class Sink(ABC, CloseOnExit):
         :class:`SinkWriteError` when the store fails; either way nothing of the batch is kept.
         A connection found dead before the batch reached the store is replaced and the batch
         runs on the new one; the sink retries nothing else (Spark replays the batch).
+        ``members`` (a mirror's consumer-protocol members, ``MEMBER_SCHEMA``) are applied in
+        the same transaction.
         """
         _check_write_args(batch_id, progress)
         self._check_writable()
         prepared = prepare_batch(records)
+        member_upserts, member_deletes = prepare_members(members)
         started = time.perf_counter()
         begun = False
         last_batch_id = -1
@@ -237,6 +249,12 @@ class Sink(ABC, CloseOnExit):
             if batch_id <= last_batch_id:
                 return False
             self._apply_records(tx, batch_id, prepared)
+            if member_upserts.num_rows:
+                tx.executemany(
+                    self._sql["upsert_member"], rows(member_upserts, MEMBER_KEY_COLUMNS, batch_id)
+                )
+            if member_deletes.num_rows:
+                tx.executemany(self._sql["delete_member"], rows(member_deletes, MEMBER_KEY_COLUMNS))
             self._record_progress(tx, progress)
             return True
 
@@ -339,6 +357,7 @@ class Sink(ABC, CloseOnExit):
             tx.execute(self._sql["clear_offsets"])
             tx.execute(self._sql["clear_groups"])
             tx.execute(self._sql["clear_log_end"])
+            tx.execute(self._sql["clear_members"])
             tx.execute(self._sql["reset_status"], (status, _clean_detail(detail), self._clock()))
             return True
 

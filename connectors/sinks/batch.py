@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from connectors.sinks.text import stored_column
 from state.engine.columns import last_rows_per_key, python_list
-from state.formats.frames import RECORD_FRAME_SCHEMA
+from state.formats.frames import MEMBER_FRAME_SCHEMA, RECORD_FRAME_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,9 @@ OFFSET_UPSERT_COLUMNS: Final = (*_COMMIT_COLUMNS, "expire_timestamp_ms")
 OFFSET_KEY_COLUMNS: Final = ("group_id", "topic", "partition")
 GROUP_UPSERT_COLUMNS: Final = ("group_id", "generation", "members")
 GROUP_KEY_COLUMNS: Final = ("group_id",)
+#: Consumer-protocol members of a batch (``write_batch(..., members=)``), in log order.
+MEMBER_SCHEMA: Final = MEMBER_FRAME_SCHEMA
+MEMBER_KEY_COLUMNS: Final = ("group_id", "member_id")
 #: Position of a record in the batch as received (history keeps it to order commits).
 SEQ: Final = "__seq"
 #: Columns of :attr:`PreparedBatch.history` after the sequence number within the batch.
@@ -166,4 +169,24 @@ def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
         group_upserts=last_groups.filter(pc.invert(group_tomb)).select(GROUP_UPSERT_COLUMNS),
         group_deletes=last_groups.filter(group_tomb).select(GROUP_KEY_COLUMNS),
         history=history.select([SEQ, *HISTORY_COLUMNS]),
+    )
+
+
+def prepare_members(members: pa.Table | None) -> tuple[pa.Table, pa.Table]:
+    """(upserts, deletes) of a batch's member changes (``MEMBER_SCHEMA``, log order): the last
+    change per (group, member), names as the sinks store them."""
+    if members is None or members.num_rows == 0:
+        empty = MEMBER_SCHEMA.empty_table().select(MEMBER_KEY_COLUMNS)
+        return empty, empty
+    if not members.schema.equals(MEMBER_SCHEMA, check_metadata=False):
+        raise ValueError(f"members must follow MEMBER_SCHEMA, got {members.schema}")
+    table = members.append_column(_POS, pa.array(np.arange(members.num_rows, dtype=np.int64)))
+    for name in MEMBER_KEY_COLUMNS:
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, name, stored_column(table.column(name)))
+    last = last_rows_per_key(table, MEMBER_KEY_COLUMNS, _POS)
+    alive = last.column("alive")
+    return (
+        last.filter(alive).select(MEMBER_KEY_COLUMNS),
+        last.filter(pc.invert(alive)).select(MEMBER_KEY_COLUMNS),
     )

@@ -277,6 +277,13 @@ class PostgresSink(Sink):
                 PRIMARY KEY (topic, "partition"))"""
             ).format(log_end=t["log_end"]),
             sql.SQL(
+                """CREATE TABLE IF NOT EXISTS {members} (
+                group_id text COLLATE "C" NOT NULL,
+                member_id text COLLATE "C" NOT NULL,
+                batch_id bigint NOT NULL,
+                PRIMARY KEY (group_id, member_id))"""
+            ).format(members=t["members"]),
+            sql.SQL(
                 """CREATE TABLE IF NOT EXISTS {source} (
                 id smallint NOT NULL PRIMARY KEY CHECK (id = 1),
                 cluster_id text NOT NULL,
@@ -419,6 +426,14 @@ class PostgresSink(Sink):
                 ' ORDER BY topic, "partition"'
             ).format(t["log_end"]),
             "clear_log_end": _q("DELETE FROM {}").format(t["log_end"]),
+            "upsert_member": _q(
+                "INSERT INTO {} (group_id, member_id, batch_id) VALUES (%s, %s, %s)"
+                " ON CONFLICT (group_id, member_id) DO UPDATE SET batch_id = EXCLUDED.batch_id"
+            ).format(t["members"]),
+            "delete_member": _q("DELETE FROM {} WHERE group_id = %s AND member_id = %s").format(
+                t["members"]
+            ),
+            "clear_members": _q("DELETE FROM {}").format(t["members"]),
             "committed_topics": _q("SELECT DISTINCT topic FROM {} ORDER BY topic").format(
                 t["offsets"]
             ),
@@ -431,12 +446,15 @@ class PostgresSink(Sink):
                 " cluster_name = EXCLUDED.cluster_name, updated_at_ms = EXCLUDED.updated_at_ms"
             ).format(t["source"]),
             "list_groups": _q(
-                "SELECT k.group_id, COALESCE(o.n, 0), g.generation, g.members FROM"
-                " (SELECT group_id FROM {offsets} UNION SELECT group_id FROM {groups}) AS k"
+                "SELECT k.group_id, COALESCE(o.n, 0), g.generation,"
+                " CASE WHEN g.group_id IS NULL THEN NULL ELSE COALESCE(g.members, m.n, 0) END"
+                " FROM (SELECT group_id FROM {offsets} UNION SELECT group_id FROM {groups}) AS k"
                 " LEFT JOIN (SELECT group_id, count(*) AS n FROM {offsets} GROUP BY group_id)"
                 " AS o ON o.group_id = k.group_id"
-                " LEFT JOIN {groups} AS g ON g.group_id = k.group_id ORDER BY k.group_id"
-            ).format(offsets=t["offsets"], groups=t["groups"]),
+                " LEFT JOIN {groups} AS g ON g.group_id = k.group_id"
+                " LEFT JOIN (SELECT group_id, count(*) AS n FROM {members} GROUP BY group_id)"
+                " AS m ON m.group_id = k.group_id ORDER BY k.group_id"
+            ).format(offsets=t["offsets"], groups=t["groups"], members=t["members"]),
         }
 
     def _history_query(self, conditions: Sequence[str]) -> sql.Composed:

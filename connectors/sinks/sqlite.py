@@ -243,6 +243,12 @@ class SqliteSink(Sink):
             updated_at_ms INTEGER NOT NULL,
             PRIMARY KEY (topic, "partition")
         ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS {t["members"]} (
+            group_id TEXT NOT NULL,
+            member_id TEXT NOT NULL,
+            batch_id INTEGER NOT NULL,
+            PRIMARY KEY (group_id, member_id)
+        ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS {t["source"]} (
             id INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
             cluster_id TEXT NOT NULL,
@@ -331,6 +337,12 @@ class SqliteSink(Sink):
                 ' ORDER BY topic, "partition"'
             ),
             "clear_log_end": f"DELETE FROM {t['log_end']}",
+            "upsert_member": (
+                f"INSERT INTO {t['members']} (group_id, member_id, batch_id) VALUES (?, ?, ?)"
+                " ON CONFLICT (group_id, member_id) DO UPDATE SET batch_id = excluded.batch_id"
+            ),
+            "delete_member": f"DELETE FROM {t['members']} WHERE group_id = ? AND member_id = ?",
+            "clear_members": f"DELETE FROM {t['members']}",
             "committed_topics": f"SELECT DISTINCT topic FROM {t['offsets']} ORDER BY topic",
             "source_cluster": (
                 f"SELECT cluster_id, cluster_name, updated_at_ms FROM {t['source']} WHERE id = 1"
@@ -341,11 +353,14 @@ class SqliteSink(Sink):
                 " cluster_name = excluded.cluster_name, updated_at_ms = excluded.updated_at_ms"
             ),
             "list_groups": (
-                f"SELECT k.group_id, COALESCE(o.n, 0), g.generation, g.members FROM"
-                f" (SELECT group_id FROM {t['offsets']} UNION SELECT group_id FROM {t['groups']})"
-                f" AS k LEFT JOIN (SELECT group_id, COUNT(*) AS n FROM {t['offsets']}"
-                f" GROUP BY group_id) AS o ON o.group_id = k.group_id"
-                f" LEFT JOIN {t['groups']} AS g ON g.group_id = k.group_id ORDER BY k.group_id"
+                f"SELECT k.group_id, COALESCE(o.n, 0), g.generation,"
+                f" CASE WHEN g.group_id IS NULL THEN NULL ELSE COALESCE(g.members, m.n, 0) END"
+                f" FROM (SELECT group_id FROM {t['offsets']} UNION SELECT group_id FROM"
+                f" {t['groups']}) AS k LEFT JOIN (SELECT group_id, COUNT(*) AS n FROM"
+                f" {t['offsets']} GROUP BY group_id) AS o ON o.group_id = k.group_id"
+                f" LEFT JOIN {t['groups']} AS g ON g.group_id = k.group_id"
+                f" LEFT JOIN (SELECT group_id, COUNT(*) AS n FROM {t['members']}"
+                f" GROUP BY group_id) AS m ON m.group_id = k.group_id ORDER BY k.group_id"
             ),
         }
 

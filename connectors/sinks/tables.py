@@ -2,7 +2,8 @@
 
 Every backend creates the same tables — ``consumer_offsets``, ``consumer_groups``,
 ``coordinator_status`` (one row), ``offset_commit_history``, and for a mirror's sink
-``topic_log_end_offsets`` and ``source_cluster`` (one row) — and quotes the names with its
+``topic_log_end_offsets``, ``source_cluster`` (one row) and ``consumer_group_members``
+(consumer-protocol members) — and quotes the names with its
 own rules; the status row is read and written through the column lists here, so the backends
 agree on its layout.
 """
@@ -37,6 +38,7 @@ _NAMES: Final = {
     "history_index": "offset_commit_history_key_idx",
     "log_end": "topic_log_end_offsets",
     "source": "source_cluster",
+    "members": "consumer_group_members",
 }
 
 
@@ -66,6 +68,7 @@ class TableNames:
     history_index: str = field(init=False)
     log_end: str = field(init=False)
     source: str = field(init=False)
+    members: str = field(init=False)
 
     def __post_init__(self) -> None:
         validate_table_prefix(self.prefix)
@@ -74,7 +77,7 @@ class TableNames:
 
     def tables(self) -> dict[str, str]:
         """The tables' names by role ("offsets", "groups", "status", "history", "log_end",
-        "source")."""
+        "source", "members")."""
         return {role: getattr(self, role) for role in _NAMES if role != "history_index"}
 
 

@@ -82,6 +82,17 @@ def record_frame_of(
     """The record frame of offsets-topic records given as binary columns, in their order, and
     how many were readable. Unreadable records go to ``on_unreadable``; records of key types
     this code does not interpret are counted and left out, as ``records_table`` does."""
+    frame, _, readable = positioned_record_frame_of(keys, values, on_unreadable)
+    return frame, readable
+
+
+def positioned_record_frame_of(
+    keys: pa.Array,
+    values: pa.Array,
+    on_unreadable: Callable[[RecordFormatError], None] | None = None,
+) -> tuple[pa.Table, np.ndarray, int]:
+    """``record_frame_of`` with each frame row's position among the input records (sorted), for
+    merging the frame with rows made from the records it leaves out."""
     columns = decode_offset_commit_columns(keys, values)
     rows = np.flatnonzero(columns.decoded)
     n = len(rows)
@@ -105,7 +116,7 @@ def record_frame_of(
         schema=RECORD_FRAME_SCHEMA,
     )
     if n == len(keys):
-        return fast, n
+        return fast, rows.astype(np.int64), n
     records: list[Record] = []
     positions: list[int] = []
     unknown = 0
@@ -122,10 +133,11 @@ def record_frame_of(
         records.append(record)
         positions.append(i)
     if not records:
-        return fast, n + unknown
+        return fast, rows.astype(np.int64), n + unknown
     both = pa.concat_tables([fast, records_table(records)])
-    order = np.argsort(np.concatenate([rows, np.array(positions, np.int64)]), kind="stable")
-    return both.take(pa.array(order)), n + unknown + len(records)
+    all_positions = np.concatenate([rows, np.array(positions, np.int64)]).astype(np.int64)
+    order = np.argsort(all_positions, kind="stable")
+    return both.take(pa.array(order)), all_positions[order], n + unknown + len(records)
 
 
 def snapshot_records(state: ShardState) -> pa.Table:

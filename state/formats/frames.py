@@ -17,6 +17,7 @@ import pyarrow as pa
 __all__ = [
     "EXTENDED_REQUEST_FRAME_SCHEMA",
     "GROUP_METADATA_FIELDS",
+    "MEMBER_FRAME_SCHEMA",
     "RECORD_FRAME_SCHEMA",
     "REQUEST_FRAME_SCHEMA",
     "RESPONSE_FRAME_SCHEMA",
@@ -82,6 +83,17 @@ RECORD_FRAME_SCHEMA = pa.schema(
         pa.field("members", pa.int32()),
         pa.field("key", pa.binary(), nullable=False),
         pa.field("value", pa.binary()),
+    ]
+)
+
+#: Members of consumer-protocol (KIP-848) groups as a reader of ``__consumer_offsets`` learns
+#: them, in log order: one row per ``ConsumerGroupMemberMetadata`` record, ``alive`` false for
+#: its tombstone (the member left the group).
+MEMBER_FRAME_SCHEMA = pa.schema(
+    [
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("member_id", pa.string(), nullable=False),
+        pa.field("alive", pa.bool_(), nullable=False),
     ]
 )
 

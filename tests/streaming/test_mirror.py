@@ -131,15 +131,18 @@ def test_the_sink_follows_kafkas_committed_offsets(
             listing = {g.group_id: g for g in sink.list_groups()}
         # The classic group's GroupMetadata record: its generation, and it is empty now.
         assert listing[classic].generation is not None and listing[classic].generation >= 1
-        assert mirror.other_record_types().get("ConsumerGroupMetadata", 0) > 0
+        # The KIP-848 group from its consumer-protocol records: the group epoch as its
+        # generation, and its one member, still subscribed.
+        assert listing[kip848].generation is not None and listing[kip848].generation >= 1
+        assert listing[kip848].members == 1
+        assert mirror.other_record_types().get("ConsumerGroupTargetAssignmentMember", 0) > 0
+        assert "ConsumerGroupMetadata" not in mirror.other_record_types()
 
         # Lag from the sink alone: the mirror stores the source's log-end offsets (10 messages
         # per partition), a reader without any Kafka client options describes the group.
         with OffsetsReader(sink_url) as reader:
-            described = wait_for(
-                lambda: reader.describe(admin_only),
-                lambda d: all(p.log_end_offset is not None for p in d.partitions),
-            )
+            wait_for(lambda: reader.sink.log_end_offsets([topic]), lambda ends: len(ends) == 2)
+            described = reader.describe(admin_only)
         assert [(p.partition, p.log_end_offset, p.lag) for p in described.partitions] == [
             (0, 10, 3),
             (1, 10, 1),

@@ -29,6 +29,7 @@ from connectors.sinks import (
 )
 from connectors.sinks.sqlite import SqliteSink
 from state.coordinator.model import TopicPartition
+from state.formats.frames import MEMBER_FRAME_SCHEMA
 from tests.connectors.sinks.record_frames import (
     commit,
     frame,
@@ -196,6 +197,34 @@ def test_group_metadata_records(sink: Sink) -> None:
     # A group tombstone removes the metadata only: DeleteGroups emits offset tombstones itself.
     sink.write_batch(1, frame(group_tombstone("a"), group_tombstone("c")), progress(1))
     assert sink.list_groups() == [GroupListing("a", 2), GroupListing("b", 1)]
+
+
+def _members(*changes: tuple[str, str, bool]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"group_id": g, "member_id": m, "alive": alive} for g, m, alive in changes],
+        schema=MEMBER_FRAME_SCHEMA,
+    )
+
+
+def test_consumer_protocol_members_are_counted_per_group(sink: Sink) -> None:
+    epoch = {**group_metadata("k", 4, 0), "members": None}  # a consumer group's epoch row
+    members = _members(("k", "m1", True), ("k", "m2", True), ("k", "m3", True), ("k", "m3", False))
+    assert sink.write_batch(0, frame(epoch, commit("k", "t", 0, 1)), progress(0), members)
+    assert sink.list_groups() == [GroupListing("k", partitions=1, generation=4, members=2)]
+
+    # A replayed batch changes nothing; a member leaves; the group deleted, its members left.
+    assert not sink.write_batch(0, frame(), progress(0), _members(("k", "m9", True)))
+    sink.write_batch(1, frame(), progress(1), _members(("k", "m1", False)))
+    assert sink.list_groups()[0].members == 1
+    sink.write_batch(2, frame(group_tombstone("k")), progress(2), _members(("k", "m2", False)))
+    assert sink.list_groups() == [GroupListing("k", partitions=1)]
+
+    with pytest.raises(ValueError, match="MEMBER_SCHEMA"):
+        sink.write_batch(3, frame(), progress(3), pa.table({"group_id": ["k"]}))
+    sink.write_batch(3, frame(epoch), progress(3), _members(("k", "m1", True)))
+    sink.reset("LOADING")
+    sink.write_batch(0, frame(epoch), progress(0))
+    assert sink.list_groups() == [GroupListing("k", partitions=0, generation=4, members=0)]
 
 
 def test_random_batches_match_in_order_replay(make_sink: Callable[..., Sink]) -> None:
