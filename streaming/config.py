@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from connectors.kafka.admin import (
     DEFAULT_BOOTSTRAP_SERVERS,
@@ -27,8 +27,20 @@ from state.coordinator.config import CoordinatorConfig
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 
+#: A settings dataclass ``load_settings`` builds (``JobConfig``, the mirror's config).
+Settings = TypeVar("Settings")
+
 #: Kafka client option names whose values are secrets.
 _SECRET_MARKERS = ("password", "jaas", "secret", "token", "key")
+
+
+def redacted_options(kafka_options: Mapping[str, Any]) -> dict[str, Any]:
+    """Kafka client options as printable data: values of secret options (passwords, JAAS
+    configs, keys, tokens) masked."""
+    return {
+        k: ("***" if any(m in k.lower() for m in _SECRET_MARKERS) else v)
+        for k, v in kafka_options.items()
+    }
 
 
 def spark_kafka_options(bootstrap_servers: str, kafka_options: Mapping[str, Any]) -> dict[str, str]:
@@ -144,10 +156,7 @@ class JobConfig:
     def redacted(self) -> dict[str, Any]:
         """The configuration as printable data, with secrets masked."""
         data = dataclasses.asdict(self)
-        data["kafka_options"] = {
-            k: ("***" if any(m in k.lower() for m in _SECRET_MARKERS) else v)
-            for k, v in self.kafka_options.items()
-        }
+        data["kafka_options"] = redacted_options(self.kafka_options)
         data["sink_url"] = redact_url(self.sink_url)
         return data
 
@@ -155,11 +164,12 @@ class JobConfig:
         return f"JobConfig({self.redacted()!r})"
 
 
-def _coerce(name: str, raw: Any) -> Any:
-    """Turn a TOML/env/CLI value into the field's type, naming the field when it cannot."""
-    kind = {f.name: f.type for f in fields(JobConfig)}[name]
+def _coerce(kind: type, name: str, raw: Any) -> Any:
+    """Turn a TOML/env/CLI value into the type of ``kind``'s field ``name``, naming the field
+    when it cannot."""
+    field_type = str({f.name: f.type for f in fields(kind)}[name])
     try:
-        if name == "kafka_options":
+        if "Mapping" in field_type:
             if isinstance(raw, Mapping):
                 return {str(k): str(v) for k, v in raw.items()}
             # env/CLI form: "security.protocol=SASL_SSL,sasl.mechanism=PLAIN"
@@ -167,15 +177,65 @@ def _coerce(name: str, raw: Any) -> Any:
             return dict(p.split("=", 1) for p in pairs)
         if raw is None:
             return None
-        if "bool" in str(kind):
+        if "bool" in field_type:
             if isinstance(raw, bool):
                 return raw
             return str(raw).strip().lower() in {"1", "true", "yes", "on"}
-        if "int" in str(kind):
+        if "float" in field_type:
+            return float(raw)
+        if "int" in field_type:
             return int(raw)
         return str(raw)
     except (TypeError, ValueError) as error:
         raise ValueError(f"config field {name!r}: cannot use {raw!r} ({error})") from None
+
+
+def load_settings(
+    kind: type[Settings],
+    env_prefix: str,
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    fallbacks: Mapping[str, str | None] | None = None,
+) -> Settings:
+    """Build the dataclass ``kind`` from a TOML file (``path``, else ``<env_prefix>CONFIG``),
+    ``<env_prefix><FIELD>`` environment variables and explicit overrides (CLI flags), later
+    sources winning; ``fallbacks`` fill fields neither the file nor the environment set.
+    Unknown keys and missing required fields are errors naming them."""
+    known = {f.name: f for f in fields(kind)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    env = os.environ if env is None else env
+    path = path or env.get(f"{env_prefix}CONFIG")
+    if path:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+        unknown = set(data) - set(known)
+        if unknown:
+            raise ValueError(f"unknown config keys in {path}: {sorted(unknown)}")
+        values.update({k: _coerce(kind, k, v) for k, v in data.items()})
+    for name in known:
+        raw = env.get(env_prefix + name.upper())
+        if raw is not None:
+            values[name] = _coerce(kind, name, raw)
+    for name, raw in (fallbacks or {}).items():
+        if raw and name not in values:
+            values[name] = _coerce(kind, name, raw)
+    for name, raw in (overrides or {}).items():
+        if name not in known:
+            raise ValueError(f"unknown config key {name!r}")
+        if raw is not None:
+            values[name] = _coerce(kind, name, raw)
+    missing = [
+        name
+        for name, f in known.items()
+        if name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        flags = ", ".join("--" + name.replace("_", "-") for name in missing)
+        raise ValueError(f"missing config: {flags} (or {env_prefix}{missing[0].upper()})")
+    return kind(**values)
 
 
 def load_config(
@@ -184,30 +244,11 @@ def load_config(
     overrides: Mapping[str, Any] | None = None,
 ) -> JobConfig:
     """Build a JobConfig from a TOML file, ``CONSUMER_OFFSETS_*`` environment variables and
-    explicit overrides (CLI flags), later sources winning. Unknown keys are an error."""
-    names = {f.name for f in fields(JobConfig)}
-    values: dict[str, Any] = {}
+    explicit overrides (CLI flags), later sources winning. Unknown keys are an error.
+    ``KAFKA_BOOTSTRAP_SERVERS`` is the bootstrap servers' fallback."""
     env = os.environ if env is None else env
-    path = path or env.get(f"{ENV_PREFIX}CONFIG")
-    if path:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-        unknown = set(data) - names
-        if unknown:
-            raise ValueError(f"unknown config keys in {path}: {sorted(unknown)}")
-        values.update({k: _coerce(k, v) for k, v in data.items()})
-    for name in names:
-        raw = env.get(ENV_PREFIX + name.upper())
-        if raw is not None:
-            values[name] = _coerce(name, raw)
-    if env.get("KAFKA_BOOTSTRAP_SERVERS") and "bootstrap_servers" not in values:
-        values["bootstrap_servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
-    for name, raw in (overrides or {}).items():
-        if name not in names:
-            raise ValueError(f"unknown config key {name!r}")
-        if raw is not None:
-            values[name] = _coerce(name, raw)
-    return JobConfig(**values)
+    fallbacks = {"bootstrap_servers": env.get("KAFKA_BOOTSTRAP_SERVERS")}
+    return load_settings(JobConfig, ENV_PREFIX, path, env, overrides, fallbacks)
 
 
 def embedded_default(**overrides: Any) -> JobConfig:

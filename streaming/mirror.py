@@ -22,6 +22,7 @@ resumes where the last committed batch ended, as the job does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -29,6 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,14 +41,19 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.client.log_end_refresher import DEFAULT_INTERVAL_S, LogEndRefresher
 from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
-from connectors.sinks import BatchProgress, Sink, open_sink
+from connectors.sinks import BatchProgress, Sink, open_sink, redact_url
 from state.shard import (
     RecordFormatError,
     classify_key,
     consumer_group_records,
     positioned_record_frame_of,
 )
-from streaming.config import kafka_python_options, spark_kafka_options
+from streaming.config import (
+    kafka_python_options,
+    load_settings,
+    redacted_options,
+    spark_kafka_options,
+)
 from streaming.job import checkpoint_exists, survive_replayed_batch_bug
 
 log = logging.getLogger("consumer_offsets.mirror")
@@ -54,6 +61,8 @@ log = logging.getLogger("consumer_offsets.mirror")
 #: Kafka's offsets topic, the mirror's only source.
 CONSUMER_OFFSETS = "__consumer_offsets"
 QUERY_NAME = "consumer-offsets-mirror"
+#: Environment variables of the mirror's settings: ``CONSUMER_OFFSETS_MIRROR_SINK_URL``…
+MIRROR_ENV_PREFIX = "CONSUMER_OFFSETS_MIRROR_"
 #: Records per micro-batch at most: a catch-up over millions of records goes in steps that
 #: each reach the sink.
 MAX_RECORDS_PER_BATCH = 500_000
@@ -75,6 +84,16 @@ class MirrorConfig:
     #: Seconds between two reads of the committed topics' log-end offsets into the sink.
     log_end_interval_s: float = DEFAULT_INTERVAL_S
 
+    def redacted(self) -> dict[str, Any]:
+        """The configuration as printable data, with secrets masked."""
+        data = dataclasses.asdict(self)
+        data["source_kafka_options"] = redacted_options(self.source_kafka_options)
+        data["sink_url"] = redact_url(self.sink_url)
+        return data
+
+    def __repr__(self) -> str:  # the dataclass repr would print secrets
+        return f"MirrorConfig({self.redacted()!r})"
+
     def kafka_python_options(self) -> dict[str, Any]:
         """Options for kafka-python clients of the source cluster."""
         return kafka_python_options(self.source_bootstrap_servers, self.source_kafka_options)
@@ -82,6 +101,17 @@ class MirrorConfig:
     def spark_kafka_options(self) -> dict[str, str]:
         """Options for Spark's Kafka source (``kafka.``-prefixed client options)."""
         return spark_kafka_options(self.source_bootstrap_servers, self.source_kafka_options)
+
+
+def load_mirror_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> MirrorConfig:
+    """The mirror's configuration from a TOML file (``MirrorConfig`` keys), then
+    ``CONSUMER_OFFSETS_MIRROR_*`` environment variables, then ``overrides`` (CLI flags), as the
+    job's ``load_config``."""
+    return load_settings(MirrorConfig, MIRROR_ENV_PREFIX, path, env, overrides)
 
 
 @dataclass
@@ -295,4 +325,10 @@ class OffsetsMirror:
             self.log_end.stop()
 
 
-__all__ = ["CONSUMER_OFFSETS", "MirrorConfig", "MirrorWriter", "OffsetsMirror"]
+__all__ = [
+    "CONSUMER_OFFSETS",
+    "MirrorConfig",
+    "MirrorWriter",
+    "OffsetsMirror",
+    "load_mirror_config",
+]

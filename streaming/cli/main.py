@@ -238,7 +238,14 @@ def main(
         err.write(f"{PROG}: error: a command is required\n")
         return EXIT_USAGE
     if getattr(args, "delegate", None) == "mirror":
-        return mirror_runner.run_mirror(args)
+        try:
+            return mirror_runner.run_mirror(args)
+        except UsageError as exc:
+            err.write(f"{PROG}: error: {exc}\n")
+            return EXIT_USAGE
+        except SinkError as exc:  # e.g. a sink that holds another cluster
+            print_failure(out, err, False, "SinkError", str(exc))
+            return EXIT_FAILURE
     if getattr(args, "delegate", None):
         # ``run``: the streaming job, exactly as ``python -m streaming`` runs it.
         job_runner.configure_logging()

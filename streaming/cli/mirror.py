@@ -2,23 +2,28 @@
 
 Reads the source cluster's ``__consumer_offsets`` (read-only) and writes the job's sink tables
 (``streaming.mirror``). Runs until interrupted (SIGINT/SIGTERM) or, with ``--duration``, for that
-many seconds. Source client options take the Java client's names, ``--source-kafka-option
-security.protocol=SASL_SSL`` and so on; values are never logged.
+many seconds. Settings come, as the job's do, from a ``--config`` TOML file (``MirrorConfig``
+keys), then ``CONSUMER_OFFSETS_MIRROR_*`` environment variables, then flags. Source client
+options take the Java client's names, ``--source-kafka-option security.protocol=SASL_SSL`` and
+so on; their secret values are never logged.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
 
+from streaming.cli.errors import UsageError
 from streaming.cli.run import configure_logging, run_until_stopped
 
 log = logging.getLogger(__name__)
 
 
 def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
-    """The mirror's flags."""
-    parser.add_argument("--source-bootstrap-servers", required=True, metavar="HOST:PORT")
+    """The mirror's flags; each overrides the environment and the ``--config`` file."""
+    parser.add_argument("--config", help="TOML file with the mirror's keys (MirrorConfig)")
+    parser.add_argument("--source-bootstrap-servers", metavar="HOST:PORT")
     parser.add_argument(
         "--source-kafka-option",
         action="append",
@@ -27,19 +32,23 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a Kafka client option for the source cluster (repeatable)",
     )
-    parser.add_argument("--sink-url", required=True)
-    parser.add_argument("--checkpoint-location", required=True)
-    parser.add_argument("--cluster-name", default="source")
-    parser.add_argument("--trigger-interval", default="1 second")
+    parser.add_argument("--sink-url")
+    parser.add_argument("--checkpoint-location")
+    parser.add_argument("--cluster-name")
+    parser.add_argument("--trigger-interval")
     parser.add_argument(
         "--log-end-interval",
-        type=float,
-        default=10.0,
+        dest="log_end_interval_s",
         metavar="SECONDS",
         help="how often the committed topics' log-end offsets are read into the sink",
     )
     parser.add_argument(
-        "--no-history", action="store_true", help="keep only the latest offsets, no history"
+        "--no-history",
+        dest="keep_history",
+        action="store_const",
+        const=False,
+        default=None,
+        help="keep only the latest offsets, no history",
     )
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
 
@@ -52,22 +61,38 @@ def _option(pair: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def mirror_config_from_args(args: argparse.Namespace) -> Any:
+    """The mirror's configuration: flags over environment over ``--config`` file; a
+    :class:`UsageError` naming what is missing or wrong."""
+    from streaming.mirror import load_mirror_config
+
+    overrides: dict[str, Any] = {
+        name: getattr(args, name)
+        for name in (
+            "source_bootstrap_servers",
+            "sink_url",
+            "checkpoint_location",
+            "cluster_name",
+            "trigger_interval",
+            "log_end_interval_s",
+            "keep_history",
+        )
+    }
+    if args.source_kafka_option:
+        overrides["source_kafka_options"] = dict(args.source_kafka_option)
+    try:
+        return load_mirror_config(args.config, overrides=overrides)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"configuration: {exc}") from None
+
+
 def run_mirror(args: argparse.Namespace) -> int:
     """Start the mirror and wait for a signal, ``--duration`` or the query's end; 1 when the
     query failed."""
-    from streaming.mirror import MirrorConfig, OffsetsMirror
+    from streaming.mirror import OffsetsMirror
 
+    config = mirror_config_from_args(args)
     configure_logging()
-    config = MirrorConfig(
-        source_bootstrap_servers=args.source_bootstrap_servers,
-        sink_url=args.sink_url,
-        checkpoint_location=args.checkpoint_location,
-        source_kafka_options=dict(args.source_kafka_option),
-        keep_history=not args.no_history,
-        trigger_interval=args.trigger_interval,
-        cluster_name=args.cluster_name,
-        log_end_interval_s=args.log_end_interval,
-    )
     mirror = OffsetsMirror.create(config)
     try:
         return run_until_stopped(mirror, mirror.start(), args.duration)
