@@ -209,13 +209,22 @@ class OffsetsJob:
         starting_offsets = config.starting_offsets
         covered: dict[int, int] = {}
         resumed = checkpoint_exists(self.spark, config.checkpoint_location)
-        if resumed:
-            covered = dict(self.sink.status().ingest_offsets)
+        stored = end_offsets(config.kafka_python_options(), config.offsets_topic)
+        has_log = sum(stored.values()) > 0
+        status = self.sink.status()
+        if resumed and status.status == "LOADING" and has_log:
+            # The rebuild never finished (the driver died before its batch was committed): the
+            # checkpoint holds no state for its shards, which load when called. Call them all.
+            covered = dict(status.ingest_offsets)
+            loading = True
+            self.sink.set_status("LOADING", "resuming the rebuild from the offsets topic")
+            _write_markers(config, LOAD_MARKER)
+        elif resumed:
+            covered = dict(status.ingest_offsets)
             self.sink.set_status("ACTIVE", "resumed from checkpoint")
         else:
-            starting_offsets = _starting_offsets(config, dict(self.sink.status().ingest_offsets))
-            stored = end_offsets(config.kafka_python_options(), config.offsets_topic)
-            loading = sum(stored.values()) > 0
+            starting_offsets = _starting_offsets(config, dict(status.ingest_offsets))
+            loading = has_log
             # A new checkpoint restarts batch ids and state: the sink view starts over with it.
             if loading:
                 self.sink.reset("LOADING", "rebuilding state from the offsets topic")
@@ -228,7 +237,9 @@ class OffsetsJob:
             offsets_topic=config.offsets_topic,
             bootstrap_servers=config.bootstrap_servers,
             kafka_options=config.kafka_options,
-            load_from_offsets_topic=loading,
+            # A shard without state whose offsets-topic partition holds records always loads
+            # it: also after a restart over a checkpoint that never committed its state.
+            load_from_offsets_topic=has_log,
         )
         self.writer = BatchWriter(
             WriterSettings(

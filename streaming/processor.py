@@ -79,8 +79,9 @@ class ProcessorSettings:
     #: The cluster and Kafka client options (the Java client's names) for loading a shard.
     bootstrap_servers: str
     kafka_options: Mapping[str, str]
-    #: True when the query started without a checkpoint over a non-empty offsets topic: a shard
-    #: seen for the first time rebuilds its state from its offsets-topic partition.
+    #: True when the offsets topic holds records: a shard called without state rebuilds it from
+    #: its offsets-topic partition (a new checkpoint over an existing topic, or a restart over
+    #: a checkpoint whose first batch never committed).
     load_from_offsets_topic: bool
 
 

@@ -120,11 +120,8 @@ class BatchWriter:
         ):
             if next_offset is not None:
                 self.ingest_offsets[shard] = max(self.ingest_offsets.get(shard, 0), next_offset)
-        for shard, loaded_records in zip(
-            stats["shard"].to_pylist(), stats["loaded_records"].to_pylist(), strict=True
-        ):
-            if loaded_records is not None:
-                self.loading_shards.discard(shard)
+        # A called shard holds its state: a shard without state loads it on its first call.
+        self.loading_shards.difference_update(stats["shard"].to_pylist())
         counters = {
             name: int(pc.sum(stats[name]).as_py() or 0)
             for name in ("input_rows", "commits_applied", "rejected", "tombstones", "state_keys")
