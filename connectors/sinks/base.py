@@ -312,7 +312,7 @@ class Sink(ABC, CloseOnExit):
             tx.executemany(sql["delete_group"], rows(batch.group_deletes, GROUP_KEY_COLUMNS))
         if self.keep_history and batch.history.num_rows:
             history = rows(batch.history, (SEQ, *HISTORY_COLUMNS))
-            self._write_history(tx, [(batch_id, *row) for row in history])
+            self._write_history(tx, ((batch_id, *row) for row in history), batch.history.num_rows)
 
     def _write_offsets(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """Upsert and delete the batch's offsets, one statement per row (a backend may bulk)."""
@@ -326,8 +326,11 @@ class Sink(ABC, CloseOnExit):
                 self._sql["delete_offset"], rows(batch.offset_deletes, OFFSET_KEY_COLUMNS)
             )
 
-    def _write_history(self, tx: Statements, history: list[tuple[Any, ...]]) -> None:
-        """Insert history rows ``(batch_id, seq, *HISTORY_COLUMNS)`` (a backend may bulk)."""
+    def _write_history(
+        self, tx: Statements, history: Iterable[tuple[Any, ...]], count: int
+    ) -> None:
+        """Insert ``count`` history rows ``(batch_id, seq, *HISTORY_COLUMNS)`` (a backend may
+        bulk)."""
         tx.executemany(self._sql["insert_history"], history)
 
     def _record_progress(self, tx: Statements, progress: BatchProgress) -> None:

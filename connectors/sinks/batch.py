@@ -8,7 +8,7 @@ column lists here are the order in which the backends bind values.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -69,15 +69,24 @@ class PreparedBatch:
         return self.offset_upserts.num_rows + self.offset_deletes.num_rows
 
 
-def rows(table: pa.Table, columns: Sequence[str], *extra: Any) -> list[tuple[Any, ...]]:
-    """``table``'s rows as tuples of ``columns`` followed by the constants ``extra``.
+#: Rows converted to Python tuples at a time: a rebuild writes millions of rows in one batch,
+#: and all their tuples at once took ~750 bytes a row of driver memory (+1.5 GB for 2M rows).
+ROW_CHUNK: Final = 65_536
+
+
+def rows(
+    table: pa.Table, columns: Sequence[str], *extra: Any, chunk_rows: int = ROW_CHUNK
+) -> Iterator[tuple[Any, ...]]:
+    """``table``'s rows as tuples of ``columns`` followed by the constants ``extra``, converted
+    ``chunk_rows`` at a time (so memory follows the chunk, not the batch).
 
     Column-wise conversion and ``zip`` keep the per-row cost in C, which matters at 200k rows.
     """
-    cols: list[Iterable[Any]] = [python_list(table.column(name)) for name in columns]
-    n = table.num_rows
-    cols.extend([value] * n for value in extra)
-    return list(zip(*cols, strict=True))
+    for start in range(0, table.num_rows, chunk_rows):
+        part = table.slice(start, chunk_rows)
+        cols: list[Iterable[Any]] = [python_list(part.column(name)) for name in columns]
+        cols.extend([value] * part.num_rows for value in extra)
+        yield from zip(*cols, strict=True)
 
 
 def _conform(records: pa.Table | pa.RecordBatch) -> pa.Table:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, LiteralString
 
 import psycopg
@@ -198,17 +198,19 @@ class PostgresSink(Sink):
             self._copy(tx, "copy_deletes", deletes, _DELETE_TYPES)
             tx.execute(self._sql["delete_offsets_staged"])
 
-    def _write_history(self, tx: Statements, history: list[tuple[Any, ...]]) -> None:
-        if len(history) >= self.copy_threshold:
+    def _write_history(
+        self, tx: Statements, history: Iterable[tuple[Any, ...]], count: int
+    ) -> None:
+        if count >= self.copy_threshold:
             self._copy(tx, "copy_history", history, _HISTORY_TYPES)
         else:
-            super()._write_history(tx, history)
+            super()._write_history(tx, history, count)
 
     def _copy(
         self,
         cur: Any,
         statement: str,
-        data: Sequence[tuple[Any, ...]],
+        data: Iterable[tuple[Any, ...]],
         types: list[str],
     ) -> None:
         with cur.copy(self._sql[statement]) as copy:
