@@ -18,7 +18,7 @@ the apply order within the shard);
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql import types as T
@@ -78,9 +78,10 @@ def encode_output(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def decode_outputs(payloads: Iterable[bytes]) -> pa.Table:
-    """The output tables of a micro-batch's calls, stacked."""
-    tables = [pa.ipc.open_stream(payload).read_all() for payload in payloads]
-    if not tables:
-        return OUTPUT_TABLE_SCHEMA.empty_table()
-    return pa.concat_tables(tables)
+def decode_each_output(payloads: pa.ChunkedArray | pa.Array) -> Iterator[pa.Table]:
+    """Each call's output table of a micro-batch's ``payload`` column, read in place (no copy
+    of the payload bytes)."""
+    chunks = payloads.chunks if isinstance(payloads, pa.ChunkedArray) else [payloads]
+    for chunk in chunks:
+        for i in range(len(chunk)):
+            yield pa.ipc.open_stream(chunk[i].as_buffer()).read_all()

@@ -4,6 +4,8 @@ The batch comes to the driver once, as Arrow (the micro-batch's only Spark job: 
 state function), and the writer sends from there through one idempotent ``acks=all`` producer
 (``connectors.kafka.producer``). Order matters and is Kafka's: a commit is acknowledged only
 once its record is replicated (offsets topic) and readable (the sink), so the steps are
+0. in a rebuild, each rebuilt shard's state → sink (``Sink.write_snapshot``), one shard at a
+   time, skipped if the batch id was already written; the sink stays LOADING meanwhile;
 1. records → offsets topic, at the shard's partition, in Kafka's binary format, and wait for
    every acknowledgement;
 2. records + progress → sink, one transaction, skipped if the batch id was already written;
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -31,7 +33,7 @@ from pyspark.sql import DataFrame
 from connectors.kafka.producer import DurableProducer
 from connectors.sinks import BatchProgress, Sink, SinkError
 from state.formats.frames import RECORD_FRAME_SCHEMA
-from streaming.output import decode_outputs
+from streaming.output import OUTPUT_TABLE_SCHEMA, decode_each_output
 
 log = logging.getLogger("consumer_offsets.batches")
 
@@ -97,8 +99,23 @@ class BatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         # The micro-batch's one Spark job: the state function's output comes to the driver.
-        payloads = batch.toArrow()["payload"].to_pylist()
-        self.write_table(decode_outputs(payloads), batch_id, started)
+        payloads = batch.toArrow()["payload"]
+        rest = []
+        for output in decode_each_output(payloads):
+            is_loaded = pc.equal(output["out"], "loaded")
+            if pc.any(is_loaded).as_py():
+                # A rebuilt shard's whole state: into the sink now, one shard at a time.
+                self._with_sink_retries(
+                    batch_id,
+                    lambda o=output, m=is_loaded: self.sink.write_snapshot(
+                        batch_id, _sink_records(o.filter(m))
+                    ),
+                )
+                output = output.filter(pc.invert(is_loaded))
+            rest.append(output)
+        del payloads
+        local = pa.concat_tables(rest) if rest else OUTPUT_TABLE_SCHEMA.empty_table()
+        self.write_table(local, batch_id, started)
 
     def write_table(self, local: pa.Table, batch_id: int, started: float) -> None:
         """Make one micro-batch's output (``OUTPUT_TABLE_SCHEMA`` rows) durable, then answer."""
@@ -160,19 +177,30 @@ class BatchWriter:
         )
 
     def _write_sink(self, batch_id: int, records: pa.Table, progress: BatchProgress) -> None:
-        """Write the batch to the sink, waiting out an outage of up to ``sink_write_timeout_s``.
+        """Write the batch to the sink (and ACTIVE once no shard is loading), waiting out an
+        outage of up to ``sink_write_timeout_s``."""
 
-        Retrying is safe because a batch is one transaction and idempotent per batch id: a
-        write whose COMMIT reached the server before the connection broke is skipped.
+        def write() -> None:
+            self.sink.write_batch(batch_id, records, progress)
+            if not self.loading_shards:
+                self.sink.set_status("ACTIVE")
+
+        self._with_sink_retries(batch_id, write)
+
+    def _with_sink_retries(self, batch_id: int, write: Callable[[], object]) -> None:
+        """Run ``write``, retrying with backoff while the sink fails, for up to
+        ``sink_write_timeout_s``; then the error fails the query loudly.
+
+        Retrying is safe because every write of a batch is one transaction and idempotent per
+        batch id: a write whose COMMIT reached the server before the connection broke is
+        skipped.
         """
         deadline = time.monotonic() + self.settings.sink_write_timeout_s
         backoff_s = 0.25
         attempt = 1
         while True:
             try:
-                self.sink.write_batch(batch_id, records, progress)
-                if not self.loading_shards:
-                    self.sink.set_status("ACTIVE")
+                write()
                 if attempt > 1:
                     log.warning("batch %d: sink write succeeded on attempt %d", batch_id, attempt)
                 return

@@ -293,6 +293,32 @@ class Sink(ABC, CloseOnExit):
         )
         return True
 
+    def write_snapshot(self, batch_id: int, records: pa.Table) -> bool:
+        """Upsert a rebuilt shard's state (its records, ``RECORD_FRAME_SCHEMA``) ahead of batch
+        ``batch_id``, in a transaction of its own; False, changing nothing, when that batch was
+        already written (a replay).
+
+        A rebuild carries every shard's whole state in its first batch: written shard by shard,
+        the driver holds one shard's rows at a time instead of millions. Readers see none of it
+        as an answer: the sink is LOADING until the rebuild's batch is written. No history: a
+        snapshot is state, not commits.
+        """
+        self._check_writable()
+        prepared = prepare_batch(records)
+        written = False
+
+        def apply(tx: Statements) -> bool:
+            nonlocal written
+            if batch_id <= self._last_batch_id(tx):
+                return False
+            self._write_offsets(tx, batch_id, prepared)
+            self._write_groups(tx, batch_id, prepared)
+            written = True
+            return True
+
+        self._write(apply, f"snapshot for batch {batch_id} not written")
+        return written
+
     def _last_batch_id(self, tx: Statements) -> int:
         """The last committed batch id, read with the lock that serialises writers."""
         found = tx.execute(self._sql["last_batch"]).fetchone()
@@ -303,16 +329,20 @@ class Sink(ABC, CloseOnExit):
     def _apply_records(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """Offsets, then group metadata, then (if kept) history; every row tagged ``batch_id``."""
         self._write_offsets(tx, batch_id, batch)
-        sql = self._sql
-        if batch.group_upserts.num_rows:
-            tx.executemany(
-                sql["upsert_group"], rows(batch.group_upserts, GROUP_UPSERT_COLUMNS, batch_id)
-            )
-        if batch.group_deletes.num_rows:
-            tx.executemany(sql["delete_group"], rows(batch.group_deletes, GROUP_KEY_COLUMNS))
+        self._write_groups(tx, batch_id, batch)
         if self.keep_history and batch.history.num_rows:
             history = rows(batch.history, (SEQ, *HISTORY_COLUMNS))
             self._write_history(tx, ((batch_id, *row) for row in history), batch.history.num_rows)
+
+    def _write_groups(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
+        """Upsert and delete the batch's group metadata rows."""
+        if batch.group_upserts.num_rows:
+            tx.executemany(
+                self._sql["upsert_group"],
+                rows(batch.group_upserts, GROUP_UPSERT_COLUMNS, batch_id),
+            )
+        if batch.group_deletes.num_rows:
+            tx.executemany(self._sql["delete_group"], rows(batch.group_deletes, GROUP_KEY_COLUMNS))
 
     def _write_offsets(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """Upsert and delete the batch's offsets, one statement per row (a backend may bulk)."""

@@ -256,6 +256,27 @@ def test_random_batches_match_in_order_replay(make_sink: Callable[..., Sink]) ->
 # --- idempotency and progress -------------------------------------------------------------------
 
 
+def test_snapshots_fill_the_sink_ahead_of_their_batch(make_sink: Callable[..., Sink]) -> None:
+    sink = make_sink(keep_history=True)
+    snapshot = frame(group_metadata("a", 3, 2), commit("a", "t", 0, 5), commit("b", "t", 1, 7))
+    assert sink.write_snapshot(0, snapshot)
+    assert sink.write_snapshot(0, frame(commit("c", "t", 0, 1)))  # another shard's
+    assert sink.status().last_batch_id == -1  # the batch itself is not written yet
+    assert sink.write_batch(0, frame(commit("a", "t", 0, 6)), progress(0))
+
+    assert offsets_of(sink, "a") == {("t", 0): 6}
+    assert offsets_of(sink, "b") == {("t", 1): 7}
+    assert offsets_of(sink, "c") == {("t", 0): 1}
+    assert sink.list_groups()[0] == GroupListing("a", partitions=1, generation=3, members=2)
+    assert [h.offset for h in sink.history("a")] == [6]  # a snapshot is state, not commits
+
+    # The batch replayed after a restart: its snapshot changes nothing either.
+    assert not sink.write_snapshot(0, frame(commit("a", "t", 0, 5)))
+    assert offsets_of(sink, "a") == {("t", 0): 6}
+    with pytest.raises(SinkError, match="read-only"):
+        make_sink(read_only=True).write_snapshot(1, snapshot)
+
+
 def test_replayed_batch_id_changes_nothing(sink: Sink) -> None:
     assert sink.write_batch(3, frame(commit("g", "t", 0, 5)), progress(3, ingest_offsets={0: 10}))
     before = sink.status()
