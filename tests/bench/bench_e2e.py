@@ -876,6 +876,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scale-budget", type=float, default=None, help="seconds for growing")
     parser.add_argument("--skip", nargs="*", default=[], choices=["latency", "scale", "rebuild"])
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the project's defaults (repeatable), to measure a lever",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="per wait, seconds")
     args = parser.parse_args(argv)
     if args.commits is None:
@@ -939,6 +946,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "spark.eventLog.dir": event_log.as_uri(),
                 "spark.eventLog.compress": "false",
                 "spark.eventLog.rolling.enabled": "false",
+                **dict(pair.split("=", 1) for pair in args.spark_conf),
             },
         )
         jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[attr-defined]
