@@ -22,6 +22,7 @@ from connectors.kafka.admin import (
     DEFAULT_OFFSETS_TOPIC,
     DEFAULT_RESPONSES_TOPIC,
 )
+from connectors.kafka.kafka_python import kafka_python_options
 from connectors.sinks import redact_url
 from state.coordinator.config import CoordinatorConfig
 
@@ -47,16 +48,6 @@ def spark_kafka_options(bootstrap_servers: str, kafka_options: Mapping[str, Any]
     """Kafka client options (the Java client's names) for Spark's Kafka source and sink."""
     options = {"kafka.bootstrap.servers": bootstrap_servers}
     options.update({f"kafka.{k}": str(v) for k, v in kafka_options.items()})
-    return options
-
-
-def kafka_python_options(
-    bootstrap_servers: str, kafka_options: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The same options for kafka-python (``security.protocol`` → ``security_protocol``)."""
-    options: dict[str, Any] = {"bootstrap_servers": bootstrap_servers.split(",")}
-    for key, value in kafka_options.items():
-        options[key.replace(".", "_")] = value
     return options
 
 

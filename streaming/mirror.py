@@ -41,6 +41,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.client.log_end_refresher import DEFAULT_INTERVAL_S, LogEndRefresher
 from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
+from connectors.kafka.kafka_python import kafka_python_options
 from connectors.sinks import BatchProgress, Sink, open_sink, redact_url
 from state.shard import (
     RecordFormatError,
@@ -49,7 +50,6 @@ from state.shard import (
     positioned_record_frame_of,
 )
 from streaming.config import (
-    kafka_python_options,
     load_settings,
     redacted_options,
     spark_kafka_options,

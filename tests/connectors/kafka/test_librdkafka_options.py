@@ -50,3 +50,19 @@ def test_jaas_credentials_become_username_and_password() -> None:
 def test_what_librdkafka_cannot_honour_is_refused_by_name(key: str, value: str, names: str) -> None:
     with pytest.raises(UnsupportedOptionError, match=names):
         librdkafka_options("b:9092", {key: value})
+
+
+def test_a_pem_trust_store_becomes_the_ca_location() -> None:
+    options = librdkafka_options(
+        "b:9093",
+        {
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": "ca.pem",
+            "ssl.endpoint.identification.algorithm": "",
+        },
+    )
+    assert options == {
+        "bootstrap.servers": "b:9093",
+        "ssl.ca.location": "ca.pem",
+        "ssl.endpoint.identification.algorithm": "none",
+    }
