@@ -23,6 +23,7 @@ from connectors.kafka.admin import (
     DEFAULT_RESPONSES_TOPIC,
 )
 from connectors.kafka.kafka_python import kafka_python_options
+from connectors.secrets import hide_in_logs, redacted_options, secret_values
 from connectors.sinks import redact_url
 from state.coordinator.config import CoordinatorConfig
 
@@ -30,18 +31,6 @@ ENV_PREFIX = "CONSUMER_OFFSETS_"
 
 #: A settings dataclass ``load_settings`` builds (``JobConfig``, the mirror's config).
 Settings = TypeVar("Settings")
-
-#: Kafka client option names whose values are secrets.
-_SECRET_MARKERS = ("password", "jaas", "secret", "token", "key")
-
-
-def redacted_options(kafka_options: Mapping[str, Any]) -> dict[str, Any]:
-    """Kafka client options as printable data: values of secret options (passwords, JAAS
-    configs, keys, tokens) masked."""
-    return {
-        k: ("***" if any(m in k.lower() for m in _SECRET_MARKERS) else v)
-        for k, v in kafka_options.items()
-    }
 
 
 def spark_kafka_options(bootstrap_servers: str, kafka_options: Mapping[str, Any]) -> dict[str, str]:
@@ -99,6 +88,7 @@ class JobConfig:
     spark_master: str | None = None
 
     def __post_init__(self) -> None:
+        hide_in_logs(secret_values(self.kafka_options))
         if self.partitions < 1:
             raise ValueError(f"partitions must be >= 1, got {self.partitions}")
         if self.replication_factor < 1:

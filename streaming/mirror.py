@@ -42,6 +42,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from connectors.client.log_end_refresher import DEFAULT_INTERVAL_S, LogEndRefresher
 from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
 from connectors.kafka.kafka_python import kafka_python_options
+from connectors.secrets import hide_in_logs, redacted_options, secret_values
 from connectors.sinks import BatchProgress, Sink, open_sink, redact_url
 from state.shard import (
     RecordFormatError,
@@ -51,7 +52,6 @@ from state.shard import (
 )
 from streaming.config import (
     load_settings,
-    redacted_options,
     spark_kafka_options,
 )
 from streaming.job import checkpoint_exists, survive_replayed_batch_bug
@@ -83,6 +83,9 @@ class MirrorConfig:
     cluster_name: str = "source"
     #: Seconds between two reads of the committed topics' log-end offsets into the sink.
     log_end_interval_s: float = DEFAULT_INTERVAL_S
+
+    def __post_init__(self) -> None:
+        hide_in_logs(secret_values(self.source_kafka_options))
 
     def redacted(self) -> dict[str, Any]:
         """The configuration as printable data, with secrets masked."""

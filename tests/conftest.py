@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.postgres",
     "tests.fixtures.job",
+    "tests.fixtures.kafka_secured",
 ]

@@ -246,6 +246,15 @@ def main(
         except SinkError as exc:  # e.g. a sink that holds another cluster
             print_failure(out, err, False, "SinkError", str(exc))
             return EXIT_FAILURE
+        except Exception as exc:
+            from kafka.errors import KafkaError
+
+            if not isinstance(exc, KafkaError | OSError | ValueError):
+                raise
+            # The source cluster refused (authentication, TLS) or an option is unusable.
+            name = type(exc).__name__
+            print_failure(out, err, False, name, f"source cluster: {name}: {exc}".rstrip(": "))
+            return EXIT_FAILURE
     if getattr(args, "delegate", None):
         # ``run``: the streaming job, exactly as ``python -m streaming`` runs it.
         job_runner.configure_logging()

@@ -13,8 +13,7 @@ import time
 import uuid
 from collections import Counter
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
-from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -24,6 +23,7 @@ from state.coordinator.model import UnknownKey
 from state.engine.loading import replay_log, snapshot_records
 from state.formats.records import RECORD_TYPES, RecordFormatError, classify_key, decode_record
 from tests.conformance.harness import KAFKA_OFFSETS_TOPIC
+from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
 
 _MESSAGES = 30
@@ -113,14 +113,7 @@ def test_every_record_a_41_broker_writes_is_decoded_or_classified(
     _consume_kip848(kafka_bootstrap, topic, groups["consumer"])
     _consume_kip848(kafka_bootstrap, f"^record-types-{tag}.*", groups["consumer, regex"])
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    (future,) = admin.alter_consumer_group_offsets(
-        [
-            ConsumerGroupTopicPartitions(
-                groups["admin commit"], [ConfluentTopicPartition(topic, 0, 7)]
-            )
-        ]
-    ).values()
-    future.result(timeout=30)
+    admin_commit(admin, groups["admin commit"], {(topic, 0): 7})
 
     records = _read_all(kafka_bootstrap, KAFKA_OFFSETS_TOPIC)
     counts: Counter[tuple[str, str]] = Counter()

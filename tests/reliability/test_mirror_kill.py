@@ -14,12 +14,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
 from connectors.sinks import SinkError, open_sink
+from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
 from tests.reliability.support import diff, wait_until
 from tests.streaming.helpers import mirror_command
@@ -75,11 +74,8 @@ class AdminCommits(threading.Thread):
         rng = random.Random(7)
         while not self._halt.is_set():
             group = rng.choice(self._groups)
-            tp = ConfluentTopicPartition(self._topic, rng.randrange(3), rng.randrange(10_000))
-            (future,) = self._admin.alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group, [tp])]
-            ).values()
-            future.result(timeout=30)
+            offsets = {(self._topic, rng.randrange(3)): rng.randrange(10_000)}
+            admin_commit(self._admin, group, offsets)
             self.commits += 1
             self._halt.wait(0.03)
 

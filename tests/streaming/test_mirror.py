@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
-from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
@@ -25,6 +24,7 @@ from kafka.admin import KafkaAdminClient
 from connectors.client import OffsetsReader
 from connectors.sinks import SinkError, open_sink
 from streaming.mirror import MirrorConfig, OffsetsMirror
+from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.helpers import mirror_command, wait_for
 
@@ -51,12 +51,7 @@ def _sink_offsets(sink_url: str, group: str) -> dict[tuple[str, int], int] | Non
 
 
 def _admin_commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    partitions = [ConfluentTopicPartition(t, p, o) for (t, p), o in offsets.items()]
-    (future,) = admin.alter_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, partitions)]
-    ).values()
-    future.result(timeout=30)
+    admin_commit(AdminClient({"bootstrap.servers": bootstrap}), group, offsets)
 
 
 def _consume_and_commit(consumer: Any, poll: Any) -> None:

@@ -12,7 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from string import Template
@@ -52,8 +52,21 @@ CLUSTER_FILE = "cluster.json"
 class LocalKafkaCluster:
     """The local cluster living in one data dir; every method is safe to call in any state."""
 
-    def __init__(self, data_dir: Path | str | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path | str | None = None,
+        *,
+        extra_properties: Mapping[str, str] | None = None,
+        scram_credentials: Sequence[str] = (),
+    ) -> None:
+        """The cluster of ``data_dir``. ``extra_properties`` are appended to every node's
+        ``server.properties`` (a later key wins: e.g. more listeners, a short
+        ``offsets.retention.minutes``); ``scram_credentials`` are ``kafka-storage format
+        --add-scram`` arguments (``SCRAM-SHA-512=[name=alice,password=…]``), users known from
+        the first start. Neither is stored in ``cluster.json``: pass them on every start."""
         self.data_dir = Path(data_dir).resolve() if data_dir else default_data_dir()
+        self.extra_properties = dict(extra_properties or {})
+        self.scram_credentials = tuple(scram_credentials)
 
     # -- paths -------------------------------------------------------------------------------
     def node_dir(self, node_id: int) -> Path:
@@ -250,6 +263,9 @@ class LocalKafkaCluster:
             heartbeat_interval_ms=2000 if config.nodes == 1 else 1000,
             session_timeout_ms=9000 if config.nodes == 1 else 4000,
         )
+        if self.extra_properties:
+            text += "\n# Extra properties of this cluster (a later key wins).\n"
+            text += "".join(f"{key}={value}\n" for key, value in self.extra_properties.items())
         self.server_properties(node_id).write_text(text)
 
     def _format(self, config: ClusterConfig) -> None:
@@ -265,6 +281,8 @@ class LocalKafkaCluster:
                 "--config",
                 str(self.server_properties(node_id)),
             ]
+            for credential in self.scram_credentials:
+                command += ["--add-scram", credential]
             runs.append(
                 (
                     node_id,
