@@ -2,8 +2,8 @@
 
 Groups commit on the test broker in every way Kafka knows — a kafka-python consumer in a classic
 group, a confluent-kafka consumer with ``group.protocol=consumer`` (KIP-848), admin-only commits
-— and delete; the mirror reads the broker's ``__consumer_offsets`` and its sink must follow,
-also across a restart from its checkpoint.
+— and delete offsets and groups; the mirror reads the broker's ``__consumer_offsets`` and its
+sink must follow, also across a restart from its checkpoint.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from connectors.sinks import SinkError, open_sink
 from streaming.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
+from tests.fixtures.offset_delete import delete_offsets
 from tests.streaming.helpers import mirror_command, wait_for
 
 _MESSAGES = 20
@@ -151,16 +152,18 @@ def test_the_sink_follows_kafkas_committed_offsets(
             lambda got: got == {(topic, 0): 11, (topic, 1): 9},
         )
         wait_for(lambda: _sink_offsets(sink_url, classic), lambda got: got == {})
+        # An offset delete (OffsetDelete, as kafka-consumer-groups --delete-offsets) leaves the
+        # group's other partition.
+        delete_offsets(kafka_bootstrap, admin_only, topic, [0], tmp_path)
+        assert _kafka_offsets(kafka_bootstrap, admin_only) == {(topic, 1): 9}
+        wait_for(lambda: _sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 9})
         mirror.stop()
 
         # Stopped, then resumed from the checkpoint: what was committed meanwhile arrives.
         _admin_commit(kafka_bootstrap, admin_only, {(topic, 1): 15})
         mirror = OffsetsMirror.create(config, spark)
         mirror.start()
-        wait_for(
-            lambda: _sink_offsets(sink_url, admin_only),
-            lambda got: got == {(topic, 0): 11, (topic, 1): 15},
-        )
+        wait_for(lambda: _sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 15})
         with open_sink(sink_url, read_only=True) as sink:
             wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE")
         assert _sink_offsets(sink_url, kip848) == _kafka_offsets(kafka_bootstrap, kip848)
