@@ -137,6 +137,7 @@ class MirrorWriter:
         started = time.monotonic()
         table = batch.select("partition", "offset", "key", "value").toArrow()
         table = table.sort_by([("partition", "ascending"), ("offset", "ascending")])
+        read = time.monotonic()
         keys = table["key"].combine_chunks()
         values = table["value"].combine_chunks()
         unreadable: list[str] = []
@@ -163,18 +164,24 @@ class MirrorWriter:
             duration_ms=int((time.monotonic() - started) * 1000),
             timestamp_ms=int(time.time() * 1000),
         )
+        decoded = time.monotonic()
         self.sink.write_batch(batch_id, frame, progress, members)
+        written = time.monotonic()
         if self.loading and self.caught_up():
             self.loading = False
             self.sink.set_status("ACTIVE", "mirroring: caught up")
         log.info(
-            "batch %d: %d records (%d applied, %d tombstones, %d of other types), %d ms",
+            "batch %d: %d records (%d applied, %d tombstones, %d of other types), %d ms "
+            "(read %d, decode %d, sink %d)",
             batch_id,
             table.num_rows,
             frame.num_rows + members.num_rows,
             tombstones,
             table.num_rows - frame.num_rows - members.num_rows - len(unreadable),
-            progress.duration_ms,
+            (written - started) * 1000,
+            (read - started) * 1000,
+            (decoded - read) * 1000,
+            (written - decoded) * 1000,
         )
 
     def caught_up(self) -> bool:

@@ -41,13 +41,20 @@ class ConsumerGroupRecords(NamedTuple):
 
 
 def _type_ids(keys: pa.Array) -> np.ndarray:
-    """The int16 record type of each key (-1 for a key shorter than two bytes)."""
-    heads = pc.binary_slice(keys, 0, 2)
-    out = np.full(len(keys), -1, dtype=np.int32)
-    for i, head in enumerate(heads.to_pylist()):
-        if head is not None and len(head) == 2:
-            out[i] = int.from_bytes(head, "big", signed=True)
-    return out
+    """The int16 record type of each key (-1 for a null key or one shorter than two bytes)."""
+    heads = pc.binary_slice(keys, 0, 2).cast(pa.large_binary())
+    n = len(heads)
+    _validity, offsets_buf, data_buf = heads.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int64, count=n + 1, offset=heads.offset * 8)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    whole = (offsets[1:] - offsets[:-1]) == 2
+    if heads.null_count:
+        whole &= np.asarray(heads.is_valid())
+    at = np.where(whole, offsets[:-1], 0)
+    first = data[at].astype(np.int32) if len(data) else np.zeros(n, np.int32)
+    second = data[np.minimum(at + 1, len(data) - 1)].astype(np.int32) if len(data) else first
+    type_ids = ((first << 8) | second).astype(np.int16).astype(np.int32)
+    return np.where(whole, type_ids, -1)
 
 
 def consumer_group_records(

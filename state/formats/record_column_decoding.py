@@ -2,10 +2,11 @@
 
 ``decode_offset_commit_columns`` reads the (key, value) bytes of many records at once with numpy,
 for the layouts Kafka writes most: an ``OffsetCommitKey`` (key version 0 or 1) with a tombstone or
-an ``OffsetCommitValue`` of version 0 to 3. Each record it reads gives exactly what
-``state.formats.records.decode_record`` gives (the tests check them against each other); every
-other record (group metadata, KIP-848 keys, flexible v4 values, anything malformed) is marked for
-that per-record decoder, which also names what is wrong with a corrupt record.
+an ``OffsetCommitValue`` of version 0 to 3, or 4 (Kafka 4's) with metadata under 127 bytes and no
+tagged fields. Each record it reads gives exactly what ``state.formats.records.decode_record``
+gives (the tests check them against each other); every other record (group metadata, KIP-848
+keys, v4 values with tagged fields, anything malformed) is marked for that per-record decoder,
+which also names what is wrong with a corrupt record.
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ def _ints(data: np.ndarray, at: np.ndarray, width: int, ok: np.ndarray) -> np.nd
     return np.ascontiguousarray(raw).view(_BIG_ENDIAN[width]).ravel().astype(np.int64)
 
 
+def _byte(data: np.ndarray, at: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """The unsigned byte at positions ``at`` (rows not ``ok`` read 0)."""
+    if not len(at) or not len(data):
+        return np.zeros(len(at), np.int64)
+    return np.where(ok, data[np.clip(np.where(ok, at, 0), 0, len(data) - 1)], 0).astype(np.int64)
+
+
 def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """UTF-8 strings from byte slices; raises ``pa.ArrowInvalid`` on invalid UTF-8."""
     n = len(starts)
@@ -95,17 +103,24 @@ def decode_offset_commit_columns(keys: pa.Array, values: pa.Array) -> OffsetColu
     vdata, vstart, vlen, has_value = _parts(values)
     vok = has_value & (vlen >= 12)
     vversion = _ints(vdata, vstart, 2, vok)
-    vok &= (vversion >= 0) & (vversion <= 3)
-    is_v3 = vversion == 3
+    vok &= (vversion >= 0) & (vversion <= 4)
+    is_v4 = vversion == 4
+    has_epoch = vversion >= 3
     offset = _ints(vdata, vstart + 2, 8, vok)
-    epoch = np.where(is_v3, _ints(vdata, vstart + 10, 4, vok & is_v3), -1)
-    # Where the metadata length is, by version: after the epoch (v3) or the offset.
-    mlen_at = vstart + np.where(is_v3, 14, 10)
-    vok &= ~is_v3 | (vlen >= 16)
-    mlen = _ints(vdata, mlen_at, 2, vok)
-    fixed = np.select([is_v3, vversion == 1], [24, 28], 20)
+    vok &= ~has_epoch | (vlen >= 16)
+    epoch = np.where(has_epoch, _ints(vdata, vstart + 10, 4, vok & has_epoch), -1)
+    # The metadata's length: an int16 after the epoch (v3) or the offset (v0-v2); in the
+    # flexible v4 a compact string's unsigned varint (length + 1), read here when it is one byte
+    # (metadata under 127 bytes) and not null.
+    mlen_at = vstart + np.where(has_epoch, 14, 10)
+    varint = _byte(vdata, mlen_at, vok & is_v4)
+    vok &= ~is_v4 | ((varint >= 1) & (varint < 0x80))
+    mlen = np.where(is_v4, varint - 1, _ints(vdata, mlen_at, 2, vok & ~is_v4))
+    mstart = mlen_at + np.where(is_v4, 1, 2)
+    # Bytes besides the metadata, by version; v4 ends with an empty tagged-field section (0).
+    fixed = np.select([is_v4, vversion == 3, vversion == 1], [24, 24, 28], 20)
     vok &= (mlen >= 0) & (mlen + fixed == vlen)
-    mstart = mlen_at + 2
+    vok &= ~is_v4 | (_byte(vdata, vstart + vlen - 1, vok & is_v4) == 0)
     ts_at = mstart + np.where(vok, mlen, 0)
     commit_ts = _ints(vdata, ts_at, 8, vok)
     expire_ts = _ints(vdata, ts_at + 8, 8, vok & (vversion == 1))

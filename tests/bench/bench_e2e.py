@@ -39,7 +39,6 @@ import signal
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -60,6 +59,7 @@ from streaming.job import OffsetsJob, ensure_topics
 from streaming.processor import PROFILE_DIR_ENV
 from streaming.session import spark_session
 from tests.bench.load import IngestTarget, check_encoding, in_child, paced_requests, produce_rounds
+from tests.bench.memory import MemorySampler
 from tests.bench.native import commit_through_kafka
 from tests.fixtures.job import new_job_config
 
@@ -188,71 +188,6 @@ def read_sections(profile_dir: Path) -> list[dict[str, float]]:
     for path in profile_dir.glob("sections-*.jsonl"):
         rows += [json.loads(line) for line in path.read_text().splitlines() if line]
     return rows
-
-
-def _status_kb(pid: int) -> tuple[int, int]:
-    """(VmHWM, VmRSS) in kB of a live process; (0, 0) when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0, 0
-    values = {
-        line.split(":")[0]: int(line.split()[1])
-        for line in text.splitlines()
-        if line.startswith(("VmHWM", "VmRSS"))
-    }
-    return values.get("VmHWM", 0), values.get("VmRSS", 0)
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = defaultdict(list)
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children[ppid].append(int(entry.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        for child in children.get(pid, []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-class MemorySampler(threading.Thread):
-    """Peak resident memory (VmHWM, /proc) of the JVM, its Python workers and this process."""
-
-    def __init__(self, jvm_pid: int) -> None:
-        super().__init__(daemon=True, name="memory-sampler")
-        self.jvm_pid = jvm_pid
-        self.peaks: dict[str, int] = {"jvm": 0, "python_worker_max": 0, "bench_python": 0}
-        self.workers_rss_sum_peak = 0
-        self._stop_event = threading.Event()
-
-    def sample(self) -> None:
-        self.peaks["jvm"] = max(self.peaks["jvm"], _status_kb(self.jvm_pid)[0])
-        self.peaks["bench_python"] = max(self.peaks["bench_python"], _status_kb(os.getpid())[0])
-        rss_sum = 0
-        for pid in _descendants(self.jvm_pid):
-            hwm, rss = _status_kb(pid)
-            self.peaks["python_worker_max"] = max(self.peaks["python_worker_max"], hwm)
-            rss_sum += rss
-        self.workers_rss_sum_peak = max(self.workers_rss_sum_peak, rss_sum)
-
-    def run(self) -> None:
-        while not self._stop_event.wait(1.0):
-            self.sample()
-
-    def stop(self) -> dict[str, float]:
-        self._stop_event.set()
-        self.sample()
-        result = {f"{k}_peak_mb": v / 1024 for k, v in self.peaks.items()}
-        result["python_workers_rss_sum_peak_mb"] = self.workers_rss_sum_peak / 1024
-        return result
 
 
 # --- the run ------------------------------------------------------------------------------------

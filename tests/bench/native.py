@@ -68,8 +68,10 @@ def _warm_up(admin: AdminClient, groups: Sequence[str], topic: str) -> None:
             request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 0)])
             future = admin.alter_consumer_group_offsets([request])[group]
             try:
-                future.result(timeout=30)
-            except KafkaException:
+                answered = future.result(timeout=30)
+                if any(tp.error for tp in answered.topic_partitions):
+                    failed.append(group)  # e.g. NOT_COORDINATOR while the topic is created
+            except (KafkaException, TimeoutError):
                 failed.append(group)
         if failed and time.monotonic() > deadline:
             raise RuntimeError(f"Kafka's coordinator did not answer {len(failed)} groups")

@@ -25,9 +25,14 @@ ints64 = st.integers(-(2**63), 2**63 - 1)
 @st.composite
 def offset_values(draw: st.DrawFn) -> bytes | None:
     """A value of any version Kafka wrote (0-4), a tombstone, or damaged bytes."""
-    choice = draw(st.sampled_from(["v0", "v1", "v2", "v3", "v4", "tombstone", "damaged"]))
+    choice = draw(
+        st.sampled_from(
+            ["v0", "v1", "v2", "v3", "v4", "v4-tagged", "tombstone", "damaged", "damaged-v4"]
+        )
+    )
     offset, epoch, ts = draw(ints64), draw(ints32), draw(ints64)
-    metadata = draw(texts)
+    # Long metadata too: a v4 compact string's length takes two varint bytes from 127 bytes on.
+    metadata = draw(st.one_of(texts, st.text(min_size=120, max_size=140)))
     if choice == "tombstone":
         return None
     if choice in ("v0", "v2"):
@@ -37,9 +42,13 @@ def offset_values(draw: st.DrawFn) -> bytes | None:
         return i16(1) + i64(offset) + s(metadata) + i64(ts) + i64(expire)
     if choice == "v3":
         return i16(3) + i64(offset) + i32(epoch) + s(metadata) + i64(ts)
+    v4 = encode_offset_commit_value(OffsetAndMetadata(offset, epoch, metadata, ts), 4)
     if choice == "v4":
-        return encode_offset_commit_value(OffsetAndMetadata(offset, epoch, metadata, ts), 4)
-    good = i16(3) + i64(offset) + i32(epoch) + s(metadata) + i64(ts)
+        return v4
+    if choice == "v4-tagged":  # a tagged field (tag 0, 16 bytes: Kafka 4.1's topicId)
+        return v4[:-1] + bytes([1, 0, 16]) + draw(st.binary(min_size=16, max_size=16))
+    good = v4 if choice == "damaged-v4" else i16(3) + i64(offset) + i32(epoch) + s(metadata)
+    good += b"" if choice == "damaged-v4" else i64(ts)
     cut = draw(st.integers(0, len(good)))
     return good[:cut] + draw(st.binary(max_size=4))
 
@@ -95,20 +104,28 @@ def test_column_decoder_leaves_what_it_does_not_know_to_the_record_decoder() -> 
     commit = encode_offset_commit_key("g", "t", 0)
     v3 = encode_offset_commit_value(OffsetAndMetadata(5, 1, "m", 7))
     v4 = encode_offset_commit_value(OffsetAndMetadata(5, 1, "m", 7), 4)
+    v4_tagged = v4[:-1] + bytes([1, 0, 16]) + bytes(16)
+    v4_long = encode_offset_commit_value(OffsetAndMetadata(5, 1, "m" * 200, 7), 4)
+    v4_bad_tags = v4[:-1] + b"\x01"  # one tagged field announced, none there
     pairs = [
         (commit, v3),
         (encode_group_metadata_key("g"), None),
         (commit, v4),
+        (commit, v4_tagged),
+        (commit, v4_long),
+        (commit, v4_bad_tags),
         (commit, v3[:-1]),
         (commit, None),
     ]
     columns = decode_offset_commit_columns(
         pa.array([k for k, _ in pairs], pa.binary()), pa.array([v for _, v in pairs], pa.binary())
     )
-    assert columns.decoded.tolist() == [True, False, False, False, True]
-    try:
-        decode_record(commit, v3[:-1])
-    except RecordFormatError:
-        pass
-    else:  # pragma: no cover - the damaged value must be refused by the record decoder
-        raise AssertionError("a truncated value decoded")
+    assert columns.decoded.tolist() == [True, False, True, False, False, False, False, True]
+    assert decode_record(commit, v4_tagged).value == decode_record(commit, v4).value
+    for damaged in (v3[:-1], v4_bad_tags):
+        try:
+            decode_record(commit, damaged)
+        except RecordFormatError:
+            pass
+        else:  # pragma: no cover - the damaged value must be refused by the record decoder
+            raise AssertionError(f"a damaged value decoded: {damaged.hex()}")

@@ -1,0 +1,74 @@
+"""Peak resident memory of the benchmark's processes (VmHWM from /proc): Spark's JVM, its
+Python workers and the benchmark's own Python process (the driver's Python side)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import defaultdict
+from pathlib import Path
+
+
+def _status_kb(pid: int) -> tuple[int, int]:
+    """(VmHWM, VmRSS) in kB of a live process; (0, 0) when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0, 0
+    values = {
+        line.split(":")[0]: int(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith(("VmHWM", "VmRSS"))
+    }
+    return values.get("VmHWM", 0), values.get("VmRSS", 0)
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children[ppid].append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child in children.get(pid, []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class MemorySampler(threading.Thread):
+    """Peak resident memory (VmHWM, /proc) of the JVM, its Python workers and this process."""
+
+    def __init__(self, jvm_pid: int) -> None:
+        super().__init__(daemon=True, name="memory-sampler")
+        self.jvm_pid = jvm_pid
+        self.peaks: dict[str, int] = {"jvm": 0, "python_worker_max": 0, "bench_python": 0}
+        self.workers_rss_sum_peak = 0
+        self._stop_event = threading.Event()
+
+    def sample(self) -> None:
+        self.peaks["jvm"] = max(self.peaks["jvm"], _status_kb(self.jvm_pid)[0])
+        self.peaks["bench_python"] = max(self.peaks["bench_python"], _status_kb(os.getpid())[0])
+        rss_sum = 0
+        for pid in _descendants(self.jvm_pid):
+            hwm, rss = _status_kb(pid)
+            self.peaks["python_worker_max"] = max(self.peaks["python_worker_max"], hwm)
+            rss_sum += rss
+        self.workers_rss_sum_peak = max(self.workers_rss_sum_peak, rss_sum)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(1.0):
+            self.sample()
+
+    def stop(self) -> dict[str, float]:
+        self._stop_event.set()
+        self.sample()
+        result = {f"{k}_peak_mb": v / 1024 for k, v in self.peaks.items()}
+        result["python_workers_rss_sum_peak_mb"] = self.workers_rss_sum_peak / 1024
+        return result
