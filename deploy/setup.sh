@@ -73,10 +73,12 @@ apt_install() {
 }
 
 # -- JVM toolchain: Java runs Spark and the broker, Maven resolves their jars ----------------------
-phase "java and maven"
+phase "java, maven and openssl"
 missing=()
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
+# openssl makes the certificates of the tests' SASL_SSL broker.
+command -v openssl >/dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   apt_install "${missing[@]}"
   phase_done "installed ${missing[*]}"

@@ -66,7 +66,9 @@ def _warm_up(admin: AdminClient, groups: Sequence[str], topic: str) -> None:
         failed = []
         for group in pending:
             request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 0)])
-            future = admin.alter_consumer_group_offsets([request])[group]
+            # A short timeout: a fresh broker's first request may wait for a coordinator that
+            # a retry finds at once.
+            future = admin.alter_consumer_group_offsets([request], request_timeout=5)[group]
             try:
                 answered = future.result(timeout=30)
                 if any(tp.error for tp in answered.topic_partitions):
