@@ -3,6 +3,7 @@
 #
 #   bash deploy/setup.sh              # .venv + Python deps + JVM jars
 #   bash deploy/setup.sh --postgres   # ... and PostgreSQL's server binaries (apt), for its tests
+#   bash deploy/setup.sh --test-tools # ... and Prometheus and Chromium (apt), for the server's tests
 #
 # Phases that are already done are skipped: the virtualenv's install is keyed by a hash of
 # pyproject.toml, the Maven-resolved jars by a hash of deploy/pom.xml (stamp files). Output is
@@ -14,9 +15,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 with_postgres=false
+with_test_tools=false
 for arg in "$@"; do
   case "$arg" in
     --postgres) with_postgres=true ;;
+    --test-tools) with_test_tools=true ;;
     -h | --help)
       sed -n '2,12p' "$0"
       exit 0
@@ -148,6 +151,20 @@ else
   fi
   echo "$jar_key" >"$jar_stamp"
   phase_done "$(find "$jars/spark" -name '*.jar' | wc -l) spark + $(find "$jars/kafka" -name '*.jar' | wc -l) kafka jars"
+fi
+
+# -- Prometheus and headless Chromium: the HTTP server's tests scrape it and render its pages ------
+if $with_test_tools; then
+  phase "prometheus and chromium"
+  missing=()
+  command -v prometheus >/dev/null || missing+=(prometheus)
+  command -v chromium >/dev/null || missing+=(chromium)
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt_install "${missing[@]}"
+    phase_done "installed ${missing[*]}"
+  else
+    phase_done "present"
+  fi
 fi
 
 # -- PostgreSQL server binaries (tests start their own throwaway cluster) -------------------------

@@ -12,7 +12,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-setup_args=(--postgres)
+setup_args=(--postgres --test-tools)
 pytest_args=()
 for arg in "$@"; do
   case "$arg" in

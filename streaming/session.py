@@ -118,6 +118,9 @@ def spark_session(
         # A query stopped inside foreachBatch reports an error whose text embeds the whole plan;
         # Spark matches it with a regex that overflows the default 1 MB thread stack.
         "spark.driver.extraJavaOptions": "-Xss16m",
+        # pyspark's pandas serializer trips pandas' FutureWarnings in every Python worker, once
+        # per task: noise in the job's log, nothing a user can act on.
+        "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
     }
     if resolved_master.startswith("local"):
         # Local runs must not depend on the machine's hostname resolving; a cluster's executors
@@ -129,6 +132,28 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name).master(resolved_master)
     for key, value in conf.items():
         builder = builder.config(key, value)
+    # Local workers are children of the JVM, which is a child of this process.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    _quiet_expected_warnings(session)
     return session
+
+
+#: Spark warnings that a streaming query of this project logs in normal operation: a batch that
+#: takes longer than a short trigger interval, AQE being off in streaming. Logged at ERROR only.
+_EXPECTED_WARNINGS = (
+    "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
+    "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",
+    "org.apache.spark.sql.execution.streaming.ResolveWriteToStream",
+    "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream",
+)
+
+
+def _quiet_expected_warnings(session: SparkSession) -> None:
+    jvm = session.sparkContext._jvm  # type: ignore[attr-defined]
+    if jvm is None:
+        return
+    error = jvm.org.apache.logging.log4j.Level.ERROR
+    for name in _EXPECTED_WARNINGS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)

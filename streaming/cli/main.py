@@ -15,10 +15,11 @@ Commands (``consumer-offsets <command> --help`` for each)::
     status                                     the job's coordinator status
     run ...                                    the streaming job (python -m streaming)
     mirror ...                                 a cluster's __consumer_offsets into the sink
+    serve --sink-url URL ...                   /metrics, Burrow's /v3 API and a dashboard
     kafka ...                                  the local broker (connectors.kafka.local)
 
-Every command but ``run``, ``mirror`` and ``kafka`` takes ``--bootstrap-server``, ``--sink-url``,
-``--config`` (TOML), ``--timeout`` (ms) and ``--json``; unset values come from the
+Every command but ``run``, ``mirror``, ``serve`` and ``kafka`` takes ``--bootstrap-server``,
+``--sink-url``, ``--config`` (TOML), ``--timeout`` (ms) and ``--json``; unset values come from the
 ``CONSUMER_OFFSETS_*`` environment variables and the config file (``streaming.config``).
 Commits, resets, imports and deletes go through the job (``connectors.client.commit_client``), so
 Kafka's rules hold: a group with members refuses admin commits (UNKNOWN_MEMBER_ID, 25) and deletion
@@ -46,6 +47,7 @@ from connectors.client.errors import OffsetsError
 from connectors.sinks import SinkError
 from streaming.cli import mirror as mirror_runner
 from streaming.cli import run as job_runner
+from streaming.cli import serve as serve_runner
 from streaming.cli.commands.delete import cmd_delete, cmd_delete_offsets
 from streaming.cli.commands.offsets import (
     cmd_commit,
@@ -202,6 +204,14 @@ def build_parser() -> argparse.ArgumentParser:
     mirror_runner.add_mirror_arguments(mirror)
     mirror.set_defaults(handler=None, delegate="mirror")
 
+    serve = sub.add_parser(
+        "serve",
+        help="Prometheus metrics, Burrow's API and a dashboard over the sink",
+        description="A read-only HTTP server over the sink: /metrics, Burrow's /v3, a dashboard.",
+    )
+    serve_runner.add_serve_arguments(serve)
+    serve.set_defaults(handler=None, delegate="serve")
+
     kafka = sub.add_parser(
         "kafka",
         help="start/stop the local Kafka broker",
@@ -237,6 +247,15 @@ def main(
         parser.print_usage(err)
         err.write(f"{PROG}: error: a command is required\n")
         return EXIT_USAGE
+    if getattr(args, "delegate", None) == "serve":
+        try:
+            return serve_runner.run_serve(args)
+        except UsageError as exc:
+            err.write(f"{PROG}: error: {exc}\n")
+            return EXIT_USAGE
+        except SinkError as exc:
+            print_failure(out, err, False, "SinkError", str(exc))
+            return EXIT_FAILURE
     if getattr(args, "delegate", None) == "mirror":
         try:
             return mirror_runner.run_mirror(args)
@@ -257,7 +276,7 @@ def main(
             return EXIT_FAILURE
     if getattr(args, "delegate", None):
         # ``run``: the streaming job, exactly as ``python -m streaming`` runs it.
-        job_runner.configure_logging()
+        job_runner.configure_logging(args.log_level)
         return job_runner.run(args)
     # kafka-python logs every refused connection; the command reports what matters itself.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from streaming.cli.errors import UsageError
-from streaming.cli.run import configure_logging, run_until_stopped
+from streaming.cli.run import add_log_level_argument, configure_logging, run_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep only the latest offsets, no history",
     )
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
+    add_log_level_argument(parser)
 
 
 def _option(pair: str) -> tuple[str, str]:
@@ -92,7 +93,7 @@ def run_mirror(args: argparse.Namespace) -> int:
     from streaming.mirror import OffsetsMirror
 
     config = mirror_config_from_args(args)
-    configure_logging()
+    configure_logging(args.log_level)
     mirror = OffsetsMirror.create(config)
     try:
         return run_until_stopped(mirror, mirror.start(), args.duration)

@@ -22,6 +22,20 @@ from streaming.config import JobConfig, load_config
 #: How long a query that ended may take to be replaced by the job's own restart.
 RESTART_GRACE_S: Final = 60.0
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+#: Libraries that log at INFO what a user cannot act on (kafka-python: every connection opened
+#: and closed; py4j: every callback). They log warnings and errors only, unless --log-level debug.
+LIBRARY_LOGGERS: Final = ("kafka", "py4j", "urllib3")
+
+
+def add_log_level_argument(parser: argparse.ArgumentParser, default: str = "info") -> None:
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=default,
+        help=f"the project's log lines from this level on (default {default}); libraries "
+        "warn only, unless debug",
+    )
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +47,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help="single local broker defaults: replication factor 1, min.insync.replicas 1",
     )
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
+    add_log_level_argument(parser)
     for f in fields(JobConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.name == "keep_history":
@@ -51,9 +66,14 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     return load_config(args.config, overrides=overrides)
 
 
-def configure_logging() -> None:
-    """INFO-level log lines with time and logger name on stderr, for a running job."""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+def configure_logging(level: str = "info") -> None:
+    """Log lines with time, level and logger name on stderr: the project's from ``level`` on
+    (at INFO: one line per micro-batch with its figures), libraries' warnings and errors."""
+    numeric = getattr(logging, level.upper())
+    logging.basicConfig(level=numeric, format=LOG_FORMAT)
+    logging.getLogger().setLevel(numeric)
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(numeric if numeric <= logging.DEBUG else logging.WARNING)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,5 +137,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streaming", description=__doc__)
     add_job_arguments(parser)
     args = parser.parse_args(argv)
-    configure_logging()
+    configure_logging(args.log_level)
     return run(args)

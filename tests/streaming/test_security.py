@@ -180,7 +180,8 @@ def test_no_secret_in_the_mirror_commands_output(
         output, _ = process.communicate(timeout=90)
     text = output.decode(errors="replace")
     assert process.returncode == 0, text[-3000:]
-    assert "batch 0" in text  # it did log its work
+    assert "batch 0" in text  # it did log its work, and no library's chatter
+    assert "INFO kafka" not in text and "INFO py4j" not in text
     assert secured_kafka.password not in text
 
     # A wrong password: a clear authentication failure, exit 1, and neither password shown.

@@ -1,0 +1,79 @@
+"""``consumer-offsets serve``: Prometheus metrics, Burrow's v3 API and a dashboard over the
+sink, read-only (``streaming.serve``).
+
+Log-end offsets (for lag) come from the Kafka cluster when ``--bootstrap-servers`` is given
+(client options as ``--kafka-option KEY=VALUE``, the Java client's names), else from the sink's
+stored ones, which a mirror keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from streaming.cli.errors import UsageError
+from streaming.cli.mirror import _option
+from streaming.cli.run import add_log_level_argument, configure_logging
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sink-url", required=True, help="the job's or the mirror's sink")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="for log-end offsets")
+    parser.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        type=_option,
+        metavar="KEY=VALUE",
+        help="a Kafka client option (repeatable)",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--cluster-name", default="local", help="its name in Burrow's API")
+    parser.add_argument(
+        "--log-end-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often log-end offsets are read",
+    )
+    add_log_level_argument(parser, default="warning")
+
+
+def serve_config_from_args(args: argparse.Namespace) -> Any:
+    from connectors.kafka.kafka_python import kafka_python_options
+    from connectors.secrets import hide_in_logs, secret_values
+    from streaming.serve import ServeConfig
+
+    options = dict(args.kafka_option)
+    hide_in_logs(secret_values(options))
+    if options and not args.bootstrap_servers:
+        raise UsageError("--kafka-option needs --bootstrap-servers")
+    if args.log_end_interval <= 0:
+        raise UsageError(f"--log-end-interval must be > 0, got {args.log_end_interval}")
+    client_options = None
+    if args.bootstrap_servers:
+        try:
+            client_options = kafka_python_options(args.bootstrap_servers, options)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return ServeConfig(
+        sink_url=args.sink_url,
+        client_options=client_options,
+        bootstrap_servers=args.bootstrap_servers.split(",") if args.bootstrap_servers else [],
+        cluster_name=args.cluster_name,
+        log_end_interval_s=args.log_end_interval,
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until interrupted (uvicorn handles SIGINT/SIGTERM); 0 on a clean stop."""
+    import uvicorn
+
+    from streaming.serve import create_app
+
+    config = serve_config_from_args(args)
+    configure_logging(args.log_level)
+    app = create_app(config)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0

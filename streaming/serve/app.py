@@ -1,0 +1,65 @@
+"""``consumer-offsets serve``: a read-only HTTP server over the sink the job or the mirror
+keeps: Prometheus metrics, Burrow's v3 API and a dashboard. It holds no state of its own but a
+cache of log-end offsets, so several can run side by side over one sink."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from connectors.sinks import open_sink
+from streaming.serve.burrow import BurrowApi
+from streaming.serve.dashboard import Dashboard
+from streaming.serve.evaluation import DEFAULT_INTERVALS
+from streaming.serve.lag_view import LagView
+from streaming.serve.log_end_cache import DEFAULT_INTERVAL_S, LogEndCache
+from streaming.serve.metrics import registry_for
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    sink_url: str
+    #: Kafka client options (kafka-python's names) for log-end offsets; None reads the sink's
+    #: stored ones (a mirror's).
+    client_options: Mapping[str, Any] | None = None
+    bootstrap_servers: list[str] = field(default_factory=list)
+    cluster_name: str = "local"
+    log_end_interval_s: float = DEFAULT_INTERVAL_S
+    intervals: int = DEFAULT_INTERVALS
+
+
+def create_app(config: ServeConfig) -> Starlette:
+    """The application; the log-end cache runs while the application does (its lifespan)."""
+    sink = open_sink(config.sink_url, read_only=True)
+    log_ends = LogEndCache(sink, config.client_options, config.log_end_interval_s)
+    view = LagView(sink, log_ends, config.cluster_name, config.intervals)
+    registry = registry_for(view)
+
+    def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        log_ends.start()
+        try:
+            yield
+        finally:
+            log_ends.stop()
+            sink.close()
+
+    routes = [
+        Route("/metrics", metrics),
+        *BurrowApi(view, config.bootstrap_servers).routes(),
+        *Dashboard(view).routes(),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.view = view
+    return app

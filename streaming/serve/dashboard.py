@@ -1,0 +1,113 @@
+"""The dashboard: every group with its status and total lag at ``/``, and a group's page with
+each partition's committed offset, log-end offset, lag and a lag-over-time chart. Rendered on
+the server (Jinja2, inline SVG): no script and no external asset, so it works offline."""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from connectors.sinks import SinkError, redact_url
+from streaming.serve.chart import chart_legend, lag_chart
+from streaming.serve.lag_view import LagView, PartitionView
+
+#: Commits per partition drawn in the chart.
+CHART_COMMITS = 100
+
+_templates = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=select_autoescape(["html"]),
+)
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    group_id: str
+    status: str
+    partitions: int
+    members: int | None
+    total_lag: int
+
+
+def _committed_at(ms: int) -> str:
+    if ms < 0:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Dashboard:
+    def __init__(self, view: LagView) -> None:
+        self.view = view
+
+    def routes(self) -> list[Route]:
+        return [Route("/", self.index), Route("/group/{group:path}", self.group)]
+
+    def _page(self, name: str, status_code: int = 200, **context: object) -> HTMLResponse:
+        try:
+            status = self.view.sink.status().status
+        except SinkError:
+            status = "no status"
+        page = _templates.get_template(name).render(
+            cluster=self.view.cluster,
+            sink=redact_url(self.view.sink.url),
+            sink_status=status,
+            **context,
+        )
+        return HTMLResponse(page, status_code=status_code)
+
+    def index(self, request: Request) -> Response:
+        rows = []
+        for g in self.view.groups():
+            evaluated = self.view.status(g.group_id)
+            rows.append(
+                GroupRow(
+                    g.group_id, evaluated.status.name, g.partitions, g.members, evaluated.totallag
+                )
+            )
+        return self._page("index.html", groups=rows)
+
+    def _lag_series(self, p: PartitionView, now: int) -> list[tuple[int, int]]:
+        """The partition's lag over time: at each of its commits (against the log-end offset
+        seen then) and at each log-end offset the server saw (against the commit in force)."""
+        commits = self.view.commits(p.committed, CHART_COMMITS)
+        points = {o.timestamp_ms: o.lag for o in commits if o.lag is not None}
+        times = [o.timestamp_ms for o in commits]
+        for at, log_end in self.view.log_ends.series(p.topic_partition):
+            i = bisect.bisect_right(times, at)
+            if i:
+                points[at] = max(0, log_end - commits[i - 1].offset)
+        if p.lag is not None:
+            points[now] = p.lag
+        return sorted(points.items())
+
+    def group(self, request: Request) -> Response:
+        group_id = request.path_params["group"]
+        if self.view.group(group_id) is None:
+            return self._page("index.html", status_code=404, groups=[])
+        now = int(time.time() * 1000)
+        partitions = self.view.partitions(group_id)
+        status = self.view.status(group_id, now)
+        by_partition = {(s.topic, s.partition): s for s in status.partitions}
+        series = {
+            f"{p.committed.topic}-{p.committed.partition}": self._lag_series(p, now)
+            for p in partitions
+        }
+        rows = [(p, by_partition[(p.committed.topic, p.committed.partition)]) for p in partitions]
+        return self._page(
+            "group.html",
+            group=group_id,
+            status=status,
+            partitions=partitions,
+            rows=rows,
+            chart=lag_chart(series, f"lag of {group_id} over time"),
+            legend=chart_legend(series),
+            committed_at=_committed_at,
+        )

@@ -1,0 +1,103 @@
+"""A group as the server shows it: each partition's committed offset, log-end offset and lag,
+and the window of its recent commits with the lag each had, for Burrow's rules and the charts.
+
+Read from the sink (offsets, the commit history, group metadata) and the log-end cache; the
+lag of a commit is the log-end offset seen at or before its commit time minus its offset.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from connectors.sinks import CommittedOffset, GroupListing, Sink
+from state.coordinator.model import TopicPartition
+from streaming.serve.evaluation import (
+    DEFAULT_INTERVALS,
+    ConsumerOffset,
+    GroupStatus,
+    group_status,
+    partition_status,
+)
+from streaming.serve.log_end_cache import LogEndCache
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    committed: CommittedOffset
+    log_end_offset: int | None
+    #: Commits of the window, oldest first, each with the lag it had.
+    window: list[ConsumerOffset]
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self.committed.topic_partition
+
+    @property
+    def lag(self) -> int | None:
+        if self.log_end_offset is None:
+            return None
+        return max(0, self.log_end_offset - self.committed.offset)
+
+
+class LagView:
+    """Reads groups, their partitions and statuses over one sink and one log-end cache."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        log_ends: LogEndCache,
+        cluster: str,
+        intervals: int = DEFAULT_INTERVALS,
+    ) -> None:
+        self.sink, self.log_ends, self.cluster, self.intervals = sink, log_ends, cluster, intervals
+
+    def groups(self) -> list[GroupListing]:
+        return self.sink.list_groups()
+
+    def group(self, group_id: str) -> GroupListing | None:
+        return next((g for g in self.groups() if g.group_id == group_id), None)
+
+    def _log_end(self, tp: TopicPartition) -> int | None:
+        latest = self.log_ends.latest(tp)
+        if latest is not None:
+            return latest
+        stored = self.sink.log_end_offsets([tp.topic]).get(tp)
+        return stored.offset if stored else None
+
+    def commits(self, committed: CommittedOffset, limit: int) -> list[ConsumerOffset]:
+        """The partition's last ``limit`` commits, oldest first, with their lag at the time
+        (the current offset alone when the sink keeps no history)."""
+        tp = committed.topic_partition
+        history = self.sink.history(committed.group_id, tp.topic, tp.partition, limit=limit)
+        points = [(h.offset, h.commit_timestamp_ms) for h in reversed(history)]
+        if not points:
+            points = [(committed.offset, committed.commit_timestamp_ms)]
+        window = []
+        for offset, timestamp in points:
+            log_end = self.log_ends.at(tp, timestamp)
+            lag = None if log_end is None else max(0, log_end - offset)
+            window.append(ConsumerOffset(offset, timestamp, timestamp, lag))
+        return window
+
+    def partitions(self, group_id: str) -> list[PartitionView]:
+        return [
+            PartitionView(c, self._log_end(c.topic_partition), self.commits(c, self.intervals))
+            for c in self.sink.fetch_offsets(group_id)
+        ]
+
+    def status(self, group_id: str, now_ms: int | None = None) -> GroupStatus:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        statuses = [
+            partition_status(
+                p.committed.topic,
+                p.committed.partition,
+                p.window,
+                p.lag or 0,
+                self.log_ends.recent(p.topic_partition, self.intervals),
+                now,
+                self.intervals,
+            )
+            for p in self.partitions(group_id)
+        ]
+        return group_status(self.cluster, group_id, statuses)

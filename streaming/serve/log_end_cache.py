@@ -1,0 +1,138 @@
+"""Log-end offsets over time, per partition, held by the server for lag and Burrow's rules.
+
+Every ``interval_s`` the cache reads the log-end offsets of the committed topics: from the Kafka
+cluster (ListOffsets) when the server has client options for it, else from the sink's
+``topic_log_end_offsets`` (kept by a mirror). It keeps the last observations of each partition
+(a ring, as Burrow keeps its broker offsets), so the lag a commit had when it was made can be
+told from the log-end offset seen at or before it. Only a cache: a restarted server starts
+empty, and several servers over one sink need nothing from each other.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from connectors.client.offsets_reader import BrokerOffsets
+from connectors.sinks import Sink, SinkError
+from state.coordinator.model import TopicPartition
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_S = 10.0
+#: Observations kept per partition: an hour at the default interval.
+DEFAULT_KEEP = 360
+
+
+class LogEndCache:
+    """Observed log-end offsets; :meth:`refresh` reads once, :meth:`start` keeps reading."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        client_options: Mapping[str, Any] | None = None,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        keep: int = DEFAULT_KEEP,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"log-end refresh interval must be > 0 s, got {interval_s}")
+        self.sink = sink
+        self.interval_s = interval_s
+        self._broker = BrokerOffsets(client_options) if client_options is not None else None
+        self._keep = keep
+        self._seen: dict[TopicPartition, deque[tuple[int, int]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def source(self) -> str:
+        return "kafka" if self._broker is not None else "sink"
+
+    def observe(self, offsets: Mapping[TopicPartition, int], at_ms: int) -> None:
+        """Record log-end offsets seen at ``at_ms`` (an observation older than the last one
+        of its partition is ignored: time only moves forward in the ring)."""
+        with self._lock:
+            for tp, offset in offsets.items():
+                ring = self._seen.setdefault(tp, deque(maxlen=self._keep))
+                if ring and ring[-1][0] > at_ms:
+                    continue
+                ring.append((at_ms, int(offset)))
+
+    def latest(self, tp: TopicPartition) -> int | None:
+        with self._lock:
+            ring = self._seen.get(tp)
+            return ring[-1][1] if ring else None
+
+    def offsets_of(self, topic: str) -> dict[int, int]:
+        """The latest log-end offset of each known partition of ``topic``."""
+        with self._lock:
+            return {
+                tp.partition: ring[-1][1] for tp, ring in self._seen.items() if tp.topic == topic
+            }
+
+    def at(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
+        """The log-end offset last seen at or before ``timestamp_ms`` (None if none was)."""
+        with self._lock:
+            ring = self._seen.get(tp)
+            if not ring:
+                return None
+            times = [t for t, _ in ring]
+            i = bisect.bisect_right(times, timestamp_ms)
+            return ring[i - 1][1] if i else None
+
+    def recent(self, tp: TopicPartition, count: int) -> list[int]:
+        """The last ``count`` observed log-end offsets, oldest first."""
+        with self._lock:
+            ring = self._seen.get(tp)
+            return [offset for _, offset in list(ring)[-count:]] if ring else []
+
+    def series(self, tp: TopicPartition) -> list[tuple[int, int]]:
+        """Every kept (time ms, log-end offset) observation, oldest first."""
+        with self._lock:
+            return list(self._seen.get(tp, ()))
+
+    def refresh(self) -> int:
+        """Read the log-end offsets of the committed topics once; the partitions read."""
+        if self._broker is None:
+            stored = self.sink.log_end_offsets()
+            for entry in stored.values():
+                self.observe({entry.topic_partition: entry.offset}, entry.updated_at_ms)
+            return len(stored)
+        partitions = [
+            TopicPartition(topic, partition)
+            for topic in self.sink.committed_topics()
+            for partition in self._broker.partitions_for(topic)
+        ]
+        ends = self._broker.end_offsets(partitions)
+        self.observe(ends, int(time.time() * 1000))
+        return len(ends)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="log-end-cache", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.refresh()
+            except (SinkError, OSError, RuntimeError) as exc:
+                log.warning(
+                    "log-end offsets not read (retried in %.0f s): %s", self.interval_s, exc
+                )
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+        if self._broker is not None:
+            self._broker.close()

@@ -1,0 +1,133 @@
+"""``/metrics``: consumer lag with kafka_exporter's metric names and labels, and the job's (or
+the mirror's) progress from the sink's status, read from the sink at every scrape.
+
+kafka_exporter's names, so existing dashboards and alerts work unchanged:
+``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag`` (per partition, labels
+``consumergroup``, ``topic``, ``partition``), ``kafka_consumergroup_lag_sum`` (per group and
+topic), ``kafka_consumergroup_members`` and ``kafka_topic_partition_current_offset`` (the
+log-end offset). The progress metrics are ``consumer_offsets_*``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from connectors.sinks import SinkError
+from streaming.serve.lag_view import LagView
+
+STATUSES = ("LOADING", "ACTIVE", "STOPPED")
+
+
+class SinkCollector(Collector):
+    """Collects every metric from the sink at scrape time (no state between scrapes)."""
+
+    def __init__(self, view: LagView) -> None:
+        self.view = view
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._lag()
+        yield from self._progress()
+
+    def _lag(self) -> Iterator[Metric]:
+        group_labels = ["consumergroup", "topic", "partition"]
+        current = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset",
+            "Current committed offset of a consumer group at a topic/partition",
+            labels=group_labels,
+        )
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag",
+            "Current approximate lag of a consumer group at a topic/partition",
+            labels=group_labels,
+        )
+        lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "Current approximate lag of a consumer group at a topic for all partitions",
+            labels=["consumergroup", "topic"],
+        )
+        members = GaugeMetricFamily(
+            "kafka_consumergroup_members",
+            "Amount of members in a consumer group",
+            labels=["consumergroup"],
+        )
+        log_end = GaugeMetricFamily(
+            "kafka_topic_partition_current_offset",
+            "Current offset of a broker at a topic/partition",
+            labels=["topic", "partition"],
+        )
+        seen_log_end: set[tuple[str, int]] = set()
+        for group in self.view.groups():
+            members.add_metric([group.group_id], float(group.members or 0))
+            sums: dict[str, int] = {}
+            for p in self.view.partitions(group.group_id):
+                topic, partition = p.committed.topic, p.committed.partition
+                labels = [group.group_id, topic, str(partition)]
+                current.add_metric(labels, float(p.committed.offset))
+                if p.log_end_offset is None:
+                    continue
+                lag.add_metric(labels, float(p.lag or 0))
+                sums[topic] = sums.get(topic, 0) + (p.lag or 0)
+                if (topic, partition) not in seen_log_end:
+                    seen_log_end.add((topic, partition))
+                    log_end.add_metric([topic, str(partition)], float(p.log_end_offset))
+            for topic, total in sorted(sums.items()):
+                lag_sum.add_metric([group.group_id, topic], float(total))
+        yield from (current, lag, lag_sum, members, log_end)
+
+    def _progress(self) -> Iterator[Metric]:
+        try:
+            status = self.view.sink.status()
+        except SinkError:
+            return
+        state = GaugeMetricFamily(
+            "consumer_offsets_status",
+            "The coordinator's status in the sink (1 for the current one)",
+            labels=["status"],
+        )
+        for name in STATUSES:
+            state.add_metric([name], 1.0 if status.status == name else 0.0)
+        yield state
+        yield _gauge(
+            "consumer_offsets_batches", "Micro-batches committed", status.last_batch_id + 1
+        )
+        progress = status.last_progress
+        if progress is None:
+            return
+        figures: list[tuple[str, str, Any]] = [
+            ("last_batch_input_rows", "Input rows of the last micro-batch", progress.input_rows),
+            (
+                "last_batch_commits_applied",
+                "Offset commits applied by the last micro-batch",
+                progress.commits_applied,
+            ),
+            ("last_batch_rejected", "Requests rejected in the last micro-batch", progress.rejected),
+            ("last_batch_tombstones", "Tombstones of the last micro-batch", progress.tombstones),
+            ("state_keys", "Keys in the state after the last micro-batch", progress.state_keys),
+            (
+                "last_batch_duration_seconds",
+                "Duration of the last micro-batch",
+                progress.duration_ms / 1000,
+            ),
+            (
+                "last_batch_timestamp_seconds",
+                "When the last micro-batch was committed (Unix time)",
+                progress.timestamp_ms / 1000,
+            ),
+        ]
+        for name, help_text, value in figures:
+            yield _gauge(f"consumer_offsets_{name}", help_text, value)
+
+
+def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, value=float(value))
+
+
+def registry_for(view: LagView) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SinkCollector(view))
+    return registry
