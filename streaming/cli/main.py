@@ -247,33 +247,9 @@ def main(
         parser.print_usage(err)
         err.write(f"{PROG}: error: a command is required\n")
         return EXIT_USAGE
-    if getattr(args, "delegate", None) == "serve":
-        try:
-            return serve_runner.run_serve(args)
-        except UsageError as exc:
-            err.write(f"{PROG}: error: {exc}\n")
-            return EXIT_USAGE
-        except SinkError as exc:
-            print_failure(out, err, False, "SinkError", str(exc))
-            return EXIT_FAILURE
-    if getattr(args, "delegate", None) == "mirror":
-        try:
-            return mirror_runner.run_mirror(args)
-        except UsageError as exc:
-            err.write(f"{PROG}: error: {exc}\n")
-            return EXIT_USAGE
-        except SinkError as exc:  # e.g. a sink that holds another cluster
-            print_failure(out, err, False, "SinkError", str(exc))
-            return EXIT_FAILURE
-        except Exception as exc:
-            from kafka.errors import KafkaError
-
-            if not isinstance(exc, KafkaError | OSError | ValueError):
-                raise
-            # The source cluster refused (authentication, TLS) or an option is unusable.
-            name = type(exc).__name__
-            print_failure(out, err, False, name, f"source cluster: {name}: {exc}".rstrip(": "))
-            return EXIT_FAILURE
+    services = {"mirror": mirror_runner.run_mirror, "serve": serve_runner.run_serve}
+    if getattr(args, "delegate", None) in services:
+        return _run_service(services[args.delegate], args, out, err)
     if getattr(args, "delegate", None):
         # ``run``: the streaming job, exactly as ``python -m streaming`` runs it.
         job_runner.configure_logging(args.log_level)
@@ -281,6 +257,30 @@ def main(
     # kafka-python logs every refused connection; the command reports what matters itself.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     return _dispatch(args, out, err)
+
+
+def _run_service(
+    runner: Callable[[argparse.Namespace], int], args: argparse.Namespace, out: TextIO, err: TextIO
+) -> int:
+    """``mirror`` or ``serve`` until stopped; their failures to start as exit statuses: usage
+    errors 2, a sink (e.g. one holding another cluster) or a Kafka cluster that refuses
+    (authentication, TLS) or an unusable option 1."""
+    try:
+        return runner(args)
+    except UsageError as exc:
+        err.write(f"{PROG}: error: {exc}\n")
+        return EXIT_USAGE
+    except SinkError as exc:
+        print_failure(out, err, False, "SinkError", str(exc))
+        return EXIT_FAILURE
+    except Exception as exc:
+        from kafka.errors import KafkaError
+
+        if not isinstance(exc, KafkaError | OSError | ValueError):
+            raise
+        name = type(exc).__name__
+        print_failure(out, err, False, name, f"Kafka cluster: {name}: {exc}".rstrip(": "))
+        return EXIT_FAILURE
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

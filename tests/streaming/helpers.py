@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.kafka.admin import consumer_end_offsets
+from connectors.sinks import SinkError, open_sink
 from state.coordinator.model import Record
 from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import Request
@@ -121,3 +122,24 @@ def wait_for(probe: Callable[[], T], accept: Callable[[T], bool], timeout_s: flo
             return last
         time.sleep(0.25)
     raise AssertionError(f"condition not met within {timeout_s:.0f}s; last value: {last!r}")
+
+
+def kafka_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """Kafka's own OffsetFetch of ``group`` ({} once the group or its offsets are gone)."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        fetched = admin.list_consumer_group_offsets(group)
+    finally:
+        admin.close()
+    return {(tp.topic, tp.partition): o.offset for tp, o in fetched.items() if o.offset >= 0}
+
+
+def sink_offsets(sink_url: str, group: str) -> dict[tuple[str, int], int] | None:
+    """The group's offsets in the sink; None while the sink does not exist yet."""
+    try:
+        with open_sink(sink_url, read_only=True) as sink:
+            return {(o.topic, o.partition): o.offset for o in sink.fetch_offsets(group)}
+    except SinkError:
+        return None

@@ -27,28 +27,9 @@ from streaming.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
 from tests.fixtures.offset_delete import delete_offsets
-from tests.streaming.helpers import mirror_command, wait_for
+from tests.streaming.helpers import kafka_offsets, mirror_command, sink_offsets, wait_for
 
 _MESSAGES = 20
-
-
-def _kafka_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    """Kafka's own OffsetFetch of ``group`` ({} once the group is gone)."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        fetched = admin.list_consumer_group_offsets(group)
-    finally:
-        admin.close()
-    return {(tp.topic, tp.partition): o.offset for tp, o in fetched.items() if o.offset >= 0}
-
-
-def _sink_offsets(sink_url: str, group: str) -> dict[tuple[str, int], int] | None:
-    """The group's offsets in the sink; None while the sink does not exist yet."""
-    try:
-        with open_sink(sink_url, read_only=True) as sink:
-            return {(o.topic, o.partition): o.offset for o in sink.fetch_offsets(group)}
-    except SinkError:
-        return None
 
 
 def _admin_commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
@@ -120,9 +101,9 @@ def test_the_sink_follows_kafkas_committed_offsets(
         with open_sink(sink_url, read_only=True) as sink:
             wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE", timeout_s=120)
         for group in groups:
-            expected = _kafka_offsets(kafka_bootstrap, group)
+            expected = kafka_offsets(kafka_bootstrap, group)
             assert sum(expected.values()) > 0
-            wait_for(lambda g=group: _sink_offsets(sink_url, g), lambda got, e=expected: got == e)
+            wait_for(lambda g=group: sink_offsets(sink_url, g), lambda got, e=expected: got == e)
         with open_sink(sink_url, read_only=True) as sink:
             listing = {g.group_id: g for g in sink.list_groups()}
         # The classic group's GroupMetadata record: its generation, and it is empty now.
@@ -148,25 +129,25 @@ def test_the_sink_follows_kafkas_committed_offsets(
         _admin_commit(kafka_bootstrap, admin_only, {(topic, 0): 11})
         KafkaAdminClient(bootstrap_servers=kafka_bootstrap).delete_consumer_groups([classic])
         wait_for(
-            lambda: _sink_offsets(sink_url, admin_only),
+            lambda: sink_offsets(sink_url, admin_only),
             lambda got: got == {(topic, 0): 11, (topic, 1): 9},
         )
-        wait_for(lambda: _sink_offsets(sink_url, classic), lambda got: got == {})
+        wait_for(lambda: sink_offsets(sink_url, classic), lambda got: got == {})
         # An offset delete (OffsetDelete, as kafka-consumer-groups --delete-offsets) leaves the
         # group's other partition.
         delete_offsets(kafka_bootstrap, admin_only, topic, [0], tmp_path)
-        assert _kafka_offsets(kafka_bootstrap, admin_only) == {(topic, 1): 9}
-        wait_for(lambda: _sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 9})
+        assert kafka_offsets(kafka_bootstrap, admin_only) == {(topic, 1): 9}
+        wait_for(lambda: sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 9})
         mirror.stop()
 
         # Stopped, then resumed from the checkpoint: what was committed meanwhile arrives.
         _admin_commit(kafka_bootstrap, admin_only, {(topic, 1): 15})
         mirror = OffsetsMirror.create(config, spark)
         mirror.start()
-        wait_for(lambda: _sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 15})
+        wait_for(lambda: sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 15})
         with open_sink(sink_url, read_only=True) as sink:
             wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE")
-        assert _sink_offsets(sink_url, kip848) == _kafka_offsets(kafka_bootstrap, kip848)
+        assert sink_offsets(sink_url, kip848) == kafka_offsets(kafka_bootstrap, kip848)
     finally:
         mirror.stop()
         mirror.sink.close()
@@ -186,7 +167,7 @@ def test_consumer_offsets_mirror_command(
     )
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: _sink_offsets(sink_url, group), lambda got: got == {(topic, 0): 3})
+        wait_for(lambda: sink_offsets(sink_url, group), lambda got: got == {(topic, 0): 3})
         with open_sink(sink_url, read_only=True) as sink:
             wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE")
     finally:

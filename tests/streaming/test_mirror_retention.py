@@ -17,34 +17,17 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from connectors.sinks import SinkError, open_sink
+from connectors.sinks import open_sink
 from streaming.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka_secured import SecuredKafka
-from tests.streaming.helpers import wait_for
+from tests.streaming.helpers import kafka_offsets, sink_offsets, wait_for
 
 #: Kafka's expiry runs on its own schedule: the retention (60 s) plus the check interval, and
 #: a commit's timestamp is the broker's clock at append.
 _EXPIRY_TIMEOUT_S = 150.0
 #: How soon the sink must follow Kafka's OffsetFetch.
 _FOLLOW_TIMEOUT_S = 15.0
-
-
-def _kafka_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        fetched = admin.list_consumer_group_offsets(group)
-    finally:
-        admin.close()
-    return {(tp.topic, tp.partition): o.offset for tp, o in fetched.items() if o.offset >= 0}
-
-
-def _sink_offsets(sink_url: str, group: str) -> dict[tuple[str, int], int] | None:
-    try:
-        with open_sink(sink_url, read_only=True) as sink:
-            return {(o.topic, o.partition): o.offset for o in sink.fetch_offsets(group)}
-    except SinkError:
-        return None
 
 
 class _SteadyCommitter(threading.Thread):
@@ -99,20 +82,20 @@ def test_kafkas_retention_expiry_reaches_the_sink(
     try:
         mirror.start()
         wait_for(
-            lambda: _sink_offsets(sink_url, idle),
+            lambda: sink_offsets(sink_url, idle),
             lambda got: got == {(topic, 0): 5, (topic, 1): 6},
         )
         # Kafka expires the idle group's offsets after the retention...
-        wait_for(lambda: _kafka_offsets(bootstrap, idle), lambda got: got == {}, _EXPIRY_TIMEOUT_S)
+        wait_for(lambda: kafka_offsets(bootstrap, idle), lambda got: got == {}, _EXPIRY_TIMEOUT_S)
         # ...and the sink follows within seconds: the expiry's tombstones were mirrored.
-        wait_for(lambda: _sink_offsets(sink_url, idle), lambda got: got == {}, _FOLLOW_TIMEOUT_S)
+        wait_for(lambda: sink_offsets(sink_url, idle), lambda got: got == {}, _FOLLOW_TIMEOUT_S)
         assert committer.error is None, committer.error
         # The group that went on committing outlived the retention, in Kafka and in the sink.
         committer.stop()
-        expected = _kafka_offsets(bootstrap, busy)
+        expected = kafka_offsets(bootstrap, busy)
         assert expected == {(topic, 0): committer.offset}
         wait_for(
-            lambda: _sink_offsets(sink_url, busy), lambda got: got == expected, _FOLLOW_TIMEOUT_S
+            lambda: sink_offsets(sink_url, busy), lambda got: got == expected, _FOLLOW_TIMEOUT_S
         )
         with open_sink(sink_url, read_only=True) as sink:
             # Expired from the offsets, kept in the history: what the group had committed.

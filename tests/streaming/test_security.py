@@ -19,13 +19,12 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from connectors.client import OffsetCommitClient, OffsetsReader
 from connectors.kafka.librdkafka import librdkafka_options
-from connectors.sinks import SinkError, open_sink
 from streaming.job import OffsetsJob
 from streaming.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.job import new_job_config, prepare_topics
 from tests.fixtures.kafka_secured import SecuredKafka
-from tests.streaming.helpers import wait_for
+from tests.streaming.helpers import sink_offsets, wait_for
 
 
 def _topic(secured: SecuredKafka, partitions: int = 2) -> str:
@@ -45,14 +44,6 @@ def _commit_over_sasl_ssl(
     admin_commit(
         AdminClient(librdkafka_options(secured.sasl_ssl, secured.kafka_options())), group, offsets
     )
-
-
-def _sink_offsets(sink_url: str, group: str) -> dict[tuple[str, int], int] | None:
-    try:
-        with open_sink(sink_url, read_only=True) as sink:
-            return {(o.topic, o.partition): o.offset for o in sink.fetch_offsets(group)}
-    except SinkError:
-        return None
 
 
 def _assert_no_secret(secret: str, caplog: pytest.LogCaptureFixture, capfd: Any) -> None:
@@ -87,7 +78,7 @@ def test_the_mirror_reads_a_sasl_ssl_cluster(
     try:
         mirror.start()
         wait_for(
-            lambda: _sink_offsets(sink_url, group),
+            lambda: sink_offsets(sink_url, group),
             lambda got: got == {(topic, 0): 4, (topic, 1): 6},
         )
         with OffsetsReader(sink_url) as reader:
@@ -174,7 +165,7 @@ def test_no_secret_in_the_mirror_commands_output(
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for(lambda: _sink_offsets(sink_url, group), lambda got: got == {(topic, 0): 3})
+        wait_for(lambda: sink_offsets(sink_url, group), lambda got: got == {(topic, 0): 3})
     finally:
         process.terminate()
         output, _ = process.communicate(timeout=90)

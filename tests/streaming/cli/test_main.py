@@ -27,6 +27,9 @@ from tests.streaming.cli.support import run
         ["reset-offsets", "--group", "g", "--to-latest"],
         ["delete-offsets", "--group", "g"],
         ["import"],
+        ["serve"],
+        ["serve", "--sink-url", "sqlite:///x.db", "--kafka-option", "security.protocol=SSL"],
+        ["serve", "--sink-url", "sqlite:///x.db", "--log-end-interval", "0"],
     ],
 )
 def test_usage_errors_exit_2(argv: list[str]) -> None:
@@ -54,12 +57,18 @@ def test_bad_values_found_after_parsing_are_usage_errors_too(tmp_path: Path) -> 
     assert (result.code, "unknown config keys" in result.err) == (2, True)
 
 
+def test_serve_reports_a_sink_it_cannot_open(tmp_path: Path) -> None:
+    result = run("serve", "--sink-url", f"sqlite:///{tmp_path / 'missing' / 'x.db'}")
+    assert result.code == 1, result
+    assert "cannot open sink" in result.err
+
+
 def test_help_exits_0_and_lists_every_command() -> None:
     result = run("--help")
     assert result.code == 0
     for command in ("list", "describe", "commit", "reset-offsets", "delete-offsets", "delete"):
         assert command in result.out
-    for command in ("export", "import", "status", "run", "kafka"):
+    for command in ("export", "import", "status", "run", "mirror", "serve", "kafka"):
         assert command in result.out
 
 
