@@ -1,6 +1,6 @@
-"""The server's routes over a real SQLite sink: Burrow's v3 API field by field against Burrow's
-documented shapes, each evaluation status reached through a crafted commit history, the
-Prometheus exposition with kafka_exporter's names, and the dashboard's pages."""
+"""The server's routes over a real sink (SQLite and PostgreSQL): Burrow's v3 API field by field
+against Burrow's documented shapes, each evaluation status reached through a crafted commit
+history, the Prometheus exposition with kafka_exporter's names, and the dashboard's pages."""
 
 from __future__ import annotations
 
@@ -43,9 +43,17 @@ def _write(sink: Any, batch: int, records: list[dict[str, Any]], **progress: Any
     return batch + 1
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def sink_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The server reads either sink the job writes."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_sink_url"))
+    return f"sqlite:///{tmp_path / 'offsets.db'}"
+
+
 @pytest.fixture()
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+def client(sink_url: str) -> Iterator[TestClient]:
+    url = sink_url
     now = int(time.time() * 1000)
     observed: list[tuple[TopicPartition, int, int]] = []
     sink = open_sink(url, keep_history=True)
