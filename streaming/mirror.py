@@ -327,12 +327,16 @@ class OffsetsMirror:
         return dict(self.writer.other_types) if self.writer else {}
 
     def stop(self) -> None:
-        """Stop the query and the log-end refresher."""
+        """Stop the query and the log-end refresher; a mirror that ran leaves its sink
+        STOPPED (one that never started, e.g. refused by a sink of another cluster, leaves it
+        as it was)."""
         self._stopping.set()
         if self.query is not None and self.query.isActive:
             self.query.stop()
         if self.log_end is not None:
             self.log_end.stop()
+        if self.query is not None:
+            self.sink.set_status("STOPPED", f"mirroring {self.config.cluster_name}: stopped")
 
 
 __all__ = [

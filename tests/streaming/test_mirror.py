@@ -139,6 +139,8 @@ def test_the_sink_follows_kafkas_committed_offsets(
         assert kafka_offsets(kafka_bootstrap, admin_only) == {(topic, 1): 9}
         wait_for(lambda: sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 9})
         mirror.stop()
+        with open_sink(sink_url, read_only=True) as sink:
+            assert sink.status().status == "STOPPED"
 
         # Stopped, then resumed from the checkpoint: what was committed meanwhile arrives.
         _admin_commit(kafka_bootstrap, admin_only, {(topic, 1): 15})
