@@ -58,12 +58,14 @@ class LagView:
     def group(self, group_id: str) -> GroupListing | None:
         return next((g for g in self.groups() if g.group_id == group_id), None)
 
-    def _log_end(self, tp: TopicPartition) -> int | None:
-        latest = self.log_ends.latest(tp)
-        if latest is not None:
-            return latest
-        stored = self.sink.log_end_offsets([tp.topic]).get(tp)
-        return stored.offset if stored else None
+    def _log_ends(self, topics: set[str]) -> dict[TopicPartition, int]:
+        """The latest log-end offset of each partition of ``topics``: the cache's, else the
+        sink's stored one (one query for all)."""
+        stored = {tp: e.offset for tp, e in self.sink.log_end_offsets(topics).items()}
+        for topic in topics:
+            for partition, offset in self.log_ends.offsets_of(topic).items():
+                stored[TopicPartition(topic, partition)] = offset
+        return stored
 
     def commits(self, committed: CommittedOffset, limit: int) -> list[ConsumerOffset]:
         """The partition's last ``limit`` commits, oldest first, with their lag at the time
@@ -80,10 +82,18 @@ class LagView:
             window.append(ConsumerOffset(offset, timestamp, timestamp, lag))
         return window
 
-    def partitions(self, group_id: str) -> list[PartitionView]:
+    def partitions(self, group_id: str, windows: bool = True) -> list[PartitionView]:
+        """The group's partitions with their log-end offsets and, with ``windows``, each one's
+        last commits (a history query per partition: metrics go without)."""
+        committed = self.sink.fetch_offsets(group_id)
+        ends = self._log_ends({c.topic for c in committed})
         return [
-            PartitionView(c, self._log_end(c.topic_partition), self.commits(c, self.intervals))
-            for c in self.sink.fetch_offsets(group_id)
+            PartitionView(
+                c,
+                ends.get(c.topic_partition),
+                self.commits(c, self.intervals) if windows else [],
+            )
+            for c in committed
         ]
 
     def status(self, group_id: str, now_ms: int | None = None) -> GroupStatus:
