@@ -185,6 +185,11 @@ class Sink(ABC, CloseOnExit):
         """The history SELECT filtered by ``column = <param>`` for each of ``conditions``,
         newest first, with a final ``LIMIT <param>``."""
 
+    @abstractmethod
+    def _recent_history_query(self) -> Any:
+        """The history SELECT of one group (param 1) keeping each partition's newest rows up
+        to param 2, by topic and partition, newest first within each."""
+
     # --- the connection ------------------------------------------------------------------------
 
     def _connection(self) -> Any:
@@ -539,6 +544,20 @@ class Sink(ABC, CloseOnExit):
             params.append(int(partition))
         found = self._run(self._history_query(conditions), (*params, int(limit)))
         return [history_from_row(row) for row in found]
+
+    def recent_history(
+        self, group_id: str, per_partition: int
+    ) -> dict[TopicPartition, list[CommitHistoryEntry]]:
+        """Each partition's last ``per_partition`` commits of the group, newest first, in one
+        query (Burrow's window of every partition at once)."""
+        if per_partition < 1:
+            raise ValueError(f"history: per_partition must be >= 1, got {per_partition}")
+        found = self._run(self._recent_history_query(), (stored_text(group_id), per_partition))
+        windows: dict[TopicPartition, list[CommitHistoryEntry]] = {}
+        for row in found:
+            entry = history_from_row(row)
+            windows.setdefault(TopicPartition(entry.topic, entry.partition), []).append(entry)
+        return windows
 
 
 # --- helpers of the template ------------------------------------------------------------------

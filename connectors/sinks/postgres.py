@@ -459,6 +459,15 @@ class PostgresSink(Sink):
             ).format(offsets=t["offsets"], groups=t["groups"], members=t["members"]),
         }
 
+    def _recent_history_query(self) -> sql.Composed:
+        return _q(
+            'SELECT group_id, topic, "partition", committed_offset, leader_epoch, metadata,'
+            " commit_timestamp_ms, batch_id FROM (SELECT *, row_number() OVER (PARTITION BY"
+            ' topic, "partition" ORDER BY batch_id DESC, seq DESC) AS newest'
+            " FROM {} WHERE group_id = %s) AS h WHERE newest <= %s"
+            ' ORDER BY topic, "partition", batch_id DESC, seq DESC'
+        ).format(self._t["history"])
+
     def _history_query(self, conditions: Sequence[str]) -> sql.Composed:
         # The conditions are the base's fixed column names, not user input.
         where = sql.SQL(" AND ").join(

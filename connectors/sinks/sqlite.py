@@ -364,6 +364,15 @@ class SqliteSink(Sink):
             ),
         }
 
+    def _recent_history_query(self) -> str:
+        return (
+            'SELECT group_id, topic, "partition", committed_offset, leader_epoch, metadata,'
+            " commit_timestamp_ms, batch_id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY"
+            ' topic, "partition" ORDER BY batch_id DESC, seq DESC) AS newest'
+            f" FROM {self._t['history']} WHERE group_id = ?) AS h WHERE newest <= ?"
+            ' ORDER BY topic, "partition", batch_id DESC, seq DESC'
+        )
+
     def _history_query(self, conditions: Sequence[str]) -> str:
         where = " AND ".join(f"{column} = ?" for column in conditions)
         return (

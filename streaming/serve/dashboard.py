@@ -77,7 +77,7 @@ class Dashboard:
     def _lag_series(self, p: PartitionView, now: int) -> list[tuple[int, int]]:
         """The partition's lag over time: at each of its commits (against the log-end offset
         seen then) and at each log-end offset the server saw (against the commit in force)."""
-        commits = self.view.commits(p.committed, CHART_COMMITS)
+        commits = p.window
         points = {o.timestamp_ms: o.lag for o in commits if o.lag is not None}
         times = [o.timestamp_ms for o in commits]
         for at, log_end in self.view.log_ends.series(p.topic_partition):
@@ -93,8 +93,8 @@ class Dashboard:
         if self.view.group(group_id) is None:
             return self._page("index.html", status_code=404, groups=[])
         now = int(time.time() * 1000)
-        partitions = self.view.partitions(group_id)
-        status = self.view.status(group_id, now)
+        partitions = self.view.partitions(group_id, window=CHART_COMMITS)
+        status = self.view.status_of(group_id, partitions, now)
         by_partition = {(s.topic, s.partition): s for s in status.partitions}
         series = {
             f"{p.committed.topic}-{p.committed.partition}": self._lag_series(p, now)

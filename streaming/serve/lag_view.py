@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from connectors.sinks import CommittedOffset, GroupListing, Sink
+from connectors.sinks import CommitHistoryEntry, CommittedOffset, GroupListing, Sink
 from state.coordinator.model import TopicPartition
 from streaming.serve.evaluation import (
     DEFAULT_INTERVALS,
@@ -67,11 +67,12 @@ class LagView:
                 stored[TopicPartition(topic, partition)] = offset
         return stored
 
-    def commits(self, committed: CommittedOffset, limit: int) -> list[ConsumerOffset]:
-        """The partition's last ``limit`` commits, oldest first, with their lag at the time
-        (the current offset alone when the sink keeps no history)."""
+    def _window(
+        self, committed: CommittedOffset, history: list[CommitHistoryEntry]
+    ) -> list[ConsumerOffset]:
+        """The partition's commits (``history``, newest first, or the current offset alone
+        when the sink keeps no history), oldest first, each with its lag at the time."""
         tp = committed.topic_partition
-        history = self.sink.history(committed.group_id, tp.topic, tp.partition, limit=limit)
         points = [(h.offset, h.commit_timestamp_ms) for h in reversed(history)]
         if not points:
             points = [(committed.offset, committed.commit_timestamp_ms)]
@@ -82,32 +83,42 @@ class LagView:
             window.append(ConsumerOffset(offset, timestamp, timestamp, lag))
         return window
 
-    def partitions(self, group_id: str, windows: bool = True) -> list[PartitionView]:
-        """The group's partitions with their log-end offsets and, with ``windows``, each one's
-        last commits (a history query per partition: metrics go without)."""
+    def partitions(self, group_id: str, window: int | None = None) -> list[PartitionView]:
+        """The group's partitions with their log-end offsets and each one's last ``window``
+        commits (Burrow's ``intervals`` by default; 0: none, as metrics need), read in one
+        history query for the group."""
+        size = self.intervals if window is None else window
         committed = self.sink.fetch_offsets(group_id)
         ends = self._log_ends({c.topic for c in committed})
+        history = self.sink.recent_history(group_id, size) if size else {}
         return [
             PartitionView(
                 c,
                 ends.get(c.topic_partition),
-                self.commits(c, self.intervals) if windows else [],
+                self._window(c, history.get(c.topic_partition, [])) if size else [],
             )
             for c in committed
         ]
 
     def status(self, group_id: str, now_ms: int | None = None) -> GroupStatus:
+        return self.status_of(group_id, self.partitions(group_id), now_ms)
+
+    def status_of(
+        self, group_id: str, partitions: list[PartitionView], now_ms: int | None = None
+    ) -> GroupStatus:
+        """Burrow's evaluation of the group from its ``partitions`` (their last ``intervals``
+        commits count)."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         statuses = [
             partition_status(
                 p.committed.topic,
                 p.committed.partition,
-                p.window,
+                p.window[-self.intervals :],
                 p.lag or 0,
                 self.log_ends.recent(p.topic_partition, self.intervals),
                 now,
                 self.intervals,
             )
-            for p in self.partitions(group_id)
+            for p in partitions
         ]
         return group_status(self.cluster, group_id, statuses)

@@ -64,7 +64,7 @@ class SinkCollector(Collector):
         for group in self.view.groups():
             members.add_metric([group.group_id], float(group.members or 0))
             sums: dict[str, int] = {}
-            for p in self.view.partitions(group.group_id, windows=False):
+            for p in self.view.partitions(group.group_id, window=0):
                 topic, partition = p.committed.topic, p.committed.partition
                 labels = [group.group_id, topic, str(partition)]
                 current.add_metric(labels, float(p.committed.offset))

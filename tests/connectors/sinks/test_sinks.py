@@ -429,6 +429,28 @@ def test_history_when_kept(make_sink: Callable[..., Sink]) -> None:
         sink.history("g", partition=0)
 
 
+def test_recent_history_keeps_each_partitions_newest_commits(
+    make_sink: Callable[..., Sink],
+) -> None:
+    sink = make_sink(keep_history=True)
+    # Partition t-0 commits far more often than t-1: its commits must not crowd t-1's out.
+    sink.write_batch(0, frame(*(commit("g", "t", 0, i) for i in range(6))), progress(0))
+    sink.write_batch(
+        1,
+        frame(commit("g", "t", 1, 50), commit("g", "t", 0, 6), commit("h", "t", 0, 99)),
+        progress(1),
+    )
+    sink.write_batch(2, frame(commit("g", "t", 1, 51)), progress(2))
+    windows = sink.recent_history("g", 3)
+    assert {tp: [h.offset for h in entries] for tp, entries in windows.items()} == {
+        ("t", 0): [6, 5, 4],
+        ("t", 1): [51, 50],
+    }
+    assert sink.recent_history("nobody", 3) == {}
+    with pytest.raises(ValueError, match="per_partition"):
+        sink.recent_history("g", 0)
+
+
 def test_history_not_kept_by_default(sink: Sink) -> None:
     sink.write_batch(0, frame(commit("g", "t", 0, 1)), progress(0))
 
