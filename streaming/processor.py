@@ -205,8 +205,10 @@ def make_state_function(
             shard_state = decode_state(bytes(group_state.get[0]))
         elif settings.load_from_offsets_topic:
             shard_state, loaded_records = load_shard(settings, shard)
+            lap("load_shard")
             # The sink is a view of the state: refill it with what was rebuilt.
             loaded = snapshot_records(shard_state)
+            lap("snapshot")
         else:
             shard_state = empty_shard(shard)
         lap("decode_state")

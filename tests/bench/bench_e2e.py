@@ -111,9 +111,20 @@ class Tap:
 
     events: list[BatchEvent] = field(default_factory=list)
     kafka_writes: list[tuple[float, str, float]] = field(default_factory=list)
+    #: (monotonic start, seconds) of each rebuilt shard's snapshot write.
+    snapshot_writes: list[tuple[float, float]] = field(default_factory=list)
 
     def attach_sink(self, job: OffsetsJob) -> None:
         original = job.sink.write_batch
+        original_snapshot = job.sink.write_snapshot
+
+        def write_snapshot(batch_id: int, records: Any) -> Any:
+            started = time.monotonic()
+            done = original_snapshot(batch_id, records)
+            self.snapshot_writes.append((started, time.monotonic() - started))
+            return done
+
+        job.sink.write_snapshot = write_snapshot  # type: ignore[method-assign]
 
         def write_batch(batch_id: int, records: Any, progress: BatchProgress) -> bool:
             started = time.perf_counter()
@@ -350,6 +361,8 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
     count = max(1, int(request_rate * seconds))
     groups = _groups(f"lat{rate}", min(count, 1000))
     log(f"latency: {rate:,} offset commits/s = {request_rate:,.0f} requests/s for {seconds:.0f} s")
+    for path in ctx.profile_dir.glob("*.jsonl"):
+        path.unlink()
     window_start = time.monotonic()
     outcomes, sending_s = in_child(
         paced_requests,
@@ -382,6 +395,7 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
         "sink_p50_s": percentile(visible, 50),
         "sink_p99_s": percentile(visible, 99),
         "stages": stage_summary(ctx.folder / "events", window_start, time.monotonic()),
+        "state_function": summarize_sections(read_sections(ctx.profile_dir)),
     }
     for stage in result["stages"]:
         log(f"  stage {stage}")
@@ -448,6 +462,8 @@ def probe(ctx: Context, label: str) -> dict[str, Any]:
     ctx.next_offset += rounds
     targets = ctx.ingest_ends()
     log(f"probe {label}: restarting from the checkpoint")
+    for path in ctx.profile_dir.glob("*.jsonl"):
+        path.unlink()
     job, started = ctx.start_job()
     done = ctx.tap.wait_covered(job, targets, started, timeout_s=args.timeout)
     batches = ctx.tap.batches(started, done)
@@ -469,6 +485,7 @@ def probe(ctx: Context, label: str) -> dict[str, Any]:
         "warm_batch_s": (batches[-1].writer_ms + batches[-1].sink_ms) / 1000,
         "warm_batch_rows": batches[-1].input_rows,
         "first_batch_s": (first.writer_ms + first.sink_ms) / 1000,
+        "state_function": summarize_sections(read_sections(ctx.profile_dir)),
     }
     log(
         f"probe {label}: {result['state_keys']:,} keys, restart -> first batch "
@@ -542,6 +559,9 @@ def phase_rebuild(ctx: Context) -> dict[str, Any]:
         ctx.config, checkpoint_location=str(ctx.folder / "checkpoint-rebuild")
     )
     log(f"rebuild: {records:,} records in the offsets topic, starting without a checkpoint")
+    for path in ctx.profile_dir.glob("*.jsonl"):
+        path.unlink()
+    ctx.tap.snapshot_writes.clear()
     job, started = ctx.start_job(config)
     deadline = started + ctx.args.timeout * 10
     with open_sink(config.sink_url, read_only=True) as sink:
@@ -556,12 +576,26 @@ def phase_rebuild(ctx: Context) -> dict[str, Any]:
             time.sleep(0.2)
     seconds = time.monotonic() - started
     log(f"rebuild: ACTIVE after {seconds:.1f} s ({records / seconds:,.0f} records/s)")
-    return {"records": records, "seconds": seconds, "records_per_s": records / seconds}
+    snapshots = ctx.tap.snapshot_writes
+    profile = {
+        # Until the driver got the state function's output (the first snapshot write).
+        "to_first_snapshot_s": snapshots[0][0] - started if snapshots else None,
+        "snapshot_writes": len(snapshots),
+        "snapshot_write_s": sum(s for _, s in snapshots),
+        "state_function": summarize_sections(read_sections(ctx.profile_dir)),
+    }
+    log(f"rebuild profile: {profile}")
+    return {
+        "records": records,
+        "seconds": seconds,
+        "records_per_s": records / seconds,
+        "profile": profile,
+    }
 
 
 def summarize_sections(rows: list[dict[str, float]]) -> dict[str, Any]:
     names = ["decode_state", "read_input", "decode_requests", "apply", "encode_state"]
-    names += ["encode_responses", "output_table", "emit"]
+    names += ["encode_responses", "output_table", "emit", "load_shard", "snapshot"]
     totals = {n: sum(r.get(n, 0.0) for r in rows) for n in names}
     return {
         "calls": len(rows),
@@ -773,6 +807,48 @@ def report(results: dict[str, Any]) -> str:
             f"  {st['stage']:>4} {st['name']:<60} {st['tasks']:>4} tasks "
             f"{st['wall_s']:7.2f} {st['run_s']:7.2f} {st['cpu_s']:7.2f} {st['gc_s']:6.2f}"
             for st in prof["stages"]
+        ]
+    for lat in results.get("latency", []):
+        worker = lat.get("state_function")
+        if not worker or not worker["calls"]:
+            continue
+        lines.append("")
+        lines.append(
+            f"state function at {lat['offsets_per_s']:,} offsets/s: {worker['calls']} calls, "
+            f"{worker['rows']:,} rows, per call (ms):"
+        )
+        lines += [
+            f"  {section:<18} {1000 * sec / worker['calls']:7.2f}"
+            for section, sec in worker["seconds"].items()
+            if sec
+        ]
+    for probe_result in results.get("scale", {}).get("probes", []):
+        worker = probe_result.get("state_function")
+        if not worker or not worker["calls"]:
+            continue
+        lines.append("")
+        lines.append(
+            f"state function, scale probe at {probe_result['state_keys']:,} keys: "
+            f"{worker['calls']} calls, {worker['rows']:,} rows, per call (ms):"
+        )
+        lines += [
+            f"  {section:<18} {1000 * sec / worker['calls']:7.2f}"
+            for section, sec in worker["seconds"].items()
+            if sec
+        ]
+    rebuild_profile = results.get("rebuild", {}).get("profile")
+    if rebuild_profile:
+        worker = rebuild_profile["state_function"]
+        lines.append("")
+        lines.append(
+            f"rebuild: driver has the loaded shards after "
+            f"{rebuild_profile['to_first_snapshot_s'] or 0:.1f} s, then writes "
+            f"{rebuild_profile['snapshot_writes']} shard snapshots into the sink in "
+            f"{rebuild_profile['snapshot_write_s']:.1f} s; state function (s, summed over "
+            f"workers):"
+        )
+        lines += [
+            f"  {section:<18} {sec:7.2f}" for section, sec in worker["seconds"].items() if sec
         ]
     return "\n".join(lines)
 
