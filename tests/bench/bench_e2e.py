@@ -443,12 +443,17 @@ def phase_fetch(ctx: Context, throughput: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+#: Micro-batches of updates each scale probe queues (``--max-offsets-per-trigger`` requests each).
+PROBE_BATCHES = 5
+
+
 def probe(ctx: Context, label: str) -> dict[str, Any]:
-    """Stop the job, queue two batches' worth of updates to the throughput groups, restart from
-    the checkpoint: time to the first committed batch, and each probe batch's time."""
+    """Stop the job, queue ``PROBE_BATCHES`` batches' worth of updates to the throughput groups,
+    restart from the checkpoint: time to the first committed batch, each probe batch's time and
+    the median of the warm ones."""
     args = ctx.args
     ctx.stop_job()
-    rounds = max(1, 2 * args.max_offsets_per_trigger // len(ctx.groups))
+    rounds = max(1, PROBE_BATCHES * args.max_offsets_per_trigger // len(ctx.groups))
     in_child(
         produce_rounds,
         _target(ctx),
@@ -468,6 +473,7 @@ def probe(ctx: Context, label: str) -> dict[str, Any]:
     done = ctx.tap.wait_covered(job, targets, started, timeout_s=args.timeout)
     batches = ctx.tap.batches(started, done)
     first = batches[0]
+    warm = batches[1:] or batches
     result = {
         "label": label,
         "restart_to_first_batch_s": first.at - started,
@@ -481,9 +487,11 @@ def probe(ctx: Context, label: str) -> dict[str, Any]:
             for b in batches
         ],
         "state_keys": max(b.state_keys for b in batches),
-        # The warm probe batch (not the first after restart) is the comparable one.
-        "warm_batch_s": (batches[-1].writer_ms + batches[-1].sink_ms) / 1000,
-        "warm_batch_rows": batches[-1].input_rows,
+        # The warm probe batches (not the first after restart) are the comparable ones; their
+        # median, because a batch where many shards merge their delta into the base costs more
+        # than the ones between (one batch alone made the ratio swing by 0.3).
+        "warm_batch_s": statistics.median((b.writer_ms + b.sink_ms) / 1000 for b in warm),
+        "warm_batch_rows": int(statistics.median(b.input_rows for b in warm)),
         "first_batch_s": (first.writer_ms + first.sink_ms) / 1000,
         "state_function": summarize_sections(read_sections(ctx.profile_dir)),
     }
