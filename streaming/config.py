@@ -29,6 +29,9 @@ from state.coordinator.config import CoordinatorConfig
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 
+#: The values of ``JobConfig.rebuild_sink_writes``.
+REBUILD_SINK_WRITERS = ("auto", "executors", "driver")
+
 #: A settings dataclass ``load_settings`` builds (``JobConfig``, the mirror's config).
 Settings = TypeVar("Settings")
 
@@ -85,6 +88,11 @@ class JobConfig:
     #: Seconds a micro-batch's sink write is retried while the sink database is unreachable
     #: (the query waits, acknowledging nothing) before the query fails; 0 fails at once.
     sink_write_timeout_s: int = 60
+    #: Who writes a rebuilt shard's state into the sink: "executors" (the Spark Python worker
+    #: that rebuilt it, at once, while other shards still load), "driver" (after every shard of
+    #: the batch has loaded: for executors that cannot reach the sink, such as a SQLite file on
+    #: another machine) or "auto" (executors when Spark runs in local mode, else the driver).
+    rebuild_sink_writes: str = "auto"
     spark_master: str | None = None
 
     def __post_init__(self) -> None:
@@ -106,6 +114,11 @@ class JobConfig:
             )
         if self.sink_write_timeout_s < 0:
             raise ValueError(f"sink_write_timeout_s must be >= 0, got {self.sink_write_timeout_s}")
+        if self.rebuild_sink_writes not in REBUILD_SINK_WRITERS:
+            raise ValueError(
+                f"rebuild_sink_writes must be one of {', '.join(REBUILD_SINK_WRITERS)}, "
+                f"got {self.rebuild_sink_writes!r}"
+            )
         if self.retention_ms <= 0:
             raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")
         topics = {

@@ -30,7 +30,7 @@ from connectors.kafka.admin import (
     offsets_topic_spec,
     plain_topic_spec,
 )
-from connectors.sinks import Sink, open_sink
+from connectors.sinks import Sink, absolute_sink_url, open_sink
 from streaming.config import JobConfig
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
 from streaming.output import OUTPUT_SCHEMA
@@ -240,6 +240,8 @@ class OffsetsJob:
             # A shard without state whose offsets-topic partition holds records always loads
             # it: also after a restart over a checkpoint that never committed its state.
             load_from_offsets_topic=has_log,
+            loaded_sink_url=self._loaded_sink_url(),
+            sink_write_timeout_s=config.sink_write_timeout_s,
         )
         self.writer = BatchWriter(
             WriterSettings(
@@ -294,6 +296,16 @@ class OffsetsJob:
             self._survive_replayed_batch_bug(writer)
         self._start_expiry_ticks()
         return self.query
+
+    def _loaded_sink_url(self) -> str | None:
+        """The sink URL the Python workers write rebuilt shards to, or None when the driver
+        writes them (``JobConfig.rebuild_sink_writes``). Loading and writing then overlap: a
+        rebuild of 3.6M records into SQLite spent 15 s loading and then 11 s writing."""
+        writers = self.config.rebuild_sink_writes
+        if writers == "auto":
+            local = str(self.spark.sparkContext.master).startswith("local")
+            writers = "executors" if local else "driver"
+        return absolute_sink_url(self.config.sink_url) if writers == "executors" else None
 
     def _start_expiry_ticks(self) -> None:
         """Every ``retention_check_interval_ms``, wake every shard with an expiry tick (Kafka's

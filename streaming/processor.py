@@ -12,7 +12,8 @@ The state is one binary column, the versioned shard blob of ``state.shard.encode
 Each call is messages -> ``state.shard`` calls -> one output row:
 
 1. the shard: ``decode_state`` of the blob; for a shard without one, ``replay_log_chunks`` of its
-   offsets-topic partition (when the query starts over an existing topic) or ``empty_shard``;
+   offsets-topic partition (when the query starts over an existing topic; the rebuilt state then
+   goes into the sink from here, or in the output for the driver to write) or ``empty_shard``;
 2. ingest messages (``streaming.ingest``) -> a request frame (``decode_request_messages``, the
    job's markers left out) -> ``apply_batch``, which expires what is due first when an expiry
    tick is among the messages (Kafka expires in its periodic check only);
@@ -38,6 +39,8 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState
 
+from connectors.sinks import open_sink
+from connectors.sinks.retry import with_sink_retries
 from state.shard import (
     RECORD_FRAME_SCHEMA,
     CoordinatorConfig,
@@ -83,6 +86,12 @@ class ProcessorSettings:
     #: its offsets-topic partition (a new checkpoint over an existing topic, or a restart over
     #: a checkpoint whose first batch never committed).
     load_from_offsets_topic: bool
+    #: Where a rebuilt shard's state goes: this sink (an absolute URL), written by the worker
+    #: that rebuilt it as soon as it has, so the sink fills while other shards still load; or,
+    #: when None, the driver, after the whole batch (see ``JobConfig.rebuild_sink_writes``).
+    loaded_sink_url: str | None = None
+    #: How long a worker retries a sink write that fails (``JobConfig.sink_write_timeout_s``).
+    sink_write_timeout_s: float = 60.0
 
 
 def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
@@ -98,6 +107,17 @@ def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
         settings.bootstrap_servers, settings.kafka_options, settings.offsets_topic, shard
     )
     return replay_log_chunks(shard, chunks, on_unreadable=skip)
+
+
+def write_loaded(sink_url: str, timeout_s: float, shard: int, records: pa.Table) -> None:
+    """Write a rebuilt shard's state (``snapshot_records``) into the sink at ``sink_url``,
+    retrying while the sink fails for up to ``timeout_s``."""
+
+    def write() -> None:
+        with open_sink(sink_url) as sink:
+            sink.write_loaded(records)
+
+    with_sink_retries(write, timeout_s, f"shard {shard}'s rebuilt state", log)
 
 
 def request_frame(messages: pd.DataFrame) -> pa.Table:
@@ -206,8 +226,12 @@ def make_state_function(
         elif settings.load_from_offsets_topic:
             shard_state, loaded_records = load_shard(settings, shard)
             lap("load_shard")
-            # The sink is a view of the state: refill it with what was rebuilt.
+            # The sink is a view of the state: refill it with what was rebuilt, from here when
+            # this worker can reach the sink (the driver's write would wait for every shard).
             loaded = snapshot_records(shard_state)
+            if settings.loaded_sink_url is not None:
+                write_loaded(settings.loaded_sink_url, settings.sink_write_timeout_s, shard, loaded)
+                loaded = RECORD_FRAME_SCHEMA.empty_table()
             lap("snapshot")
         else:
             shard_state = empty_shard(shard)

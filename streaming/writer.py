@@ -4,8 +4,10 @@ The batch comes to the driver once, as Arrow (the micro-batch's only Spark job: 
 state function), and the writer sends from there through one idempotent ``acks=all`` producer
 (``connectors.kafka.producer``). Order matters and is Kafka's: a commit is acknowledged only
 once its record is replicated (offsets topic) and readable (the sink), so the steps are
-0. in a rebuild, each rebuilt shard's state → sink (``Sink.write_snapshot``), one shard at a
-   time, skipped if the batch id was already written; the sink stays LOADING meanwhile;
+0. in a rebuild where the Python workers cannot reach the sink (``JobConfig.rebuild_sink_writes``;
+   else each worker wrote its shards already, ``Sink.write_loaded``), each rebuilt shard's state
+   → sink (``Sink.write_snapshot``), one shard at a time, skipped if the batch id was already
+   written; the sink stays LOADING meanwhile;
 1. records → offsets topic, at the shard's partition, in Kafka's binary format, and wait for
    every acknowledgement;
 2. records + progress → sink, one transaction, skipped if the batch id was already written;
@@ -31,7 +33,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
 from connectors.kafka.producer import DurableProducer
-from connectors.sinks import BatchProgress, Sink, SinkError
+from connectors.sinks import BatchProgress, Sink
+from connectors.sinks.retry import with_sink_retries
 from state.formats.frames import RECORD_FRAME_SCHEMA
 from streaming.output import OUTPUT_TABLE_SCHEMA, decode_each_output
 
@@ -188,42 +191,11 @@ class BatchWriter:
         self._with_sink_retries(batch_id, write)
 
     def _with_sink_retries(self, batch_id: int, write: Callable[[], object]) -> None:
-        """Run ``write``, retrying with backoff while the sink fails, for up to
-        ``sink_write_timeout_s``; then the error fails the query loudly.
-
-        Retrying is safe because every write of a batch is one transaction and idempotent per
-        batch id: a write whose COMMIT reached the server before the connection broke is
-        skipped.
-        """
-        deadline = time.monotonic() + self.settings.sink_write_timeout_s
-        backoff_s = 0.25
-        attempt = 1
-        while True:
-            try:
-                write()
-                if attempt > 1:
-                    log.warning("batch %d: sink write succeeded on attempt %d", batch_id, attempt)
-                return
-            except SinkError as error:
-                left_s = deadline - time.monotonic()
-                if left_s <= 0:
-                    log.error(
-                        "batch %d: sink still failing after %d attempts, failing the query: %s",
-                        batch_id,
-                        attempt,
-                        error,
-                    )
-                    raise
-                log.warning(
-                    "batch %d: sink write failed (attempt %d), retrying for %.0f s more: %s",
-                    batch_id,
-                    attempt,
-                    left_s,
-                    error,
-                )
-                time.sleep(min(backoff_s, left_s))
-                backoff_s = min(backoff_s * 2, 5.0)
-                attempt += 1
+        """Run ``write``, retrying while the sink fails for up to ``sink_write_timeout_s``; then
+        the error fails the query loudly. Every write of a batch is one transaction and
+        idempotent per batch id: a write whose COMMIT reached the server before the connection
+        broke is skipped."""
+        with_sink_retries(write, self.settings.sink_write_timeout_s, f"batch {batch_id}", log)
 
 
 def _sink_records(table: pa.Table) -> pa.Table:

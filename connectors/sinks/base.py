@@ -324,6 +324,27 @@ class Sink(ABC, CloseOnExit):
         self._write(apply, f"snapshot for batch {batch_id} not written")
         return written
 
+    def write_loaded(self, records: pa.Table) -> None:
+        """Upsert a rebuilt shard's state (its records, ``RECORD_FRAME_SCHEMA``) in a transaction
+        of its own, from the process that rebuilt it, while the rest of the rebuild goes on.
+
+        Unlike :meth:`write_snapshot` it needs no batch id (a Spark worker does not know it):
+        a shard's state loaded from the offsets topic holds everything the sink has of that
+        shard, because every batch appends to the topic before it writes the sink, so writing
+        it again (a replayed rebuild, a retried task) writes the same rows. Rows are tagged with
+        the batch after the last one written: the batch that loads them.
+        """
+        self._check_writable()
+        prepared = prepare_batch(records)
+
+        def apply(tx: Statements) -> bool:
+            batch_id = self._last_batch_id(tx) + 1
+            self._write_offsets(tx, batch_id, prepared)
+            self._write_groups(tx, batch_id, prepared)
+            return True
+
+        self._write(apply, "rebuilt shard state not written")
+
     def _last_batch_id(self, tx: Statements) -> int:
         """The last committed batch id, read with the lock that serialises writers."""
         found = tx.execute(self._sql["last_batch"]).fetchone()

@@ -1,15 +1,17 @@
-"""Sink URLs: what a URL names (:func:`parse_sink_url`) and its secrets masked (:func:`redact_url`).
+"""Sink URLs: what a URL names (:func:`parse_sink_url`), its secrets masked (:func:`redact_url`)
+and a relative SQLite path made absolute (:func:`absolute_sink_url`).
 
 Pure string handling; opening the sink a URL names is ``connectors.sinks.open``.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 _SECRET_QUERY_KEYS: Final = frozenset({"password", "passfile", "sslpassword"})
 _CONNINFO_SECRET_RE: Final = re.compile(
@@ -87,6 +89,19 @@ class SinkTarget:
     keep_history: bool
     read_only: bool
     schema: str | None = None
+
+
+def absolute_sink_url(url: str) -> str:
+    """``url`` with a relative SQLite path made absolute against the current directory, for a
+    process that may start elsewhere (a Spark Python worker); any other URL comes back as it is.
+    Raises ValueError like :func:`parse_sink_url`."""
+    if parse_sink_url(url).backend != "sqlite":
+        return url
+    scheme, authority, path, tail = _split_url(url)
+    relative = unquote(path[1:])
+    if os.path.isabs(relative):
+        return url
+    return f"{scheme}{authority}/{quote(os.path.abspath(relative))}{tail}"
 
 
 def parse_sink_url(

@@ -41,9 +41,10 @@ def test_defaults_follow_kafka() -> None:
         ("retention_check_interval_ms", 0),
         ("state_partitions", 0),
         ("partitions", 0),
+        ("rebuild_sink_writes", "workers"),
     ],
 )
-def test_invalid_values_are_refused_naming_the_field(field: str, value: int) -> None:
+def test_invalid_values_are_refused_naming_the_field(field: str, value: int | str) -> None:
     with pytest.raises(ValueError, match=field):
         JobConfig(**{field: value})
 

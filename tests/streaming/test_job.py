@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from connectors.sinks import open_sink
+from connectors.sinks import Sink, open_sink
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, OffsetCommitKey, TopicPartition
 from state.coordinator.requests import (
@@ -243,9 +243,24 @@ def test_restart_from_checkpoint_loses_nothing(
     wait_for(lambda: sink_offsets(job_config, "g"), lambda got: got == {("t", 0): 3, ("t", 1): 2})
 
 
+@pytest.mark.parametrize("writers", ["executors", "driver"])
 def test_lost_checkpoint_rebuilds_state_from_the_offsets_topic(
-    job_config: JobConfig, start_job: JobFactory, tmp_path: Path
+    job_config: JobConfig,
+    start_job: JobFactory,
+    tmp_path: Path,
+    writers: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Either the worker that rebuilt a shard writes it into the sink, or the driver does.
+    job_config = replace(job_config, rebuild_sink_writes=writers)
+    driver_snapshot_rows: list[int] = []
+    write_snapshot = Sink.write_snapshot
+
+    def counted(sink: Sink, batch_id: int, records: Any) -> bool:
+        driver_snapshot_rows.append(records.num_rows)
+        return write_snapshot(sink, batch_id, records)
+
+    monkeypatch.setattr(Sink, "write_snapshot", counted)  # the driver's sinks only
     first = start_job(job_config)
     produce_requests(
         job_config.bootstrap_servers,
@@ -264,6 +279,8 @@ def test_lost_checkpoint_rebuilds_state_from_the_offsets_topic(
     assert second.sink.status().status in {"LOADING", "ACTIVE"}
     wait_for(lambda: second.sink.status().status, lambda s: s == "ACTIVE")
     assert sink_offsets(job_config, "g") == {("t", 0): 1, ("t", 1): 2}
+    # Two groups' rows (offsets and group metadata) came through the driver or not at all.
+    assert (sum(driver_snapshot_rows) >= 3) == (writers == "driver"), driver_snapshot_rows
     # State was rebuilt, not just the sink: a delete of a rebuilt group succeeds.
     produce_requests(
         job_config.bootstrap_servers,

@@ -277,6 +277,26 @@ def test_snapshots_fill_the_sink_ahead_of_their_batch(make_sink: Callable[..., S
         make_sink(read_only=True).write_snapshot(1, snapshot)
 
 
+def test_loaded_shards_fill_the_sink_without_a_batch_id(make_sink: Callable[..., Sink]) -> None:
+    sink = make_sink(keep_history=True)
+    loaded = frame(group_metadata("a", 3, 2), commit("a", "t", 0, 5), commit("b", "t", 1, 7))
+    sink.write_loaded(loaded)
+    sink.write_loaded(frame(commit("c", "t", 0, 1)))  # another shard's, from another worker
+    sink.write_loaded(loaded)  # a replayed rebuild writes the same rows again
+    assert sink.status().last_batch_id == -1
+    assert offsets_of(sink, "a") == {("t", 0): 5}
+    assert offsets_of(sink, "c") == {("t", 0): 1}
+    assert sink.list_groups()[0] == GroupListing("a", partitions=1, generation=3, members=2)
+    assert sink.history("a") == []  # state, not commits
+
+    # The batch that loaded them is written after them and wins.
+    assert sink.write_batch(0, frame(commit("a", "t", 0, 6), tombstone("b", "t", 1)), progress(0))
+    assert offsets_of(sink, "a") == {("t", 0): 6}
+    assert offsets_of(sink, "b") == {}
+    with pytest.raises(SinkError, match="read-only"):
+        make_sink(read_only=True).write_loaded(loaded)
+
+
 def test_replayed_batch_id_changes_nothing(sink: Sink) -> None:
     assert sink.write_batch(3, frame(commit("g", "t", 0, 5)), progress(3, ingest_offsets={0: 10}))
     before = sink.status()

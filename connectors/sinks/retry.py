@@ -1,0 +1,60 @@
+"""Waiting out a sink outage: retry a write with backoff for a bounded time.
+
+Used by every process that writes the job's sink: the driver for each micro-batch, and a Spark
+Python worker for the state of a shard it rebuilt. Retrying is safe because every write is one
+transaction and idempotent (a batch's by its batch id, a rebuilt shard's because it upserts the
+same rows).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from connectors.sinks.values import SinkError
+
+T = TypeVar("T")
+
+#: First pause after a failed write; doubled after each failure up to ``MAX_BACKOFF_S``.
+FIRST_BACKOFF_S = 0.25
+MAX_BACKOFF_S = 5.0
+
+
+def with_sink_retries(
+    write: Callable[[], T], timeout_s: float, what: str, log: logging.Logger
+) -> T:
+    """Run ``write``, retrying with backoff while it raises ``SinkError``, for up to
+    ``timeout_s`` seconds (0: no retry); then the last error propagates. ``what`` names the
+    write in log lines ("batch 12", "shard 7's rebuilt state")."""
+    deadline = time.monotonic() + timeout_s
+    backoff_s = FIRST_BACKOFF_S
+    attempt = 1
+    while True:
+        try:
+            result = write()
+        except SinkError as error:
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                log.error(
+                    "%s: sink still failing after %d attempts, failing the query: %s",
+                    what,
+                    attempt,
+                    error,
+                )
+                raise
+            log.warning(
+                "%s: sink write failed (attempt %d), retrying for %.0f s more: %s",
+                what,
+                attempt,
+                left_s,
+                error,
+            )
+            time.sleep(min(backoff_s, left_s))
+            backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
+            attempt += 1
+            continue
+        if attempt > 1:
+            log.warning("%s: sink write succeeded on attempt %d", what, attempt)
+        return result
