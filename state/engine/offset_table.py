@@ -84,19 +84,16 @@ class OffsetTable:
 
     base: Rows
     delta: Delta
-    #: Base row numbers in (deadline, row) order: the base rows due at a time are a prefix, so
-    #: expiry never scans the whole base.
-    base_order: np.ndarray  # int64
 
     @staticmethod
     def empty() -> OffsetTable:
         """A table without offsets."""
-        return OffsetTable(Rows.empty(), Delta.empty(), np.zeros(0, np.int64))
+        return OffsetTable(Rows.empty(), Delta.empty())
 
     @staticmethod
     def from_base(base: Rows) -> OffsetTable:
         """A table whose base is ``base`` (sorted by khash, unique keys) and delta is empty."""
-        return OffsetTable(base, Delta.empty(), np.argsort(base.deadline, kind="stable"))
+        return OffsetTable(base, Delta.empty())
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -109,19 +106,6 @@ class OffsetTable:
     def superseded(self) -> np.ndarray:
         """Base rows a delta row replaces or deletes (sorted)."""
         return self.delta.superseded
-
-    def _base_due_count(self, now_ms: int) -> int:
-        """How many base rows (live or not) have ``deadline <= now_ms``: a binary search through
-        ``base_order``, which avoids materializing the sorted deadlines."""
-        deadline, order = self.base.deadline, self.base_order
-        lo, hi = 0, len(order)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if deadline[order[mid]] <= now_ms:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
 
     def locate(
         self, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
@@ -195,9 +179,8 @@ class OffsetTable:
     def due(self, now_ms: int) -> Rows:
         """Every live row with ``deadline <= now_ms``."""
         parts = []
-        count = self._base_due_count(now_ms)
-        if count:
-            idx = np.sort(self.base_order[:count])
+        idx = np.flatnonzero(self.base.deadline <= now_ms)
+        if idx.size:
             idx = idx[~_member(idx, self.superseded())]
             parts.append(self.base.take(idx))
         d = self.delta
@@ -209,12 +192,13 @@ class OffsetTable:
         d = self.delta
         live_deadlines = d.rows.deadline[~d.tomb]
         delta_min = int(live_deadlines.min()) if live_deadlines.size else int(NEVER)
-        # At most len(superseded) base rows are not live, so the first live base row in deadline
-        # order is among the first len(superseded) + 1.
+        deadlines = self.base.deadline
         superseded = self.superseded()
-        head = self.base_order[: superseded.size + 1]
-        live = head[~_member(head, superseded)]
-        base_min = int(self.base.deadline[live[0]]) if live.size else int(NEVER)
+        if superseded.size:
+            live = np.ones(len(deadlines), dtype=bool)
+            live[superseded] = False
+            deadlines = deadlines[live]
+        base_min = int(deadlines.min()) if deadlines.size else int(NEVER)
         return min(base_min, delta_min)
 
     # --- writing ---------------------------------------------------------------------------
@@ -282,7 +266,7 @@ class OffsetTable:
         old = d.superseded
         new = np.sort(new_base_pos[new_base_pos >= 0])
         delta.__dict__["superseded"] = np.insert(old, np.searchsorted(old, new), new)
-        return OffsetTable(self.base, delta, self.base_order), existed
+        return OffsetTable(self.base, delta), existed
 
     def needs_compaction(self) -> bool:
         """Whether the delta has outgrown its share of the base (see ``COMPACT_FRACTION``)."""

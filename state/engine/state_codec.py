@@ -3,11 +3,11 @@
 This is how the engine's tables persist between micro-batches (Spark keeps the blob as the
 shard's group state), so it lives with the tables it encodes.
 
-Layout (format version 1; integers big-endian)::
+Layout (format version 2; integers big-endian)::
 
     offset  size  field
     0       8     magic b"SCOSHARD"
-    8       2     format version (uint16) = 1
+    8       2     format version (uint16) = 2
     10      2     section count (uint16) = 4
     12      4     shard id (int32)
     16      8     offsets retention (ms) the stored deadlines were computed with (int64)
@@ -21,35 +21,39 @@ Layout (format version 1; integers big-endian)::
             metadata large_binary (the GroupMetadataValue record value, null without metadata),
             generation int32, members int32, state_ts int64
     topics  one row per topic code: name, hash, by_hash as for groups
-    base    committed offsets sorted by khash: khash uint64, gcode int32, tcode int32,
-            partition int32, offset int64, leader_epoch int32, metadata large_string,
-            commit_ts int64, expire_ts int64 (-1: none), deadline int64 (2^63-1: never), and
-            deadline_order int64 (row numbers in (deadline, row) order: a permutation)
-    delta   the base's columns but deadline_order, sorted by khash, plus base_pos int64 (the
-            base row it supersedes, -1 for none) and tomb bool (the key is deleted)
+    base    committed offsets in key-hash order: gcode int32, tcode int32, partition int32,
+            offset int64, leader_epoch int32, metadata large_string, commit_ts int64,
+            expire_ts int64 (-1: none), deadline int64 (2^63-1: never)
+    delta   the base's columns, in key-hash order, plus base_pos int64 (the base row it
+            supersedes, -1 for none) and tomb bool (the key is deleted)
 
-``hash`` and ``khash`` are ``state.engine.hashing``'s functions; they are part of this format.
-Decoding is zero-copy for the fixed-width columns (the arrays view the blob), so a call's cost
-follows its batch; encoding reuses a section's bytes verbatim when that part of the state did not
-change since it was decoded (usually the base, by far the largest). Never pickle: a blob is data
-only.
+``hash`` is ``state.engine.hashing``'s ``string_hash``, part of this format. A row's key hash
+(``key_hash`` of its group's and topic's hashes and its partition) is not stored: decoding
+computes it, a few milliseconds for 200k offsets, where storing it took 8 incompressible bytes
+per offset, most of a blob that crosses from Spark's JVM to Python and back at every call.
+Version 1 blobs, which stored it (and a permutation of the base in deadline order), are still
+read. Decoding views the decompressed columns in place; encoding reuses a section's bytes
+verbatim when that part of the state did not change since it was decoded (usually the base, by
+far the largest). Never pickle: a blob is data only.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import fields
 
 import pyarrow as pa
 
 from state.engine.columns import arrow_column, numpy_column
 from state.engine.groups import GroupTable, StringDict
+from state.engine.hashing import key_hash
 from state.engine.offset_rows import Rows
 from state.engine.offset_table import Delta, OffsetTable
 from state.engine.shard_state import ShardState
 
 MAGIC = b"SCOSHARD"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this code decodes; it encodes ``FORMAT_VERSION`` only.
+READABLE_VERSIONS = (1, 2)
 _SECTIONS = ("groups", "topics", "base", "delta")
 _HEADER = struct.Struct(">8sHHiqq4Q")
 
@@ -76,7 +80,6 @@ _GROUPS_SCHEMA = pa.schema(
 )
 _TOPICS_SCHEMA = pa.schema(_DICT_FIELDS)
 _ROW_TYPES = {
-    "khash": pa.uint64(),
     "gcode": pa.int32(),
     "tcode": pa.int32(),
     "partition": pa.int32(),
@@ -88,24 +91,41 @@ _ROW_TYPES = {
     "deadline": pa.int64(),
 }
 _ROW_FIELDS = [pa.field(n, t, nullable=False) for n, t in _ROW_TYPES.items()]
-_BASE_SCHEMA = pa.schema([*_ROW_FIELDS, pa.field("deadline_order", pa.int64(), nullable=False)])
-_DELTA_SCHEMA = pa.schema(
-    [
-        *_ROW_FIELDS,
-        pa.field("base_pos", pa.int64(), nullable=False),
-        pa.field("tomb", pa.bool_(), nullable=False),
-    ]
-)
+_DELTA_FIELDS = [
+    pa.field("base_pos", pa.int64(), nullable=False),
+    pa.field("tomb", pa.bool_(), nullable=False),
+]
+_KHASH = pa.field("khash", pa.uint64(), nullable=False)
+#: The schemas of each section, by format version.
+_SCHEMAS = {
+    2: {
+        "groups": _GROUPS_SCHEMA,
+        "topics": _TOPICS_SCHEMA,
+        "base": pa.schema(_ROW_FIELDS),
+        "delta": pa.schema([*_ROW_FIELDS, *_DELTA_FIELDS]),
+    },
+    1: {
+        "groups": _GROUPS_SCHEMA,
+        "topics": _TOPICS_SCHEMA,
+        "base": pa.schema(
+            [_KHASH, *_ROW_FIELDS, pa.field("deadline_order", pa.int64(), nullable=False)]
+        ),
+        "delta": pa.schema([_KHASH, *_ROW_FIELDS, *_DELTA_FIELDS]),
+    },
+}
+_BASE_SCHEMA = _SCHEMAS[FORMAT_VERSION]["base"]
+_DELTA_SCHEMA = _SCHEMAS[FORMAT_VERSION]["delta"]
 
 
 # --- encoding --------------------------------------------------------------------------------
 
 
 #: Sections are LZ4-compressed Arrow IPC (readers need no flag: the stream says so). A shard of
-#: 200k offsets is 14.6 MB plain and 2.2 MB compressed, for 1 ms more to encode and 4 ms to
-#: decode; every touched shard's blob crosses from the JVM to Python and back and into RocksDB
-#: each micro-batch, and at 10M keys the plain blobs of a task's shards outgrew the JVM's 2 GB
-#: of direct memory in one Arrow batch.
+#: 200k offsets was 14.6 MB plain and 2.2 MB compressed with its key hashes (version 1), for
+#: 1 ms more to encode and 4 ms to decode; every touched shard's blob crosses from the JVM to
+#: Python and back and into RocksDB each micro-batch, and at 10M keys the plain blobs of a
+#: task's shards outgrew the JVM's 2 GB of direct memory in one Arrow batch. zstd (level 1)
+#: made blobs a third of LZ4's but cost more to decode at every call than it saved.
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
@@ -123,12 +143,10 @@ def _dict_columns(d: StringDict) -> list[pa.Array]:
 
 
 def _rows_columns(rows: Rows) -> list[pa.Array]:
-    """The ``_ROW_TYPES`` columns of ``rows``, in schema order (``Rows``' field order)."""
+    """The ``_ROW_TYPES`` columns of ``rows``, in schema order (the key hash is not stored)."""
     return [
-        getattr(rows, f.name)
-        if f.name == "metadata"
-        else pa.array(getattr(rows, f.name), _ROW_TYPES[f.name])
-        for f in fields(Rows)
+        rows.metadata if name == "metadata" else pa.array(getattr(rows, name), kind)
+        for name, kind in _ROW_TYPES.items()
     ]
 
 
@@ -157,10 +175,7 @@ def encode_state(state: ShardState) -> bytes:
         ),
         "base": (
             offsets.base,
-            lambda: pa.Table.from_arrays(
-                [*_rows_columns(offsets.base), pa.array(offsets.base_order, pa.int64())],
-                schema=_BASE_SCHEMA,
-            ),
+            lambda: pa.Table.from_arrays(_rows_columns(offsets.base), schema=_BASE_SCHEMA),
         ),
         "delta": (
             offsets.delta,
@@ -220,10 +235,10 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
     if len(view) < 12 or bytes(view[:8]) != MAGIC:
         raise StateFormatError("not a shard state blob (bad magic)")
     version, count = struct.unpack_from(">HH", view, 8)
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise StateFormatError(
             f"shard state blob format version {version} is not supported "
-            f"(this code reads version {FORMAT_VERSION})"
+            f"(this code reads versions {', '.join(map(str, READABLE_VERSIONS))})"
         )
     if len(view) < _HEADER.size or count != len(_SECTIONS):
         raise StateFormatError(
@@ -238,12 +253,7 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
     tables: dict[str, pa.Table] = {}
     raw: dict[str, memoryview] = {}
     at = _HEADER.size
-    expected = {
-        "groups": _GROUPS_SCHEMA,
-        "topics": _TOPICS_SCHEMA,
-        "base": _BASE_SCHEMA,
-        "delta": _DELTA_SCHEMA,
-    }
+    expected = _SCHEMAS[version]
     for name, length in zip(_SECTIONS, lengths, strict=True):
         raw[name] = view[at : at + length]
         try:
@@ -268,19 +278,26 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
         numpy_column(g, "state_ts"),
     )
     topics = _string_dict(tables["topics"])
-    base = _rows(tables["base"])
-    d = tables["delta"]
-    delta = Delta(_rows(d), numpy_column(d, "base_pos"), numpy_column(d, "tomb"))
-    offsets = OffsetTable(base, delta, numpy_column(tables["base"], "deadline_order"))
-    # Remember which sections still encode which parts, for encode_state to reuse them.
+    try:
+        base = _rows(tables["base"], groups.names, topics)
+        d = tables["delta"]
+        delta = Delta(
+            _rows(d, groups.names, topics), numpy_column(d, "base_pos"), numpy_column(d, "tomb")
+        )
+    except IndexError as e:  # a group or topic code beyond its dictionary
+        raise StateFormatError(f"corrupt shard state blob: {e}") from e
+    offsets = OffsetTable(base, delta)
+    # Remember which sections still encode which parts, for encode_state to reuse them (an
+    # older version's sections are re-encoded in the current one).
     owners = {"groups": groups, "topics": topics, "base": base, "delta": delta}
+    reusable = _SECTIONS if version == FORMAT_VERSION else ("groups", "topics")
     return ShardState(
         shard_id,
         groups,
         topics,
         offsets,
         retention_ms,
-        {name: (owners[name], raw[name]) for name in _SECTIONS},
+        {name: (owners[name], raw[name]) for name in reusable},
     )
 
 
@@ -291,11 +308,17 @@ def _string_dict(table: pa.Table) -> StringDict:
     )
 
 
-def _rows(table: pa.Table) -> Rows:
-    """The ``Rows`` of a base or delta section (its ``_ROW_TYPES`` columns)."""
-    return Rows(
-        **{
-            name: arrow_column(table, name) if name == "metadata" else numpy_column(table, name)
-            for name in _ROW_TYPES
-        }
-    )
+def _rows(table: pa.Table, groups: StringDict, topics: StringDict) -> Rows:
+    """The ``Rows`` of a base or delta section: its ``_ROW_TYPES`` columns, and the key hash
+    from the group and topic hashes (stored in version 1)."""
+    columns = {
+        name: arrow_column(table, name) if name == "metadata" else numpy_column(table, name)
+        for name in _ROW_TYPES
+    }
+    if "khash" in table.column_names:
+        khash = numpy_column(table, "khash")
+    else:
+        khash = key_hash(
+            groups.hashes[columns["gcode"]], topics.hashes[columns["tcode"]], columns["partition"]
+        )
+    return Rows(khash=khash, **columns)

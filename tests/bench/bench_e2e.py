@@ -848,13 +848,19 @@ def report(results: dict[str, Any]) -> str:
     if rebuild_profile:
         worker = rebuild_profile["state_function"]
         lines.append("")
-        lines.append(
-            f"rebuild: driver has the loaded shards after "
-            f"{rebuild_profile['to_first_snapshot_s'] or 0:.1f} s, then writes "
-            f"{rebuild_profile['snapshot_writes']} shard snapshots into the sink in "
-            f"{rebuild_profile['snapshot_write_s']:.1f} s; state function (s, summed over "
-            f"workers):"
-        )
+        if rebuild_profile["snapshot_writes"]:
+            lines.append(
+                f"rebuild: driver has the loaded shards after "
+                f"{rebuild_profile['to_first_snapshot_s']:.1f} s, then writes "
+                f"{rebuild_profile['snapshot_writes']} shard snapshots into the sink in "
+                f"{rebuild_profile['snapshot_write_s']:.1f} s; state function (s, summed over "
+                f"workers):"
+            )
+        else:
+            lines.append(
+                "rebuild: the Python workers wrote the shards they rebuilt into the sink "
+                "('snapshot'); state function (s, summed over workers):"
+            )
         lines += [
             f"  {section:<18} {sec:7.2f}" for section, sec in worker["seconds"].items() if sec
         ]

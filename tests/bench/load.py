@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,21 @@ _PART = (
 
 def partitions_json(partitions: Iterable[int], offset: int) -> str:
     return ",".join(_PART.format(p=p, o=offset) for p in partitions)
+
+
+def group_positions(group: str, partitions: int, advance: int) -> list[int]:
+    """Committed offsets of ``group``'s partitions after ``advance`` rounds: each partition at
+    its own position, as real consumers' are (the same offset everywhere compresses the state
+    and the offsets topic far better than production data would)."""
+    start = zlib.crc32(group.encode()) % 1_000_000 * 1_000
+    return [start + p * 7_919 + advance for p in range(partitions)]
+
+
+def positions_json(group: str, partitions: int, advance: int) -> str:
+    """``partitions_json`` of :func:`group_positions`."""
+    return ",".join(
+        _PART.format(p=p, o=o) for p, o in enumerate(group_positions(group, partitions, advance))
+    )
 
 
 def commit_json(request_id: str, group: str, topic: str, parts_json: str) -> bytes:
@@ -107,8 +123,8 @@ def produce_rounds(
 
     sent = 0
     for r in range(rounds):
-        parts = partitions_json(range(partitions), base_offset + r)
         for group in groups:
+            parts = positions_json(group, partitions, base_offset + r)
             while True:
                 try:
                     producer.produce(

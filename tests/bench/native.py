@@ -19,6 +19,8 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tests.bench.load import group_positions
+
 #: Requests in flight against the coordinator (the issue's yardstick: 50).
 IN_FLIGHT = 50
 
@@ -114,8 +116,11 @@ def commit_through_kafka(
     requests = 0
     started = time.monotonic()
     for r in range(rounds):
-        offsets = [TopicPartition(topic, p, base_offset + r) for p in range(partitions)]
         for group in groups:
+            offsets = [
+                TopicPartition(topic, p, o)
+                for p, o in enumerate(group_positions(group, partitions, base_offset + r))
+            ]
             window.acquire()
             sent_at = time.monotonic()
             request = ConsumerGroupTopicPartitions(group, offsets)

@@ -24,6 +24,7 @@ from connectors.sinks import (
     Sink,
     SinkError,
     SinkWriteError,
+    absolute_sink_url,
     open_sink,
     redact_url,
 )
@@ -825,6 +826,23 @@ def test_open_sink_refuses_bad_urls(
 )
 def test_redact_url(url: str, redacted: str) -> None:
     assert redact_url(url) == redacted
+
+
+def test_absolute_sink_url_opens_the_same_database_from_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = "sqlite:///sub%20dir/x.db?table_prefix=p_"
+    absolute = absolute_sink_url(url)
+    assert absolute == f"sqlite:///{tmp_path}/sub%20dir/x.db?table_prefix=p_"
+    assert absolute_sink_url(absolute) == absolute
+    with open_sink(url) as sink:
+        sink.write_loaded(frame(commit("g", "t", 0, 5)))
+    monkeypatch.chdir(tmp_path.parent)  # a worker started in another directory
+    with open_sink(absolute, read_only=True) as sink:
+        assert offsets_of(sink, "g") == {("t", 0): 5}
+    postgres = "postgresql://u:s3cret@h/db?sslmode=require"
+    assert absolute_sink_url(postgres) == postgres
 
 
 @pytest.mark.postgres

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -83,14 +84,42 @@ def test_decoded_state_keeps_working() -> None:
 def test_base_is_zero_copy_and_reused() -> None:
     blob = encode_state(populated())
     state = decode_state(blob)
-    khash = state.offsets.base.khash
-    assert not khash.flags.writeable and not khash.flags.owndata  # a view of the blob
+    offsets = state.offsets.base.offset
+    assert not offsets.flags.writeable and not offsets.flags.owndata  # a view of the section
     req = OffsetCommitRequest("c4", GROUPS[1], (PartitionCommit("t", 5, 8),))
     after = apply_batch(state, frame_from_requests([req], 10, 300), 300, CONFIG).state
     assert after.offsets.base is state.offsets.base
     # The unchanged base section is copied verbatim into the new blob.
     base_bytes = bytes(state.blob_sections["base"][1])
     assert base_bytes in encode_state(after)
+
+
+def test_key_hashes_are_not_stored_but_recomputed() -> None:
+    state = populated()
+    blob = encode_state(state)
+    back = decode_state(blob)
+    for before, after in (
+        (state.offsets.base, back.offsets.base),
+        (state.offsets.delta.rows, back.offsets.delta.rows),
+    ):
+        assert len(after) > 0
+        assert after.khash.tobytes() == before.khash.tobytes()
+        assert before.khash.tobytes() not in blob
+
+
+def test_version_1_blobs_are_still_read() -> None:
+    """A checkpoint written before format version 2 (which stored each row's key hash and the
+    base's deadline order) resumes: the blob of ``populated()`` as version 1 wrote it."""
+    v1 = (Path(__file__).parent / "data" / "shard-state-v1.bin").read_bytes()
+    assert struct.unpack_from(">H", v1, 8) == (1,)
+    state = populated()
+    back = decode_state(v1)
+    assert shard_groups(back) == shard_groups(state)
+    assert back.offsets.base.khash.tobytes() == state.offsets.base.khash.tobytes()
+    assert next_expiry_ms(back) == next_expiry_ms(state)
+    # Re-encoded in the current version, sections and all.
+    assert encode_state(back) == encode_state(state)
+    assert struct.unpack_from(">H", encode_state(back), 8) == (FORMAT_VERSION,)
 
 
 def test_unknown_version_is_rejected() -> None:
