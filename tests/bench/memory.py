@@ -43,27 +43,34 @@ def _descendants(root: int) -> list[int]:
 
 
 class MemorySampler(threading.Thread):
-    """Peak resident memory (VmHWM, /proc) of the JVM, its Python workers and this process."""
+    """Peak resident memory (VmHWM, /proc) of the JVM, its Python workers and this process, and
+    the largest Python worker's resident memory (VmRSS, sampled) in each ``phase``."""
 
-    def __init__(self, jvm_pid: int) -> None:
+    def __init__(self, jvm_pid: int, interval_s: float = 0.25) -> None:
         super().__init__(daemon=True, name="memory-sampler")
         self.jvm_pid = jvm_pid
+        self.interval_s = interval_s
         self.peaks: dict[str, int] = {"jvm": 0, "python_worker_max": 0, "bench_python": 0}
         self.workers_rss_sum_peak = 0
+        #: What the benchmark is doing; set by it as it goes.
+        self.phase = "start"
+        self.worker_rss_by_phase: dict[str, int] = {}
         self._stop_event = threading.Event()
 
     def sample(self) -> None:
         self.peaks["jvm"] = max(self.peaks["jvm"], _status_kb(self.jvm_pid)[0])
         self.peaks["bench_python"] = max(self.peaks["bench_python"], _status_kb(os.getpid())[0])
         rss_sum = 0
+        phase = self.phase
         for pid in _descendants(self.jvm_pid):
             hwm, rss = _status_kb(pid)
             self.peaks["python_worker_max"] = max(self.peaks["python_worker_max"], hwm)
+            self.worker_rss_by_phase[phase] = max(self.worker_rss_by_phase.get(phase, 0), rss)
             rss_sum += rss
         self.workers_rss_sum_peak = max(self.workers_rss_sum_peak, rss_sum)
 
     def run(self) -> None:
-        while not self._stop_event.wait(1.0):
+        while not self._stop_event.wait(self.interval_s):
             self.sample()
 
     def stop(self) -> dict[str, float]:
@@ -71,4 +78,7 @@ class MemorySampler(threading.Thread):
         self.sample()
         result = {f"{k}_peak_mb": v / 1024 for k, v in self.peaks.items()}
         result["python_workers_rss_sum_peak_mb"] = self.workers_rss_sum_peak / 1024
+        result["python_worker_rss_mb_by_phase"] = {
+            phase: kb / 1024 for phase, kb in self.worker_rss_by_phase.items()
+        }
         return result
