@@ -669,6 +669,18 @@ def _verdict(ok: bool | None) -> str:
     return "-" if ok is None else ("met" if ok else "NOT met")
 
 
+def _per_call_lines(title: str, worker: Mapping[str, Any]) -> list[str]:
+    """A state-function summary (:func:`summarize_sections`) as milliseconds per call."""
+    calls = worker["calls"]
+    lines = [f"{title}: {calls} calls, {worker['rows']:,} rows, per call (ms):"]
+    lines += [
+        f"  {section:<18} {1000 * sec / calls:7.2f}"
+        for section, sec in worker["seconds"].items()
+        if sec
+    ]
+    return lines
+
+
 def report(results: dict[str, Any]) -> str:
     rows: list[tuple[str, str, str, str]] = []
     for name, tp in results.get("throughput", {}).items():
@@ -826,34 +838,17 @@ def report(results: dict[str, Any]) -> str:
             f"{st['wall_s']:7.2f} {st['run_s']:7.2f} {st['cpu_s']:7.2f} {st['gc_s']:6.2f}"
             for st in prof["stages"]
         ]
-    for lat in results.get("latency", []):
-        worker = lat.get("state_function")
-        if not worker or not worker["calls"]:
-            continue
-        lines.append("")
-        lines.append(
-            f"state function at {lat['offsets_per_s']:,} offsets/s: {worker['calls']} calls, "
-            f"{worker['rows']:,} rows, per call (ms):"
-        )
-        lines += [
-            f"  {section:<18} {1000 * sec / worker['calls']:7.2f}"
-            for section, sec in worker["seconds"].items()
-            if sec
-        ]
-    for probe_result in results.get("scale", {}).get("probes", []):
-        worker = probe_result.get("state_function")
-        if not worker or not worker["calls"]:
-            continue
-        lines.append("")
-        lines.append(
-            f"state function, scale probe at {probe_result['state_keys']:,} keys: "
-            f"{worker['calls']} calls, {worker['rows']:,} rows, per call (ms):"
-        )
-        lines += [
-            f"  {section:<18} {1000 * sec / worker['calls']:7.2f}"
-            for section, sec in worker["seconds"].items()
-            if sec
-        ]
+    per_call = [
+        (f"at {lat['offsets_per_s']:,} offsets/s", lat.get("state_function"))
+        for lat in results.get("latency", [])
+    ] + [
+        (f"scale probe at {probe['state_keys']:,} keys", probe.get("state_function"))
+        for probe in results.get("scale", {}).get("probes", [])
+    ]
+    for label, worker in per_call:
+        if worker and worker["calls"]:
+            lines.append("")
+            lines += _per_call_lines(f"state function, {label}", worker)
     rebuild_profile = results.get("rebuild", {}).get("profile")
     if rebuild_profile:
         worker = rebuild_profile["state_function"]
