@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
 )
+from state.engine.groups import GroupTable
 from state.engine.request_frame import frame_from_requests
 from state.engine.shard_state import compact
 from state.engine.state_codec import FORMAT_VERSION, MAGIC
@@ -120,6 +122,14 @@ def test_version_1_blobs_are_still_read() -> None:
     # Re-encoded in the current version, sections and all.
     assert encode_state(back) == encode_state(state)
     assert struct.unpack_from(">H", encode_state(back), 8) == (FORMAT_VERSION,)
+
+
+def test_codes_beyond_the_dictionaries_are_rejected() -> None:
+    """A blob whose offsets name groups its groups section lacks cannot give their key hashes."""
+    state = populated()
+    broken = replace(state, groups=GroupTable.empty(), blob_sections={})
+    with pytest.raises(StateFormatError, match="corrupt shard state blob"):
+        decode_state(encode_state(broken))
 
 
 def test_unknown_version_is_rejected() -> None:
