@@ -1,0 +1,244 @@
+"""The benchmark's printed report: every target of the performance issue with its figure and
+verdict, side by side with Kafka's coordinator, then where the time went (``bench_e2e`` writes the
+same results as JSON). ``python -m tests.bench.report RESULTS.json`` prints a saved run's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: The performance issue's targets on a 2-core machine.
+TARGETS: dict[str, Any] = {
+    # job offsets/s over Kafka's coordinator offsets/s, per work
+    "throughput_ratio": {"A": 1.0, "B": 0.4},
+    # offsets/s -> (ack p50, ack p99) seconds
+    "ack_s": {10_000: (1.0, 2.0), 1_000: (None, 1.0)},
+    "fetch_p99_ms": 2.0,
+    "scale_ratio": 1.5,
+    "restart_s": 30.0,
+    "rebuild_records_per_s": 200_000.0,
+}
+
+
+def _verdict(ok: bool | None) -> str:
+    return "-" if ok is None else ("met" if ok else "NOT met")
+
+
+def _per_call_lines(title: str, worker: Mapping[str, Any]) -> list[str]:
+    """A state-function summary (:func:`summarize_sections`) as milliseconds per call."""
+    calls = worker["calls"]
+    lines = [f"{title}: {calls} calls, {worker['rows']:,} rows, per call (ms):"]
+    lines += [
+        f"  {section:<18} {1000 * sec / calls:7.2f}"
+        for section, sec in worker["seconds"].items()
+        if sec
+    ]
+    return lines
+
+
+def report(results: dict[str, Any]) -> str:
+    rows: list[tuple[str, str, str, str]] = []
+    for name, tp in results.get("throughput", {}).items():
+        work = tp["work"]
+        ours, native = tp["offsets_per_s"], tp["native"]["offsets_per_s"]
+        shape = f"{work['groups']:,} groups x {work['partitions']:,} partitions"
+        target = TARGETS["throughput_ratio"][name]
+        rows.append((f"work {name} ({shape}), job (offsets/s)", f"{ours:,.0f}", "", ""))
+        rows.append(
+            (
+                f"work {name}, Kafka coordinator (offsets/s; request p99 s)",
+                f"{native:,.0f}; {tp['native']['request_p99_s']:.3f}",
+                "",
+                "",
+            )
+        )
+        rows.append(
+            (
+                f"work {name}, ratio job/Kafka",
+                f"{tp['ratio_vs_native']:.2f}x",
+                f">= {target}x",
+                _verdict(tp["ratio_vs_native"] >= target),
+            )
+        )
+        rows.append(
+            (
+                f"work {name}, batches (median rows, writer s)",
+                f"{tp['batch_rows_median']:,.0f} rows, {tp['batch_writer_ms_median'] / 1000:.2f} s",
+                "",
+                "",
+            )
+        )
+    for lat in results.get("latency", []):
+        rate = lat["offsets_per_s"]
+        p50_target, p99_target = TARGETS["ack_s"].get(rate, (None, None))
+        ok = None
+        if p99_target is not None:
+            ok = lat["ack_p99_s"] <= p99_target and (
+                p50_target is None or lat["ack_p50_s"] <= p50_target
+            )
+        target = "" if p99_target is None else f"p99 <= {p99_target:g} s"
+        if p50_target is not None:
+            target = f"p50 <= {p50_target:g} s, {target}"
+        rows.append(
+            (
+                f"ack p50/p99 at {rate:,} offsets/s "
+                f"= {lat['requests_per_s_target']:,.0f} req/s (s)",
+                f"{lat['ack_p50_s']:.3f} / {lat['ack_p99_s']:.3f}",
+                target,
+                _verdict(ok),
+            )
+        )
+        rows.append(
+            (
+                f"sink-visible p50/p99 at {rate:,}/s (s)",
+                f"{lat['sink_p50_s']:.3f} / {lat['sink_p99_s']:.3f}",
+                "",
+                "",
+            )
+        )
+    fetch = results.get("fetch")
+    if fetch:
+        rows.append(
+            (
+                "fetch 100 partitions, sink p50/p99 (ms)",
+                f"{fetch['sink_p50_ms']:.2f} / {fetch['sink_p99_ms']:.2f}",
+                "p99 <= 2 ms",
+                _verdict(fetch["sink_p99_ms"] <= TARGETS["fetch_p99_ms"]),
+            )
+        )
+        rows.append(
+            (
+                "fetch 100 partitions, Kafka p50/p99 (ms)",
+                f"{fetch['native_p50_ms']:.2f} / {fetch['native_p99_ms']:.2f}",
+                "",
+                "",
+            )
+        )
+    scale = results.get("scale")
+    if scale:
+        rows.append(
+            (
+                f"batch s at {scale['baseline_keys']:,} vs {scale['largest_keys']:,} keys",
+                f"{scale['baseline_batch_s']:.2f} vs {scale['largest_batch_s']:.2f} "
+                f"({scale['ratio']:.2f}x)",
+                "<= 1.5x at 10M",
+                _verdict(scale["ratio"] <= TARGETS["scale_ratio"])
+                + ("" if scale["largest_keys"] >= 9_990_000 else " (below 10M)"),
+            )
+        )
+        rows.append(
+            (
+                f"restart -> first batch, {scale['largest_keys']:,} keys (s)",
+                f"{scale['restart_s_at_largest']:.1f}",
+                "<= 30 s",
+                _verdict(scale["restart_s_at_largest"] <= TARGETS["restart_s"]),
+            )
+        )
+    rebuild = results.get("rebuild")
+    if rebuild:
+        rows.append(
+            (
+                "rebuild from offsets topic (records/s)",
+                f"{rebuild['records_per_s']:,.0f} ({rebuild['records']:,} in "
+                f"{rebuild['seconds']:.1f} s)",
+                ">= 200,000",
+                _verdict(rebuild["records_per_s"] >= TARGETS["rebuild_records_per_s"]),
+            )
+        )
+    memory = results.get("memory")
+    if memory:
+        rows.append(
+            (
+                "peak memory: JVM / Python worker / bench (MB)",
+                f"{memory['jvm_peak_mb']:,.0f} / {memory['python_worker_max_peak_mb']:,.0f} / "
+                f"{memory['bench_python_peak_mb']:,.0f}",
+                "",
+                "",
+            )
+        )
+        by_phase = memory.get("python_worker_rss_mb_by_phase") or {}
+        if by_phase:
+            rows.append(
+                (
+                    "largest Python worker by phase (MB)",
+                    ", ".join(f"{phase} {mb:,.0f}" for phase, mb in by_phase.items()),
+                    "",
+                    "",
+                )
+            )
+    widths = [max(len(r[i]) for r in [*rows, ("metric", "value", "target", "")]) for i in range(4)]
+    lines = [
+        "  ".join(
+            h.ljust(w) for h, w in zip(("metric", "value", "target", ""), widths, strict=True)
+        )
+    ]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    for name, prof in results.get("profile", {}).items():
+        lines.append("")
+        worker = prof["state_function"]
+        total = sum(worker["seconds"].values()) or 1.0
+        lines.append(
+            f"state function, work {name}: {worker['calls']} calls, {worker['rows']:,} rows"
+        )
+        lines += [
+            f"  {section:<18} {sec:7.2f} s  {100 * sec / total:5.1f}%"
+            for section, sec in worker["seconds"].items()
+        ]
+        lines.append(f"driver (foreachBatch), work {name}:")
+        lines += [f"  {section:<24} {sec:7.2f} s" for section, sec in prof["driver"].items()]
+        lines.append(f"Spark stages, work {name} (wall / task run / JVM CPU / GC, s):")
+        lines += [
+            f"  {st['stage']:>4} {st['name']:<60} {st['tasks']:>4} tasks "
+            f"{st['wall_s']:7.2f} {st['run_s']:7.2f} {st['cpu_s']:7.2f} {st['gc_s']:6.2f}"
+            for st in prof["stages"]
+        ]
+    per_call = [
+        (f"at {lat['offsets_per_s']:,} offsets/s", lat.get("state_function"))
+        for lat in results.get("latency", [])
+    ] + [
+        (f"scale probe at {probe['state_keys']:,} keys", probe.get("state_function"))
+        for probe in results.get("scale", {}).get("probes", [])
+    ]
+    for label, worker in per_call:
+        if worker and worker["calls"]:
+            lines.append("")
+            lines += _per_call_lines(f"state function, {label}", worker)
+    rebuild_profile = results.get("rebuild", {}).get("profile")
+    if rebuild_profile:
+        worker = rebuild_profile["state_function"]
+        lines.append("")
+        if rebuild_profile["snapshot_writes"]:
+            lines.append(
+                f"rebuild: driver has the loaded shards after "
+                f"{rebuild_profile['to_first_snapshot_s']:.1f} s, then writes "
+                f"{rebuild_profile['snapshot_writes']} shard snapshots into the sink in "
+                f"{rebuild_profile['snapshot_write_s']:.1f} s; state function (s, summed over "
+                f"workers):"
+            )
+        else:
+            lines.append(
+                "rebuild: the Python workers wrote the shards they rebuilt into the sink "
+                "('snapshot'); state function (s, summed over workers):"
+            )
+        lines += [
+            f"  {section:<18} {sec:7.2f}" for section, sec in worker["seconds"].items() if sec
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the report of a run saved with ``bench_e2e --json``."""
+    parser = argparse.ArgumentParser(description="Print the report of a saved bench_e2e run.")
+    parser.add_argument("results", type=Path, help="the JSON file bench_e2e --json wrote")
+    args = parser.parse_args(argv)
+    print(report(json.loads(args.results.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
