@@ -316,8 +316,7 @@ class Sink(ABC, CloseOnExit):
             nonlocal written
             if batch_id <= self._last_batch_id(tx):
                 return False
-            self._write_offsets(tx, batch_id, prepared)
-            self._write_groups(tx, batch_id, prepared)
+            self._write_state(tx, batch_id, prepared)
             written = True
             return True
 
@@ -338,9 +337,7 @@ class Sink(ABC, CloseOnExit):
         prepared = prepare_batch(records)
 
         def apply(tx: Statements) -> bool:
-            batch_id = self._last_batch_id(tx) + 1
-            self._write_offsets(tx, batch_id, prepared)
-            self._write_groups(tx, batch_id, prepared)
+            self._write_state(tx, self._last_batch_id(tx) + 1, prepared)
             return True
 
         self._write(apply, "rebuilt shard state not written")
@@ -354,11 +351,15 @@ class Sink(ABC, CloseOnExit):
 
     def _apply_records(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """Offsets, then group metadata, then (if kept) history; every row tagged ``batch_id``."""
-        self._write_offsets(tx, batch_id, batch)
-        self._write_groups(tx, batch_id, batch)
+        self._write_state(tx, batch_id, batch)
         if self.keep_history and batch.history.num_rows:
             history = rows(batch.history, (SEQ, *HISTORY_COLUMNS))
             self._write_history(tx, ((batch_id, *row) for row in history), batch.history.num_rows)
+
+    def _write_state(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
+        """The batch's offsets, then its group metadata, every row tagged ``batch_id``."""
+        self._write_offsets(tx, batch_id, batch)
+        self._write_groups(tx, batch_id, batch)
 
     def _write_groups(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """Upsert and delete the batch's group metadata rows."""
