@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient
 
 from connectors.client import OffsetsReader
@@ -27,7 +27,13 @@ from streaming.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
 from tests.fixtures.offset_delete import delete_offsets
-from tests.streaming.helpers import kafka_offsets, mirror_command, sink_offsets, wait_for
+from tests.streaming.helpers import (
+    kafka_offsets,
+    mirror_command,
+    produce_raw,
+    sink_offsets,
+    wait_for,
+)
 
 _MESSAGES = 20
 
@@ -48,11 +54,7 @@ def test_the_sink_follows_kafkas_committed_offsets(
     spark: Any, kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
 ) -> None:
     topic = topic_factory(partitions=2)
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
-    for i in range(_MESSAGES):
-        producer.send(topic, f"m{i}".encode(), partition=i % 2)
-    producer.flush()
-    producer.close()
+    produce_raw(kafka_bootstrap, topic, ((i % 2, f"m{i}".encode()) for i in range(_MESSAGES)))
     tag = uuid.uuid4().hex[:8]
     classic, kip848, admin_only = f"classic-{tag}", f"kip848-{tag}", f"admin-{tag}"
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from kafka import KafkaProducer
 
 from connectors.kafka.local import free_port_block
 from connectors.runtime import runtime_dir
@@ -25,7 +24,7 @@ from connectors.sinks import BatchProgress, open_sink
 from streaming.serve import ServeConfig, create_app
 from tests.connectors.sinks.record_frames import commit, frame, group_metadata
 from tests.fixtures.kafka import TopicFactory
-from tests.streaming.helpers import wait_for
+from tests.streaming.helpers import produce_raw, wait_for
 
 GROUP = "payments"
 MESSAGES = 30
@@ -59,11 +58,7 @@ def _commit_history(sink_url: str, topic: str) -> None:
 @pytest.fixture()
 def served(kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path) -> Iterator[Served]:
     topic = topic_factory(partitions=2)
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
-    for i in range(MESSAGES):
-        producer.send(topic, f"m{i}".encode(), partition=i % 2)
-    producer.flush()
-    producer.close()
+    produce_raw(kafka_bootstrap, topic, ((i % 2, f"m{i}".encode()) for i in range(MESSAGES)))
     sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
     _commit_history(sink_url, topic)
     app = create_app(
