@@ -62,6 +62,7 @@ from tests.bench.load import IngestTarget, check_encoding, in_child, paced_reque
 from tests.bench.memory import MemorySampler
 from tests.bench.native import commit_through_kafka
 from tests.bench.report import report
+from tests.bench.results import print_and_save
 from tests.fixtures.job import new_job_config
 
 
@@ -862,17 +863,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for tp in results.get("throughput", {}).values():
         tp.pop("groups", None)
         tp.pop("native_groups", None)
-    print()
-    print(report(results))
-    for name, error in results.get("errors", {}).items():
-        print(f"not measured: {name}: {error}")
-    print(
-        f"\n{results['cpus']} CPUs, load average {results['load_average_start'][0]:.1f} at start, "
-        f"{results['load_average_end'][0]:.1f} at end (other processes share the machine)."
-    )
-    if args.json is not None:
-        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-        print(f"results written to {args.json}")
+    print_and_save(results, report(results), args.json)
     return 0
 
 

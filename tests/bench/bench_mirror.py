@@ -26,7 +26,6 @@ freshness   while a steady commit load runs (``--load-rate`` offsets/s through t
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -56,6 +55,7 @@ from streaming.session import spark_session
 from tests.bench.bench_e2e import percentile
 from tests.bench.memory import MemorySampler
 from tests.bench.native import commit_through_kafka
+from tests.bench.results import print_and_save
 
 #: The fill's request shape: Kafka's coordinator is fastest with wide requests (work B).
 FILL_GROUPS = 100
@@ -404,15 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("consumer_offsets.mirror").setLevel(logging.INFO)
     signal.signal(signal.SIGTERM, _interrupt)
     results = run(args)
-    print()
-    print(report(results))
-    print(
-        f"\n{results['cpus']} CPUs, load average {results['load_average_start'][0]:.1f} at start, "
-        f"{results['load_average_end'][0]:.1f} at end."
-    )
-    if args.json is not None:
-        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-        print(f"results written to {args.json}")
+    print_and_save(results, report(results), args.json)
     return 0
 
 
