@@ -10,6 +10,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=deploy/background.sh
+source deploy/background.sh
 
 cli=.venv/bin/consumer-offsets
 if [[ ! -x "$cli" ]]; then
@@ -57,30 +59,14 @@ consumer.close()
 PY
 
 echo "==> mirror quickstart: starting the mirror (log: $log)"
-"$cli" mirror --source-bootstrap-servers "$bootstrap" --cluster-name local \
-  --sink-url "$sink" --checkpoint-location .runtime/mirror-demo-checkpoint \
-  --log-end-interval 1 >"$log" 2>&1 &
-mirror=$!
-stop_mirror() {
-  if kill -0 "$mirror" 2>/dev/null; then
-    kill -TERM "$mirror"
-    wait "$mirror" || true
-  fi
+start_service mirror "$log" "$cli" mirror --source-bootstrap-servers "$bootstrap" \
+  --cluster-name local --sink-url "$sink" --checkpoint-location .runtime/mirror-demo-checkpoint \
+  --log-end-interval 1
+lag_mirrored() {
+  "$cli" describe --group mirror-demo-readers --sink-url "$sink" --json 2>/dev/null \
+    | grep -q '"lag": 20'
 }
-trap stop_mirror EXIT
-
-for _ in $(seq 1 120); do
-  if "$cli" describe --group mirror-demo-readers --sink-url "$sink" --json 2>/dev/null \
-    | grep -q '"lag": 20'; then
-    break
-  fi
-  if ! kill -0 "$mirror" 2>/dev/null; then
-    echo "the mirror exited; its log:" >&2
-    tail -n 40 "$log" >&2
-    exit 1
-  fi
-  sleep 1
-done
+wait_for_service lag_mirrored
 
 echo "==> mirror quickstart: the group as the sink holds it (lag from the mirrored log-end offsets)"
 "$cli" status --sink-url "$sink"

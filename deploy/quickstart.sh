@@ -10,6 +10,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=deploy/background.sh
+source deploy/background.sh
 
 bash deploy/setup.sh
 
@@ -18,27 +20,9 @@ log=.runtime/quickstart-job.log
 "$cli" kafka start
 
 echo "==> quickstart: starting the streaming job (log: $log)"
-"$cli" run --embedded --trigger-interval "500 milliseconds" >"$log" 2>&1 &
-job=$!
-stop_job() {
-  if kill -0 "$job" 2>/dev/null; then
-    kill -TERM "$job"
-    wait "$job" || true
-  fi
-}
-trap stop_job EXIT
-
-for _ in $(seq 1 120); do
-  if "$cli" status --json 2>/dev/null | grep -q '"status": "ACTIVE"'; then
-    break
-  fi
-  if ! kill -0 "$job" 2>/dev/null; then
-    echo "the job exited; its log:" >&2
-    tail -n 40 "$log" >&2
-    exit 1
-  fi
-  sleep 1
-done
+start_service job "$log" "$cli" run --embedded --trigger-interval "500 milliseconds"
+active() { "$cli" status --json 2>/dev/null | grep -q '"status": "ACTIVE"'; }
+wait_for_service active
 
 echo "==> quickstart: committing offsets for group demo-payments"
 "$cli" commit --group demo-payments --topic orders --partition 0 --offset 42 --metadata "batch 7"
