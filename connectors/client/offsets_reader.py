@@ -21,8 +21,10 @@ from typing import Any
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import KafkaError
 
-from connectors.client.errors import CoordinatorLoadInProgressError
+from connectors.client.errors import CoordinatorLoadInProgressError, OffsetsError
+from connectors.client.starting_offsets import missing_marker, starting_offsets_json
 from connectors.closing import CloseOnExit
 from connectors.kafka.admin import list_offsets
 from connectors.sinks import (
@@ -33,6 +35,7 @@ from connectors.sinks import (
     Sink,
     open_sink,
 )
+from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 
 __all__ = [
@@ -288,6 +291,69 @@ class OffsetsReader(CloseOnExit):
         if missing:
             ends.update(self.broker.end_offsets(missing))
         return ends
+
+    def spark_starting_offsets(
+        self,
+        group_id: str,
+        topics: Sequence[str] | None = None,
+        missing: str = "earliest",
+        *,
+        unknown_group: str = "error",
+    ) -> str:
+        """The group's committed offsets as the ``startingOffsets`` JSON of Spark's Kafka source,
+        ``{"orders":{"0":42,"1":17}}``, over every partition of ``topics`` (the topics the query
+        subscribes to; None: those the group committed).
+
+        Spark wants every partition of a subscribed topic named, so partitions come from the
+        data cluster (this reader's client options): a partition the group never committed gets
+        ``missing``'s marker (-2 "earliest", -1 "latest"), committed partitions the topic no
+        longer has are left out. A group the sink does not know raises GROUP_ID_NOT_FOUND (69)
+        naming it, unless ``unknown_group="missing"``: then every partition gets the marker.
+        A topic the cluster does not have raises UNKNOWN_TOPIC_OR_PARTITION (3); an unreachable
+        cluster REQUEST_TIMED_OUT (7) rather than a guess; a reader without client options
+        ValueError. Reads the sink as it is now: ``connectors.client.sink_currency`` waits until
+        the job has applied the group's last commits.
+        """
+        missing_marker(missing)  # ValueError for anything but earliest/latest, before any I/O
+        if unknown_group not in ("error", "missing"):
+            raise ValueError(f"unknown_group must be 'error' or 'missing', got {unknown_group!r}")
+        if isinstance(topics, str):
+            raise TypeError(f"topics must be a list of topic names, not the string {topics!r}")
+        self._check_loaded()
+        committed = self.sink.fetch_offsets(group_id)
+        if not committed and unknown_group == "error" and self.group(group_id) is None:
+            raise OffsetsError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"group {group_id!r} does not exist in the sink {self.sink.url}",
+            )
+        wanted = list(dict.fromkeys(topics if topics is not None else (o.topic for o in committed)))
+        if not wanted:
+            raise ValueError(
+                f"group {group_id!r} has no committed offsets: give topics, the topics the "
+                "query subscribes to"
+            )
+        partitions = {topic: self._partitions_of(topic) for topic in wanted}
+        return starting_offsets_json(
+            ((o.topic_partition, o.offset) for o in committed), partitions, missing
+        )
+
+    def _partitions_of(self, topic: str) -> list[int]:
+        """The topic's partition ids from the data cluster; OffsetsError when it has no such
+        topic or cannot be reached."""
+        try:
+            found = self.broker.partitions_for(topic)
+        except KafkaError as exc:
+            raise OffsetsError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"cannot read the partitions of topic {topic!r} from the Kafka cluster "
+                f"({type(exc).__name__}: {exc}); without them no startingOffsets can be given",
+            ) from exc
+        if not found:
+            raise OffsetsError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {topic!r} does not exist on the Kafka cluster",
+            )
+        return found
 
     def history(
         self,

@@ -16,7 +16,8 @@ committing through :class:`connectors.client.commit_client.OffsetCommitClient`:
 
 Either way the committed offsets trail what the query processed, never lead it: a commit is sent
 only after the batch completed. The checkpoint stays the query's source of truth; the group's
-offsets are what the outside world sees. Import this module only where pyspark is installed.
+offsets are what the outside world sees — and what a query starts from when its checkpoint is
+new (:mod:`connectors.client.spark_resume`). Import this module only where pyspark is installed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import ast
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import wait
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -114,6 +117,8 @@ class CommitProgressListener(StreamingQueryListener):
         self.timeout_s = timeout_s
         self.on_commit = on_commit or self._log_outcome
         self._lock = threading.Lock()
+        self._terminated = threading.Condition(self._lock)
+        self._terminated_ids: set[str] = set()
         self._last: dict[str, dict[TopicPartition, int]] = {}
         #: Commits sent so far (the futures of ``commit_async``), newest last; for callers that
         #: want to wait for them (tests, shutdown).
@@ -163,6 +168,36 @@ class CommitProgressListener(StreamingQueryListener):
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         with self._lock:
             self._last.pop(str(event.id), None)
+            self._terminated_ids.add(str(event.id))
+            self._terminated.notify_all()
+
+    def flush(self, timeout_s: float = 60.0, *, query: Any = None) -> None:
+        """Wait until every commit sent so far is answered (applied, or failed), so that the
+        group's offsets are final — e.g. before the group is handed to another consumer or a
+        query starts from it (:mod:`connectors.client.spark_resume`).
+
+        With ``query`` (a stopped ``StreamingQuery``, or its id) it first waits until Spark has
+        reported that query's termination to this listener: Spark reports progress
+        asynchronously, so a query's last batch may reach the listener after ``stop()``
+        returned, and its termination comes after it. Raises TimeoutError after ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        if query is not None:
+            query_id = str(getattr(query, "id", query))
+            with self._terminated:
+                seen = self._terminated.wait_for(
+                    lambda: query_id in self._terminated_ids, timeout=timeout_s
+                )
+            if not seen:
+                raise TimeoutError(f"query {query_id} was not reported terminated in {timeout_s} s")
+        with self._lock:
+            pending = list(self.futures)
+        _, not_done = wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+        if not_done:
+            raise TimeoutError(
+                f"{len(not_done)} commit(s) of group {self.group_id!r} unanswered after "
+                f"{timeout_s} s"
+            )
 
     def _log_outcome(self, result: CommitResult | None, error: BaseException | None) -> None:
         if error is not None:

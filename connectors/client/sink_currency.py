@@ -1,0 +1,154 @@
+"""Is the sink current for a group? Wait until the job has applied every commit the group sent.
+
+A commit is a message on the group's ingest partition (``partition_for(group)``); the job
+applies the partition's messages in order and records, in the same sink transaction as their
+offsets, the next ingest offset it will read (the status row's ``ingest_offsets``). So once that
+progress reaches the partition's log-end offset *as read now*, every commit produced before now
+is in the sink — whoever sent it.
+
+Why the log end, read at call time, rather than the commit client remembering the offsets it
+produced: the commits that matter usually come from another process — the driver of a query
+that was stopped or lost with its checkpoint, a plain consumer handing its group over — and a
+client's memory dies with it. The log end covers every producer and needs nothing from them
+but that their commits were sent: a synchronous ``commit`` that returned, an asynchronous one
+whose future completed (``CommitProgressListener.flush``), or a closed client. It can wait a
+little longer than needed (other groups of the same shard, the job's expiry ticks), never
+shorter.
+
+When it cannot know — the job is STOPPED short of the log end, the sink is a mirror's (whose
+progress counts ``__consumer_offsets``, not the ingest topic), no cluster answers, or the
+progress does not get there in time (a job restarted on a new checkpoint records a shard only
+once it reads something there) — :func:`wait_until_applied` raises
+:class:`SinkNotCurrentError` instead of letting a stale answer through.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kafka.errors import KafkaError
+
+from connectors.client.errors import OffsetsError
+from connectors.client.offsets_reader import BrokerOffsets, OffsetsReader
+from connectors.kafka.admin import DEFAULT_INGEST_TOPIC
+from state.coordinator.errors import ErrorCode
+from state.coordinator.model import TopicPartition
+from state.coordinator.partitioner import partition_for
+
+__all__ = ["AppliedPosition", "SinkNotCurrentError", "wait_until_applied"]
+
+#: How often the status row is read while waiting.
+DEFAULT_POLL_S: Final = 0.1
+
+
+class SinkNotCurrentError(OffsetsError):
+    """The sink cannot be shown to hold the group's last commits: REQUEST_TIMED_OUT (7) when the
+    job's progress did not reach them in time or no cluster answered, COORDINATOR_NOT_AVAILABLE
+    (15) when the job is stopped short of them or the sink is not the job's."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedPosition:
+    """What :func:`wait_until_applied` checked: the group's ingest partition, its log end when
+    the wait began, and the job's progress there when the wait ended (``>= log_end_offset``)."""
+
+    group_id: str
+    ingest_partition: int
+    log_end_offset: int
+    progress_offset: int
+
+
+def wait_until_applied(
+    reader: OffsetsReader,
+    group_id: str,
+    *,
+    ingest_topic: str = DEFAULT_INGEST_TOPIC,
+    timeout_s: float = 60.0,
+    client_options: Mapping[str, Any] | None = None,
+    poll_s: float = DEFAULT_POLL_S,
+) -> AppliedPosition:
+    """Wait until ``reader``'s sink holds every commit of ``group_id`` sent before this call.
+
+    ``ingest_topic`` is the job's (``JobConfig.ingest_topic``); it is read on the cluster of
+    ``client_options`` (kafka-python options), by default the reader's. Waits through LOADING.
+    Raises :class:`SinkNotCurrentError` when it cannot know (see the module docstring),
+    ValueError for a timeout that is not > 0.
+    """
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    deadline = time.monotonic() + timeout_s
+    if reader.sink.source_cluster() is not None:
+        raise SinkNotCurrentError(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"{reader.sink.url} is a mirror's sink: its progress is not the job's on "
+            f"{ingest_topic!r}, so whether it holds group {group_id!r}'s last commits cannot "
+            "be known from it",
+        )
+    shard, log_end = _ingest_log_end(reader, group_id, ingest_topic, client_options, timeout_s)
+    while True:
+        status = reader.status()
+        progress = status.ingest_offsets.get(shard, 0 if log_end == 0 else -1)
+        if progress >= log_end and status.status != "LOADING":
+            return AppliedPosition(group_id, shard, log_end, progress)
+        if status.status == "STOPPED":
+            raise SinkNotCurrentError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"the offsets job is STOPPED ({status.detail}) having applied {ingest_topic!r} "
+                f"partition {shard} (group {group_id!r}'s shard) up to offset "
+                f"{_shown(progress)} of {log_end}: the sink may lack the group's last commits",
+            )
+        if time.monotonic() >= deadline:
+            where = f"loading ({status.detail})" if status.status == "LOADING" else "running"
+            raise SinkNotCurrentError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"cannot know whether the sink holds group {group_id!r}'s last commits: after "
+                f"{timeout_s:g} s the job ({where}) has applied {ingest_topic!r} partition "
+                f"{shard} up to offset {_shown(progress)}, its log end was {log_end}",
+            )
+        time.sleep(poll_s)
+
+
+def _shown(progress: int) -> str:
+    return "(none recorded)" if progress < 0 else str(progress)
+
+
+def _ingest_log_end(
+    reader: OffsetsReader,
+    group_id: str,
+    ingest_topic: str,
+    client_options: Mapping[str, Any] | None,
+    timeout_s: float,
+) -> tuple[int, int]:
+    """The group's ingest partition and its log-end offset, now."""
+    own = None if client_options is None else BrokerOffsets(client_options, timeout_s)
+    broker = own or reader.broker
+    try:
+        partitions = broker.partitions_for(ingest_topic)
+        if not partitions:
+            raise SinkNotCurrentError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"the ingest topic {ingest_topic!r} does not exist on the Kafka cluster: "
+                f"whether the sink holds group {group_id!r}'s last commits cannot be known",
+            )
+        shard = partition_for(group_id, len(partitions))
+        tp = TopicPartition(ingest_topic, shard)
+        ends = broker.end_offsets([tp])
+    except KafkaError as exc:
+        raise SinkNotCurrentError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"cannot read the log end of {ingest_topic!r} from the Kafka cluster "
+            f"({type(exc).__name__}: {exc}): whether the sink holds group {group_id!r}'s last "
+            "commits cannot be known",
+        ) from exc
+    finally:
+        if own is not None:
+            own.close()
+    if tp not in ends:
+        raise SinkNotCurrentError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"the Kafka cluster gave no log end for {ingest_topic!r} partition {shard}",
+        )
+    return shard, ends[tp]

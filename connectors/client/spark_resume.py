@@ -1,0 +1,185 @@
+"""Starting a Spark Kafka query from its consumer group's committed offsets.
+
+The other half of :mod:`connectors.client.spark_progress`: that module commits a query's
+progress as a group's offsets; this one turns a group's offsets back into the position a query
+starts from — after a lost checkpoint, for a new version of a query on a fresh checkpoint, when
+a plain Kafka consumer hands its group to Spark, or to replay after ``reset-offsets``.
+
+Spark decides where a Kafka query starts only once, when its checkpoint is new: from then on it
+resumes from the checkpoint and **ignores** ``startingOffsets`` without a word (and a checkpoint
+whose source already recorded its initial offsets, even before a first batch, ignores it too).
+:func:`start_from_group` follows that rule instead of hiding it:
+
+* checkpoint new → it waits until the sink holds the group's last commits
+  (:func:`connectors.client.sink_currency.wait_until_applied`), reads them as ``startingOffsets``
+  (``OffsetsReader.spark_starting_offsets``) and starts the query there;
+* checkpoint present → the query resumes from it, and the group is not read; with
+  ``start="group"`` (the caller means the group's position, e.g. right after a reset) it
+  refuses with :class:`CheckpointExistsError` instead of starting somewhere else;
+* a starting position among ``source_options`` (``startingOffsets``, ``subscribe``, …) is
+  refused: the helper owns it, and with a checkpoint Spark would ignore it anyway.
+
+Import this module only where pyspark is installed (it is loaded on first use by
+``connectors.client``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from connectors.client.offsets_reader import OffsetsReader
+from connectors.client.sink_currency import AppliedPosition, wait_until_applied
+from connectors.client.starting_offsets import missing_marker
+from connectors.kafka.admin import DEFAULT_INGEST_TOPIC
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CheckpointExistsError",
+    "ResumedQuery",
+    "checkpoint_is_new",
+    "start_from_group",
+]
+
+#: Source options that choose a starting position or the partitions read (lower case, as Spark
+#: compares option names): the helper sets them, so a caller's would be overridden or ignored.
+POSITION_OPTIONS: Final = frozenset(
+    {
+        "startingoffsets",
+        "startingoffsetsbytimestamp",
+        "startingtimestamp",
+        "startingoffsetsbytimestampstrategy",
+        "subscribe",
+        "subscribepattern",
+        "assign",
+    }
+)
+
+
+class CheckpointExistsError(ValueError):
+    """``start="group"`` over a checkpoint that exists: Spark would resume from the checkpoint
+    and ignore the group's offsets."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumedQuery:
+    """A started query and where it started: ``"group"`` (then ``starting_offsets`` is the JSON
+    Spark was given and ``applied`` what the sink was checked against) or ``"checkpoint"``."""
+
+    query: StreamingQuery
+    started_from: Literal["group", "checkpoint"]
+    starting_offsets: str | None = None
+    applied: AppliedPosition | None = None
+
+
+def checkpoint_is_new(spark: SparkSession, location: str) -> bool:
+    """Whether a query started at ``location`` would take ``startingOffsets``: neither its
+    offset log (``offsets/``) nor its sources' initial offsets (``sources/``) hold anything. Any
+    Hadoop file system (local, HDFS, S3); needs a classic (JVM) session."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    for part in ("offsets", "sources"):
+        path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/" + part)
+        fs = path.getFileSystem(conf)
+        if fs.exists(path) and len(fs.listStatus(path)) > 0:
+            return False
+    return True
+
+
+def start_from_group(
+    spark: SparkSession,
+    write: Callable[[DataFrame], DataStreamWriter],
+    *,
+    reader: OffsetsReader,
+    group_id: str,
+    topics: Sequence[str],
+    checkpoint_location: str,
+    source_options: Mapping[str, str] | None = None,
+    ingest_topic: str = DEFAULT_INGEST_TOPIC,
+    missing: str = "earliest",
+    unknown_group: str = "error",
+    start: Literal["auto", "group"] = "auto",
+    wait_timeout_s: float = 60.0,
+    ingest_client_options: Mapping[str, Any] | None = None,
+) -> ResumedQuery:
+    """Start a Kafka query over ``topics`` at ``checkpoint_location``: from ``group_id``'s
+    committed offsets when the checkpoint is new, from the checkpoint otherwise.
+
+    ``write(frame)`` gets the Kafka source's DataFrame and returns its configured writer
+    (``frame.writeStream.foreachBatch(...)``, a format, a trigger, a query name); the helper
+    sets ``checkpointLocation`` on it last and starts it. ``source_options`` are the source's
+    other options in Spark's names (``kafka.bootstrap.servers``, ``kafka.security.protocol``,
+    ``maxOffsetsPerTrigger``…); a starting position or subscription among them raises
+    ValueError (see the module docstring). ``reader`` reads the sink and the data cluster's
+    partition lists; ``missing`` and ``unknown_group`` are those of
+    ``OffsetsReader.spark_starting_offsets``.
+
+    Before reading the group it waits up to ``wait_timeout_s`` until the job has applied every
+    commit the group sent (``ingest_topic`` is the job's, read on ``ingest_client_options``'
+    cluster, by default the reader's), raising ``SinkNotCurrentError`` when it cannot know.
+    Call it after the group's last commit was sent: a ``commit`` returned, the previous
+    query's ``CommitProgressListener.flush()``, or its client closed. ``start="group"``
+    raises :class:`CheckpointExistsError` instead of resuming from an existing checkpoint.
+    """
+    if isinstance(topics, str):
+        raise TypeError(f"topics must be a list of topic names, not the string {topics!r}")
+    if not topics:
+        raise ValueError("topics must name at least one topic (the query's subscription)")
+    missing_marker(missing)
+    if start not in ("auto", "group"):
+        raise ValueError(f"start must be 'auto' or 'group', got {start!r}")
+    options = dict(source_options or {})
+    refused = sorted(k for k in options if k.lower() in POSITION_OPTIONS)
+    if refused:
+        raise ValueError(
+            f"source_options must not set {', '.join(refused)}: the query subscribes to "
+            "`topics` and starts from the group's offsets when its checkpoint is new; once the "
+            "checkpoint exists Spark ignores startingOffsets and resumes from the checkpoint"
+        )
+
+    new = checkpoint_is_new(spark, checkpoint_location)
+    if not new and start == "group":
+        raise CheckpointExistsError(
+            f"checkpoint {checkpoint_location} exists: Spark resumes from it and ignores "
+            f"startingOffsets, so the query cannot start from group {group_id!r}'s offsets; "
+            "delete the checkpoint or give a new location (start='auto' resumes from it)"
+        )
+    source = spark.readStream.format("kafka")
+    for key, value in options.items():
+        source = source.option(key, value)
+    source = source.option("subscribe", ",".join(topics))
+    applied = starting = None
+    if new:
+        applied = wait_until_applied(
+            reader,
+            group_id,
+            ingest_topic=ingest_topic,
+            timeout_s=wait_timeout_s,
+            client_options=ingest_client_options,
+        )
+        starting = reader.spark_starting_offsets(
+            group_id, list(topics), missing, unknown_group=unknown_group
+        )
+        source = source.option("startingOffsets", starting)
+        log.info(
+            "starting the query at %s from group %r's offsets: %s",
+            checkpoint_location,
+            group_id,
+            starting,
+        )
+    else:
+        log.info(
+            "resuming the query from its checkpoint %s (group %r not read: Spark ignores "
+            "startingOffsets once a checkpoint exists)",
+            checkpoint_location,
+            group_id,
+        )
+    writer = write(source.load()).option("checkpointLocation", checkpoint_location)
+    query = writer.start()
+    return ResumedQuery(query, "group" if new else "checkpoint", starting, applied)
