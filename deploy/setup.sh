@@ -4,11 +4,15 @@
 #   bash deploy/setup.sh              # .venv + Python deps + JVM jars
 #   bash deploy/setup.sh --postgres   # ... and PostgreSQL's server binaries (apt), for its tests
 #   bash deploy/setup.sh --test-tools # ... and Prometheus and Chromium (apt), for the server's tests
+#   bash deploy/setup.sh --python 3.13 # .venv-3.13 instead of .venv, from that Python (CI's others)
 #
-# Phases that are already done are skipped: the virtualenv's install is keyed by a hash of
-# pyproject.toml, the Maven-resolved jars by a hash of deploy/pom.xml (stamp files). Output is
-# kept short (pip -q, mvn -q); any failure stops the script with the tool's own error.
-# Environment: PYTHON (interpreter for a new .venv, default python3.11), MVN_ARGS (extra Maven
+# Python packages come from requirements.lock (exact versions with hashes: the tested set), then
+# the project itself with --no-deps. Phases that are already done are skipped: the virtualenv's
+# install is keyed by a hash of pyproject.toml and requirements.lock, the Maven-resolved jars by a
+# hash of deploy/pom.xml (stamp files). Output is kept short (pip -q, mvn -q); any failure stops
+# the script with the tool's own error. A Python X.Y is pythonX.Y on PATH, else pyenv's newest X.Y
+# ($PYENV_ROOT, `pyenv root`, ~/.pyenv); none is an error, never a fallback to another version.
+# Environment: PYTHON (interpreter for a new .venv, default Python 3.11), MVN_ARGS (extra Maven
 # arguments, e.g. -Dmaven.repo.local=...).
 set -euo pipefail
 
@@ -16,22 +20,33 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 with_postgres=false
 with_test_tools=false
-for arg in "$@"; do
-  case "$arg" in
+python_version=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --postgres) with_postgres=true ;;
     --test-tools) with_test_tools=true ;;
+    --python)
+      python_version="${2:-}"
+      [[ "$python_version" =~ ^3\.[0-9]+$ ]] || {
+        echo "setup: --python takes a version like 3.13, not '${python_version}'" >&2
+        exit 2
+      }
+      shift
+      ;;
     -h | --help)
-      sed -n '2,12p' "$0"
+      sed -n '2,16p' "$0"
       exit 0
       ;;
     *)
-      echo "setup: unknown argument: $arg" >&2
+      echo "setup: unknown argument: $1" >&2
       exit 2
       ;;
   esac
+  shift
 done
 
-venv=.venv
+venv=.venv${python_version:+-$python_version}
+lock=requirements.lock
 jars=.runtime/jars
 setup_t0=$(date +%s%N)
 phase_name=""
@@ -50,6 +65,35 @@ phase_done() {
 
 hash_of() {
   sha256sum "$@" | sha256sum | cut -c1-16
+}
+
+# find_python X.Y: the path of a working Python X.Y, or nothing. pyenv's shims are on PATH too,
+# but answer "command not found" for a version that is not pyenv's global one, so each candidate
+# is run before it is taken.
+find_python() {
+  local version="$1" candidate root roots=()
+  if candidate=$(command -v "python$version") && python_is "$candidate" "$version"; then
+    echo "$candidate"
+    return
+  fi
+  [ -n "${PYENV_ROOT:-}" ] && roots+=("$PYENV_ROOT")
+  command -v pyenv >/dev/null && roots+=("$(pyenv root 2>/dev/null || true)")
+  roots+=("$HOME/.pyenv")
+  for root in "${roots[@]}"; do
+    [ -d "$root/versions" ] || continue
+    # Newest patch release first (3.12.10 before 3.12.9).
+    while read -r candidate; do
+      if python_is "$candidate" "$version"; then
+        echo "$candidate"
+        return
+      fi
+    done < <(compgen -G "$root/versions/$version.*/bin/python$version" | sort -rV)
+  done
+  return 0
+}
+
+python_is() {  # path, X.Y: does it run, and is it that version?
+  [ -x "$1" ] && [ "$("$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$2" ]
 }
 
 # Maven 3.8 prints bare ANSI reset codes even with -q -B; strip them and keep real messages
@@ -90,11 +134,19 @@ else
 fi
 
 # -- Python virtualenv ----------------------------------------------------------------------------
-phase "virtualenv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
-  python=${PYTHON:-python3.11}
-  command -v "$python" >/dev/null || {
-    echo "setup: $python not found; install Python 3.11 or set PYTHON" >&2
+phase "virtualenv $venv"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import sys' 2>/dev/null ||
+  { [ -n "$python_version" ] && ! python_is "$venv/bin/python" "$python_version"; }; then
+  if [ -n "$python_version" ]; then
+    python=$(find_python "$python_version")
+  elif [ -n "${PYTHON:-}" ]; then
+    python=$(command -v "$PYTHON" || true)
+  else
+    python=$(find_python 3.11)
+  fi
+  [ -n "$python" ] || {
+    echo "setup: no Python ${python_version:-${PYTHON:-3.11}} found (PATH, pyenv);" \
+      "install it (e.g. pyenv install ${python_version:-3.11}) or set PYTHON" >&2
     exit 1
   }
   rm -rf "$venv"
@@ -106,13 +158,22 @@ fi
 
 phase "python packages"
 py_stamp="$venv/.consumer-offsets-installed"
-py_key=$(hash_of pyproject.toml)
+py_key=$(hash_of pyproject.toml "$lock")
 if [ "$(cat "$py_stamp" 2>/dev/null)" = "$py_key" ]; then
   phase_done "up to date"
 else
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+  pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
+  # Hash-checked: every package and its dependencies must be in the lock, at its hashes.
+  "${pip[@]}" install --require-hashes -r "$lock"
+  "${pip[@]}" install --no-deps -e .
+  # The lock must satisfy pyproject.toml's ranges (a range moved without regenerating it fails).
+  "${pip[@]}" check >/dev/null || {
+    "${pip[@]}" check >&2
+    echo "setup: $lock does not satisfy pyproject.toml; regenerate it (see its header)" >&2
+    exit 1
+  }
   echo "$py_key" >"$py_stamp"
-  phase_done "installed"
+  phase_done "installed from $lock"
 fi
 
 # -- JVM jars (Maven Central, once) ---------------------------------------------------------------
