@@ -17,6 +17,11 @@ _SECRET_QUERY_KEYS: Final = frozenset({"password", "passfile", "sslpassword"})
 _CONNINFO_SECRET_RE: Final = re.compile(
     r"\b(password|sslpassword)(\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE
 )
+#: The sink URLs this module takes, as error messages name them.
+ACCEPTED_FORMS: Final = (
+    "sqlite:///relative/path.db, sqlite:////absolute/path.db or "
+    "postgresql://user:password@host:port/database"
+)
 #: Sink options that may also be given as URL query parameters (they are not passed on).
 _URL_OPTIONS: Final = frozenset({"table_prefix", "keep_history", "read_only", "schema"})
 
@@ -122,10 +127,21 @@ def parse_sink_url(
     unsupported scheme or a malformed URL; messages show the URL redacted.
     """
     safe = redact_url(url)
+    if not url.strip():
+        raise ValueError(f"no sink URL given: expected {ACCEPTED_FORMS}")
+    if "://" not in url:
+        # A plain path is the likeliest mistake: say which URL it means.
+        path = url if os.path.isabs(url) else url.removeprefix("./")
+        hint = f"sqlite:///{quote(path)}" if url.endswith((".db", ".sqlite", ".sqlite3")) else ""
+        raise ValueError(
+            f"sink URL {safe!r} is not a URL"
+            + (f" (for that SQLite file: {hint})" if hint else "")
+            + f": expected {ACCEPTED_FORMS}"
+        )
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ValueError(f"malformed sink URL {safe}") from exc
+        raise ValueError(f"malformed sink URL {safe}: expected {ACCEPTED_FORMS}") from exc
     scheme = parts.scheme.lower()
     query = parse_qsl(parts.query, keep_blank_values=True)
     sink_opts = {k: v for k, v in query if k in _URL_OPTIONS}
@@ -145,19 +161,19 @@ def parse_sink_url(
         if parts.netloc:
             raise ValueError(
                 f"sink URL {safe}: SQLite URLs have no host; use sqlite:///relative/path.db "
-                "or sqlite:////absolute/path.db"
+                "or sqlite:////absolute/path.db (three slashes, then the path)"
             )
         if passthrough or "schema" in sink_opts:
             names = sorted({k for k, _ in passthrough} | ({"schema"} & sink_opts.keys()))
             raise ValueError(f"sink URL {safe}: unknown SQLite options {names}")
         path = unquote(parts.path[1:])  # "sqlite:///" + path: drop the separator slash
         if not path:
-            raise ValueError(f"sink URL {safe} names no database file")
+            raise ValueError(f"sink URL {safe} names no database file: expected {ACCEPTED_FORMS}")
         return SinkTarget("sqlite", path, prefix, history, ro)
     if scheme in {"postgresql", "postgres"}:
         conninfo = _with_query(url, passthrough)
         return SinkTarget("postgresql", conninfo, prefix, history, ro, sink_opts.get("schema"))
     raise ValueError(
         f"unsupported sink URL scheme {parts.scheme!r} in {safe}: "
-        "expected sqlite, postgresql or postgres"
+        f"expected {ACCEPTED_FORMS} (or postgres://)"
     )

@@ -18,9 +18,14 @@ Commands (``consumer-offsets <command> --help`` for each)::
     serve --sink-url URL ...                   /metrics, Burrow's /v3 API and a dashboard
     kafka ...                                  the local broker (connectors.kafka.local)
 
-Every command but ``run``, ``mirror``, ``serve`` and ``kafka`` takes ``--bootstrap-server``,
+Every command takes ``--bootstrap-server`` and a repeated ``--kafka-option KEY=VALUE`` (Kafka's
+tools' spellings; ``--bootstrap-servers`` and ``--kafka-options`` still work) and
+``--log-level``; every command but ``run``, ``mirror``, ``serve`` and ``kafka`` takes
 ``--sink-url``, ``--config`` (TOML), ``--timeout`` (ms) and ``--json``; unset values come from the
 ``CONSUMER_OFFSETS_*`` environment variables and the config file (``streaming.config``).
+Commands that send requests (``commit``, ``reset-offsets --execute``, ``delete-offsets``,
+``delete``, ``import --execute``) first check that the job is alive (``connectors.client.
+liveness``) and refuse at once when it is STOPPED or NOT RESPONDING, unless ``--force``.
 Commits, resets, imports and deletes go through the job (``connectors.client.commit_client``), so
 Kafka's rules hold: a group with members refuses admin commits (UNKNOWN_MEMBER_ID, 25) and deletion
 (NON_EMPTY_GROUP, 68). ``reset-offsets`` and ``import`` only show what they would do unless
@@ -30,7 +35,9 @@ Output: aligned plain-text tables for people; with ``--json`` one JSON document 
 programs (errors too: ``{"error": {"code": .., "name": .., "message": ..}}``). Messages and
 warnings go to stderr; a progress line appears there for long work when it is a terminal.
 Exit status: 0 success, 1 the operation failed (the Kafka error name and code are printed, e.g.
-``OFFSET_METADATA_TOO_LARGE (12)``), 2 usage errors (bad arguments, config or input file).
+``OFFSET_METADATA_TOO_LARGE (12)``), 2 usage errors (bad arguments, config, sink URL or input
+file, and requests that can never succeed: a negative partition, an impossible topic name).
+Every failure is one line (``streaming.cli.failures``); ``--log-level debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -43,8 +50,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Final, TextIO
 
-from connectors.client.errors import OffsetsError
-from connectors.sinks import SinkError
 from streaming.cli import mirror as mirror_runner
 from streaming.cli import run as job_runner
 from streaming.cli import serve as serve_runner
@@ -59,14 +64,9 @@ from streaming.cli.commands.offsets import (
 from streaming.cli.commands.reset import cmd_reset_offsets
 from streaming.cli.commands.transfer import cmd_export, cmd_import
 from streaming.cli.context import DEFAULT_TIMEOUT_MS, Context
-from streaming.cli.errors import (
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
-    CommandFailed,
-    UsageError,
-)
-from streaming.cli.output import print_failure, print_offsets_error
+from streaming.cli.errors import EXIT_FAILURE, EXIT_USAGE
+from streaming.cli.failures import report_failure
+from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 
 PROG: Final = "consumer-offsets"
 
@@ -74,12 +74,12 @@ PROG: Final = "consumer-offsets"
 def _common(parser: argparse.ArgumentParser) -> None:
     """The connection and output flags every service command takes."""
     group = parser.add_argument_group("connection and output")
-    group.add_argument(
-        "--bootstrap-server",
-        metavar="HOST:PORT[,...]",
-        help="Kafka brokers (default: config file, CONSUMER_OFFSETS_BOOTSTRAP_SERVERS, "
+    add_bootstrap_server(
+        group,
+        "Kafka brokers (default: config file, CONSUMER_OFFSETS_BOOTSTRAP_SERVERS, "
         "KAFKA_BOOTSTRAP_SERVERS, 127.0.0.1:9092)",
     )
+    add_kafka_options(group, "a Kafka client option over the config file's (repeatable)")
     group.add_argument(
         "--sink-url",
         metavar="URL",
@@ -97,6 +97,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help=f"how long to wait for the job's answers (default {DEFAULT_TIMEOUT_MS})",
     )
     group.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    job_runner.add_log_level_argument(group, default="warning")
+
+
+def _force(parser: argparse.ArgumentParser) -> None:
+    """``--force``: send requests although the job looks STOPPED or not responding."""
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="send even when the job is STOPPED or NOT RESPONDING (requests wait in the "
+        "ingest topic; this command times out unless the job answers in time)",
+    )
 
 
 def _group_choice(parser: argparse.ArgumentParser, what: str) -> None:
@@ -152,6 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("describe", cmd_describe, "committed offsets, log-end offsets and lag")
     _group_choice(p, "group to describe")
+    p.add_argument(
+        "--starting-offsets",
+        action="store_true",
+        help="print the group's offsets as a Spark Kafka query's startingOffsets JSON",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        metavar="T",
+        help="with --starting-offsets: a topic the query subscribes to (repeatable; "
+        "default: the group's topics)",
+    )
 
     p = command("commit", cmd_commit, "commit one offset (synchronously, through the job)")
     p.add_argument("--group", required=True)
@@ -160,27 +183,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=int, required=True, help="the next offset to consume")
     p.add_argument("--metadata", default="", help="commit metadata (default empty)")
     p.add_argument("--leader-epoch", type=int, default=-1)
+    _force(p)
 
-    _add_reset_arguments(
-        command(
-            "reset-offsets", cmd_reset_offsets, "move a group's offsets (dry run unless --execute)"
-        )
+    p = command(
+        "reset-offsets", cmd_reset_offsets, "move a group's offsets (dry run unless --execute)"
     )
+    _add_reset_arguments(p)
+    _force(p)
 
     p = command("delete-offsets", cmd_delete_offsets, "delete some of a group's offsets")
     p.add_argument("--group", required=True)
     p.add_argument("--topic", action="append", required=True, metavar="T[:P,P]")
+    _force(p)
 
     p = command("delete", cmd_delete, "delete empty groups and their offsets")
     p.add_argument("--group", action="append", required=True, metavar="G", help="(repeatable)")
+    _force(p)
 
     p = command("export", cmd_export, "write committed offsets as CSV")
     _group_choice(p, "group to export")
     p.add_argument("--file", metavar="F.csv", help="output file (default: stdout)")
 
     p = command("import", cmd_import, "commit offsets from a CSV export (dry run unless --execute)")
-    p.add_argument("--file", required=True, metavar="F.csv", help="input file ('-': stdin)")
+    p.add_argument(
+        "--file",
+        "--from-file",
+        required=True,
+        metavar="F.csv",
+        help="input file ('-': stdin): this tool's export, or the CSV of Kafka's "
+        "kafka-consumer-groups.sh --reset-offsets --export",
+    )
+    p.add_argument(
+        "--group",
+        help="the group of a Kafka export's topic,partition,offset rows (which name none)",
+    )
     p.add_argument("--execute", action="store_true", help="commit the offsets")
+    _force(p)
 
     p = command("history", cmd_history, "a group's applied commits, newest first")
     p.add_argument("--group", required=True)
@@ -215,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     kafka = sub.add_parser(
         "kafka",
         help="start/stop the local Kafka broker",
-        description="The local Kafka broker (python -m connectors.kafka.local).",
+        description="The local Kafka broker (also: python -m connectors.kafka.local).",
         add_help=False,
     )
     # main() hands everything after "kafka" to the launcher before this parser runs; the
@@ -235,7 +273,8 @@ def main(
         # Everything after "kafka" belongs to the launcher, options included.
         from connectors.kafka.local import main as kafka_main
 
-        return kafka_main(argv[1:])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return kafka_main(argv[1:], prog=f"{PROG} kafka")
     parser = build_parser()
     try:
         # argparse prints help and usage errors itself: onto this call's streams.
@@ -247,73 +286,59 @@ def main(
         parser.print_usage(err)
         err.write(f"{PROG}: error: a command is required\n")
         return EXIT_USAGE
-    services = {"mirror": mirror_runner.run_mirror, "serve": serve_runner.run_serve}
+    services = {
+        "run": _run_job,
+        "mirror": mirror_runner.run_mirror,
+        "serve": serve_runner.run_serve,
+    }
     if getattr(args, "delegate", None) in services:
         return _run_service(services[args.delegate], args, out, err)
-    if getattr(args, "delegate", None):
-        # ``run``: the streaming job, exactly as ``python -m streaming`` runs it.
-        job_runner.configure_logging(args.log_level)
-        return job_runner.run(args)
-    # kafka-python logs every refused connection; the command reports what matters itself.
-    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    if args.log_level != "debug":
+        # kafka-python logs every refused connection; the command reports what matters itself.
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
     return _dispatch(args, out, err)
+
+
+def _run_job(args: argparse.Namespace) -> int:
+    """``run``: the streaming job, exactly as ``python -m streaming`` runs it."""
+    job_runner.configure_logging(args.log_level)
+    return job_runner.run(args)
 
 
 def _run_service(
     runner: Callable[[argparse.Namespace], int], args: argparse.Namespace, out: TextIO, err: TextIO
 ) -> int:
-    """``mirror`` or ``serve`` until stopped; their failures to start as exit statuses: usage
-    errors 2, a sink (e.g. one holding another cluster) or a Kafka cluster that refuses
-    (authentication, TLS) or an unusable option 1."""
+    """``run``, ``mirror`` or ``serve`` until stopped; a failure to start, or the query's, as
+    one line and an exit status (:func:`streaming.cli.failures.report_failure`): usage errors
+    (configuration, sink URL) 2, a sink or a Kafka cluster that cannot be reached or refuses
+    (authentication, TLS, another cluster's sink) 1."""
     try:
         return runner(args)
-    except UsageError as exc:
-        err.write(f"{PROG}: error: {exc}\n")
-        return EXIT_USAGE
-    except SinkError as exc:
-        print_failure(out, err, False, "SinkError", str(exc))
-        return EXIT_FAILURE
-    except Exception as exc:
-        from kafka.errors import KafkaError
-
-        if not isinstance(exc, KafkaError | OSError | ValueError):
-            raise
-        name = type(exc).__name__
-        print_failure(out, err, False, name, f"Kafka cluster: {name}: {exc}".rstrip(": "))
-        return EXIT_FAILURE
+    except (Exception, KeyboardInterrupt) as exc:
+        servers = getattr(args, "source_bootstrap_servers", None) or getattr(
+            args, "bootstrap_servers", None
+        )
+        return report_failure(
+            exc, out, err, debug=args.log_level == "debug", kafka_servers=servers or ""
+        )
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the parsed command's handler and map its outcome to an exit status: usage errors 2,
-    Kafka, sink and network failures 1 (reported on ``err``, and as JSON with ``--json``)."""
+    Kafka, sink and network failures 1 (one line on ``err``, and as JSON with ``--json``)."""
     ctx: Context | None = None
-    json_mode = bool(getattr(args, "json", False))
     try:
         ctx = Context(args, out, err)
         return int(args.handler(ctx))
-    except UsageError as exc:
-        err.write(f"{PROG}: error: {exc}\n")
-        return EXIT_USAGE
-    except CommandFailed:
-        return EXIT_FAILURE
-    except OffsetsError as exc:
-        print_offsets_error(out, err, json_mode, exc)
-        return EXIT_FAILURE
-    except SinkError as exc:
-        print_failure(out, err, json_mode, "SinkError", str(exc))
-        return EXIT_FAILURE
-    except Exception as exc:
-        from kafka.errors import KafkaError
-
-        if not isinstance(exc, KafkaError | OSError):
-            raise
-        name = type(exc).__name__
-        where = "Kafka: " if isinstance(exc, KafkaError) else ""
-        print_failure(out, err, json_mode, name, f"{where}{name}: {exc}".rstrip(": "))
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        err.write("interrupted\n")
-        return EXIT_INTERRUPTED
+    except (Exception, KeyboardInterrupt) as exc:
+        return report_failure(
+            exc,
+            out,
+            err,
+            json_mode=bool(getattr(args, "json", False)),
+            debug=args.log_level == "debug",
+            kafka_servers=ctx.config.bootstrap_servers if ctx is not None else "",
+        )
     finally:
         if ctx is not None:
             ctx.close()

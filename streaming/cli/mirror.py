@@ -5,7 +5,8 @@ Reads the source cluster's ``__consumer_offsets`` (read-only) and writes the job
 many seconds. Settings come, as the job's do, from a ``--config`` TOML file (``MirrorConfig``
 keys), then ``CONSUMER_OFFSETS_MIRROR_*`` environment variables, then flags. Source client
 options take the Java client's names, ``--source-kafka-option security.protocol=SASL_SSL`` and
-so on; their secret values are never logged.
+so on; their secret values are never logged. As in Kafka's tools, ``--bootstrap-server`` and
+``--kafka-option`` spell the source's flags too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import argparse
 import logging
 from typing import Any
 
+from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import UsageError
+from streaming.cli.kafka_flags import option_pair
 from streaming.cli.run import add_log_level_argument, configure_logging, run_until_stopped
 
 log = logging.getLogger(__name__)
@@ -23,12 +26,21 @@ log = logging.getLogger(__name__)
 def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
     """The mirror's flags; each overrides the environment and the ``--config`` file."""
     parser.add_argument("--config", help="TOML file with the mirror's keys (MirrorConfig)")
-    parser.add_argument("--source-bootstrap-servers", metavar="HOST:PORT")
+    parser.add_argument(
+        "--source-bootstrap-servers",
+        "--bootstrap-server",
+        "--bootstrap-servers",
+        dest="source_bootstrap_servers",
+        metavar="HOST:PORT",
+        help="the source cluster",
+    )
     parser.add_argument(
         "--source-kafka-option",
+        "--kafka-option",
+        dest="source_kafka_option",
         action="append",
         default=[],
-        type=_option,
+        type=option_pair,
         metavar="KEY=VALUE",
         help="a Kafka client option for the source cluster (repeatable)",
     )
@@ -50,16 +62,14 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="keep only the latest offsets, no history",
     )
+    parser.add_argument(
+        "--history-retention-ms",
+        metavar="MS",
+        help="how long a commit stays in the history (default one day; -1 keeps it forever)",
+    )
+    parser.add_argument("--history-retention-check-interval-ms", metavar="MS")
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
     add_log_level_argument(parser)
-
-
-def _option(pair: str) -> tuple[str, str]:
-    """``KEY=VALUE`` as a pair (argparse reports anything else as a usage error, value unshown)."""
-    key, sep, value = pair.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got a value for {key.strip()!r}")
-    return key.strip(), value
 
 
 def mirror_config_from_args(args: argparse.Namespace) -> Any:
@@ -77,12 +87,16 @@ def mirror_config_from_args(args: argparse.Namespace) -> Any:
             "trigger_interval",
             "log_end_interval_s",
             "keep_history",
+            "history_retention_ms",
+            "history_retention_check_interval_ms",
         )
     }
     if args.source_kafka_option:
         overrides["source_kafka_options"] = dict(args.source_kafka_option)
     try:
-        return load_mirror_config(args.config, overrides=overrides)
+        config = load_mirror_config(args.config, overrides=overrides)
+        parse_sink_url(config.sink_url)
+        return config
     except (OSError, ValueError) as exc:
         raise UsageError(f"configuration: {exc}") from None
 

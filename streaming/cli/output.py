@@ -95,12 +95,21 @@ def error_json(exc: OffsetsError) -> dict[str, Any]:
     return data
 
 
+def error_text(exc: OffsetsError) -> str:
+    """A Kafka error as one line that names its code once: the message when it already
+    names it (``group 'g': orders-0: OFFSET_METADATA_TOO_LARGE (12)``), else ``NAME (code):
+    message``."""
+    if exc.message and describe_error(exc.error_code) in exc.message:
+        return exc.message
+    return str(exc)
+
+
 def print_offsets_error(out: TextIO, err: TextIO, json_mode: bool, exc: OffsetsError) -> None:
-    """A Kafka error that ended the command: ``error: ..`` on stderr, and with ``--json`` its
-    :func:`error_json` on stdout."""
+    """A Kafka error that ended the command: ``error: ..`` on stderr (:func:`error_text`), and
+    with ``--json`` its :func:`error_json` on stdout."""
     if json_mode:
         out.write(json.dumps({"error": error_json(exc)}, indent=2) + "\n")
-    err.write(f"error: {exc}\n")
+    err.write(f"error: {error_text(exc)}\n")
 
 
 def print_failure(out: TextIO, err: TextIO, json_mode: bool, name: str, message: str) -> None:

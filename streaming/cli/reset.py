@@ -17,6 +17,7 @@ from connectors.client.errors import OffsetsError, describe_error
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from streaming.cli.errors import UsageError
+from streaming.cli.validation import check_topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +29,12 @@ class TopicSpec:
 
 
 def parse_topic_spec(text: str) -> TopicSpec:
-    """Parse ``T`` or ``T:P,P``. Kafka topic names cannot contain ``:``."""
+    """Parse ``T`` or ``T:P,P``. Kafka topic names cannot contain ``:``; a name no Kafka topic
+    can have is a :class:`UsageError` (``streaming.cli.validation``)."""
     topic, sep, rest = text.partition(":")
     if not topic:
         raise UsageError(f"--topic {text!r}: missing topic name")
+    check_topic(topic)
     if not sep:
         return TopicSpec(topic)
     parts = []

@@ -14,9 +14,12 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Final
 
+from connectors.sinks.url import parse_sink_url
+from streaming.cli.errors import UsageError
+from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.config import JobConfig, load_config
 
 #: How long a query that ended may take to be replaced by the job's own restart.
@@ -28,7 +31,9 @@ LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 LIBRARY_LOGGERS: Final = ("kafka", "py4j", "urllib3")
 
 
-def add_log_level_argument(parser: argparse.ArgumentParser, default: str = "info") -> None:
+def add_log_level_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: str = "info"
+) -> None:
     parser.add_argument(
         "--log-level",
         choices=LOG_LEVELS,
@@ -50,20 +55,35 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     add_log_level_argument(parser)
     for f in fields(JobConfig):
         flag = "--" + f.name.replace("_", "-")
-        if f.name == "keep_history":
+        if f.name == "bootstrap_servers":
+            add_bootstrap_server(parser, "override bootstrap_servers", dest=f.name, default=None)
+        elif f.name == "kafka_options":
+            add_kafka_options(parser, "a Kafka client option over kafka_options (repeatable)")
+        elif f.name == "keep_history":
             parser.add_argument(flag, action="store_const", const=True, default=None)
         else:
             parser.add_argument(flag, dest=f.name, default=None, help=f"override {f.name}")
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
-    """The job's configuration: flags over environment over ``--config`` file; ``--embedded``
-    defaults the replication settings to a single broker's."""
+    """The job's configuration: flags over environment over ``--config`` file (each
+    ``--kafka-option`` over the same key of ``kafka_options``); ``--embedded`` defaults the
+    replication settings to a single broker's. A :class:`UsageError` names what is wrong,
+    the sink URL included."""
     overrides: dict[str, Any] = {f.name: getattr(args, f.name, None) for f in fields(JobConfig)}
+    overrides["kafka_options"] = None
     if args.embedded:
         overrides["replication_factor"] = overrides["replication_factor"] or 1
         overrides["min_insync_replicas"] = overrides["min_insync_replicas"] or 1
-    return load_config(args.config, overrides=overrides)
+    try:
+        config = load_config(args.config, overrides=overrides)
+        parse_sink_url(config.sink_url)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"configuration: {exc}") from None
+    options = dict(getattr(args, "kafka_option", None) or [])
+    if options:
+        config = replace(config, kafka_options={**config.kafka_options, **options})
+    return config
 
 
 def configure_logging(level: str = "info") -> None:
@@ -134,8 +154,16 @@ def query_replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m streaming`` (and spark-submit's entry file): parse the job flags and run."""
+    from streaming.cli.failures import report_failure
+
     parser = argparse.ArgumentParser(prog="python -m streaming", description=__doc__)
     add_job_arguments(parser)
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
-    return run(args)
+    try:
+        return run(args)
+    except (Exception, KeyboardInterrupt) as exc:
+        servers = args.bootstrap_servers or ""
+        return report_failure(
+            exc, sys.stdout, sys.stderr, debug=args.log_level == "debug", kafka_servers=servers
+        )

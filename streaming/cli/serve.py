@@ -1,7 +1,7 @@
 """``consumer-offsets serve``: Prometheus metrics, Burrow's v3 API and a dashboard over the
 sink, read-only (``streaming.serve``).
 
-Log-end offsets (for lag) come from the Kafka cluster when ``--bootstrap-servers`` is given
+Log-end offsets (for lag) come from the Kafka cluster when ``--bootstrap-server`` is given
 (client options as ``--kafka-option KEY=VALUE``, the Java client's names), else from the sink's
 stored ones, which a mirror keeps.
 """
@@ -11,22 +11,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import UsageError
-from streaming.cli.mirror import _option
+from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.cli.run import add_log_level_argument, configure_logging
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink-url", required=True, help="the job's or the mirror's sink")
-    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="for log-end offsets")
-    parser.add_argument(
-        "--kafka-option",
-        action="append",
-        default=[],
-        type=_option,
-        metavar="KEY=VALUE",
-        help="a Kafka client option (repeatable)",
+    add_bootstrap_server(
+        parser, "the cluster to read log-end offsets from", dest="bootstrap_servers"
     )
+    add_kafka_options(parser)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--cluster-name", default="local", help="its name in Burrow's API")
@@ -48,7 +44,11 @@ def serve_config_from_args(args: argparse.Namespace) -> Any:
     options = dict(args.kafka_option)
     hide_in_logs(secret_values(options))
     if options and not args.bootstrap_servers:
-        raise UsageError("--kafka-option needs --bootstrap-servers")
+        raise UsageError("--kafka-option needs --bootstrap-server")
+    try:
+        parse_sink_url(args.sink_url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if args.log_end_interval <= 0:
         raise UsageError(f"--log-end-interval must be > 0, got {args.log_end_interval}")
     client_options = None

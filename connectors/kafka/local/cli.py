@@ -18,9 +18,9 @@ from connectors.kafka.local.config import (
 
 
 # -- command line --------------------------------------------------------------------------------
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m connectors.kafka.local",
+        prog=prog,
         description="Run a local Apache Kafka (KRaft) from the Maven-resolved jars.",
     )
     common = argparse.ArgumentParser(add_help=False)
@@ -42,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--heap", default=DEFAULT_HEAP, help="JVM -Xmx per node (default 512m)")
     start.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT)
     sub.add_parser("stop", parents=[common], help="stop every node")
-    sub.add_parser("status", parents=[common], help="show nodes; exit 0 only if all run")
+    sub.add_parser(
+        "status", parents=[common], help="show nodes; exit 0 when all run, 1 when any is down"
+    )
     stop_node = sub.add_parser("stop-node", parents=[common], help="stop one node (fault tests)")
     stop_node.add_argument("node", type=int)
     stop_node.add_argument("--kill", action="store_true", help="SIGKILL, as a crash would")
@@ -52,10 +54,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; exit status 0 on success. ``status`` exits 3 when nothing runs and 1
-    when only some nodes run."""
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m connectors.kafka.local") -> int:
+    """CLI entry point; exit status 0 on success, 1 on failure, 2 for usage errors (the CLI's
+    statuses). ``status`` exits 1 when nothing or only some nodes run. ``prog`` names the command
+    in usage lines (``consumer-offsets kafka`` when called from that CLI)."""
+    try:
+        args = _parser(prog).parse_args(argv)
+    except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
+        return exc.code if isinstance(exc.code, int) else 2
     # Refused connections while a node starts or after one was stopped are expected here;
     # kafka-python would print each of them.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
@@ -86,7 +92,7 @@ def _print_status(cluster: LocalKafkaCluster) -> int:
     up = [n for n in nodes if n.running]
     if config is None or not up:
         print(f"kafka: not running (data dir {cluster.data_dir})")
-        return 3
+        return 1
     print(f"kafka: {len(up)}/{len(nodes)} node(s) running, cluster id {config.cluster_id}")
     for node in nodes:
         state = f"running (pid {node.pid})" if node.running else "stopped"

@@ -98,7 +98,7 @@ def test_start_status_reuse_stop(tmp_path: Path, capsys: pytest.CaptureFixture[s
     finally:
         assert main(["stop", *common]) == 0
     assert "stopped node(s) [1]" in capsys.readouterr().out
-    assert main(["status", *common]) == 3
+    assert main(["status", *common]) == 1
     assert not (tmp_path / "kafka" / "node-1" / "kafka.pid").exists()
 
 

@@ -28,7 +28,8 @@ def test_csv_round_trip_keeps_awkward_metadata() -> None:
     ("text", "match"),
     [
         ("", "empty file"),
-        ("group,topic,partition,offset\n", "expected header"),
+        ("group,topic\n", "expected header"),
+        ("g,bad topic!,0,1\n", "line 1: topic 'bad topic!' can never exist"),
         ("group,topic,partition,offset,leader_epoch,metadata\ng,t,x,1,,\n", "line 2: partition"),
         ("group,topic,partition,offset,leader_epoch,metadata\ng,t,0,-1,,\n", "line 2: .* >= 0"),
         ("group,topic,partition,offset,leader_epoch,metadata\ng,t,0\n", "line 2: expected 6"),
@@ -54,3 +55,22 @@ def test_files_are_read_by_name_and_a_missing_one_is_a_usage_error(tmp_path: Pat
     assert read_csv_file(str(path)) == [CsvOffset("g", "t", 0, 1)]
     with pytest.raises(UsageError, match="cannot read"):
         read_csv_file(str(tmp_path / "missing.csv"))
+
+
+def test_kafkas_reset_offsets_export_is_read_in_both_forms() -> None:
+    # kafka-consumer-groups.sh --reset-offsets --export: one group, then several groups.
+    one = read_csv(io.StringIO("orders,0,42\norders,1,17\n"), group="payments")
+    assert one == [CsvOffset("payments", "orders", 0, 42), CsvOffset("payments", "orders", 1, 17)]
+    several = read_csv(io.StringIO("g1,orders,0,5\ng2,orders,0,6\n"))
+    assert several == [CsvOffset("g1", "orders", 0, 5), CsvOffset("g2", "orders", 0, 6)]
+    named = read_csv(io.StringIO("topic,partition,offset\norders,2,9\n"), group="g")
+    assert named == [CsvOffset("g", "orders", 2, 9)]
+
+
+def test_kafkas_one_group_export_needs_its_group() -> None:
+    with pytest.raises(UsageError, match="name its group with --group"):
+        read_csv(io.StringIO("orders,0,42\n"))
+    with pytest.raises(UsageError, match="--group is for Kafka's"):
+        read_csv(io.StringIO("g1,orders,0,5\n"), group="g")
+    with pytest.raises(UsageError, match="line 2: partition and offset must be >= 0"):
+        read_csv(io.StringIO("orders,0,42\norders,-1,1\n"), group="g")

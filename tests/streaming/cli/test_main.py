@@ -87,10 +87,21 @@ def test_kafka_delegates_everything_after_it(monkeypatch: pytest.MonkeyPatch) ->
     import connectors.kafka.local as kafka_local
 
     seen: list[Any] = []
-    monkeypatch.setattr(kafka_local, "main", lambda argv: seen.append(argv) or 3)
-    assert run("kafka", "status", "--data-dir", "x").code == 3
-    assert run("kafka", "--help").code == 3
-    assert seen == [["status", "--data-dir", "x"], ["--help"]]
+    monkeypatch.setattr(kafka_local, "main", lambda argv, prog: seen.append((argv, prog)) or 1)
+    assert run("kafka", "status", "--data-dir", "x").code == 1
+    assert run("kafka", "--help").code == 1
+    assert seen == [
+        (["status", "--data-dir", "x"], "consumer-offsets kafka"),
+        (["--help"], "consumer-offsets kafka"),
+    ]
+
+
+def test_kafka_usage_names_the_subcommand() -> None:
+    result = run("kafka", "--help")
+    assert result.code == 0
+    assert result.out.startswith("usage: consumer-offsets kafka ")
+    bad = run("kafka", "bogus")
+    assert bad.code == 2 and "consumer-offsets kafka: error:" in bad.err
 
 
 def test_python_dash_m_runs_the_cli() -> None:
