@@ -11,6 +11,10 @@ DEFAULT_OFFSETS_RETENTION_MS = 10080 * 60 * 1000
 #: length, 32,767 bytes): Kafka counts UTF-16 code units, and one takes up to 3 bytes of UTF-8.
 MAX_OFFSET_METADATA_MAX_BYTES = 0x7FFF // 3
 
+#: Kafka's client ``default.api.timeout.ms`` default (60 s): the timeout of a request that does
+#: not carry its own ``timeoutMs``.
+DEFAULT_REQUEST_TIMEOUT_MS = 60_000
+
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorConfig:
@@ -23,17 +27,22 @@ class CoordinatorConfig:
       explicit expire timestamp outlives its base timestamp once its group is empty.
     - ``offset_metadata_max_bytes``: ``offset.metadata.max.bytes``; longer commit metadata (counted
       as Kafka counts it, in UTF-16 code units) is rejected with OFFSET_METADATA_TOO_LARGE.
+    - ``request_timeout_ms``: the timeout of a request without its own ``timeoutMs`` (Kafka's
+      ``default.api.timeout.ms``): a request reached at or after ``message timestamp + timeout``
+      is answered REQUEST_TIMED_OUT and changes nothing (``state.coordinator.deadlines``).
     """
 
     offsets_topic_partitions: int = 50
     offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS
     offset_metadata_max_bytes: int = 4096
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
 
     def __post_init__(self) -> None:
         for name in (
             "offsets_topic_partitions",
             "offsets_retention_ms",
             "offset_metadata_max_bytes",
+            "request_timeout_ms",
         ):
             value = getattr(self, name)
             # bool is an int subclass; a flag passed by mistake must not become 1 partition.
@@ -45,6 +54,8 @@ class CoordinatorConfig:
             )
         if self.offsets_retention_ms < 1:
             raise ValueError(f"offsets_retention_ms must be >= 1, got {self.offsets_retention_ms}")
+        if self.request_timeout_ms < 0:
+            raise ValueError(f"request_timeout_ms must be >= 0, got {self.request_timeout_ms}")
         # Metadata is a record string (int16 length): at most 32,767 bytes of UTF-8, which a
         # UTF-16 code unit can take three of.
         if not 0 <= self.offset_metadata_max_bytes <= MAX_OFFSET_METADATA_MAX_BYTES:

@@ -4,6 +4,10 @@ Producers write one request per message to the ingest topic (key: the group id, 
 JSON, see ``state.formats.request_codec`` and the README). The streaming job flattens a batch of
 messages into a *request frame* (``state.formats.frames.REQUEST_FRAME_SCHEMA``): one row per
 partition of each request (one row for requests without partitions), in log order.
+
+Every request may carry ``timeout_ms`` (the wire's ``timeoutMs``, Kafka's name for a request's
+timeout): the job applies it only if it reaches it before ``message timestamp + timeout_ms``
+(None: the job's ``request_timeout_ms``), see ``state.coordinator.deadlines``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class OffsetCommitRequest:
     group_instance_id: str | None = None
     #: -1 uses the broker's ``offsets.retention.minutes``.
     retention_time_ms: int = -1
+    #: The request's timeout from its message timestamp; None: the job's default.
+    timeout_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +68,7 @@ class OffsetDeleteRequest:
     request_id: str
     group_id: str
     partitions: tuple[TopicPartition, ...]
+    timeout_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,7 @@ class DeleteGroupsRequest:
 
     request_id: str
     group_id: str
+    timeout_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,7 @@ class GroupMetadataRequest:
     protocol: str | None = None
     leader: str | None = None
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
+    timeout_ms: int | None = None
 
 
 Request = OffsetCommitRequest | OffsetDeleteRequest | DeleteGroupsRequest | GroupMetadataRequest

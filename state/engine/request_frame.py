@@ -1,9 +1,10 @@
 """Request frames (``REQUEST_FRAME_SCHEMA``) from request objects (tests, benchmarks, clients)
 and from raw ingest messages (the streaming job, for messages its own parser did not vouch for).
 
-A frame may carry three columns beyond ``REQUEST_FRAME_SCHEMA`` (``GROUP_METADATA_FIELDS``): a
-GroupMetadata request's protocol type, protocol and leader. The shard reads them when present and
-otherwise stores "consumer", null and null.
+A frame may carry columns beyond ``REQUEST_FRAME_SCHEMA``: a GroupMetadata request's protocol
+type, protocol and leader (``GROUP_METADATA_FIELDS``; without them the shard stores "consumer",
+null and null), and the request's timeout (``REQUEST_TIMEOUT_FIELD``; without it every request
+gets the coordinator's ``request_timeout_ms``). These build frames with all of them.
 """
 
 from __future__ import annotations
@@ -59,7 +60,11 @@ def request_rows(
                 error_reason=request.reason,
             )
         ]
-    head = {"request_id": request.request_id, "group_id": request.group_id}
+    head = {
+        "request_id": request.request_id,
+        "group_id": request.group_id,
+        "timeout_ms": request.timeout_ms,
+    }
     if isinstance(request, OffsetCommitRequest):
         head.update(
             api=Api.OFFSET_COMMIT.value,
@@ -134,6 +139,7 @@ class _FrameColumns:
                 ("member_id", request.member_id),
                 ("group_instance_id", request.group_instance_id),
                 ("retention_time_ms", request.retention_time_ms),
+                ("timeout_ms", request.timeout_ms),
                 ("members_json", None),
                 ("error_code", 0),
                 ("error_reason", None),

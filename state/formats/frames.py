@@ -4,7 +4,8 @@ A frame is a table with one of these schemas; they are the whole contract betwee
 its callers (the streaming job, the sinks, the tests), so that no Python object per row crosses it:
 
 - ``REQUEST_FRAME_SCHEMA``: the requests of a micro-batch, flattened one row per partition;
-  ``EXTENDED_REQUEST_FRAME_SCHEMA`` adds a GroupMetadata request's protocol fields;
+  ``EXTENDED_REQUEST_FRAME_SCHEMA`` adds a GroupMetadata request's protocol fields and the
+  request's timeout;
 - ``RECORD_FRAME_SCHEMA``: the records to append to the offsets topic, keyed by
   group/topic/partition whatever the state is keyed by;
 - ``RESPONSE_FRAME_SCHEMA``: one answer per partition of each request, or a dead letter.
@@ -20,6 +21,7 @@ __all__ = [
     "MEMBER_FRAME_SCHEMA",
     "RECORD_FRAME_SCHEMA",
     "REQUEST_FRAME_SCHEMA",
+    "REQUEST_TIMEOUT_FIELD",
     "RESPONSE_FRAME_SCHEMA",
 ]
 
@@ -31,7 +33,8 @@ REQUEST_FRAME_SCHEMA = pa.schema(
     [
         pa.field("ingest_offset", pa.int64(), nullable=False),
         pa.field("partition_index", pa.int32(), nullable=False),
-        # Broker append time of the ingest message (LogAppendTime): the commit timestamp.
+        # The ingest message's timestamp: the broker's append time (the job creates the ingest
+        # topic with LogAppendTime). The commit timestamp, and where a request's deadline starts.
         pa.field("timestamp_ms", pa.int64(), nullable=False),
         pa.field("api", pa.string()),
         pa.field("request_id", pa.string()),
@@ -60,8 +63,14 @@ GROUP_METADATA_FIELDS = [
     pa.field("protocol", pa.string()),
     pa.field("leader", pa.string()),
 ]
-#: ``REQUEST_FRAME_SCHEMA`` plus ``GROUP_METADATA_FIELDS``.
-EXTENDED_REQUEST_FRAME_SCHEMA = pa.schema(list(REQUEST_FRAME_SCHEMA) + GROUP_METADATA_FIELDS)
+#: The request's ``timeoutMs`` (null: the coordinator's ``request_timeout_ms``): it is refused
+#: with REQUEST_TIMED_OUT when reached at or after ``timestamp_ms + timeout_ms``. Optional in a
+#: request frame: without it every request gets the default.
+REQUEST_TIMEOUT_FIELD = pa.field("timeout_ms", pa.int32())
+#: ``REQUEST_FRAME_SCHEMA`` plus ``GROUP_METADATA_FIELDS`` and ``REQUEST_TIMEOUT_FIELD``.
+EXTENDED_REQUEST_FRAME_SCHEMA = pa.schema(
+    list(REQUEST_FRAME_SCHEMA) + GROUP_METADATA_FIELDS + [REQUEST_TIMEOUT_FIELD]
+)
 
 #: Records to append to the offsets topic, in the order they must be applied.
 #: ``kind`` is "offset" (OffsetCommitKey) or "group" (GroupMetadataKey; topic null, partition -1).

@@ -2,7 +2,7 @@
 
 The message key is the group id (UTF-8); the value is one of (``?`` = optional, with its default)::
 
-    {"version": 1, "api": "OffsetCommit", "requestId": "r-1", "groupId": "g",
+    {"version": 1, "api": "OffsetCommit", "requestId": "r-1", "groupId": "g", "timeoutMs"?: null,
      "generationId"?: -1, "memberId"?: "", "groupInstanceId"?: null, "retentionTimeMs"?: -1,
      "topics": [{"name": "t", "partitions": [{"partitionIndex": 0, "committedOffset": 42,
                  "committedLeaderEpoch"?: -1, "committedMetadata"?: ""}]}]}
@@ -15,9 +15,13 @@ The message key is the group id (UTF-8); the value is one of (``?`` = optional, 
                    "clientHost"?: "", "rebalanceTimeoutMs"?: 300000,
                    "sessionTimeoutMs"?: 45000, "subscribedTopics"?: []}]}
 
-Field names are those of Kafka's request schemas. ``retentionTimeMs`` -1 means the broker
-default; ``committedMetadata`` null means "" (as Kafka stores it). ``groupInstanceId``,
-``protocolName`` and ``leader`` may be null; no other field may.
+Field names are those of Kafka's request schemas. Every request may carry ``timeoutMs`` (int32,
+>= 0; absent or null: the job's ``request_timeout_ms``): the job applies the request only if it
+reaches it before the message's timestamp plus that timeout (``state.coordinator.deadlines``);
+the encoder writes it only when set, so a request without one is encoded as before.
+``retentionTimeMs`` -1 means the broker default; ``committedMetadata`` null means "" (as Kafka
+stores it). ``groupInstanceId``, ``protocolName``, ``leader`` and ``timeoutMs`` may be null; no
+other field may.
 
 The decoder checks shape and types only: every field has its JSON type, integers are JSON
 integers (not booleans, not ``1.0``) that fit their Kafka type (int32 for partition indexes,
@@ -170,6 +174,8 @@ def encode_request(request: Request) -> bytes:
         }
     else:
         raise TypeError(f"not a request: {type(request).__name__}")
+    if request.timeout_ms is not None:
+        head["timeoutMs"] = request.timeout_ms
     return _dumps(head).encode("utf-8")
 
 
@@ -205,7 +211,9 @@ def _checked_commit_partition(topic: str, raw: object, path: str) -> PartitionCo
     return PartitionCommit(topic, index, offset, epoch, metadata)
 
 
-def _offset_commit(obj: dict[str, Any], request_id: str, group_id: str) -> OffsetCommitRequest:
+def _offset_commit(
+    obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
+) -> OffsetCommitRequest:
     """The fields of an OffsetCommit request object after its version, api and ids."""
     generation_id = read_int(obj, "generationId", "", INT32, -1)
     member_id = read_str(obj, "memberId", "", "")
@@ -245,10 +253,13 @@ def _offset_commit(obj: dict[str, Any], request_id: str, group_id: str) -> Offse
         member_id=member_id,
         group_instance_id=instance_id,
         retention_time_ms=retention,
+        timeout_ms=timeout_ms,
     )
 
 
-def _offset_delete(obj: dict[str, Any], request_id: str, group_id: str) -> OffsetDeleteRequest:
+def _offset_delete(
+    obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
+) -> OffsetDeleteRequest:
     """The fields of an OffsetDelete request object after its version, api and ids."""
     partitions = []
     for name, tpath, raw_partitions in _topics(obj):
@@ -257,7 +268,10 @@ def _offset_delete(obj: dict[str, Any], request_id: str, group_id: str) -> Offse
             index = read_int(as_object(raw, path), "partitionIndex", path, INT32)
             partitions.append(TopicPartition(name, index))
     return OffsetDeleteRequest(
-        request_id=request_id, group_id=group_id, partitions=tuple(partitions)
+        request_id=request_id,
+        group_id=group_id,
+        partitions=tuple(partitions),
+        timeout_ms=timeout_ms,
     )
 
 
@@ -286,7 +300,9 @@ def _members(values: list[Any], prefix: str) -> tuple[MemberMetadata, ...]:
     return tuple(members)
 
 
-def _group_metadata(obj: dict[str, Any], request_id: str, group_id: str) -> GroupMetadataRequest:
+def _group_metadata(
+    obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
+) -> GroupMetadataRequest:
     """The fields of a GroupMetadata request object after its version, api and ids."""
     return GroupMetadataRequest(
         request_id=request_id,
@@ -296,6 +312,7 @@ def _group_metadata(obj: dict[str, Any], request_id: str, group_id: str) -> Grou
         protocol=read_nullable_str(obj, "protocolName", ""),
         leader=read_nullable_str(obj, "leader", ""),
         members=_members(read_array(obj, "members", "", []), "members"),
+        timeout_ms=timeout_ms,
     )
 
 
@@ -310,8 +327,8 @@ def _ident(obj: dict[str, Any], key: str) -> str | None:
 _PARSERS = {
     Api.OFFSET_COMMIT.value: _offset_commit,
     Api.OFFSET_DELETE.value: _offset_delete,
-    Api.DELETE_GROUPS.value: lambda obj, request_id, group_id: DeleteGroupsRequest(
-        request_id, group_id
+    Api.DELETE_GROUPS.value: lambda obj, request_id, group_id, timeout_ms: DeleteGroupsRequest(
+        request_id, group_id, timeout_ms
     ),
     Api.GROUP_METADATA.value: _group_metadata,
 }
@@ -389,7 +406,20 @@ def _decode_object(obj: dict[str, Any]) -> Request:
         reject("api", f"unknown api {api!r} (known: {', '.join(_PARSERS)})")
     request_id = read_str(obj, "requestId", "")
     group_id = read_str(obj, "groupId", "")
-    return parser(obj, request_id, group_id)  # type: ignore[no-any-return]
+    return parser(obj, request_id, group_id, _timeout_ms(obj))  # type: ignore[no-any-return]
+
+
+def _timeout_ms(obj: dict[str, Any]) -> int | None:
+    """The request's ``timeoutMs``: None when absent or null (the job's default applies), else
+    an int32 that is not negative."""
+    value = obj.get("timeoutMs")
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= INT32[2]:
+        value = read_int(obj, "timeoutMs", "", INT32)
+        if value < 0:
+            reject("timeoutMs", f"{value} is negative")
+    return value
 
 
 def decode_members(members_json: str) -> tuple[MemberMetadata, ...]:

@@ -71,7 +71,7 @@ class ReferenceAdapter:
         return [
             [
                 (r.topic, r.partition, r.error_code, r.error_reason)
-                for r in self.ref.handle(q, now_ms).responses
+                for r in self.ref.handle(q, now_ms, now_ms).responses
             ]
             for q in requests
         ]

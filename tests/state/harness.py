@@ -61,11 +61,19 @@ class Run:
         self.ref = ReferenceCoordinator(self.shard_id, self.config)
 
     def batch(
-        self, requests: Sequence[Request], now_ms: int, shuffle_seed: int | None = None
+        self,
+        requests: Sequence[Request],
+        now_ms: int,
+        shuffle_seed: int | None = None,
+        ages_ms: Sequence[int] | None = None,
     ) -> None:
         """Apply ``requests`` as one batch at ``now_ms`` (rows shuffled with ``shuffle_seed``) on
-        both, and assert the same responses, groups and next expiry."""
-        frame = frame_from_requests(requests, self.next_offset, now_ms)
+        both, and assert the same responses, groups and next expiry. Request ``i``'s message
+        timestamp is ``now_ms - ages_ms[i]`` (``now_ms`` when ``ages_ms`` is None)."""
+        stamps = (
+            [now_ms - age for age in ages_ms] if ages_ms is not None else [now_ms] * len(requests)
+        )
+        frame = frame_from_requests(requests, self.next_offset, stamps)
         if shuffle_seed is not None and frame.num_rows:
             # Rows reach the state function in no particular order.
             import random
@@ -80,7 +88,7 @@ class Run:
         self.ref.expire(now_ms)
         expected: dict[int, list[ResponseRow]] = {}
         for i, request in enumerate(requests):
-            answer = self.ref.handle(request, now_ms)
+            answer = self.ref.handle(request, stamps[i], now_ms)
             expected[self.next_offset + i] = [
                 (r.topic, r.partition, r.error_code, r.error_reason) for r in answer.responses
             ]

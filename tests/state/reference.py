@@ -11,7 +11,9 @@ import copy
 from dataclasses import dataclass, field
 
 from state.coordinator.config import CoordinatorConfig
-from state.coordinator.handlers import HandlerResult, handle
+from state.coordinator.deadlines import is_timed_out, request_deadline_ms, timed_out_reason
+from state.coordinator.errors import ErrorCode
+from state.coordinator.handlers import HandlerResult, Response, handle
 from state.coordinator.model import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -61,9 +63,18 @@ class ReferenceCoordinator:
         self.config = config or CoordinatorConfig()
         self.groups: dict[str, GroupState] = {}
 
-    def handle(self, request: Request, timestamp_ms: int) -> HandlerResult:
-        """Validate and apply one request appended at ``timestamp_ms``; return its records (already
-        replayed) and responses."""
+    def handle(
+        self, request: Request, timestamp_ms: int, now_ms: int | None = None
+    ) -> HandlerResult:
+        """Validate and apply one request appended at ``timestamp_ms``, reached at ``now_ms``;
+        return its records (already replayed) and responses. A request reached at or after its
+        deadline is answered REQUEST_TIMED_OUT and changes nothing (``now_ms`` None: never)."""
+        if now_ms is not None and is_timed_out(
+            timestamp_ms, request.timeout_ms, now_ms, self.config
+        ):
+            deadline = request_deadline_ms(timestamp_ms, request.timeout_ms, self.config)
+            reason = timed_out_reason(deadline, now_ms)
+            return HandlerResult([], [Response(None, None, ErrorCode.REQUEST_TIMED_OUT, reason)])
         group_id = getattr(request, "group_id", None)
         state = self.groups.get(group_id) if group_id is not None else None
         result = handle(request, _View(state), timestamp_ms, self.shard_id, self.config)

@@ -38,6 +38,11 @@ good_groups = st.sampled_from(GROUPS)
 topics = st.sampled_from(TOPICS) | st.sampled_from(BAD_TOPICS)
 partitions = st.integers(-1, 2)
 metadata = st.sampled_from(["", "meta", "x" * 20, "é" * 5])
+#: Requests' own timeouts (None: the coordinator's default), against message ages
+#: (``MESSAGE_AGES``) below, at and past them.
+timeouts = st.sampled_from([None, None, None, 0, 30, 100_000])
+#: How long before its batch a request's message was appended: the test draws one per request.
+MESSAGE_AGES = [0, 0, 0, 20, 30, 50, 70_000]
 
 
 @st.composite
@@ -63,18 +68,21 @@ def commits(draw: st.DrawFn, simple: bool = False) -> OffsetCommitRequest:
         member_id=draw(st.sampled_from(["", *MEMBER_IDS])),
         group_instance_id=draw(st.sampled_from([None, None, "i1"])),
         retention_time_ms=draw(st.sampled_from([-1, -1, 0, -5, 40, 150])),
+        timeout_ms=draw(timeouts),
     )
 
 
 @st.composite
 def offset_deletes(draw: st.DrawFn) -> OffsetDeleteRequest:
     tps = draw(st.lists(st.builds(TopicPartition, topics, partitions), max_size=3))
-    return OffsetDeleteRequest(f"d{draw(st.integers(0, 10**6))}", draw(group_ids), tuple(tps))
+    return OffsetDeleteRequest(
+        f"d{draw(st.integers(0, 10**6))}", draw(group_ids), tuple(tps), draw(timeouts)
+    )
 
 
 @st.composite
 def group_deletes(draw: st.DrawFn) -> DeleteGroupsRequest:
-    return DeleteGroupsRequest(f"x{draw(st.integers(0, 10**6))}", draw(group_ids))
+    return DeleteGroupsRequest(f"x{draw(st.integers(0, 10**6))}", draw(group_ids), draw(timeouts))
 
 
 members = st.builds(
@@ -96,6 +104,7 @@ def group_metadata(draw: st.DrawFn) -> GroupMetadataRequest:
         protocol=draw(st.sampled_from([None, "range"])),
         leader=ms[0].member_id if ms else None,
         members=tuple(ms),
+        timeout_ms=draw(timeouts),
     )
 
 

@@ -43,7 +43,14 @@ from state.shard import (
 )
 from tests.state.coordinators import Coordinator, ReferenceAdapter, ShardCoordinator
 from tests.state.harness import Run, shard_groups
-from tests.state.strategies import GROUPS, OTHER_SHARD_GROUP, SHARD, batches, commits
+from tests.state.strategies import (
+    GROUPS,
+    MESSAGE_AGES,
+    OTHER_SHARD_GROUP,
+    SHARD,
+    batches,
+    commits,
+)
 
 RETENTION = 1000
 CONFIG = CoordinatorConfig(offsets_retention_ms=RETENTION, offset_metadata_max_bytes=8)
@@ -733,16 +740,18 @@ PROPERTY_SETTINGS = settings(
 def test_batches_match_the_reference_one_request_at_a_time(
     batch_list: list, rnd: random.Random
 ) -> None:
-    """(1) The shard applying random batches (rows shuffled) gives the reference's responses,
-    state and next expiry; (2) replaying its records from empty rebuilds its state."""
+    """(1) The shard applying random batches (rows shuffled, messages of random ages against
+    random request timeouts) gives the reference's responses, state and next expiry; (2)
+    replaying its records from empty rebuilds its state."""
     run = Run(SHARD, CONFIG)
-    now = T0
+    now = T0 + max(MESSAGE_AGES)
     for jump, requests in batch_list:
         now += jump * 10
         # Split into random sub-batches at the same clock: expiry runs at each batch start.
         cut = sorted(rnd.sample(range(len(requests) + 1), k=min(2, len(requests) + 1)))
         for part in (requests[: cut[0]], requests[cut[0] : cut[-1]], requests[cut[-1] :]):
-            run.batch(part, now, shuffle_seed=rnd.randrange(1000))
+            ages = [rnd.choice(MESSAGE_AGES) for _ in part]
+            run.batch(part, now, shuffle_seed=rnd.randrange(1000), ages_ms=ages)
     assert shard_groups(run.replayed()) == shard_groups(run.state)
 
 
@@ -781,6 +790,8 @@ def test_state_is_last_valid_commit_minus_deletes_and_expiries(batch_list: list)
             k: v for k, v in model.items() if now < (v[2] if v[2] is not None else v[1] + RETENTION)
         }
         for r in requests:
+            if r.timeout_ms == 0:
+                continue  # the message's timestamp is the batch's: a 0 timeout has passed
             if isinstance(r, OffsetCommitRequest):
                 groups_with_offsets = {k[0] for k in model}
                 if r.generation_id >= 0:

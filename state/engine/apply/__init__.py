@@ -3,7 +3,8 @@
 A batch is answered in four steps, all decided before the state changes, each a module:
 
 1. ``row_checks``: checks over columns that need no state: rows the decoder rejected, dead
-   letters, unknown APIs, commits listing no partitions, null offsets, invalid topics/partitions.
+   letters, unknown APIs, requests past their deadline (``request_deadlines``), commits listing
+   no partitions, null offsets, invalid topics/partitions.
 2. ``routing``: invalid group ids and groups of other shards (NOT_COORDINATOR); the groups left
    are split between the two paths.
 3. ``fast_path``, over columns: groups whose rows in this batch are all OffsetCommits and that
@@ -62,11 +63,15 @@ def apply_batch(
 
     ``frame`` holds ``REQUEST_FRAME_SCHEMA`` rows of this shard's groups in any order (rows are
     applied in log order: ``ingest_offset``, ``partition_index``), optionally with the
-    ``GROUP_METADATA_FIELDS`` (``state.formats.frames``). Every row is answered: rows the decoder
-    rejected with their own code, requests for another shard's group with NOT_COORDINATOR, and the
-    rest by Kafka's rules. ``state`` is not modified: the new state is ``state`` with the returned
-    records replayed. Equivalent to the reference coordinator expiring at ``now_ms`` and then
-    handling the requests one by one.
+    ``GROUP_METADATA_FIELDS`` and the request timeout (``state.formats.frames``). Every row is
+    answered: rows the decoder rejected with their own code, requests reached at or after their
+    deadline (the message timestamp plus its timeout, ``state.coordinator.deadlines``) with
+    REQUEST_TIMED_OUT, requests for another shard's group with NOT_COORDINATOR, and the rest by
+    Kafka's rules. ``now_ms`` is the batch's time: the job passes the micro-batch timestamp Spark
+    keeps in its offset log, so a replayed batch decides every deadline as it did the first
+    time. ``state`` is not modified: the new state is ``state`` with the returned records
+    replayed. Equivalent to the reference coordinator expiring at ``now_ms`` and then handling
+    the requests one by one, each reached at ``now_ms``.
 
     The job expires only at Kafka's cadence, when an expiry tick (every
     ``offsets.retention.check.interval.ms``) is among the shard's input, as Kafka's coordinator
@@ -81,7 +86,8 @@ def apply_batch(
     answers = Answers()
     writes = Writes()
     if batch.n:
-        routing = route(batch, check_rows(batch, answers), answers, state, config)
+        checked = check_rows(batch, answers, now_ms, config)
+        routing = route(batch, checked, answers, state, config)
         fast, slow = split_groups(routing, state)
         fast_commits(batch, routing, fast, state, config, answers, writes)
         exact_path(batch, routing, slow, state, config, answers, writes)

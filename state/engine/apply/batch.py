@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from state.coordinator.requests import Api
 from state.engine.columns import arrow_column, numpy_column, python_list
-from state.formats.frames import GROUP_METADATA_FIELDS, REQUEST_FRAME_SCHEMA
+from state.formats.frames import GROUP_METADATA_FIELDS, REQUEST_FRAME_SCHEMA, REQUEST_TIMEOUT_FIELD
 
 #: The APIs a frame may carry, by their index in ``Batch.api``.
 APIS = [
@@ -28,6 +28,10 @@ APIS = [
 OFFSET_COMMIT, OFFSET_DELETE, DELETE_GROUPS, GROUP_METADATA = range(len(APIS))
 #: ``Batch.api`` of a row whose API is not one of ``APIS``.
 UNKNOWN_API = -1
+#: The columns a frame may lack (each then all null): ``as_table`` adds them.
+OPTIONAL_FIELDS = [*GROUP_METADATA_FIELDS, REQUEST_TIMEOUT_FIELD]
+#: ``Batch.timeout`` of a request without its own timeout (the coordinator's default applies).
+DEFAULT_TIMEOUT = -1
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,9 @@ class Batch:
     table: pa.Table
     n: int
     ingest_offset: np.ndarray  # int64
-    timestamp: np.ndarray  # int64, the message's append time
+    timestamp: np.ndarray  # int64, the message's timestamp (the broker's append time)
+    # int64, timeout_ms, DEFAULT_TIMEOUT where null; None when no row has one
+    timeout: np.ndarray | None
     generation: np.ndarray  # int64
     retention: np.ndarray  # int64, retention_time_ms (-1: the configured one)
     leader_epoch: np.ndarray  # int64
@@ -56,7 +62,7 @@ class Batch:
     @staticmethod
     def of(frame: pa.Table | pd.DataFrame) -> Batch:
         """The batch of a request frame (``REQUEST_FRAME_SCHEMA`` columns, optionally the
-        ``GROUP_METADATA_FIELDS``; any row order). Raises ``ValueError`` if a column is missing."""
+        ``OPTIONAL_FIELDS``; any row order). Raises ``ValueError`` if a column is missing."""
         table = as_table(frame)
         n = table.num_rows
         if n:
@@ -75,6 +81,11 @@ class Batch:
             n=n,
             ingest_offset=numpy_column(table, "ingest_offset", np.int64),
             timestamp=numpy_column(table, "timestamp_ms", np.int64),
+            timeout=(
+                None
+                if table["timeout_ms"].null_count == n
+                else numpy_column(table, "timeout_ms", np.int64, DEFAULT_TIMEOUT)
+            ),
             generation=numpy_column(table, "generation_id", np.int64),
             retention=numpy_column(table, "retention_time_ms", np.int64),
             leader_epoch=numpy_column(table, "leader_epoch", np.int64),
@@ -98,16 +109,16 @@ class Batch:
 
 def as_table(frame: pa.Table | pd.DataFrame) -> pa.Table:
     """``frame`` as an Arrow table with every ``REQUEST_FRAME_SCHEMA`` column and the
-    ``GROUP_METADATA_FIELDS`` (all null when the frame lacks them)."""
+    ``OPTIONAL_FIELDS`` (all null when the frame lacks them)."""
     if isinstance(frame, pd.DataFrame):
-        extra = [f for f in GROUP_METADATA_FIELDS if f.name in frame.columns]
+        extra = [f for f in OPTIONAL_FIELDS if f.name in frame.columns]
         schema = pa.schema(list(REQUEST_FRAME_SCHEMA) + extra)
         frame = pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
     present = set(frame.column_names)
     missing = [f.name for f in REQUEST_FRAME_SCHEMA if f.name not in present]
     if missing:
         raise ValueError(f"request frame lacks columns {missing}")
-    for optional in GROUP_METADATA_FIELDS:
+    for optional in OPTIONAL_FIELDS:
         if optional.name not in present:
             frame = frame.append_column(optional.name, pa.nulls(frame.num_rows, optional.type))
     return frame

@@ -2,9 +2,11 @@
 
 Answers, in this order of precedence: rows the request decoder rejected (their own code and
 reason), rows without a request id (a dead letter: INVALID_REQUEST), requests of an unknown API
-(INVALID_REQUEST, request-level), commits listing no partitions (NONE, request-level, as Kafka
-answers them without the coordinator), commit partitions with a null offset (INVALID_REQUEST) or an
-invalid topic or partition (UNKNOWN_TOPIC_OR_PARTITION). What is left goes on to routing.
+(INVALID_REQUEST, request-level), requests reached at or after their deadline (REQUEST_TIMED_OUT,
+request-level: ``state.coordinator.deadlines``; nothing of them is applied), commits listing no
+partitions (NONE, request-level, as Kafka answers them without the coordinator), commit
+partitions with a null offset (INVALID_REQUEST) or an invalid topic or partition
+(UNKNOWN_TOPIC_OR_PARTITION). What is left goes on to routing.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
+from state.coordinator.config import CoordinatorConfig
 from state.coordinator.errors import ErrorCode
 from state.coordinator.rules import is_valid_topic
 from state.engine.apply.accumulators import Answers
 from state.engine.apply.batch import APIS, OFFSET_COMMIT, Batch
+from state.engine.apply.request_deadlines import timed_out_reasons, timed_out_rows
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,11 @@ class CheckedRows:
     first: np.ndarray  # the first row of each request still to answer (for request-level answers)
 
 
-def check_rows(batch: Batch, answers: Answers) -> CheckedRows:
-    """Answer the rows that fail a row check (see the module docstring); return the rest.
+def check_rows(
+    batch: Batch, answers: Answers, now_ms: int, config: CoordinatorConfig
+) -> CheckedRows:
+    """Answer the rows that fail a row check (see the module docstring) in a batch of time
+    ``now_ms``; return the rest.
 
     ``batch`` must have rows. Every row is either answered here or in ``commit | other``.
     """
@@ -69,6 +76,18 @@ def check_rows(batch: Batch, answers: Answers) -> CheckedRows:
             [f"unknown api {a!r} (known: {', '.join(APIS)})" for a in apis],
         )
     alive &= ~unknown_api
+
+    # A request's rows share its message's timestamp and timeout: all of them are refused.
+    timed_out = alive & timed_out_rows(batch, now_ms, config)
+    if timed_out.any():
+        idx = all_rows[timed_out & first]
+        answers.add(
+            idx,
+            ErrorCode.REQUEST_TIMED_OUT,
+            True,
+            timed_out_reasons(batch, idx, now_ms, config),
+        )
+        alive &= ~timed_out
 
     commit = alive & (batch.api == OFFSET_COMMIT)
     # A commit listing no partitions is one row with null topic and partition: Kafka answers it

@@ -31,12 +31,16 @@ COMMIT = OffsetCommitRequest(
     group_instance_id="static-1",
     retention_time_ms=86_400_000,
 )
+# With and without their own timeout (``timeoutMs``): both spellings round-trip.
 DELETE = OffsetDeleteRequest(
-    "r-2", "g", (TopicPartition("t", 0), TopicPartition("t", 3), TopicPartition("v", 1))
+    "r-2",
+    "g",
+    (TopicPartition("t", 0), TopicPartition("t", 3), TopicPartition("v", 1)),
+    timeout_ms=30_000,
 )
 DELETE_GROUPS = DeleteGroupsRequest("r-3", "g")
 MEMBERS = (
     MemberMetadata("m1", None, "client-1", "/10.0.0.1", 300_000, 45_000, ("t", "u")),
     MemberMetadata("m2", "static-2", "", "", 60_000, 10_000, ()),
 )
-GROUP = GroupMetadataRequest("r-4", "g", 3, "consumer", "range", "m1", MEMBERS)
+GROUP = GroupMetadataRequest("r-4", "g", 3, "consumer", "range", "m1", MEMBERS, timeout_ms=0)

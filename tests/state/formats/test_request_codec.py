@@ -265,3 +265,45 @@ def test_decode_members_raises_only_value_error(text: str) -> None:
     # Any other exception type fails the test.
     with contextlib.suppress(ValueError):
         decode_members(text)
+
+
+# --- timeoutMs ---------------------------------------------------------------------------------
+
+
+def _with(doc: dict[str, Any], **fields: Any) -> bytes:
+    return json.dumps(doc | fields).encode()
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t["api"])
+def test_timeout_is_optional_and_read_for_every_api(template: dict[str, Any]) -> None:
+    base = {k: v for k, v in template.items() if k != "timeoutMs"}
+    absent = decode_request(json.dumps(base).encode())
+    assert not isinstance(absent, DecodeError) and absent.timeout_ms is None
+    null = decode_request(_with(base, timeoutMs=None))
+    assert null == absent
+    for value in (0, 1, 60_000, 2**31 - 1):
+        decoded = decode_request(_with(base, timeoutMs=value))
+        assert not isinstance(decoded, DecodeError) and decoded.timeout_ms == value
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (-1, "timeoutMs: -1 is negative"),
+        (2**31, "timeoutMs: 2147483648 is out of range for int32"),
+        (10**30, "timeoutMs: 1000000000000000000000000000000 is out of range for int32"),
+        ("5000", "timeoutMs: expected an integer, got string"),
+        (True, "timeoutMs: expected an integer, got boolean"),
+        (1.5, "timeoutMs: expected an integer, got number"),
+    ],
+)
+def test_invalid_timeout_is_refused_naming_the_field(value: Any, reason: str) -> None:
+    doc = json.loads(encode_request(DELETE_GROUPS))
+    result = decode_request(_with(doc, timeoutMs=value))
+    assert result == DecodeError(INVALID, reason, "r-3", "g", "DeleteGroups")
+
+
+def test_a_request_without_timeout_is_encoded_as_before() -> None:
+    """Producers that predate ``timeoutMs`` and this encoder agree byte for byte."""
+    assert b"timeoutMs" not in encode_request(COMMIT)
+    assert json.loads(encode_request(DELETE))["timeoutMs"] == 30_000

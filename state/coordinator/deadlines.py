@@ -1,0 +1,65 @@
+"""Request deadlines: a request is handled before its deadline or never.
+
+Kafka's coordinator has a bounded ambiguity window: a request is handled within its timeout or
+not at all. Here a request waits in the ingest topic for as long as the job is away, so each one
+carries a deadline: its ingest message's timestamp plus its ``timeoutMs`` (Kafka's name for a
+request's timeout; the job's ``request_timeout_ms``, Kafka's ``default.api.timeout.ms``, when
+absent). A request the job reaches at or after its deadline is answered REQUEST_TIMED_OUT (7),
+request-level, and changes nothing.
+
+"Reaches" is decided against ``now_ms``, the micro-batch's own timestamp, which Spark keeps in
+its offset log: a batch replayed after a crash decides exactly as it did the first time, however
+late the replay runs. A batch planned before a request's deadline applies it, also when it
+completes (or is replayed) after the deadline; one planned at or after the deadline refuses it.
+
+The check is Kafka's ``Timer.isExpired`` (``now >= deadline``), written as the message's age
+against its timeout so that no sum can overflow; ``state.engine.apply`` makes the same decision
+over columns, before any other rule but the decoder's.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from state.coordinator.config import CoordinatorConfig
+
+__all__ = ["is_timed_out", "request_deadline_ms", "request_timeout_ms", "timed_out_reason"]
+
+
+def request_timeout_ms(timeout_ms: int | None, config: CoordinatorConfig) -> int:
+    """A request's timeout: its own ``timeoutMs``, or ``config.request_timeout_ms`` when it has
+    none (None, or a negative value, which the decoder refuses but a request frame may hold)."""
+    return config.request_timeout_ms if timeout_ms is None or timeout_ms < 0 else timeout_ms
+
+
+def request_deadline_ms(
+    timestamp_ms: int, timeout_ms: int | None, config: CoordinatorConfig
+) -> int:
+    """The deadline of a request whose ingest message has timestamp ``timestamp_ms`` and whose
+    ``timeoutMs`` is ``timeout_ms``."""
+    return timestamp_ms + request_timeout_ms(timeout_ms, config)
+
+
+def is_timed_out(
+    timestamp_ms: int, timeout_ms: int | None, now_ms: int, config: CoordinatorConfig
+) -> bool:
+    """Whether that request is refused by a batch of time ``now_ms``: ``now_ms`` is at or after
+    its deadline."""
+    return now_ms - timestamp_ms >= request_timeout_ms(timeout_ms, config)
+
+
+def _utc(ms: int) -> str:
+    """``ms`` since the epoch as an ISO-8601 UTC time (the raw number when out of range)."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+
+
+def timed_out_reason(deadline_ms: int, now_ms: int) -> str:
+    """The ``error_reason`` of a REQUEST_TIMED_OUT answer: names the deadline and the batch time,
+    so that a replayed batch gives the same text."""
+    return (
+        f"request timed out: its deadline {_utc(deadline_ms)} (message timestamp + timeoutMs) "
+        f"passed before the job reached it (batch time {_utc(now_ms)}); nothing was applied"
+    )
