@@ -25,7 +25,7 @@ from connectors.kafka.admin import (
 from connectors.kafka.kafka_python import kafka_python_options
 from connectors.secrets import hide_in_logs, redacted_options, secret_values
 from connectors.sinks import redact_url
-from state.coordinator.config import CoordinatorConfig
+from state.coordinator.config import DEFAULT_REQUEST_TIMEOUT_MS, CoordinatorConfig
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 
@@ -70,6 +70,10 @@ class JobConfig:
     retention_check_interval_ms: int = 600_000
     #: offset.metadata.max.bytes.
     metadata_max_bytes: int = 4096
+    #: The timeout of a request without its own ``timeoutMs`` (Kafka's default.api.timeout.ms):
+    #: a request the job reaches at or after its message timestamp plus this is answered
+    #: REQUEST_TIMED_OUT and changes nothing (README, "Request deadlines").
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     #: Micro-batch trigger interval. Spark starts a batch at the next multiple of the interval
     #: after the previous one ends, so a batch of 1.2 s with a 1 s interval waits 0.8 s idle;
     #: without input an idle job only asks Kafka for the ingest end offsets at each trigger
@@ -121,6 +125,8 @@ class JobConfig:
             )
         if self.retention_ms <= 0:
             raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")
+        if self.request_timeout_ms < 0:
+            raise ValueError(f"request_timeout_ms must be >= 0, got {self.request_timeout_ms}")
         topics = {
             self.ingest_topic,
             self.offsets_topic,
@@ -137,6 +143,7 @@ class JobConfig:
             offsets_topic_partitions=self.partitions,
             offsets_retention_ms=self.retention_ms,
             offset_metadata_max_bytes=self.metadata_max_bytes,
+            request_timeout_ms=self.request_timeout_ms,
         )
 
     def spark_kafka_options(self) -> dict[str, str]:
