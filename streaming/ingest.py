@@ -31,8 +31,14 @@ MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
 
 def ingest_messages(kafka_df: DataFrame) -> DataFrame:
     """The Kafka source's rows as the state function takes them: ``shard`` (the ingest
-    partition: the coordinator shard), ``ingest_offset``, ``timestamp_ms`` (the broker's append
-    time: the commit timestamp) and ``value`` (the message bytes, possibly null)."""
+    partition: the coordinator shard), ``ingest_offset``, ``timestamp_ms`` and ``value`` (the
+    message bytes, possibly null).
+
+    ``timestamp_ms`` is the message's timestamp, which for the ingest topic the job creates
+    (``message.timestamp.type=LogAppendTime``) is the broker's append time: the commit timestamp,
+    and where a request's deadline starts (``state.coordinator.deadlines``). On a topic left at
+    CreateTime it would be the producer's clock instead.
+    """
     return kafka_df.select(
         F.col("partition").alias("shard"),
         F.col("offset").alias("ingest_offset"),

@@ -15,8 +15,9 @@ Each call is messages -> ``state.shard`` calls -> one output row:
    offsets-topic partition (when the query starts over an existing topic; the rebuilt state then
    goes into the sink from here, or in the output for the driver to write) or ``empty_shard``;
 2. ingest messages (``streaming.ingest``) -> a request frame (``decode_request_messages``, the
-   job's markers left out) -> ``apply_batch``, which expires what is due first when an expiry
-   tick is among the messages (Kafka expires in its periodic check only);
+   job's markers left out) -> ``apply_batch`` at the micro-batch's timestamp, which expires what
+   is due first when an expiry tick is among the messages (Kafka expires in its periodic check
+   only) and refuses the requests whose deadline that timestamp passed;
 3. ``encode_state`` of the new state;
 4. one ``streaming.output`` row whose payload holds the loaded shard as records
    (``snapshot_records``), the records for the offsets topic and the sink, the responses and
@@ -218,6 +219,9 @@ def make_state_function(
                 clock = now
 
         shard = int(key[0])
+        # The micro-batch's timestamp, which Spark writes in its offset log when it plans the
+        # batch and reads back when it replays it: expiry and request deadlines are decided
+        # against it, never against the wall clock, so a replayed batch decides as it did.
         now_ms = int(group_state.getCurrentProcessingTimeMs())
         loaded_records: int | None = None
         loaded = RECORD_FRAME_SCHEMA.empty_table()

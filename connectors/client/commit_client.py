@@ -9,7 +9,8 @@ round trip behind Kafka's consumer API shapes:
   the group batched), retried on retriable error codes with exponential backoff until the
   deadline (``offsets.commit.timeout.ms``-like, 5 s by default); raises
   :class:`CommitFailedError` when a partition fails for good, :class:`CommitTimeoutError`
-  (REQUEST_TIMED_OUT, 7) when no definite answer came in time.
+  (REQUEST_TIMED_OUT, 7) when no definite answer came in time, saying whether the request can
+  still be applied.
 * :meth:`~OffsetCommitClient.commit_async` is ``commitAsync``: one attempt, never retried (a
   retry could land after a newer commit and rewind the group), a ``Future`` and an optional
   ``callback(result, exception)``.
@@ -20,7 +21,13 @@ Each attempt is a request with a fresh uuid4 request id, keyed by group id, on t
 partition that owns the group (``requests``); one thread reads every answer (``responses``), so
 many concurrent calls share one poll loop; ``retries`` holds the ``commitSync`` retry loop.
 
-A timeout is ambiguous, as in Kafka: the request may still be applied after the caller gave up.
+Every attempt carries ``timeoutMs``, what is left of the call's timeout: the job applies it only
+if it reaches it before the message's timestamp plus that, and answers REQUEST_TIMED_OUT after
+(README, "Request deadlines"). So a call that timed out waits until that deadline has passed on
+its own clock (usually milliseconds) and then says the request will not be applied
+(``will_not_be_applied``), which holds while the job's clock is not behind the client's; the one
+window left is Kafka's own: a micro-batch planned before the deadline applies it even if its
+answer comes late or the job replays it after a crash (``connectors.client.deadlines``).
 Retrying a commit is safe (the same offsets again); committers that need certainty read the
 offsets back (``connectors.client.offsets_reader``).
 """
@@ -38,6 +45,7 @@ from typing import Any, Final
 
 from connectors.client.callbacks import CallbackThread
 from connectors.client.connection import Connection
+from connectors.client.deadlines import SentAttempt, attempt_timeout_ms
 from connectors.client.errors import ClientClosedError, OffsetsError, TopicsNotAvailable
 from connectors.client.outcomes import async_commit_outcome
 from connectors.client.requests import (
@@ -47,6 +55,7 @@ from connectors.client.requests import (
     offset_commit,
     partitions_of,
     with_partitions,
+    with_timeout,
 )
 from connectors.client.responses import set_exception, set_result
 from connectors.client.results import CommitCallback, CommitResult, DeleteResult
@@ -55,7 +64,13 @@ from connectors.client.settings import ClientConfig, client_settings
 from connectors.closing import CloseOnExit
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
-from state.coordinator.requests import Api, DeleteGroupsRequest, OffsetDeleteRequest, Request
+from state.coordinator.requests import (
+    Api,
+    DeleteGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    Request,
+)
 from state.formats.response_codec import Response
 
 __all__ = ["DEFAULT_TIMEOUT_S", "ClientConfig", "OffsetCommitClient"]
@@ -188,18 +203,20 @@ class OffsetCommitClient(CloseOnExit):
 
     # --- one attempt --------------------------------------------------------------------------
 
-    def _submit(self, request: Request, deadline: float) -> Future[Response]:
+    def _submit(self, request: Request, deadline: float, sent: SentAttempt) -> Future[Response]:
         """Send ``request`` and return the future of its response (or of its failure:
-        ``AttemptTimeout`` at ``deadline``, ``ClientClosedError``, ``TopicsNotAvailable``)."""
+        ``AttemptTimeout`` at ``deadline``, ``ClientClosedError``, ``TopicsNotAvailable``);
+        ``sent`` learns the message's timestamp once the broker acknowledged it."""
         # Raises ValueError for text that is not valid Unicode, before anything is registered.
         message = ingest_message(request)
         try:
             connection = self._ensure_started(deadline)
         except (TopicsNotAvailable, ClientClosedError) as exc:
+            sent.not_sent = True
             future: Future[Response] = Future()
             future.set_exception(exc)
             return future
-        return connection.submit(message, deadline)
+        return connection.submit(message, deadline, sent.appended)
 
     def _timeout(self, timeout_s: float | None) -> float:
         """A call's timeout: ``timeout_s``, or the client's default; ValueError unless > 0."""
@@ -304,10 +321,12 @@ class OffsetCommitClient(CloseOnExit):
         timeout = self._timeout(timeout_s)
         result: Future[CommitResult] = Future()
         result.set_running_or_notify_cancel()
-        request = replace(request, request_id=str(uuid.uuid4()))
+        sent = SentAttempt(attempt_timeout_ms(timeout))
+        request = with_timeout(replace(request, request_id=str(uuid.uuid4())), sent.timeout_ms)
+        assert isinstance(request, OffsetCommitRequest)
 
         def finish(attempt: Future[Response]) -> None:
-            done = async_commit_outcome(attempt, request, timeout)
+            done = async_commit_outcome(attempt, request, timeout, sent)
             if isinstance(done, CommitResult):
                 set_result(result, done)
             else:
@@ -321,7 +340,7 @@ class OffsetCommitClient(CloseOnExit):
             if callback is not None:
                 self._callbacks.run(callback, empty)
             return result
-        self._submit(request, time.monotonic() + timeout).add_done_callback(finish)
+        self._submit(request, time.monotonic() + timeout, sent).add_done_callback(finish)
         return result
 
     def delete_offsets(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any, Final
 
@@ -107,10 +107,17 @@ class Connection:
         reader.start()
         return connection
 
-    def submit(self, message: IngestMessage, deadline: float) -> Future[Response]:
+    def submit(
+        self,
+        message: IngestMessage,
+        deadline: float,
+        on_appended: Callable[[int], None] | None = None,
+    ) -> Future[Response]:
         """Send ``message`` to the ingest partition that owns its group and return the future
         of its answer, or of its failure: ``AttemptTimeout`` at ``deadline``,
-        :class:`ClientClosedError`, :class:`TopicsNotAvailable` when it cannot be sent."""
+        :class:`ClientClosedError`, :class:`TopicsNotAvailable` when it cannot be sent.
+        ``on_appended(timestamp_ms)`` gets the message's timestamp once the broker acknowledged
+        it (its append time on the ingest topic, LogAppendTime), on the producer's thread."""
         failure = self.reader.failure
         if failure is not None:
             failed: Future[Response] = Future()
@@ -138,6 +145,8 @@ class Connection:
                 )
 
         sent.add_errback(_sent)
+        if on_appended is not None:
+            sent.add_callback(lambda metadata: on_appended(int(metadata.timestamp)))
         return future
 
     def refresh_partitions(self) -> None:

@@ -55,7 +55,13 @@ class OffsetsError(Exception):
 class OffsetsRequestError(OffsetsError):
     """A request failed: ``error_code`` is the request's error (the top-level code, else the
     first failing partition's, non-retriable codes first); ``partitions`` maps every partition
-    of the request to its code, so ``ErrorCode.NONE`` entries were applied."""
+    of the request to its code, so ``ErrorCode.NONE`` entries were applied.
+
+    For REQUEST_TIMED_OUT (the call's timeout passed), ``will_not_be_applied`` says whether the
+    failed partitions can still be applied later: True when every attempt was answered, or when
+    the last one went unanswered and the client waited until the job's deadline for it
+    (``deadline_ms``, ms since the epoch; see ``connectors.client.deadlines`` for what bounds
+    that); False when the client cannot tell."""
 
     api: Api
 
@@ -67,12 +73,16 @@ class OffsetsRequestError(OffsetsError):
         *,
         group_id: str = "",
         request_ids: Sequence[str] = (),
+        will_not_be_applied: bool = False,
+        deadline_ms: int | None = None,
     ) -> None:
         self.partitions: dict[TopicPartition, ErrorCode | int] = {
             TopicPartition(*tp): error_code_of(c) for tp, c in (partitions or {}).items()
         }
         self.group_id = group_id
         self.request_ids = tuple(request_ids)
+        self.will_not_be_applied = will_not_be_applied
+        self.deadline_ms = deadline_ms
         super().__init__(error_code, message)
 
     @property
@@ -90,8 +100,9 @@ class CommitFailedError(OffsetsRequestError):
 class CommitTimeoutError(CommitFailedError):
     """No definite answer to an OffsetCommit before the deadline (REQUEST_TIMED_OUT, 7).
 
-    The last attempt may still be applied later. ``partitions`` holds the last codes seen
-    (REQUEST_TIMED_OUT where there was no answer at all).
+    ``partitions`` holds the last codes seen (REQUEST_TIMED_OUT where there was no answer at
+    all); ``will_not_be_applied`` and ``deadline_ms`` say whether the last attempt can still be
+    applied later (see :class:`OffsetsRequestError`), and the message says it in words.
     """
 
 

@@ -9,11 +9,13 @@ otherwise (:func:`request_error`, one of ``connectors.client.errors``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Final
 
+from connectors.client.deadlines import SentAttempt, timed_out_reason
 from connectors.client.errors import (
     AttemptTimeout,
     CommitFailedError,
@@ -117,34 +119,51 @@ def request_error(
     group_id: str,
     reason: str,
     request_ids: Sequence[str],
+    *,
+    will_not_be_applied: bool = False,
+    deadline_ms: int | None = None,
 ) -> OffsetsRequestError:
     """``error`` for a request of ``group_id``: its code, every partition's code, and a message
-    ``group '<id>': <reason>``."""
+    ``group '<id>': <reason>``; a REQUEST_TIMED_OUT also says whether it can still be applied."""
     return error(
         code,
         partitions,
         f"group {group_id!r}: {reason}",
         group_id=group_id,
         request_ids=request_ids,
+        will_not_be_applied=will_not_be_applied,
+        deadline_ms=deadline_ms,
     )
 
 
 def async_commit_outcome(
-    attempt: Future[Response], request: OffsetCommitRequest, timeout: float
+    attempt: Future[Response], request: OffsetCommitRequest, timeout: float, sent: SentAttempt
 ) -> CommitResult | BaseException:
-    """What ``commit_async`` completes with once its one ``attempt`` (of ``request``) is done:
-    the result; or the error every asked partition failed with, ``CommitTimeoutError`` when no
-    answer came within ``timeout`` s, ``CommitFailedError`` when the topics were not available
-    or the answer was an error (retriable or not: never retried); or the attempt's exception."""
+    """What ``commit_async`` completes with once its one ``attempt`` (of ``request``, ``sent``
+    as it was sent) is done: the result; or the error every asked partition failed with,
+    ``CommitTimeoutError`` when no answer came within ``timeout`` s, ``CommitFailedError`` when
+    the topics were not available or the answer was an error (retriable or not: never retried);
+    or the attempt's exception.
+
+    Runs on the response thread, so a timeout does not wait for the job's deadline: it says the
+    request will not be applied only if this client's clock has already reached it."""
     group_id, request_id = request.group_id, request.request_id
     keys = partitions_of(request)
     try:
         response = attempt.result()
     except AttemptTimeout:
         code = ErrorCode.REQUEST_TIMED_OUT
-        reason = f"no answer within {timeout:g} s"
+        deadline_ms = sent.deadline_ms
+        refused = deadline_ms is not None and time.time() * 1000 >= deadline_ms
         return request_error(
-            CommitTimeoutError, code, dict.fromkeys(keys, code), group_id, reason, [request_id]
+            CommitTimeoutError,
+            code,
+            dict.fromkeys(keys, code),
+            group_id,
+            timed_out_reason(timeout, sent, refused),
+            [request_id],
+            will_not_be_applied=refused,
+            deadline_ms=deadline_ms,
         )
     except TopicsNotAvailable as exc:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -27,6 +27,7 @@ __all__ = [
     "partition_commits",
     "partitions_of",
     "with_partitions",
+    "with_timeout",
 ]
 
 
@@ -121,6 +122,12 @@ def with_partitions(
     """
     by_tp = {TopicPartition(c.topic, c.partition): c for c in request.partitions}
     return replace(request, request_id=request_id, partitions=tuple(by_tp[tp] for tp in partitions))
+
+
+def with_timeout(request: Request, timeout_ms: int) -> Request:
+    """``request`` carrying ``timeout_ms`` (``timeoutMs``): the job refuses it, without applying
+    anything, once it reaches it ``timeout_ms`` after its message's timestamp or later."""
+    return replace(request, timeout_ms=timeout_ms)
 
 
 @dataclass(frozen=True, slots=True)

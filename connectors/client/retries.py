@@ -3,8 +3,15 @@
 One call is a series of attempts, each a request with a fresh uuid4 request id, until one
 succeeds, one fails for good, or the deadline passes. Attempts that fail retriably are retried
 with Kafka's exponential backoff, resending only the partitions that failed (the whole request
-when the error was request-level); a timeout is ambiguous, as in Kafka, so the error says the
-last attempt may still be applied.
+when the error was request-level).
+
+Every attempt carries its own ``timeoutMs``: what is left of the call's timeout when it is sent,
+so the job refuses each attempt from about the call's deadline on, and a retry can never be
+followed by an older attempt applied late. When the call times out without an answer to its last
+attempt, it waits until the job's deadline for that attempt has passed on this client's clock
+(``connectors.client.deadlines``; a few milliseconds, at most ``REFUSAL_WAIT_MAX_S``) and the
+error says it will not be applied; if it cannot tell (the broker never acknowledged the
+message), the error says it may still be.
 """
 
 from __future__ import annotations
@@ -20,7 +27,19 @@ from dataclasses import dataclass
 from typing import Final
 from uuid import uuid4
 
-from connectors.client.errors import AttemptTimeout, ClientClosedError, TopicsNotAvailable
+from connectors.client.deadlines import (
+    REFUSAL_WAIT_MAX_S,
+    SentAttempt,
+    attempt_timeout_ms,
+    await_refusal,
+    timed_out_reason,
+)
+from connectors.client.errors import (
+    AttemptTimeout,
+    ClientClosedError,
+    OffsetsRequestError,
+    TopicsNotAvailable,
+)
 from connectors.client.outcomes import (
     FAILED_ERRORS,
     TIMEOUT_ERRORS,
@@ -28,6 +47,7 @@ from connectors.client.outcomes import (
     outcome,
     request_error,
 )
+from connectors.client.requests import with_timeout
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from state.coordinator.requests import Api, Request
@@ -61,11 +81,12 @@ class Backoff:
 
 @dataclass(frozen=True, slots=True)
 class Attempts:
-    """How a call sends attempts: ``submit(request, deadline)`` returns the future of its
-    answer, ``forget(request_id)`` stops waiting for one, ``refresh_partitions()`` re-reads the
-    ingest topic's partitions after NOT_COORDINATOR, ``closed`` stops the retries."""
+    """How a call sends attempts: ``submit(request, deadline, sent)`` returns the future of its
+    answer (and reports the message's acknowledgement to ``sent``), ``forget(request_id)`` stops
+    waiting for one, ``refresh_partitions()`` re-reads the ingest topic's partitions after
+    NOT_COORDINATOR, ``closed`` stops the retries."""
 
-    submit: Callable[[Request, float], Future[Response]]
+    submit: Callable[[Request, float, SentAttempt], Future[Response]]
     forget: Callable[[str], None]
     refresh_partitions: Callable[[], None]
     closed: threading.Event
@@ -85,24 +106,31 @@ def call_with_retries(
     ``keys`` are the request's partitions ([] for DeleteGroups, retried whole); ``make`` builds
     the attempt with a request id for the partitions still to do. Raises ``FAILED_ERRORS[api]``
     on a non-retriable answer, ``TIMEOUT_ERRORS[api]`` (REQUEST_TIMED_OUT) when no definite
-    answer came within ``timeout`` seconds, :class:`ClientClosedError` when closed meanwhile.
+    answer came within ``timeout`` seconds (saying whether it can still be applied),
+    :class:`ClientClosedError` when closed meanwhile.
     """
     deadline = time.monotonic() + timeout
     codes: dict[TopicPartition, int] = dict.fromkeys(keys, ErrorCode.REQUEST_TIMED_OUT)
     remaining = list(keys)
     request_ids: list[str] = []
+    #: Attempts the job did not answer: each may still be applied until its deadline.
+    unanswered: list[SentAttempt] = []
     last: Outcome | None = None
     last_note = "no answer"
     for attempt in itertools.count():
         request_id = str(uuid4())
         request_ids.append(request_id)
-        future = attempts.submit(make(request_id, remaining), deadline)
+        sent = SentAttempt(attempt_timeout_ms(deadline - time.monotonic()))
+        request = with_timeout(make(request_id, remaining), sent.timeout_ms)
+        future = attempts.submit(request, deadline, sent)
         try:
             response = future.result(max(0.0, deadline - time.monotonic()) + _WEDGED_MARGIN_S)
         except (AttemptTimeout, TimeoutError):
             attempts.forget(request_id)
+            unanswered.append(sent)
             break
         except TopicsNotAvailable as exc:
+            unanswered.append(sent)
             last_note = str(exc)
             last = Outcome(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), {}, {})
         else:
@@ -130,12 +158,40 @@ def call_with_retries(
         log.debug("%s for group %r: retrying in %.2f s: %s", api, group_id, pause, last_note)
         if attempts.closed.wait(pause):
             raise ClientClosedError("the commit client was closed while retrying")
-    raise request_error(
-        TIMEOUT_ERRORS[api],
+    raise _timed_out(
+        TIMEOUT_ERRORS[api], codes, group_id, timeout, unanswered, last, last_note, request_ids
+    )
+
+
+def _timed_out(
+    error: type[OffsetsRequestError],
+    codes: dict[TopicPartition, int],
+    group_id: str,
+    timeout: float,
+    unanswered: Sequence[SentAttempt],
+    last: Outcome | None,
+    last_note: str,
+    request_ids: Sequence[str],
+) -> OffsetsRequestError:
+    """The REQUEST_TIMED_OUT error of a call, once it is known whether its ``unanswered``
+    attempts can still be applied: it waits for their deadlines at the job to pass on this
+    client's clock (at most ``REFUSAL_WAIT_MAX_S``)."""
+    give_up = time.monotonic() + REFUSAL_WAIT_MAX_S
+    refused = all(await_refusal(sent, give_up) for sent in unanswered)
+    sent_ones = [sent for sent in unanswered if not sent.not_sent]
+    if sent_ones:
+        reason = timed_out_reason(timeout, sent_ones[-1], refused)
+    else:
+        reason = f"no definite answer within {timeout:g} s: it will not be applied"
+    deadlines = [sent.deadline_ms for sent in sent_ones]
+    known = [d for d in deadlines if d is not None]
+    return request_error(
+        error,
         ErrorCode.REQUEST_TIMED_OUT,
         codes,
         group_id,
-        f"no definite answer within {timeout:g} s"
-        + (f" (last: {last_note})" if last is not None else ""),
+        reason + (f" (last: {last_note})" if last is not None else ""),
         request_ids,
+        will_not_be_applied=refused,
+        deadline_ms=max(known) if known and len(known) == len(deadlines) else None,
     )

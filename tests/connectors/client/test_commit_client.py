@@ -157,6 +157,8 @@ class ScriptedResponder:
         self.responses = responses
         #: (ingest partition, key, decoded request) of everything received.
         self.received: list[tuple[int, bytes, Request]] = []
+        #: Each received request's message timestamp, by request id.
+        self.timestamps: dict[str, int] = {}
         self._attempts: dict[str, int] = {}
         self._stop = threading.Event()
         self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -175,6 +177,7 @@ class ScriptedResponder:
                     request = decode_request(record.value)
                     assert not hasattr(request, "error_code"), request
                     self.received.append((record.partition, record.key, request))
+                    self.timestamps[request.request_id] = record.timestamp
                     attempt = self._attempts.get(request.group_id, 0)
                     self._attempts[request.group_id] = attempt + 1
                     value = self.answer(request, attempt)
@@ -430,6 +433,79 @@ def test_deletes_raise_their_own_typed_errors(scripted: Any) -> None:
         client.delete_offsets("g", [TP0, TP1], timeout_s=10)
     assert offsets_error.value.error_code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
     assert offsets_error.value.failed_partitions == {TP1: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
+
+
+def test_every_attempt_carries_what_is_left_of_the_call_as_its_timeout(scripted: Any) -> None:
+    """Each attempt is a request of its own with its own deadline at the job: about the call's
+    deadline, so that no retry can be followed by an older attempt applied late."""
+
+    def answer(request: Request, attempt: int) -> dict[str, Any]:
+        if attempt < 2:
+            return response(request, top=ErrorCode.NOT_COORDINATOR)
+        return all_ok(request, attempt)
+
+    responder, client = scripted(answer)
+    client.start(timeout_s=10)
+    started_ms = time.time() * 1000
+    client.commit("g", {TP0: 1}, timeout_s=20)
+    client.delete_offsets("g", [TP0], timeout_s=20)
+    client.delete_group("g", timeout_s=20)
+    requests = responder.requests_of("g")
+    assert len(requests) == 5
+    commits = requests[:3]
+    timeouts = [r.timeout_ms for r in commits]
+    assert all(t is not None for t in timeouts)
+    assert 19_000 <= timeouts[0] <= 20_000
+    assert timeouts[0] >= timeouts[1] >= timeouts[2]
+    # The attempts' deadlines at the job all fall within a second of the call's own deadline.
+    deadlines = [responder.timestamps[r.request_id] + r.timeout_ms for r in commits]
+    assert all(abs(d - (started_ms + 20_000)) < 1_500 for d in deadlines), deadlines
+    assert all(r.timeout_ms is not None and r.timeout_ms > 19_000 for r in requests[3:])
+
+
+def test_an_unanswered_commit_waits_for_its_deadline_and_says_it_will_not_be_applied(
+    scripted: Any,
+) -> None:
+    responder, client = scripted(lambda request, attempt: None)
+    client.start(timeout_s=10)
+    with pytest.raises(CommitTimeoutError, match="it will not be applied") as raised:
+        client.commit("g", {TP0: 1}, timeout_s=1.0)
+    raised_at_ms = time.time() * 1000
+    error = raised.value
+    (request,) = responder.requests_of("g")
+    assert request.timeout_ms is not None and 900 <= request.timeout_ms <= 1_000
+    deadline = responder.timestamps[request.request_id] + request.timeout_ms
+    assert error.will_not_be_applied and error.deadline_ms == deadline
+    # From here on the job refuses it: this client's clock has passed the deadline.
+    assert raised_at_ms >= deadline
+
+    with pytest.raises(DeleteGroupFailedError, match="it will not be applied") as deleted:
+        client.delete_group("g", timeout_s=0.5)
+    assert deleted.value.error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert deleted.value.will_not_be_applied
+
+
+def test_a_commit_async_timeout_names_the_deadline_without_blocking(scripted: Any) -> None:
+    responder, client = scripted(lambda request, attempt: None)
+    client.start(timeout_s=10)
+    future = client.commit_async("g", {TP0: 1}, timeout_s=0.5)
+    error = future.exception(timeout=10)
+    assert isinstance(error, CommitTimeoutError)
+    (request,) = responder.requests_of("g")
+    assert error.deadline_ms == responder.timestamps[request.request_id] + request.timeout_ms
+    assert ("will not be applied" in str(error)) == error.will_not_be_applied
+
+
+def test_answered_retriable_errors_until_the_deadline_are_never_applied_later(
+    scripted: Any,
+) -> None:
+    _, client = scripted(
+        lambda request, _attempt: response(request, {TP0: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
+    )
+    client.start(timeout_s=10)
+    with pytest.raises(CommitTimeoutError, match="it will not be applied") as raised:
+        client.commit("g", {TP0: 1}, timeout_s=0.5)
+    assert raised.value.will_not_be_applied and raised.value.deadline_ms is None
 
 
 def test_missing_topics_mean_no_coordinator(kafka_bootstrap: str) -> None:

@@ -3,8 +3,10 @@ errors of the waiting calls and of ``commit_async``."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 
+from connectors.client.deadlines import SentAttempt
 from connectors.client.errors import (
     AttemptTimeout,
     CommitFailedError,
@@ -55,19 +57,33 @@ def test_the_main_code_is_the_first_non_retriable_partition_code() -> None:
 
 
 def test_commit_async_outcomes() -> None:
-    ok = async_commit_outcome(done(answer(p0=0, p1=0)), REQUEST, 5)
+    sent = SentAttempt(1500)
+    ok = async_commit_outcome(done(answer(p0=0, p1=0)), REQUEST, 5, sent)
     assert ok == CommitResult(
         "g", {TP0: OffsetAndMetadata(5), TP1: OffsetAndMetadata(7, 2, "m")}, ("r-1",)
     )
-    timeout = async_commit_outcome(done(AttemptTimeout("r-1")), REQUEST, 1.5)
+    timeout = async_commit_outcome(done(AttemptTimeout("r-1")), REQUEST, 1.5, sent)
     assert isinstance(timeout, CommitTimeoutError) and "no answer within 1.5 s" in str(timeout)
     assert timeout.partitions == dict.fromkeys([TP0, TP1], ErrorCode.REQUEST_TIMED_OUT)
-    unreachable = async_commit_outcome(done(TopicsNotAvailable("no topic")), REQUEST, 1)
+    # Never acknowledged by the broker: its deadline at the job is unknown.
+    assert not timeout.will_not_be_applied and "may still be applied" in str(timeout)
+    # Acknowledged, and its deadline (append time + timeoutMs) already passed on this clock.
+    sent.appended(int(time.time() * 1000) - 2000)
+    passed = async_commit_outcome(done(AttemptTimeout("r-1")), REQUEST, 1.5, sent)
+    assert isinstance(passed, CommitTimeoutError) and passed.will_not_be_applied
+    assert passed.deadline_ms == sent.appended_ms + 1500 and "will not be applied" in str(passed)
+    # Acknowledged, but its deadline is still ahead: it may still be applied until then.
+    later = SentAttempt(60_000)
+    later.appended(int(time.time() * 1000))
+    pending = async_commit_outcome(done(AttemptTimeout("r-1")), REQUEST, 1.5, later)
+    assert isinstance(pending, CommitTimeoutError) and not pending.will_not_be_applied
+    assert "may still be applied until" in str(pending)
+    unreachable = async_commit_outcome(done(TopicsNotAvailable("no topic")), REQUEST, 1, sent)
     assert isinstance(unreachable, CommitFailedError) and unreachable.retriable
     assert unreachable.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     # Retriable answers fail commit_async too: it is never retried.
     busy = async_commit_outcome(
-        done(answer(p0=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p1=0)), REQUEST, 1
+        done(answer(p0=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p1=0)), REQUEST, 1, sent
     )
     assert isinstance(busy, CommitFailedError) and busy.failed_partitions == {
         TP0: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
