@@ -25,6 +25,11 @@ from connectors.kafka.admin import (
 from connectors.kafka.kafka_python import kafka_python_options
 from connectors.secrets import hide_in_logs, redacted_options, secret_values
 from connectors.sinks import redact_url
+from connectors.sinks.retention import (
+    DEFAULT_CHECK_INTERVAL_MS,
+    DEFAULT_HISTORY_RETENTION_MS,
+    check_history_retention,
+)
 from state.coordinator.config import DEFAULT_REQUEST_TIMEOUT_MS, CoordinatorConfig
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"
@@ -89,6 +94,10 @@ class JobConfig:
     sink_url: str = "sqlite:///.runtime/consumer-offsets.db"
     #: Keep every commit in the sink's history table (``offset_commit_history``).
     keep_history: bool = False
+    #: How long a commit stays in the history table (-1: forever); older ones are deleted in
+    #: small steps every ``history_retention_check_interval_ms`` (``connectors.sinks.retention``).
+    history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
+    history_retention_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
     #: Seconds a micro-batch's sink write is retried while the sink database is unreachable
     #: (the query waits, acknowledging nothing) before the query fails; 0 fails at once.
     sink_write_timeout_s: int = 60
@@ -127,6 +136,7 @@ class JobConfig:
             raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")
         if self.request_timeout_ms < 0:
             raise ValueError(f"request_timeout_ms must be >= 0, got {self.request_timeout_ms}")
+        check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
         topics = {
             self.ingest_topic,
             self.offsets_topic,

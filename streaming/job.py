@@ -31,7 +31,9 @@ from connectors.kafka.admin import (
     plain_topic_spec,
 )
 from connectors.sinks import Sink, absolute_sink_url, open_sink
+from connectors.sinks.retention import HistoryRetention
 from streaming.config import JobConfig
+from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
 from streaming.output import OUTPUT_SCHEMA
 from streaming.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
@@ -185,6 +187,8 @@ class OffsetsJob:
     sink: Sink
     query: StreamingQuery | None = None
     writer: BatchWriter | None = None
+    heartbeat: Heartbeat | None = None
+    retention: HistoryRetention | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
     _state_partitions: int = 1
 
@@ -292,9 +296,21 @@ class OffsetsJob:
             .trigger(processingTime=config.trigger_interval)
         )
         self.query = _start_query(self.spark, writer, self._state_partitions)
+        # Alive from here on, also while loading or idle (connectors.client.liveness).
+        self.heartbeat = Heartbeat(
+            self.sink, config.bootstrap_servers, "job", quiet_jvm=jvm_log_quieter(self.spark)
+        )
+        self.heartbeat.start()
         if resumed:
             self._survive_replayed_batch_bug(writer)
         self._start_expiry_ticks()
+        if config.keep_history:
+            self.retention = HistoryRetention(
+                lambda: open_sink(config.sink_url, keep_history=True),
+                config.history_retention_ms,
+                config.history_retention_check_interval_ms,
+            )
+            self.retention.start()
         return self.query
 
     def _loaded_sink_url(self) -> str | None:
@@ -347,6 +363,10 @@ class OffsetsJob:
             self.query.stop()
         if self.writer is not None:
             self.writer.close()
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        if self.retention is not None:
+            self.retention.stop()
         self.sink.set_status("STOPPED")
 
     def wait_until(self, predicate: object, timeout_s: float = 120.0) -> None:

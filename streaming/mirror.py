@@ -44,6 +44,12 @@ from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
 from connectors.kafka.kafka_python import kafka_python_options
 from connectors.secrets import hide_in_logs, redacted_options, secret_values
 from connectors.sinks import BatchProgress, Sink, open_sink, redact_url
+from connectors.sinks.retention import (
+    DEFAULT_CHECK_INTERVAL_MS,
+    DEFAULT_HISTORY_RETENTION_MS,
+    HistoryRetention,
+    check_history_retention,
+)
 from state.shard import (
     RecordFormatError,
     classify_key,
@@ -54,6 +60,7 @@ from streaming.config import (
     load_settings,
     spark_kafka_options,
 )
+from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.job import checkpoint_exists, survive_replayed_batch_bug
 
 log = logging.getLogger("consumer_offsets.mirror")
@@ -78,6 +85,9 @@ class MirrorConfig:
     checkpoint_location: str
     source_kafka_options: Mapping[str, str] = field(default_factory=dict)
     keep_history: bool = True
+    #: How long a commit stays in the history table (-1: forever); see ``JobConfig``.
+    history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
+    history_retention_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
     trigger_interval: str = "1 second"
     #: The source cluster's name in the sink (``source_cluster``) and its status detail.
     cluster_name: str = "source"
@@ -86,6 +96,7 @@ class MirrorConfig:
 
     def __post_init__(self) -> None:
         hide_in_logs(secret_values(self.source_kafka_options))
+        check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
 
     def redacted(self) -> dict[str, Any]:
         """The configuration as printable data, with secrets masked."""
@@ -236,6 +247,8 @@ class OffsetsMirror:
     query: StreamingQuery | None = None
     writer: MirrorWriter | None = None
     log_end: LogEndRefresher | None = None
+    heartbeat: Heartbeat | None = None
+    retention: HistoryRetention | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
@@ -295,6 +308,14 @@ class OffsetsMirror:
         # Spark's AdminClient-based offset reader sees no records in an internal topic (a batch
         # read of __consumer_offsets counts 0 with it, every record with the consumer-based one).
         self.query = self._start_query(writer)
+        # Alive from here on, also while catching up or idle (connectors.client.liveness).
+        self.heartbeat = Heartbeat(
+            self.sink,
+            config.source_bootstrap_servers,
+            "mirror",
+            quiet_jvm=jvm_log_quieter(self.spark),
+        )
+        self.heartbeat.start()
         if resumed:
 
             def restart() -> None:
@@ -305,6 +326,13 @@ class OffsetsMirror:
             self.sink, config.kafka_python_options(), config.log_end_interval_s
         )
         self.log_end.start()
+        if config.keep_history:
+            self.retention = HistoryRetention(
+                lambda: open_sink(config.sink_url, keep_history=True),
+                config.history_retention_ms,
+                config.history_retention_check_interval_ms,
+            )
+            self.retention.start()
         return self.query
 
     def _start_query(self, writer: DataStreamWriter) -> StreamingQuery:
@@ -335,6 +363,10 @@ class OffsetsMirror:
             self.query.stop()
         if self.log_end is not None:
             self.log_end.stop()
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        if self.retention is not None:
+            self.retention.stop()
         if self.query is not None:
             self.sink.set_status("STOPPED", f"mirroring {self.config.cluster_name}: stopped")
 

@@ -54,6 +54,14 @@ from connectors.sinks.batch import (
     prepare_members,
     rows,
 )
+from connectors.sinks.schema import (
+    BASELINE,
+    SCHEMA_VERSION,
+    Migration,
+    steps_after,
+    too_new_message,
+    too_old_message,
+)
 from connectors.sinks.tables import (
     TableNames,
     committed_from_row,
@@ -135,12 +143,79 @@ class Sink(ABC, CloseOnExit):
         self._conn: Any = None
 
     def _open(self) -> None:
-        """Connect and, unless read-only, create the tables: the end of a backend's constructor."""
+        """Connect and, unless read-only, create or migrate the tables (``schema``): the end of a
+        backend's constructor. A read-only sink checks the schema version instead."""
         with self._lock:
             conn = self._connection()
-            if not self.read_only:
-                self._create_tables(conn)
+            if self.read_only:
+                self._check_schema_readable()
+            else:
+                self._migrate(conn)
         log.info("opened sink %s (read_only=%s)", self.url, self.read_only)
+
+    def _migrate(self, conn: Any) -> None:
+        """Bring the tables to :data:`SCHEMA_VERSION` in one transaction (see ``schema``)."""
+        applied: list[Migration] = []
+        found = 0
+
+        def migrate(tx: Statements) -> bool:
+            nonlocal found
+            self._lock_schema(tx)
+            tx.execute(self._sql["create_schema_table"])
+            found = self._schema_version(tx)
+            if found > SCHEMA_VERSION:
+                raise SinkError(too_new_message(self.url, found))
+            for step in steps_after(found):
+                statements = (
+                    self._baseline_statements()
+                    if step.version == BASELINE.version
+                    else self._migration_statements(step.version)
+                )
+                for statement in statements:
+                    tx.execute(statement)
+                tx.execute(
+                    self._sql["record_schema_version"],
+                    (step.version, step.description, self._clock()),
+                )
+                applied.append(step)
+            tx.execute(self._sql["insert_status"], (self._clock(),))
+            return True
+
+        try:
+            self._transaction(conn, migrate)
+        except self._driver_error as exc:
+            raise SinkError(
+                f"cannot create or migrate the sink tables in {self.url}: {exc}"
+            ) from exc
+        if found and applied:
+            log.warning(
+                "%s: sink schema migrated from version %d to %d (%s)",
+                self.url,
+                found,
+                SCHEMA_VERSION,
+                "; ".join(f"{step.version}: {step.description}" for step in applied),
+            )
+
+    def _schema_version(self, tx: Statements) -> int:
+        """The sink's schema version: the newest recorded step, 1 for the tables of a release
+        before versions (no step recorded), 0 for no tables."""
+        (newest,) = tx.execute(self._sql["schema_version"]).fetchone()
+        if newest is not None:
+            return int(newest)
+        return 1 if tx.execute(*self._table_exists_query(self._names.offsets)).fetchone() else 0
+
+    def _check_schema_readable(self) -> None:
+        """Refuse (SinkError) a read-only open of a sink older than this release."""
+        found = self.schema_version()
+        if 0 < found < SCHEMA_VERSION:
+            raise SinkError(too_old_message(self.url, found))
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the sink (0: none; see ``connectors.sinks.schema``)."""
+        if not self._run(*self._table_exists_query(self._names.schema)):
+            return 1 if self._run(*self._table_exists_query(self._names.offsets)) else 0
+        (newest,) = self._run(self._sql["schema_version"])[0]
+        return int(newest or 1)
 
     # --- the backend's hooks -------------------------------------------------------------------
 
@@ -153,8 +228,21 @@ class Sink(ABC, CloseOnExit):
         """Whether ``conn`` is known to be dead (the server or the network dropped it)."""
 
     @abstractmethod
-    def _create_tables(self, conn: Any) -> None:
-        """Create the tables and the status row if missing (concurrent sinks may race here)."""
+    def _baseline_statements(self) -> list[Any]:
+        """DDL creating schema 1's tables if missing (``schema.BASELINE``), in order."""
+
+    @abstractmethod
+    def _migration_statements(self, version: int) -> list[Any]:
+        """DDL of the step that brings schema ``version - 1`` to ``version``, in order."""
+
+    @abstractmethod
+    def _table_exists_query(self, table: str) -> tuple[Any, Sequence[Any]]:
+        """A statement and its parameters returning a row only if ``table`` (unquoted, in the
+        sink's schema) exists."""
+
+    def _lock_schema(self, tx: Statements) -> None:
+        """Serialise concurrent migrations of the same tables inside ``tx`` (and create the
+        namespace the tables live in). SQLite's ``BEGIN IMMEDIATE`` already does."""
 
     @abstractmethod
     def _transaction(self, conn: Any, body: Callable[[Statements], bool]) -> None:
@@ -408,12 +496,18 @@ class Sink(ABC, CloseOnExit):
 
         The sink is a view of the job's state: when the job starts a new checkpoint (batch ids
         restart at 0 and the state is rebuilt from the offsets topic) the view starts over too.
-        History, if kept, stays.
+        History, if kept, stays: its rows move below batch id 0 (order kept), so the new
+        batch ids 0, 1, … neither collide with them nor sort before them.
         """
         _check_status(status)
         self._check_writable()
 
         def clear(tx: Statements) -> bool:
+            lowest, highest = tx.execute(self._sql["history_bounds"]).fetchone()
+            if highest is not None and highest >= 0:
+                # Every moved row lands below every row there is, so no key collides midway
+                # (PostgreSQL checks a unique key row by row).
+                tx.execute(self._sql["shift_history"], (highest + 1 + max(0, -lowest),))
             tx.execute(self._sql["clear_offsets"])
             tx.execute(self._sql["clear_groups"])
             tx.execute(self._sql["clear_log_end"])
@@ -434,6 +528,51 @@ class Sink(ABC, CloseOnExit):
                 if self._lost(conn):
                     self._discard()
                 raise SinkError(f"{self.url}: {action}: {exc}") from exc
+
+    def heartbeat(self) -> None:
+        """Record that the writer is alive now (the sink's clock), in a transaction of its own.
+
+        The job and the mirror call it every few seconds, also when idle, so that readers can
+        tell a running writer from one that died without setting its status.
+        """
+        self._check_writable()
+        now = self._clock()
+
+        def beat(tx: Statements) -> bool:
+            tx.execute(self._sql["heartbeat"], (now,))
+            return True
+
+        self._write(beat, "cannot record a heartbeat")
+
+    def purge_history(self, older_than_ms: int, limit: int) -> int:
+        """Delete at most ``limit`` history rows committed before ``older_than_ms``, in one
+        short transaction; the number deleted. Callers repeat it until it returns less than
+        ``limit`` (``connectors.sinks.retention``), so no single delete holds the write lock
+        long enough to stall a batch."""
+        self._check_writable()
+        if limit < 1:
+            raise ValueError(f"purge_history: limit must be >= 1, got {limit}")
+        deleted = 0
+
+        def purge(tx: Statements) -> bool:
+            nonlocal deleted
+            cursor = tx.execute(self._sql["purge_history"], (int(older_than_ms), int(limit)))
+            deleted = max(int(getattr(cursor, "rowcount", 0) or 0), 0)
+            return True
+
+        self._write(purge, "cannot delete expired history")
+        return deleted
+
+    def reclaim_space(self) -> None:
+        """Return free pages to the file system where the backend needs asking (SQLite's
+        incremental vacuum); PostgreSQL's autovacuum does it on its own."""
+
+    def table_rows(self) -> dict[str, int]:
+        """Rows per table, by table name (with the prefix): what an operator watches grow."""
+        return {
+            name: int(self._run(self._sql[f"count_{role}"])[0][0])
+            for role, name in self._names.tables().items()
+        }
 
     def write_log_end_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Store the log-end offsets of ``(topic, partition)``s as read from the cluster now.

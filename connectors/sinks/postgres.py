@@ -114,6 +114,7 @@ class PostgresSink(Sink):
         self._t = {role: table(name) for role, name in self._names.tables().items()}
         # CREATE INDEX names are unqualified: the index lives in its table's schema.
         self._t["history_index"] = sql.Identifier(self._names.history_index)
+        self._t["history_time_index"] = sql.Identifier(self._names.history_time_index)
         self._t["stage_upserts"] = sql.Identifier(_STAGE_UPSERTS)
         self._t["stage_deletes"] = sql.Identifier(_STAGE_DELETES)
         self._sql = self._statements()
@@ -220,7 +221,7 @@ class PostgresSink(Sink):
 
     # --- schema and statements -----------------------------------------------------------------
 
-    def _create_tables(self, conn: psycopg.Connection[Any]) -> None:
+    def _baseline_statements(self) -> list[sql.Composable]:
         t = self._t
         statements: list[sql.Composable] = [
             sql.SQL(
@@ -293,30 +294,45 @@ class PostgresSink(Sink):
                 updated_at_ms bigint NOT NULL)"""
             ).format(source=t["source"]),
         ]
-        if self._schema:
-            statements.insert(
-                0, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
-            )
-        # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the catalog: serialise the
-        # DDL of sinks on the same tables with a transaction-scoped advisory lock.
+        return statements
+
+    def _migration_statements(self, version: int) -> list[sql.Composable]:
+        t = self._t
+        if version == 2:
+            return [
+                _q("CREATE INDEX IF NOT EXISTS {} ON {} (commit_timestamp_ms)").format(
+                    t["history_time_index"], t["history"]
+                ),
+                _q("ALTER TABLE {} ADD COLUMN IF NOT EXISTS heartbeat_at_ms bigint").format(
+                    t["status"]
+                ),
+                # History retention deletes a little every minute: vacuum the table after 2% of
+                # it is dead rather than PostgreSQL's 20%, so freed space is reused soon.
+                _q(
+                    "ALTER TABLE {} SET (autovacuum_vacuum_scale_factor = 0.02,"
+                    " autovacuum_vacuum_insert_scale_factor = 0.02)"
+                ).format(t["history"]),
+            ]
+        raise ValueError(f"no sink schema step to version {version}")
+
+    def _table_exists_query(self, table: str) -> tuple[sql.Composed, Sequence[Any]]:
+        return (
+            _q(
+                "SELECT 1 FROM information_schema.tables"
+                " WHERE table_schema = COALESCE(%s, current_schema()) AND table_name = %s"
+            ).format(),
+            (self._schema, table),
+        )
+
+    def _lock_schema(self, tx: Statements) -> None:
+        """A transaction-scoped advisory lock per (schema, prefix): concurrent CREATE … IF NOT
+        EXISTS can still collide in the catalog. Then the schema, if one is named."""
         lock_key = zlib.crc32(f"{self._schema}.{self._names.prefix}".encode()) - 2**31
-        try:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
-                for statement in statements:
-                    conn.execute(statement)
-                conn.execute(
-                    sql.SQL(
-                        "INSERT INTO {status} (id, status, detail, last_batch_id, ingest_offsets,"
-                        " input_rows, commits_applied, rejected, tombstones, state_keys,"
-                        " duration_ms, batch_timestamp_ms, skipped_records, updated_at_ms)"
-                        " VALUES (1, 'STOPPED', '', -1, '{{}}', 0, 0, 0, 0, 0, 0, NULL, 0, %s)"
-                        " ON CONFLICT (id) DO NOTHING"
-                    ).format(status=t["status"]),
-                    (self._clock(),),
-                )
-        except psycopg.Error as exc:
-            raise SinkError(f"cannot create the sink tables in {self.url}: {exc}") from exc
+        tx.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+        if self._schema:
+            tx.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+            )
 
     def _create_stage_tables(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(
@@ -346,6 +362,34 @@ class PostgresSink(Sink):
             'o.group_id = d.group_id AND o.topic = d.topic AND o."partition" = d."partition"'
         )
         return {
+            "create_schema_table": _q(
+                "CREATE TABLE IF NOT EXISTS {} (version integer NOT NULL PRIMARY KEY,"
+                " description text NOT NULL, applied_at_ms bigint NOT NULL)"
+            ).format(t["schema"]),
+            "schema_version": _q("SELECT max(version) FROM {}").format(t["schema"]),
+            "record_schema_version": _q(
+                "INSERT INTO {} (version, description, applied_at_ms) VALUES (%s, %s, %s)"
+            ).format(t["schema"]),
+            "insert_status": _q(
+                "INSERT INTO {} (id, status, detail, last_batch_id, ingest_offsets,"
+                " input_rows, commits_applied, rejected, tombstones, state_keys,"
+                " duration_ms, batch_timestamp_ms, skipped_records, updated_at_ms)"
+                " VALUES (1, 'STOPPED', '', -1, '{{}}', 0, 0, 0, 0, 0, 0, NULL, 0, %s)"
+                " ON CONFLICT (id) DO NOTHING"
+            ).format(t["status"]),
+            "heartbeat": _q("UPDATE {} SET heartbeat_at_ms = %s WHERE id = 1").format(t["status"]),
+            "history_bounds": _q("SELECT min(batch_id), max(batch_id) FROM {}").format(
+                t["history"]
+            ),
+            "shift_history": _q("UPDATE {} SET batch_id = batch_id - %s").format(t["history"]),
+            "purge_history": _q(
+                "DELETE FROM {h} WHERE (batch_id, seq) IN (SELECT batch_id, seq FROM {h}"
+                " WHERE commit_timestamp_ms < %s LIMIT %s)"
+            ).format(h=t["history"]),
+            **{
+                f"count_{role}": _q("SELECT count(*) FROM {}").format(t[role])
+                for role in self._names.tables()
+            },
             "last_batch": _q("SELECT last_batch_id FROM {} WHERE id = 1 FOR UPDATE").format(
                 t["status"]
             ),

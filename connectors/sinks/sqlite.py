@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 _SYNCHRONOUS: Final = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 # Stay well under SQLITE_MAX_VARIABLE_NUMBER (32766 since 3.32, 999 before).
 _IN_CHUNK: Final = 500
+# Pages (4 KiB) one incremental vacuum frees: 8 MiB, a few milliseconds of the write lock.
+_VACUUM_PAGES: Final = 2048
 _OFFSET_COLUMNS: Final = (
     "topic",
     '"partition"',
@@ -90,6 +92,7 @@ class SqliteSink(Sink):
         names = self._names
         self._t = {role: quote_identifier(name) for role, name in names.tables().items()}
         self._t["history_index"] = quote_identifier(names.history_index)
+        self._t["history_time_index"] = quote_identifier(names.history_time_index)
         self._sql = self._statements()
         self._open()
 
@@ -118,6 +121,10 @@ class SqliteSink(Sink):
                 )
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             if not self.read_only:
+                # Pages freed by history retention return to the file system in small steps
+                # (``reclaim_space``); only a database without tables takes this setting, an
+                # older file reuses its free pages for new rows instead.
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     conn.close()
@@ -160,6 +167,18 @@ class SqliteSink(Sink):
                 self._discard()
                 raise SinkError(f"{self.url}: {action}: {exc}") from exc
 
+    def reclaim_space(self) -> None:
+        """Give up to :data:`_VACUUM_PAGES` free pages back to the file system (a file created
+        with ``auto_vacuum = INCREMENTAL``; older files keep them and reuse them for new rows)."""
+        self._check_writable()
+        with self._lock:
+            try:
+                # executescript steps the pragma to its end; execute() would free one page.
+                self._connection().executescript(f"PRAGMA incremental_vacuum({_VACUUM_PAGES});")
+            except sqlite3.Error as exc:
+                self._discard()
+                raise SinkError(f"{self.url}: cannot reclaim free pages: {exc}") from exc
+
     def _fetch_partitions(
         self, group_id: str, wanted: Sequence[tuple[str, int]]
     ) -> list[tuple[Any, ...]]:
@@ -197,7 +216,7 @@ class SqliteSink(Sink):
 
     # --- schema and statements -----------------------------------------------------------------
 
-    def _create_tables(self, conn: sqlite3.Connection) -> None:
+    def _baseline_statements(self) -> list[str]:
         t = self._t
         ddl = f"""
         CREATE TABLE IF NOT EXISTS {t["offsets"]} (
@@ -256,23 +275,41 @@ class SqliteSink(Sink):
             updated_at_ms INTEGER NOT NULL
         );
         """
+        return [statement for statement in ddl.split(";") if statement.strip()]
 
-        def create(tx: Statements) -> bool:
-            for statement in ddl.split(";"):
-                if statement.strip():
-                    tx.execute(statement)
-            tx.execute(self._sql["insert_status"], (self._clock(),))
-            return True
+    def _migration_statements(self, version: int) -> list[str]:
+        t = self._t
+        if version == 2:
+            return [
+                f"CREATE INDEX IF NOT EXISTS {t['history_time_index']}"
+                f" ON {t['history']} (commit_timestamp_ms)",
+                f"ALTER TABLE {t['status']} ADD COLUMN heartbeat_at_ms INTEGER",
+            ]
+        raise ValueError(f"no sink schema step to version {version}")
 
-        try:
-            self._transaction(conn, create)
-        except sqlite3.Error as exc:
-            raise SinkError(f"cannot create the sink tables in {self.url}: {exc}") from exc
+    def _table_exists_query(self, table: str) -> tuple[str, Sequence[Any]]:
+        return ("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
 
     def _statements(self) -> dict[str, str]:
         t = self._t
         value_cols = ", ".join(_OFFSET_COLUMNS)
         return {
+            "create_schema_table": (
+                f"CREATE TABLE IF NOT EXISTS {t['schema']} (version INTEGER NOT NULL PRIMARY KEY,"
+                " description TEXT NOT NULL, applied_at_ms INTEGER NOT NULL)"
+            ),
+            "schema_version": f"SELECT MAX(version) FROM {t['schema']}",
+            "record_schema_version": (
+                f"INSERT INTO {t['schema']} (version, description, applied_at_ms) VALUES (?, ?, ?)"
+            ),
+            "heartbeat": f"UPDATE {t['status']} SET heartbeat_at_ms = ? WHERE id = 1",
+            "history_bounds": f"SELECT MIN(batch_id), MAX(batch_id) FROM {t['history']}",
+            "shift_history": f"UPDATE {t['history']} SET batch_id = batch_id - ?",
+            "purge_history": (
+                f"DELETE FROM {t['history']} WHERE (batch_id, seq) IN (SELECT batch_id, seq"
+                f" FROM {t['history']} WHERE commit_timestamp_ms < ? LIMIT ?)"
+            ),
+            **{f"count_{role}": f"SELECT COUNT(*) FROM {t[role]}" for role in self._names.tables()},
             "insert_status": (
                 f"INSERT INTO {t['status']} (id, status, detail, last_batch_id, ingest_offsets,"
                 " input_rows, commits_applied, rejected, tombstones, state_keys, duration_ms,"

@@ -36,10 +36,15 @@ _NAMES: Final = {
     "status": "coordinator_status",
     "history": "offset_commit_history",
     "history_index": "offset_commit_history_key_idx",
+    "history_time_index": "offset_commit_history_time_idx",
     "log_end": "topic_log_end_offsets",
     "source": "source_cluster",
     "members": "consumer_group_members",
+    "schema": "sink_schema_version",
 }
+
+#: Roles that name an index, not a table.
+_INDEXES: Final = frozenset({"history_index", "history_time_index"})
 
 
 def validate_table_prefix(prefix: str) -> str:
@@ -66,9 +71,11 @@ class TableNames:
     status: str = field(init=False)
     history: str = field(init=False)
     history_index: str = field(init=False)
+    history_time_index: str = field(init=False)
     log_end: str = field(init=False)
     source: str = field(init=False)
     members: str = field(init=False)
+    schema: str = field(init=False)
 
     def __post_init__(self) -> None:
         validate_table_prefix(self.prefix)
@@ -77,8 +84,8 @@ class TableNames:
 
     def tables(self) -> dict[str, str]:
         """The tables' names by role ("offsets", "groups", "status", "history", "log_end",
-        "source", "members")."""
-        return {role: getattr(self, role) for role in _NAMES if role != "history_index"}
+        "source", "members", "schema")."""
+        return {role: getattr(self, role) for role in _NAMES if role not in _INDEXES}
 
 
 def committed_from_row(group_id: str, row: Sequence[Any]) -> CommittedOffset:
@@ -129,10 +136,11 @@ STATUS_COLUMNS: Final = (
     "batch_timestamp_ms",
     "skipped_records",
     "updated_at_ms",
+    "heartbeat_at_ms",
 )
 
 #: Columns that ``write_batch`` sets on the status row, bound from :func:`progress_values`.
-PROGRESS_COLUMNS: Final = STATUS_COLUMNS[2:]
+PROGRESS_COLUMNS: Final = STATUS_COLUMNS[2:13]
 
 
 def encode_ingest_offsets(offsets: Mapping[int, int]) -> str:
@@ -166,7 +174,7 @@ def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
     """Build the status from the row in :data:`STATUS_COLUMNS` order."""
     status, detail, last_batch_id, ingest, input_rows, commits, rejected = row[:7]
     # skipped_records (row[11]) stays in the table's layout; every record is stored now.
-    tombstones, state_keys, duration_ms, batch_ts, _, updated_at = row[7:]
+    tombstones, state_keys, duration_ms, batch_ts, _, updated_at, heartbeat = row[7:]
     offsets = decode_ingest_offsets(ingest)
     progress = None
     if last_batch_id >= 0:
@@ -188,4 +196,5 @@ def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
         ingest_offsets=dict(offsets),
         updated_at_ms=updated_at,
         last_progress=progress,
+        heartbeat_at_ms=heartbeat,
     )

@@ -136,7 +136,9 @@ class CoordinatorStatus:
     """The coordinator status row: job state plus the last committed batch's progress.
 
     ``last_batch_id`` is -1 and ``last_progress`` None before the first batch.
-    ``updated_at_ms`` is the sink clock at the last status change or batch.
+    ``updated_at_ms`` is the sink clock at the last status change or batch;
+    ``heartbeat_at_ms`` the sink clock at the writer's last heartbeat (``Sink.heartbeat``),
+    None if it never sent one.
     """
 
     status: CoordinatorState
@@ -145,3 +147,4 @@ class CoordinatorStatus:
     ingest_offsets: dict[int, int]
     updated_at_ms: int
     last_progress: BatchProgress | None
+    heartbeat_at_ms: int | None = None

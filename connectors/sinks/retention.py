@@ -1,0 +1,173 @@
+"""History retention: commits older than ``history_retention_ms`` leave the history table.
+
+Kafka names its retentions ``*.retention.ms``; so does this one. The job and the mirror each run
+one :class:`HistoryRetention` thread beside their query. Every ``check_interval_ms`` it deletes
+the history rows committed before ``now - retention_ms``, ``chunk_rows`` at a time, each chunk in
+its own short transaction with a pause after it, so a micro-batch's write never waits behind
+more than one chunk (a few milliseconds). Then the backend reclaims space where it must be asked
+(SQLite's incremental vacuum; PostgreSQL's autovacuum runs on its own, tuned per table by the
+schema). A retention of -1 keeps history forever, as ``retention.ms=-1`` does in Kafka.
+
+What stays: every commit younger than the retention. Burrow's evaluation reads each partition's
+last 10 commits, so a partition committing at least 10 times per retention is evaluated exactly
+as without retention; one committing less often loses its older commits first, as Burrow's own
+``expire-group`` forgets a group that stopped committing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from connectors.sinks.base import Sink
+from connectors.sinks.values import SinkError, now_ms
+
+log = logging.getLogger(__name__)
+
+#: Keep history forever.
+KEEP_FOREVER: Final = -1
+#: One day: ~10 commits a partition even for consumers that commit every two hours.
+DEFAULT_HISTORY_RETENTION_MS: Final = 24 * 60 * 60 * 1000
+#: A minute: each run deletes one minute of commits, in chunks.
+DEFAULT_CHECK_INTERVAL_MS: Final = 60_000
+#: Rows per delete transaction (~10-30 ms of SQLite's write lock on 2 cores).
+DEFAULT_CHUNK_ROWS: Final = 5_000
+
+
+def check_history_retention(retention_ms: int, check_interval_ms: int) -> None:
+    """ValueError naming the setting when it is out of range."""
+    if retention_ms != KEEP_FOREVER and retention_ms <= 0:
+        raise ValueError(
+            f"history_retention_ms must be > 0 or -1 (keep forever), got {retention_ms}"
+        )
+    if check_interval_ms <= 0:
+        raise ValueError(
+            f"history_retention_check_interval_ms must be > 0, got {check_interval_ms}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What one retention run did."""
+
+    deleted: int
+    seconds: float
+    #: False when the run stopped at its time budget with expired rows left (the next run goes on).
+    complete: bool
+
+
+def purge_expired_history(
+    sink: Sink,
+    retention_ms: int,
+    now: int,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    pause_s: float = 0.02,
+    budget_s: float = 30.0,
+    stop: threading.Event | None = None,
+) -> PurgeResult:
+    """Delete history committed before ``now - retention_ms`` in chunks of ``chunk_rows``.
+
+    Stops when a chunk deletes fewer than ``chunk_rows`` (nothing older is left), when
+    ``budget_s`` has passed, or when ``stop`` is set; then reclaims space.
+    """
+    started = time.monotonic()
+    deleted = 0
+    complete = retention_ms == KEEP_FOREVER
+    if not complete:
+        cutoff = now - retention_ms
+        while True:
+            count = sink.purge_history(cutoff, chunk_rows)
+            deleted += count
+            if count < chunk_rows:
+                complete = True
+                break
+            if time.monotonic() - started >= budget_s or (stop is not None and stop.is_set()):
+                break
+            # Lets a waiting micro-batch take the write lock between chunks.
+            time.sleep(pause_s)
+    if deleted:
+        sink.reclaim_space()
+    return PurgeResult(deleted, time.monotonic() - started, complete)
+
+
+class HistoryRetention(threading.Thread):
+    """A daemon thread that applies the history retention every ``check_interval_ms``.
+
+    It opens its own sink with ``open_writer`` (its own connection: a batch write and a purge
+    chunk then only meet at the database's lock) and closes it when stopped. A failed run is
+    logged (once per outage, then when it works again) and retried at the next interval: the
+    retention must never take the job down.
+    """
+
+    def __init__(
+        self,
+        open_writer: Callable[[], Sink],
+        retention_ms: int,
+        check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS,
+        *,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        check_history_retention(retention_ms, check_interval_ms)
+        super().__init__(name="history-retention", daemon=True)
+        self._open_writer = open_writer
+        self.retention_ms = retention_ms
+        self.check_interval_ms = check_interval_ms
+        self._chunk_rows = chunk_rows
+        self._clock = clock
+        self._stop_event = threading.Event()
+        self._sink: Sink | None = None
+        self._failing = False
+        #: The last run's result (None before the first); read by tests and status lines.
+        self.last_result: PurgeResult | None = None
+
+    def run(self) -> None:
+        if self.retention_ms == KEEP_FOREVER:
+            return
+        while not self._stop_event.is_set():
+            self.run_once()
+            self._stop_event.wait(self.check_interval_ms / 1000)
+        if self._sink is not None:
+            self._sink.close()
+
+    def run_once(self) -> PurgeResult | None:
+        """One retention run now; None when the sink could not be reached (logged)."""
+        try:
+            if self._sink is None:
+                self._sink = self._open_writer()
+            result = purge_expired_history(
+                self._sink,
+                self.retention_ms,
+                self._clock(),
+                chunk_rows=self._chunk_rows,
+                stop=self._stop_event,
+            )
+        except SinkError as exc:
+            if not self._failing:
+                log.warning("history retention: %s (retrying every interval)", exc)
+            self._failing = True
+            return None
+        if self._failing:
+            log.info("history retention: the sink is reachable again")
+            self._failing = False
+        self.last_result = result
+        if result.deleted:
+            log.info(
+                "history retention: deleted %d commits older than %d ms in %.2f s%s",
+                result.deleted,
+                self.retention_ms,
+                result.seconds,
+                "" if result.complete else " (more left for the next run)",
+            )
+        return result
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop after the current chunk and wait for the thread."""
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout_s)

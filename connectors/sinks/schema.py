@@ -1,0 +1,76 @@
+"""Versions of the sink's schema and the ordered steps that migrate an older sink in place.
+
+A sink records the steps applied to it in its ``sink_schema_version`` table (one row per step:
+version, description, when). A writable sink migrates on open, in one transaction that also
+holds the backend's schema lock, so two processes opening an old sink at once migrate it once:
+
+* no tables at all: the baseline (schema 1, the tables as the first release created them) is
+  created, then every step after it runs — a new sink takes the same path as an old one, so the
+  steps are exercised on every start, not only on upgrades;
+* the first release's tables but no version table (schema 1, written before versions existed):
+  every step after 1 runs;
+* an older version: the steps after it run, in order;
+* a newer version than this release knows: refused (a downgrade would write rows the newer
+  schema's readers misread), and the message names both versions.
+
+A read-only sink runs no DDL: it refuses a sink older than this release (its reads would name
+columns the sink lacks) with a message saying how to migrate it, and reads a newer one as long
+as the columns it reads still exist (steps only add).
+
+The backends give each step's statements (``Sink._migration_statements``); the order and the
+bookkeeping are here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One step: the version it brings the sink to and what it changes (stored with it)."""
+
+    version: int
+    description: str
+
+
+#: Schema 1: the tables as created before schema versions existed (the baseline).
+BASELINE: Final = Migration(1, "baseline: offsets, groups, status, history, log-end offsets")
+
+#: Every step after the baseline, in order. A step only adds (tables, columns, indexes), so a
+#: reader of an older release keeps working on a migrated sink.
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        2,
+        "history indexed by commit time (history retention); status heartbeat (liveness)",
+    ),
+)
+
+#: The version this release writes.
+SCHEMA_VERSION: Final = MIGRATIONS[-1].version if MIGRATIONS else BASELINE.version
+
+
+def steps_after(version: int) -> list[Migration]:
+    """The steps that bring a sink at ``version`` (0: no tables) to :data:`SCHEMA_VERSION`."""
+    if version < 0:
+        raise ValueError(f"schema version must be >= 0, got {version}")
+    every = (BASELINE, *MIGRATIONS)
+    return [step for step in every if step.version > version]
+
+
+def too_new_message(url: str, found: int) -> str:
+    """The refusal of a sink written by a newer release."""
+    return (
+        f"{url} has sink schema version {found}, newer than this release's {SCHEMA_VERSION}: "
+        "it was written by a newer release; run that release (or a newer one) against it"
+    )
+
+
+def too_old_message(url: str, found: int) -> str:
+    """The refusal of a read-only open of a sink that has not been migrated yet."""
+    return (
+        f"{url} has sink schema version {found}, older than this release's {SCHEMA_VERSION}: "
+        "start the job or the mirror of this release on it once (it migrates the sink in "
+        "place), then read it"
+    )

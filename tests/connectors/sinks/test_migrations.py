@@ -1,0 +1,153 @@
+"""Schema versions: a sink written by the release before versions is migrated in place.
+
+The old sinks are files checked in under ``data/`` (see its README): a SQLite database and a
+PostgreSQL dump, each as that release wrote it. Each test opens a copy with today's code.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from connectors.sinks import GroupListing, Sink, SinkError, open_sink
+from connectors.sinks.schema import SCHEMA_VERSION, steps_after
+from tests.connectors.sinks.record_frames import commit, frame, offsets_of, progress
+from tests.fixtures.postgres import with_query
+
+DATA = Path(__file__).parent / "data"
+NUL_GROUP = "nul\x00group"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def old_sink_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A sink URL over a copy of the schema-1 sink of the backend."""
+    if request.param == "sqlite":
+        copy = tmp_path / "sink-v1.db"
+        shutil.copy(DATA / "sink-v1.sqlite", copy)
+        yield f"sqlite:///{copy}"
+        return
+    import psycopg
+
+    server = request.getfixturevalue("postgres_url")
+    database = f"sink_v1_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"')
+    url = _database_url(server, database)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute((DATA / "sink-v1.postgres.sql").read_text(encoding="utf-8"))  # type: ignore[arg-type]
+        yield url
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def _database_url(server: str, database: str) -> str:
+    base, _, query = server.partition("?")
+    head, _, _ = base.rpartition("/")
+    return f"{head}/{database}" + (f"?{query}" if query else "")
+
+
+def _assert_holds_the_old_data(sink: Sink) -> None:
+    assert offsets_of(sink, "payments") == {("orders", 0): 17, ("orders", 1): 20}
+    (payments0,) = sink.fetch_offsets("payments", [("orders", 0)])
+    assert (payments0.leader_epoch, payments0.commit_timestamp_ms) == (4, 1_700_000_003_000)
+    assert offsets_of(sink, NUL_GROUP) == {("t\u00e9\u2713", 0): 5}
+    assert offsets_of(sink, "gone") == {}
+    assert sink.list_groups() == [
+        GroupListing("classic", 0, generation=3, members=2),
+        GroupListing(NUL_GROUP, 1),
+        GroupListing("payments", 2),
+    ]
+    assert [h.offset for h in sink.history("payments", "orders", 0)] == [17, 15, 10]
+    assert [h.group_id for h in sink.history(NUL_GROUP)] == [NUL_GROUP]
+    status = sink.status()
+    assert (status.status, status.last_batch_id, status.ingest_offsets) == (
+        "ACTIVE",
+        1,
+        {0: 8, 1: 7},
+    )
+    assert {(e.topic, e.partition): e.offset for e in sink.log_end_offsets().values()} == {
+        ("orders", 0): 30,
+        ("orders", 1): 25,
+    }
+
+
+def test_an_old_sink_is_migrated_in_place_and_keeps_its_data(old_sink_url: str) -> None:
+    sink = open_sink(old_sink_url, keep_history=True)
+    try:
+        assert sink.schema_version() == SCHEMA_VERSION > 1
+        _assert_holds_the_old_data(sink)
+        # What the migration added works: a heartbeat, and retention by commit time.
+        assert sink.status().heartbeat_at_ms is None
+        sink.heartbeat()
+        assert sink.status().heartbeat_at_ms is not None
+        assert sink.purge_history(1_700_000_001_500, 100) == 4
+        assert [h.offset for h in sink.history("payments", "orders", 0)] == [17, 15]
+        # The next batch continues where the old release stopped.
+        assert sink.write_batch(2, frame(commit("payments", "orders", 1, 21)), progress(2))
+        assert offsets_of(sink, "payments")[("orders", 1)] == 21
+        assert sink.write_batch(1, frame(commit("payments", "orders", 1, 99)), progress(1)) is False
+    finally:
+        sink.close()
+    # Opening it again migrates nothing more.
+    again = open_sink(old_sink_url, keep_history=True)
+    try:
+        assert again.schema_version() == SCHEMA_VERSION
+        assert offsets_of(again, "payments")[("orders", 1)] == 21
+    finally:
+        again.close()
+
+
+def test_a_reader_refuses_a_sink_not_migrated_yet(old_sink_url: str) -> None:
+    with pytest.raises(SinkError, match=r"schema version 1, older than .* start the job"):
+        open_sink(old_sink_url, read_only=True)
+    open_sink(old_sink_url).close()  # a writer migrates it
+    reader = open_sink(old_sink_url, read_only=True)
+    try:
+        _assert_holds_the_old_data(reader)
+    finally:
+        reader.close()
+
+
+def test_a_new_sink_records_every_step(make_sink: object) -> None:
+    sink = make_sink()  # type: ignore[operator]
+    assert sink.schema_version() == SCHEMA_VERSION
+    steps = [step.version for step in steps_after(0)]
+    assert steps == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_a_sink_of_a_newer_release_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "newer.db"
+    open_sink(f"sqlite:///{path}").close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO sink_schema_version (version, description, applied_at_ms)"
+            " VALUES (?, 'from the future', 0)",
+            (SCHEMA_VERSION + 1,),
+        )
+    with pytest.raises(SinkError, match=rf"version {SCHEMA_VERSION + 1}, newer than"):
+        open_sink(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:  # refused before anything was written
+        assert conn.execute("SELECT MAX(version) FROM sink_schema_version").fetchone() == (
+            SCHEMA_VERSION + 1,
+        )
+
+
+def test_a_table_prefix_of_an_old_database_is_migrated_alone(tmp_path: Path) -> None:
+    """Two prefixes in one database: each has its own version."""
+    copy = tmp_path / "sink-v1.db"
+    shutil.copy(DATA / "sink-v1.sqlite", copy)
+    other = open_sink(with_query(f"sqlite:///{copy}", table_prefix="staging_"))
+    try:
+        assert other.schema_version() == SCHEMA_VERSION
+        assert other.list_groups() == []
+    finally:
+        other.close()
+    with pytest.raises(SinkError, match="schema version 1"):
+        open_sink(f"sqlite:///{copy}", read_only=True)
