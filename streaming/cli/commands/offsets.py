@@ -77,7 +77,14 @@ def cmd_list(ctx: Context) -> int:
 
 def cmd_describe(ctx: Context) -> int:
     """``describe``: committed offset, log-end offset and lag of every partition of the
-    groups; a group that does not exist is GROUP_ID_NOT_FOUND (exit 1, the others shown)."""
+    groups; a group that does not exist is GROUP_ID_NOT_FOUND (exit 1, the others shown).
+    ``--starting-offsets``: ``commands.starting_offsets``."""
+    if getattr(ctx.args, "starting_offsets", False):
+        from streaming.cli.commands.starting_offsets import cmd_starting_offsets
+
+        return cmd_starting_offsets(ctx)
+    if getattr(ctx.args, "topic", None):
+        raise UsageError("--topic goes with --starting-offsets")
     descriptions = [ctx.reader.describe(g) for g in ctx.groups()]
     missing = [d.group_id for d in descriptions if not d.exists]
     if ctx.json:
