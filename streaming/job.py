@@ -25,10 +25,11 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 
 from connectors.kafka.admin import (
     KafkaAdmin,
+    dead_letter_topic_spec,
     end_offsets,
     ingest_topic_spec,
     offsets_topic_spec,
-    plain_topic_spec,
+    responses_topic_spec,
 )
 from connectors.sinks import Sink, absolute_sink_url, open_sink
 from connectors.sinks.retention import HistoryRetention
@@ -58,8 +59,8 @@ def ensure_topics(config: JobConfig) -> list[str]:
     specs = [
         ingest_topic_spec(config.ingest_topic, n, rf, isr),
         offsets_topic_spec(config.offsets_topic, n, rf, isr, config.compression),
-        plain_topic_spec(config.responses_topic, n, rf),
-        plain_topic_spec(config.dead_letter_topic, 1, rf),
+        responses_topic_spec(config.responses_topic, n, rf),
+        dead_letter_topic_spec(config.dead_letter_topic, 1, rf),
     ]
     with KafkaAdmin(config.kafka_python_options()) as admin:
         return admin.ensure_topics(specs)

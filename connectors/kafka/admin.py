@@ -81,8 +81,32 @@ def ingest_topic_spec(
 
 
 def plain_topic_spec(name: str, partitions: int, replication_factor: int) -> TopicSpec:
-    """A topic with the broker's default configs (the responses and dead-letter topics)."""
+    """A topic with the broker's default configs."""
     return TopicSpec(name, partitions, replication_factor, {})
+
+
+#: How long answers stay in the responses topic: a client reads its answer within its request
+#: timeout (60 s by default); an hour also serves one that reconnects. Segments roll as often,
+#: since retention deletes whole segments only (the broker's default rolls one a week).
+RESPONSES_RETENTION_MS = 60 * 60 * 1000
+#: How long dead letters stay: a week, Kafka's log.retention.hours default, stated so that a
+#: broker with a longer default does not keep them without bound.
+DEAD_LETTERS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
+
+
+def responses_topic_spec(name: str, partitions: int, replication_factor: int) -> TopicSpec:
+    """The responses topic: answers are read within seconds, kept an hour."""
+    retention = str(RESPONSES_RETENTION_MS)
+    return TopicSpec(
+        name, partitions, replication_factor, {"retention.ms": retention, "segment.ms": retention}
+    )
+
+
+def dead_letter_topic_spec(name: str, partitions: int, replication_factor: int) -> TopicSpec:
+    """The dead-letter topic: malformed input for people to look at, kept a week."""
+    return TopicSpec(
+        name, partitions, replication_factor, {"retention.ms": str(DEAD_LETTERS_RETENTION_MS)}
+    )
 
 
 class KafkaAdmin(CloseOnExit):
