@@ -49,6 +49,9 @@ class DurableProducer:
         config.update(librdkafka_options(bootstrap_servers, kafka_options))
         config["compression.type"] = compression
         config.update(_DURABLE)
+        # librdkafka's own lines ("Connection refused", one per broker and retry) go through
+        # Python logging, where the job's outage line folds them, instead of straight to stderr.
+        config["logger"] = logging.getLogger("librdkafka")
         self._config = config
         self._producer: Producer | None = None
         self._failures: list[str] = []

@@ -27,8 +27,9 @@ RESTART_GRACE_S: Final = 60.0
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 #: Libraries that log at INFO what a user cannot act on (kafka-python: every connection opened
-#: and closed; py4j: every callback). They log warnings and errors only, unless --log-level debug.
-LIBRARY_LOGGERS: Final = ("kafka", "py4j", "urllib3")
+#: and closed; py4j: every callback; librdkafka, the job's producer). They log warnings and
+#: errors only, unless --log-level debug.
+LIBRARY_LOGGERS: Final = ("kafka", "py4j", "urllib3", "librdkafka")
 
 
 def add_log_level_argument(

@@ -1,0 +1,98 @@
+"""Whether the job (or the mirror) behind a sink is alive: its heartbeat, read against a clock.
+
+The job and the mirror record a heartbeat in the sink's status row every
+:data:`HEARTBEAT_INTERVAL_S` seconds, also when idle (``Sink.heartbeat``). A stored LOADING or
+ACTIVE counts only while the heartbeat is fresh (at most :data:`STALE_AFTER_MS` old: three
+heartbeats missed); otherwise the process is gone or cut off from the sink, whatever the row
+says, and it is shown as :data:`NOT_RESPONDING` with the time it was last seen. A stored
+STOPPED stays STOPPED (the process said so on its way out). The CLI (``status``, ``describe``,
+``list`` and the commands that send requests) and ``serve`` decide it here, the same way.
+
+The heartbeat is the sink's clock and freshness is judged with the reader's: on machines whose
+clocks differ by more than a few seconds the threshold moves by as much.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from connectors.sinks import CoordinatorStatus
+from connectors.sinks.values import now_ms
+
+__all__ = [
+    "HEARTBEAT_INTERVAL_S",
+    "NOT_RESPONDING",
+    "STALE_AFTER_MS",
+    "Liveness",
+    "liveness",
+]
+
+#: How often the job and the mirror record their heartbeat.
+HEARTBEAT_INTERVAL_S: Final = 5.0
+#: A heartbeat older than this (three intervals) means the process is not responding.
+STALE_AFTER_MS: Final = 15_000
+#: The status shown for a LOADING or ACTIVE row whose heartbeat is stale or missing.
+NOT_RESPONDING: Final = "NOT RESPONDING"
+
+
+@dataclass(frozen=True, slots=True)
+class Liveness:
+    """What a status row means now.
+
+    ``status`` is the stored LOADING/ACTIVE/STOPPED, or :data:`NOT_RESPONDING`; ``stored`` the
+    row's own; ``last_seen_ms`` the last heartbeat (None when none was ever recorded) and
+    ``age_ms`` how old it is.
+    """
+
+    status: str
+    stored: str
+    last_seen_ms: int | None
+    age_ms: int | None
+
+    @property
+    def responding(self) -> bool:
+        """A live LOADING or ACTIVE process: requests sent now are answered."""
+        return self.status in ("LOADING", "ACTIVE")
+
+    def describe(self) -> str:
+        """One phrase for people: ``ACTIVE``, ``STOPPED``, or ``NOT RESPONDING (last seen
+        2026-05-01T12:00:00Z, 42 s ago)``."""
+        if self.status != NOT_RESPONDING:
+            return self.status
+        return f"{NOT_RESPONDING} ({self.last_seen()})"
+
+    def last_seen(self) -> str:
+        """``last seen <ISO time>, <age> ago``, or that no heartbeat was ever recorded."""
+        if self.last_seen_ms is None:
+            return "no heartbeat recorded: not started, or a release without heartbeats"
+        at = datetime.fromtimestamp(self.last_seen_ms / 1000, UTC)
+        stamp = at.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return f"last seen {stamp}, {_age(self.age_ms or 0)} ago"
+
+
+def _age(ms: int) -> str:
+    seconds = max(0, ms) // 1000
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+def liveness(
+    status: CoordinatorStatus,
+    now: int | None = None,
+    stale_after_ms: int = STALE_AFTER_MS,
+) -> Liveness:
+    """The row ``status`` judged at ``now`` (epoch ms, default this machine's clock)."""
+    now = now_ms() if now is None else now
+    seen = status.heartbeat_at_ms
+    # A heartbeat "from the future" (the sink's clock ahead of ours) counts as just now.
+    age = None if seen is None else max(0, now - seen)
+    stored = status.status
+    if stored == "STOPPED":
+        return Liveness("STOPPED", stored, seen, age)
+    fresh = age is not None and age <= stale_after_ms
+    return Liveness(stored if fresh else NOT_RESPONDING, stored, seen, age)
