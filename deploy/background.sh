@@ -19,18 +19,28 @@ stop_service() {
   fi
 }
 
-# wait_for_service PROBE...: up to 120 s until PROBE succeeds; if the service exits meanwhile,
-# print the end of its log and fail.
+# wait_for_service PROBE...: up to $SERVICE_START_TIMEOUT_S (180) s until PROBE succeeds. If the
+# service exits meanwhile, or the time runs out, print the end of its log and fail (exit 1): a
+# service that never came up must not show up later as timeouts of the commands after it.
 wait_for_service() {
-  for _ in $(seq 1 120); do
+  local timeout=${SERVICE_START_TIMEOUT_S:-180}
+  local waited=0
+  while ((waited < timeout)); do
     if "$@"; then
       return 0
     fi
     if ! kill -0 "$service_pid" 2>/dev/null; then
-      echo "the $service_name exited; its log:" >&2
-      tail -n 40 "$service_log" >&2
-      exit 1
+      service_failed "exited before it was ready"
     fi
     sleep 1
+    waited=$((waited + 1))
   done
+  service_failed "was not ready after ${timeout} s ($*)"
+}
+
+# service_failed REASON: say why, show the end of the service's log, exit 1.
+service_failed() {
+  echo "error: the $service_name $1; the end of its log ($service_log):" >&2
+  tail -n 40 "$service_log" >&2
+  exit 1
 }

@@ -244,18 +244,19 @@ class OffsetsReader(CloseOnExit):
         """The group's listing (offset count, generation, members), None if unknown."""
         return next((g for g in self.list_groups() if g.group_id == group_id), None)
 
-    def describe(self, group_id: str) -> GroupDescription:
+    def describe(self, group_id: str, *, ask_broker: bool = True) -> GroupDescription:
         """The group's committed partitions with their log-end offsets and lag.
 
         Lag is ``max(0, log_end - committed)`` with log-end offsets from
         :meth:`log_end_offsets`; a partition neither the sink nor the broker knows has
-        ``log_end_offset`` and ``lag`` None.
+        ``log_end_offset`` and ``lag`` None. ``ask_broker=False`` takes only the log-end
+        offsets the sink stores (for a cluster that cannot be reached).
         """
         listing = self.group(group_id)
         if listing is None:
             return GroupDescription(group_id, exists=False, partitions=())
         committed = self.sink.fetch_offsets(group_id)
-        ends = self.log_end_offsets(o.topic_partition for o in committed)
+        ends = self.log_end_offsets((o.topic_partition for o in committed), ask_broker=ask_broker)
         rows = []
         for o in committed:
             end = ends.get(o.topic_partition)
@@ -280,15 +281,18 @@ class OffsetsReader(CloseOnExit):
             members=listing.members,
         )
 
-    def log_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def log_end_offsets(
+        self, partitions: Iterable[TopicPartition], *, ask_broker: bool = True
+    ) -> dict[TopicPartition, int]:
         """Log-end offsets of ``partitions``: those a mirror stores in the sink (refreshed on an
-        interval from the mirrored cluster), the rest from the broker (ValueError when the
-        reader has no client options); a partition known to neither is left out."""
+        interval from the mirrored cluster), the rest from the broker unless ``ask_broker`` is
+        False (ValueError when the reader has no client options); a partition known to neither
+        is left out."""
         wanted = list(partitions)
         stored = self.sink.log_end_offsets({tp.topic for tp in wanted})
         ends = {tp: stored[tp].offset for tp in wanted if tp in stored}
         missing = [tp for tp in wanted if tp not in ends]
-        if missing:
+        if missing and ask_broker:
             ends.update(self.broker.end_offsets(missing))
         return ends
 

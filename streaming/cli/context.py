@@ -9,11 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Final, TextIO
 
 from connectors.client import OffsetCommitClient, OffsetsReader
-from streaming.cli.errors import UsageError
-from streaming.cli.output import format_table
+from connectors.client.liveness import Liveness, liveness
+from connectors.sinks import SinkError
+from connectors.sinks.url import parse_sink_url
+from streaming.cli.errors import CommandFailed, UsageError
+from streaming.cli.failures import one_line
+from streaming.cli.output import format_table, print_failure
 from streaming.config import JobConfig, load_config
 
 #: Default wait for the job's answer, in ms (Kafka's admin ``request.timeout.ms``).
@@ -27,7 +32,8 @@ class Context:
 
     def __init__(self, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> None:
         """Validate ``--timeout`` and load the configuration (flags over environment over
-        ``--config`` file); raises :class:`UsageError` for either."""
+        ``--config`` file, each ``--kafka-option`` over the same key of the file's); raises
+        :class:`UsageError` for either, and for a sink URL that names no sink."""
         self.args = args
         self.stdout = stdout
         self.stderr = stderr
@@ -44,8 +50,14 @@ class Context:
                     "sink_url": getattr(args, "sink_url", None),
                 },
             )
+            parse_sink_url(self.config.sink_url)
         except (OSError, ValueError) as exc:
             raise UsageError(f"configuration: {exc}") from None
+        options = dict(getattr(args, "kafka_option", None) or [])
+        if options:
+            self.config = replace(
+                self.config, kafka_options={**self.config.kafka_options, **options}
+            )
         self._reader: OffsetsReader | None = None
         self._client: OffsetCommitClient | None = None
 
@@ -101,11 +113,47 @@ class Context:
         """Say (stderr) that a command without ``--execute`` changed nothing."""
         self.err("dry run: nothing was committed (add --execute to commit these offsets)")
 
+    def liveness(self) -> Liveness:
+        """The job's status row judged now (``connectors.client.liveness``)."""
+        return liveness(self.reader.status())
+
     def check_status_note(self) -> None:
-        """Warn (stderr) when answers come from a stopped job's last state."""
-        status = self.reader.status()
-        if status.status == "STOPPED":
-            self.err(f"note: the offsets job is STOPPED; showing its last state ({status.detail})")
+        """Warn (stderr) when answers come from the last state of a job that is STOPPED or
+        not responding."""
+        alive = self.liveness()
+        if alive.status == "STOPPED":
+            detail = self.reader.status().detail
+            self.err(f"note: the offsets job is STOPPED; showing its last state ({detail})")
+        elif not alive.responding:
+            self.err(f"note: the offsets job is {alive.describe()}; showing its last state")
+
+    def require_live_job(self) -> None:
+        """Before sending a request: refuse at once (exit 1, one line, nothing sent) when the
+        job is STOPPED or not responding, unless ``--force``. A sink that cannot be read is
+        refused the same way: the job's state is unknown."""
+        if getattr(self.args, "force", False):
+            return
+        try:
+            alive = self.liveness()
+        except SinkError as exc:
+            message = (
+                f"cannot tell whether the offsets job runs: {one_line(str(exc))}; nothing was sent "
+                "(--force to send anyway)"
+            )
+            print_failure(self.stdout, self.stderr, self.json, "SinkError", message)
+            raise CommandFailed from None
+        if alive.responding:
+            return
+        if alive.status == "STOPPED":
+            state = "STOPPED" + (f" ({alive.last_seen()})" if alive.last_seen_ms else "")
+        else:
+            state = alive.describe()
+        message = (
+            f"the offsets job is {state}: nothing was sent (start it with "
+            "'consumer-offsets run', or --force to send anyway)"
+        )
+        print_failure(self.stdout, self.stderr, self.json, "JobNotResponding", message)
+        raise CommandFailed
 
     def groups(self) -> list[str]:
         """The groups a command names: every group in the sink for ``--all-groups``, else the

@@ -29,6 +29,11 @@ __all__ = ["kafka_unreachable", "report_failure"]
 PROG = "consumer-offsets"
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: a driver's multi-line message (libpq adds a hint line) joined."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 def kafka_unreachable(servers: str, exc: BaseException) -> str:
     """The line for a Kafka cluster that does not answer, naming where it was looked for."""
     return f"cannot reach Kafka at {servers or '(no bootstrap servers)'} ({type(exc).__name__})"
@@ -83,7 +88,7 @@ def report_failure(
         print_offsets_error(out, err, json_mode, exc)
         return EXIT_FAILURE
     if isinstance(exc, SinkError):
-        print_failure(out, err, json_mode, "SinkError", str(exc))
+        print_failure(out, err, json_mode, "SinkError", one_line(str(exc)))
         return EXIT_FAILURE
     line = _kafka_line(exc, kafka_servers)
     if line is not None:
@@ -91,12 +96,12 @@ def report_failure(
         return EXIT_FAILURE
     line = _spark_line(exc)
     if line is None:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        text = one_line(str(exc))
         if isinstance(exc, OSError | ValueError | TimeoutError):
             line = text or type(exc).__name__
         else:
             line = f"unexpected {type(exc).__name__}" + (f": {text}" if text else "")
             if not debug:
                 line += " (--log-level debug shows where)"
-    print_failure(out, err, json_mode, type(exc).__name__, line.splitlines()[0])
+    print_failure(out, err, json_mode, type(exc).__name__, one_line(line))
     return EXIT_FAILURE

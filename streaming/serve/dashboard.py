@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from connectors.client.liveness import liveness
 from connectors.sinks import SinkError, redact_url
 from streaming.serve.chart import chart_legend, lag_chart
 from streaming.serve.lag_view import LagView, PartitionView
@@ -52,7 +53,8 @@ class Dashboard:
 
     def _page(self, name: str, status_code: int = 200, **context: object) -> HTMLResponse:
         try:
-            status = self.view.sink.status().status
+            # ACTIVE only while the heartbeat is fresh, else NOT RESPONDING (last seen ...).
+            status = liveness(self.view.sink.status()).describe()
         except SinkError:
             status = "no status"
         page = _templates.get_template(name).render(

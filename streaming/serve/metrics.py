@@ -5,7 +5,10 @@ kafka_exporter's names, so existing dashboards and alerts work unchanged:
 ``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag`` (per partition, labels
 ``consumergroup``, ``topic``, ``partition``), ``kafka_consumergroup_lag_sum`` (per group and
 topic), ``kafka_consumergroup_members`` and ``kafka_topic_partition_current_offset`` (the
-log-end offset). The progress metrics are ``consumer_offsets_*``.
+log-end offset). The progress metrics are ``consumer_offsets_*``; ``consumer_offsets_status``
+says ACTIVE (or LOADING) only while the job's heartbeat is fresh, else NOT_RESPONDING
+(``connectors.client.liveness``), and ``consumer_offsets_heartbeat_timestamp_seconds`` when
+it was last seen.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from connectors.client.liveness import NOT_RESPONDING, liveness
 from connectors.sinks import SinkError
 from streaming.serve.lag_view import LagView
 
-STATUSES = ("LOADING", "ACTIVE", "STOPPED")
+#: The status label's values: the stored states, and a LOADING or ACTIVE job's stale heartbeat.
+STATUSES = ("LOADING", "ACTIVE", "STOPPED", NOT_RESPONDING.replace(" ", "_"))
 
 
 class SinkCollector(Collector):
@@ -84,14 +89,23 @@ class SinkCollector(Collector):
             status = self.view.sink.status()
         except SinkError:
             return
+        alive = liveness(status)
+        current = alive.status.replace(" ", "_")
         state = GaugeMetricFamily(
             "consumer_offsets_status",
-            "The coordinator's status in the sink (1 for the current one)",
+            "The job's status: the sink's, NOT_RESPONDING when its heartbeat is stale "
+            "(1 for the current one)",
             labels=["status"],
         )
         for name in STATUSES:
-            state.add_metric([name], 1.0 if status.status == name else 0.0)
+            state.add_metric([name], 1.0 if current == name else 0.0)
         yield state
+        if alive.last_seen_ms is not None:
+            yield _gauge(
+                "consumer_offsets_heartbeat_timestamp_seconds",
+                "When the job (or the mirror) last recorded its heartbeat (Unix time)",
+                alive.last_seen_ms / 1000,
+            )
         yield _gauge(
             "consumer_offsets_batches", "Micro-batches committed", status.last_batch_id + 1
         )

@@ -10,15 +10,18 @@ from connectors.client.errors import (
 )
 from streaming.cli.context import Context
 from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, CommandFailed
-from streaming.cli.output import error_json
+from streaming.cli.output import error_json, error_text
 from streaming.cli.reset import parse_topic_spec, scope_partitions
+from streaming.cli.validation import check_group
 
 
 def cmd_delete_offsets(ctx: Context) -> int:
     """``delete-offsets``: delete the named partitions' offsets (a whole topic: those the group
     committed). Prints each partition's outcome; a group-level refusal prints only the error."""
-    group = ctx.args.group
+    # Kafka refuses OffsetDelete for the empty group (INVALID_GROUP_ID), unlike OffsetCommit.
+    group = check_group(ctx.args.group, empty_allowed=False)
     specs = [parse_topic_spec(t) for t in ctx.args.topic]
+    ctx.require_live_job()
     committed = [o.topic_partition for o in ctx.reader.fetch(group)]
     partitions = scope_partitions(
         specs, committed, ctx.reader.broker.partitions_for, committed_first=True
@@ -31,7 +34,7 @@ def cmd_delete_offsets(ctx: Context) -> int:
     if failure is not None and not failure.failed_partitions:
         if ctx.json:
             ctx.emit_json({"group": group, "error": error_json(failure)})
-        ctx.err(f"error: {failure}")
+        ctx.err(f"error: {error_text(failure)}")
         raise CommandFailed
     codes = failure.partitions if failure is not None else {}
     statuses = [(tp, int(codes.get(tp, 0))) for tp in partitions]
@@ -59,7 +62,7 @@ def cmd_delete_offsets(ctx: Context) -> int:
             ],
         )
     if failure is not None:
-        ctx.err(f"error: {failure}")
+        ctx.err(f"error: {error_text(failure)}")
         raise CommandFailed
     return EXIT_OK
 
@@ -67,7 +70,9 @@ def cmd_delete_offsets(ctx: Context) -> int:
 def cmd_delete(ctx: Context) -> int:
     """``delete``: delete each empty group and its offsets; exit 1 when any was refused."""
     results: dict[str, DeleteGroupFailedError | None] = {}
-    for group in dict.fromkeys(ctx.args.group):
+    groups = [check_group(g) for g in dict.fromkeys(ctx.args.group)]
+    ctx.require_live_job()
+    for group in groups:
         try:
             ctx.client.delete_group(group, timeout_s=ctx.timeout_s)
             results[group] = None

@@ -6,12 +6,15 @@ from __future__ import annotations
 from typing import Any, Final
 
 from connectors.client.errors import describe_error
+from connectors.client.liveness import liveness
 from connectors.sinks import redact_url
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from streaming.cli.context import Context
 from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError
+from streaming.cli.failures import kafka_unreachable
 from streaming.cli.output import GROUP_ID, attributes, format_timestamp, short_metadata
+from streaming.cli.validation import check_group, check_partition, check_topic
 
 #: JSON keys of ``list``, of a ``describe`` group and of each of its partitions.
 LIST_KEYS: Final = ("group", "partitions", "generation", "members")
@@ -78,6 +81,7 @@ def cmd_list(ctx: Context) -> int:
 def cmd_describe(ctx: Context) -> int:
     """``describe``: committed offset, log-end offset and lag of every partition of the
     groups; a group that does not exist is GROUP_ID_NOT_FOUND (exit 1, the others shown).
+    With Kafka unreachable the sink's offsets are shown with lag unknown, after one warning.
     ``--starting-offsets``: ``commands.starting_offsets``."""
     if getattr(ctx.args, "starting_offsets", False):
         from streaming.cli.commands.starting_offsets import cmd_starting_offsets
@@ -85,7 +89,7 @@ def cmd_describe(ctx: Context) -> int:
         return cmd_starting_offsets(ctx)
     if getattr(ctx.args, "topic", None):
         raise UsageError("--topic goes with --starting-offsets")
-    descriptions = [ctx.reader.describe(g) for g in ctx.groups()]
+    descriptions = _describe_all(ctx, ctx.groups())
     missing = [d.group_id for d in descriptions if not d.exists]
     if ctx.json:
         ctx.emit_json(
@@ -128,10 +132,29 @@ def cmd_describe(ctx: Context) -> int:
     return EXIT_FAILURE if missing else EXIT_OK
 
 
+def _describe_all(ctx: Context, groups: list[str]) -> list[Any]:
+    """Each group's description; when Kafka cannot be reached for log-end offsets, those the
+    sink stores only (lag unknown elsewhere) and one warning on stderr."""
+    from kafka.errors import KafkaError
+
+    try:
+        return [ctx.reader.describe(g) for g in groups]
+    except KafkaError as exc:
+        ctx.err(f"warning: {kafka_unreachable(ctx.config.bootstrap_servers, exc)}: lag unknown")
+        return [ctx.reader.describe(g, ask_broker=False) for g in groups]
+
+
 def cmd_commit(ctx: Context) -> int:
     """``commit``: one offset, synchronously, through the job (an invalid value, e.g. a
-    negative offset, is a usage error)."""
+    negative offset or a topic name Kafka cannot have, is a usage error, refused before
+    anything is sent; so is a job that is STOPPED or not responding, unless ``--force``)."""
     args = ctx.args
+    check_group(args.group)
+    check_topic(args.topic)
+    check_partition(args.partition)
+    if args.offset < 0:
+        raise UsageError(f"--offset must be >= 0 (a negative offset), got {args.offset}")
+    ctx.require_live_job()
     tp = TopicPartition(args.topic, args.partition)
     value = OffsetAndMetadata(args.offset, leader_epoch=args.leader_epoch, metadata=args.metadata)
     try:
@@ -192,9 +215,13 @@ def cmd_status(ctx: Context) -> int:
     """``status``: the job's coordinator status and last batch; answers even while the job
     loads or is stopped."""
     status = ctx.reader.status()
+    alive = liveness(status)
     progress = status.last_progress
     data: dict[str, Any] = {
-        "status": status.status,
+        "status": alive.status,
+        "stored_status": status.status,
+        "heartbeat_at_ms": alive.last_seen_ms,
+        "heartbeat_age_ms": alive.age_ms,
         "detail": status.detail,
         "last_batch_id": status.last_batch_id,
         "updated_at_ms": status.updated_at_ms,
@@ -206,7 +233,9 @@ def cmd_status(ctx: Context) -> int:
         ctx.emit_json(data)
         return EXIT_OK
     rows: list[tuple[str, object]] = [
-        ("status", status.status),
+        ("status", alive.status),
+        ("last seen", alive.last_seen() if alive.status == "NOT RESPONDING" else None),
+        ("heartbeat at", format_timestamp(alive.last_seen_ms)),
         ("detail", status.detail or None),
         ("sink", data["sink_url"]),
         ("updated at", format_timestamp(status.updated_at_ms)),

@@ -10,7 +10,7 @@ from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from streaming.cli.context import Context
 from streaming.cli.errors import EXIT_OK, CommandFailed
-from streaming.cli.output import Progress, error_json
+from streaming.cli.output import Progress, error_json, error_text
 from streaming.cli.reset import (
     ResetRow,
     ResetTarget,
@@ -19,6 +19,7 @@ from streaming.cli.reset import (
     reset_target,
     scope_partitions,
 )
+from streaming.cli.validation import check_group
 
 
 def _plan(ctx: Context, group: str, target: ResetTarget) -> list[ResetRow]:
@@ -69,7 +70,11 @@ def cmd_reset_offsets(ctx: Context) -> int:
     it through the job. A group with members refuses it (UNKNOWN_MEMBER_ID), as in Kafka."""
     args = ctx.args
     target = reset_target(args)
-    group = args.group
+    group = check_group(args.group)
+    for spec in args.topic or []:
+        parse_topic_spec(spec)  # a usage error before anything is read or sent
+    if args.execute:
+        ctx.require_live_job()
     plan = _plan(ctx, group, target)
     errors = [r for r in plan if r.error]
     for r in plan:
@@ -125,7 +130,7 @@ def cmd_reset_offsets(ctx: Context) -> int:
         hint = ""
         if failure.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             hint = f" (offsets can only be reset while group {group!r} is inactive)"
-        ctx.err(f"error: {failure}{hint}")
+        ctx.err(f"error: {error_text(failure)}{hint}")
         raise CommandFailed
     if not args.execute:
         ctx.dry_run_note()

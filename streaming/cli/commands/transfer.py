@@ -8,7 +8,7 @@ from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from streaming.cli.context import Context
 from streaming.cli.csv_io import CSV_COLUMNS, CsvOffset, read_csv_file, write_csv
 from streaming.cli.errors import EXIT_OK, CommandFailed
-from streaming.cli.output import Progress, attributes
+from streaming.cli.output import Progress, attributes, error_text
 
 
 def cmd_export(ctx: Context) -> int:
@@ -62,8 +62,12 @@ def _commit_groups(
 
 def cmd_import(ctx: Context) -> int:
     """``import``: show each row's current and new offset; with ``--execute`` commit them,
-    group by group. Exit 1 when a group was refused (its error is shown per partition)."""
-    rows = read_csv_file(ctx.args.file)
+    group by group. Exit 1 when a group was refused (its error is shown per partition). The
+    file is this tool's export or Kafka's ``--reset-offsets --export`` CSV (``--group`` names
+    the group of its three-column form)."""
+    rows = read_csv_file(ctx.args.file, ctx.args.group)
+    if ctx.args.execute:
+        ctx.require_live_job()
     by_group: dict[str, list[CsvOffset]] = {}
     for r in rows:
         by_group.setdefault(r.group, []).append(r)
@@ -108,8 +112,8 @@ def cmd_import(ctx: Context) -> int:
             [(r.group, r.topic, r.partition, current_offset(r), r.offset) for r in rows],
             [status(r) for r in rows] if failures else None,
         )
-    for group, exc in failures.items():
-        ctx.err(f"error: group {group!r}: {exc}")
+    for exc in failures.values():
+        ctx.err(f"error: {error_text(exc)}")
     if failures:
         raise CommandFailed
     if not ctx.args.execute:

@@ -114,3 +114,34 @@ def test_python_dash_m_runs_the_cli() -> None:
     )
     assert done.returncode == 2
     assert "--group" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "servers", "options"),
+    [
+        (["list"], "bootstrap_server", "kafka_option"),
+        (["commit", "--group", "g", "--topic", "t", "--partition", "0", "--offset", "1"],
+         "bootstrap_server", "kafka_option"),
+        (["run"], "bootstrap_servers", "kafka_option"),
+        (["serve", "--sink-url", "sqlite:///x.db"], "bootstrap_servers", "kafka_option"),
+        (["mirror"], "source_bootstrap_servers", "source_kafka_option"),
+    ],
+)  # fmt: skip
+def test_every_command_takes_kafkas_spellings_and_the_old_ones(
+    argv: list[str], servers: str, options: str
+) -> None:
+    from streaming.cli.main import build_parser
+
+    parser = build_parser()
+    kafka_style = parser.parse_args(
+        [*argv, "--bootstrap-server", "b:9092", "--kafka-option", "a=1", "--kafka-option", "b=x=y"]
+    )
+    assert getattr(kafka_style, servers) == "b:9092"
+    assert getattr(kafka_style, options) == [("a", "1"), ("b", "x=y")]
+    old = parser.parse_args([*argv, "--bootstrap-servers", "c:9092"])
+    assert getattr(old, servers) == "c:9092"
+    if argv[0] != "mirror":
+        both = parser.parse_args([*argv, "--kafka-options", "a=1,b=2", "--kafka-option", "c=3"])
+        assert getattr(both, options) == [("a", "1"), ("b", "2"), ("c", "3")]
+    bad = run(*argv, "--kafka-option", "novalue")
+    assert bad.code == 2 and "expected KEY=VALUE" in bad.err

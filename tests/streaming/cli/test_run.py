@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +37,36 @@ def test_flags_override_the_config_and_embedded_defaults_to_one_replica(
     config = job_main.config_from_args(seen[0])  # type: ignore[arg-type]
     assert (config.replication_factor, config.min_insync_replicas) == (3, 1)
     assert config.keep_history is True
+
+
+def test_kafka_options_from_flags_go_over_the_config_files_key_by_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_file = tmp_path / "job.toml"
+    config_file.write_text('[kafka_options]\n"client.id" = "file"\n"linger.ms" = "5"\n')
+    parser = argparse.ArgumentParser()
+    job_main.add_job_arguments(parser)
+    args = parser.parse_args(
+        ["--config", str(config_file), "--bootstrap-server", "b:9092", "--kafka-option",
+         "client.id=flag", "--kafka-options", "acks=all"]
+    )  # fmt: skip
+    config = job_main.config_from_args(args)
+    assert config.bootstrap_servers == "b:9092"
+    assert dict(config.kafka_options) == {"client.id": "flag", "linger.ms": "5", "acks": "all"}
+
+
+def test_a_bad_sink_url_stops_the_job_before_spark_with_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "streaming", "--sink-url", "mysql://root@db/offsets"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "consumer-offsets: error: configuration: unsupported sink URL scheme 'mysql' in "
+        "mysql://root@db/offsets: expected sqlite:///relative/path.db, "
+        "sqlite:////absolute/path.db or postgresql://user:password@host:port/database "
+        "(or postgres://)"
+    ]

@@ -37,6 +37,7 @@ def write_offsets(sink_url: str, status: str, *offsets: tuple[str, str, int, int
         table = pa.Table.from_pylist(records, schema=RECORD_FRAME_SCHEMA)
         sink.write_batch(0, table, BatchProgress(0, ingest_offsets={0: 3}, input_rows=2))
         sink.set_status(status, "test")  # type: ignore[arg-type]
+        sink.heartbeat()  # a live job wrote this; tests of a dead one age it
 
 
 def test_status_and_list_read_the_sink(tmp_path: Path) -> None:

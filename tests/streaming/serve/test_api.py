@@ -82,6 +82,7 @@ def client(sink_url: str) -> Iterator[TestClient]:
         state_keys=5,
         duration_ms=250,
     )
+    sink.heartbeat()  # a live job: the status metric says ACTIVE only while this is fresh
     sink.close()
     app = create_app(ServeConfig(sink_url=url, cluster_name="local", log_end_interval_s=3600))
     with TestClient(app) as test_client:
@@ -188,6 +189,8 @@ def test_metrics_carry_kafka_exporters_names_and_the_progress(client: TestClient
     assert value("kafka_consumergroup_members", consumergroup=STOPPED) == 2
     assert value("consumer_offsets_status", status="ACTIVE") == 1
     assert value("consumer_offsets_status", status="LOADING") == 0
+    assert value("consumer_offsets_status", status="NOT_RESPONDING") == 0
+    assert abs(value("consumer_offsets_heartbeat_timestamp_seconds") - time.time()) < 60
     assert value("consumer_offsets_batches") == 21
     assert value("consumer_offsets_last_batch_input_rows") == 7
     assert value("consumer_offsets_last_batch_commits_applied") == 6
@@ -210,3 +213,19 @@ def test_dashboard_pages(client: TestClient) -> None:
         'xmlns="http://www.w3.org/2000/svg"', ""
     )
     assert client.get("/group/nobody").status_code == 404
+
+
+def test_a_stale_heartbeat_is_not_responding_in_the_metrics_and_the_header(
+    sink_url: str,
+) -> None:
+    ago = 3_600_000
+    with open_sink(sink_url, clock=lambda: int(time.time() * 1000) - ago) as sink:
+        sink.reset("ACTIVE", "a job that was SIGKILLed an hour ago")
+        sink.heartbeat()
+    app = create_app(ServeConfig(sink_url=sink_url, cluster_name="local", log_end_interval_s=3600))
+    with TestClient(app) as client:
+        metrics = client.get("/metrics").text
+        header = client.get("/").text
+    assert 'consumer_offsets_status{status="NOT_RESPONDING"} 1.0' in metrics
+    assert 'consumer_offsets_status{status="ACTIVE"} 0.0' in metrics
+    assert "NOT RESPONDING (last seen" in header and "60 min ago)" in header
