@@ -1,0 +1,204 @@
+"""The resource-growth rule: does anything keep growing after warm-up beyond what the state's
+growth explains?
+
+For every resource series (RSS per process role, checkpoint sizes, the sink's size and rows per
+table, MB written per window, the median micro-batch time), over the windows after warm-up (the
+first ``warmup_fraction`` of the run, 20% by default):
+
+1. Samples of a process that started less than ``settle_s`` ago are left out (a restarted JVM
+   climbing back to its plateau is not a leak), as are windows where the value could not be read
+   (the sink during a PostgreSQL outage).
+2. A least-squares line through the remaining samples gives the **growth**: slope x the span
+   between the first and the last of them. At least 3 samples are needed; fewer → "too few".
+3. The **explained** growth: for resources that hold the state (``keys``: the driver's JVM and
+   Python workers, ``serve``, the checkpoint, the sink's offsets table and size, bytes written),
+   the level x the relative growth of the keys in state over the same span (the job's
+   ``state_keys``, fitted the same way); for the rest, none.
+4. The resource **grows** when growth > explained + max(absolute tolerance, relative tolerance x
+   level), the level being the median sample. Tolerances per unit: RSS 10% or 64 MB, disk 10% or
+   32 MB, rows 5% or 1,000, MB written per window 25% or 32 MB, batch time 25% or 0.25 s.
+
+Series that grow by design are exempt, with the reason printed: Kafka's own data (time-based
+topic retention, 7 days) and, when history has no retention, the history tables and the sink's
+size (one row per commit, kept forever).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: unit → (relative tolerance, absolute tolerance)
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "MB": (0.10, 64.0),
+    "disk MB": (0.10, 32.0),
+    "rows": (0.05, 1_000.0),
+    "MB/window": (0.25, 32.0),
+    "s": (0.25, 0.25),
+}
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    unit: str
+    #: "keys" (grows with the state), "none", or "exempt: <reason>"
+    explained_by: str
+    pick: Callable[[dict[str, Any]], float | None]
+    settled: Callable[[dict[str, Any]], bool] = lambda _w: True
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str
+    unit: str
+    samples: int
+    level: float | None
+    growth: float | None
+    explained: float | None
+    allowed: float | None
+    verdict: str
+
+
+def fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares slope and intercept."""
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    if var == 0:
+        return 0.0, mean_v
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / var
+    return slope, mean_v - slope * mean_t
+
+
+def keys_growth(windows: Sequence[dict[str, Any]], start_s: float, end_s: float) -> float:
+    """Relative growth of the keys in state between ``start_s`` and ``end_s`` (fitted)."""
+    points = [(w["t_s"], float(w["state_keys"])) for w in windows if w.get("state_keys")]
+    if len(points) < 2:
+        return 0.0
+    slope, intercept = fit(points)
+    at_start = slope * start_s + intercept
+    if at_start <= 0:
+        return 0.0
+    return max(0.0, slope * (end_s - start_s) / at_start)
+
+
+def check(
+    windows: Sequence[dict[str, Any]], series: Sequence[Series], warmup_s: float
+) -> list[Verdict]:
+    after = [w for w in windows if w["t_s"] >= warmup_s]
+    verdicts = []
+    for s in series:
+        points = []
+        for w in after:
+            value = s.pick(w)
+            if value is not None and s.settled(w):
+                points.append((w["t_s"], float(value)))
+        level = statistics.median(v for _, v in points) if points else None
+        if s.explained_by.startswith("exempt"):
+            verdicts.append(
+                Verdict(s.name, s.unit, len(points), level, None, None, None, s.explained_by)
+            )
+            continue
+        if len(points) < 3:
+            verdicts.append(
+                Verdict(s.name, s.unit, len(points), level, None, None, None, "too few")
+            )
+            continue
+        slope, _ = fit(points)
+        span = points[-1][0] - points[0][0]
+        growth = slope * span
+        assert level is not None
+        explained = (
+            abs(level) * keys_growth(after, points[0][0], points[-1][0])
+            if s.explained_by == "keys"
+            else 0.0
+        )
+        relative, absolute = TOLERANCES[s.unit]
+        allowed = explained + max(absolute, relative * abs(level))
+        verdicts.append(
+            Verdict(
+                s.name,
+                s.unit,
+                len(points),
+                level,
+                growth,
+                explained,
+                allowed,
+                "flat" if growth <= allowed else "GROWS",
+            )
+        )
+    return verdicts
+
+
+def _path(*keys: str) -> Callable[[dict[str, Any]], float | None]:
+    def pick(window: dict[str, Any]) -> float | None:
+        value: Any = window
+        for key in keys:
+            if not isinstance(value, dict) or key not in value:
+                return None
+            value = value[key]
+        return None if value is None else float(value)
+
+    return pick
+
+
+def _settled(role: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda w: bool(w.get("settled", {}).get(role, False))
+
+
+def table_role(name: str) -> tuple[str, str]:
+    """("job" | "mirror", table name without prefix)."""
+    if name.startswith("mirror_"):
+        return "mirror", name.removeprefix("mirror_")
+    return "job", name.removeprefix("soak_")
+
+
+def default_series(windows: Sequence[dict[str, Any]], history_retention: bool) -> list[Series]:
+    """Every series the soak checks, from what the windows hold."""
+    roles = sorted({role for w in windows for role in w.get("rss_mb", {})})
+    keyed_roles = {"driver_jvm", "driver_workers", "serve"}
+    out = [
+        Series(
+            f"RSS {role}",
+            "MB",
+            "keys" if role in keyed_roles else "none",
+            _path("rss_mb", role),
+            _settled(role),
+        )
+        for role in roles
+    ]
+    no_retention = "exempt: history kept without retention (a row per commit, by design)"
+    out += [
+        Series("checkpoint job", "disk MB", "keys", _path("checkpoint_mb", "job")),
+        Series("checkpoint mirror", "disk MB", "none", _path("checkpoint_mb", "mirror")),
+        Series("written driver", "MB/window", "keys", _path("written_mb", "driver")),
+        Series("written mirror", "MB/window", "none", _path("written_mb", "mirror")),
+        Series("batch p50", "s", "keys", _path("batches", "p50_s")),
+        Series(
+            "sink size",
+            "disk MB",
+            "keys" if history_retention else no_retention,
+            _path("sink", "mb"),
+        ),
+        Series(
+            "kafka data",
+            "disk MB",
+            "exempt: Kafka's own topics, time-based retention",
+            _path("kafka_mb"),
+        ),
+    ]
+    tables = sorted({t for w in windows for t in w.get("sink", {}).get("rows", {})})
+    for table in tables:
+        owner, base = table_role(table)
+        if base == "offset_commit_history" and not history_retention:
+            explained = no_retention
+        elif owner == "job" and base == "consumer_offsets":
+            explained = "keys"
+        else:
+            explained = "none"
+        out.append(Series(f"rows {table}", "rows", explained, _path("sink", "rows", table)))
+    return out

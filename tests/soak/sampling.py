@@ -1,0 +1,240 @@
+"""One sample per window: memory of every process, disk, the sink, micro-batches, ``serve``.
+
+- **RSS** (``VmRSS`` from /proc) by role: the driver's Python and its JVM, the Python workers
+  (sum), the same three for the mirror, ``serve``, the load process, this harness, each broker
+  and PostgreSQL (the postmaster and its backends, summed). A role whose top process started
+  less than ``settle_s`` ago (a restart after a fault) is marked unsettled: the growth check
+  leaves such samples out, since a fresh JVM climbing back to its plateau is not a leak.
+- **Bytes written** to disk by the driver's and the mirror's process trees in the window
+  (``write_bytes`` of /proc/<pid>/io: the checkpoint's RocksDB and changelog files, Spark's
+  logs, a SQLite sink), and the **checkpoint sizes** on disk.
+- **Micro-batches**, from the checkpoint: batch ``N`` is planned when ``offsets/N`` is written and
+  done when ``commits/N`` is, so its time is the difference of the two files' mtimes.
+- **The sink**: its size (SQLite: the database with its WAL; PostgreSQL: each table with its
+  indexes and TOAST) and the rows of every table of the job and of the mirror.
+- ``serve``'s ``/metrics``: answered or not, seconds, bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.bench.memory import _descendants, _status_kb
+from tests.soak.services import MIRROR_PREFIX, Services
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _age_s(pid: int) -> float | None:
+    """Seconds since ``pid`` started, None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except OSError:
+        return None
+    started_ticks = int(stat.rsplit(")", 1)[1].split()[19])
+    return uptime - started_ticks / _CLOCK_TICKS
+
+
+def _write_bytes(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _rss_mb(pids: list[int]) -> float | None:
+    """Summed RSS of ``pids``; None when there are none (a JVM not started yet)."""
+    if not pids:
+        return None
+    return sum(_status_kb(pid)[1] for pid in pids) / 1024
+
+
+def dir_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(root) / name).stat().st_size
+    return total
+
+
+def spark_tree(pid: int) -> dict[str, list[int]]:
+    """A Spark driver's tree: its Python, the JVM under it, the Python workers under the JVM."""
+    children = _descendants(pid)
+    jvms = [c for c in children if _comm(c) == "java"]
+    workers = [c for jvm in jvms for c in _descendants(jvm)]
+    return {"python": [pid], "jvm": jvms, "workers": workers}
+
+
+class Sampler:
+    """Takes a window's sample of everything but the load (which reports for itself)."""
+
+    def __init__(self, services: Services, load_pid: int | None, settle_s: float) -> None:
+        self.services = services
+        self.load_pid = load_pid
+        self.settle_s = settle_s
+        self._written: dict[str, dict[int, int]] = {"driver": {}, "mirror": {}}
+        self._last_batch = -1
+
+    # -- memory ------------------------------------------------------------------------------
+    def memory(self) -> tuple[dict[str, float | None], dict[str, bool], dict[str, int]]:
+        """RSS in MB by role, whether each role has settled, and the workers' counts."""
+        rss: dict[str, float | None] = {}
+        settled: dict[str, bool] = {}
+        counts: dict[str, int] = {}
+        for role, pid in self.services.processes().items():
+            age = _age_s(pid)
+            is_settled = age is not None and age >= self.settle_s
+            if role in ("driver", "mirror"):
+                tree = spark_tree(pid)
+                for part, pids in tree.items():
+                    name = f"{role}_{part}"
+                    rss[name] = _rss_mb(pids)
+                    settled[name] = is_settled
+                counts[f"{role}_workers"] = len(tree["workers"])
+            else:
+                pids = [pid, *_descendants(pid)]
+                rss[role] = _rss_mb(pids)
+                settled[role] = is_settled
+        for role, pid in (("load", self.load_pid), ("harness", os.getpid())):
+            if pid is not None:
+                rss[role] = _rss_mb([pid])
+                age = _age_s(pid)
+                settled[role] = age is not None and age >= self.settle_s
+        return rss, settled, counts
+
+    def written_mb(self) -> dict[str, float]:
+        """MB written to disk since the last sample by the driver's and the mirror's trees."""
+        out: dict[str, float] = {}
+        processes = self.services.processes()
+        for role in ("driver", "mirror"):
+            last = self._written[role]
+            pid = processes.get(role)
+            pids = [pid, *_descendants(pid)] if pid is not None else []
+            now = {p: b for p in pids if (b := _write_bytes(p)) is not None}
+            delta = sum(b - last.get(p, 0) for p, b in now.items())
+            self._written[role] = now
+            out[role] = max(0, delta) / 1e6
+        return out
+
+    # -- micro-batches -----------------------------------------------------------------------
+    def batches(self, since_wall: float) -> dict[str, Any]:
+        """Micro-batches committed since ``since_wall`` (time.time()): count and times."""
+        checkpoint = Path(self.services.config.checkpoint_location)
+        commits, offsets = checkpoint / "commits", checkpoint / "offsets"
+        durations: list[float] = []
+        last = self._last_batch
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(commits):
+                if not entry.name.isdigit():
+                    continue
+                batch = int(entry.name)
+                last = max(last, batch)
+                done = entry.stat().st_mtime
+                if done < since_wall:
+                    continue
+                with contextlib.suppress(OSError):
+                    durations.append(done - (offsets / entry.name).stat().st_mtime)
+        count = last - self._last_batch if self._last_batch >= 0 else len(durations)
+        self._last_batch = last
+        durations.sort()
+        return {
+            "count": count,
+            "last_batch_id": last,
+            "p50_s": durations[len(durations) // 2] if durations else None,
+            "max_s": durations[-1] if durations else None,
+        }
+
+    # -- the sink ----------------------------------------------------------------------------
+    def sink(self) -> dict[str, Any]:
+        """Size in MB and rows of each table (job's and mirror's); an ``error`` while the
+        database cannot be read (a PostgreSQL outage)."""
+        try:
+            if self.services.database_url is not None:
+                return self._postgres_sink(self.services.database_url)
+            return self._sqlite_sink(Path(self.services.runtime / "offsets.db"))
+        except Exception as error:  # the sample records it; the run goes on
+            return {"error": f"{type(error).__name__}: {error}"[:300]}
+
+    @staticmethod
+    def _sqlite_sink(path: Path) -> dict[str, Any]:
+        size = sum(
+            p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
+        )
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            names = [
+                row[0]
+                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            rows = {
+                name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in names
+            }
+        finally:
+            conn.close()
+        return {"mb": size / 1e6, "rows": rows}
+
+    @staticmethod
+    def _postgres_sink(url: str) -> dict[str, Any]:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(url, connect_timeout=10, autocommit=True) as conn:
+            conn.execute("SET statement_timeout = '60s'")
+            names = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                    " AND (starts_with(tablename, 'soak_') OR starts_with(tablename, %s))",
+                    (MIRROR_PREFIX,),
+                )
+            ]
+            rows: dict[str, int] = {}
+            size = 0
+            for name in names:
+                table = sql.Identifier(name)
+                count = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
+                rows[name] = int(count[0]) if count else 0
+                total = conn.execute("SELECT pg_total_relation_size(%s)", (name,)).fetchone()
+                size += int(total[0]) if total else 0
+        return {"mb": size / 1e6, "rows": rows}
+
+    # -- one window --------------------------------------------------------------------------
+    def sample(self, since_wall: float) -> dict[str, Any]:
+        rss, settled, counts = self.memory()
+        runtime = self.services.runtime
+        status = self.services.job_status()
+        progress = getattr(status, "last_progress", None)
+        started = time.monotonic()
+        return {
+            "rss_mb": rss,
+            "settled": settled,
+            "process_counts": counts,
+            "written_mb": self.written_mb(),
+            "checkpoint_mb": {
+                "job": dir_bytes(Path(self.services.config.checkpoint_location)) / 1e6,
+                "mirror": dir_bytes(runtime / "mirror-checkpoint") / 1e6,
+            },
+            "kafka_mb": dir_bytes(runtime / "kafka") / 1e6,
+            "batches": self.batches(since_wall),
+            "state_keys": getattr(progress, "state_keys", None),
+            "sink": self.sink(),
+            "serve": self.services.scrape_metrics(),
+            "sample_s": time.monotonic() - started,
+        }
