@@ -131,8 +131,14 @@ def run_until_stopped(runner: Any, query: Any, duration: float | None) -> int:
         if deadline is not None and time.monotonic() >= deadline:
             break
     query = runner.query or query
-    if query.exception() is not None:
-        print(f"query failed: {query.exception()}", file=sys.stderr)
+    error = query.exception()
+    if error is not None:
+        # One line (Spark's message carries the JVM's stack trace); all of it at debug.
+        text = str(error)
+        if not logging.getLogger().isEnabledFor(logging.DEBUG):
+            text = next((line.strip() for line in text.splitlines() if line.strip()), text)
+            text += " (--log-level debug shows the stack trace)"
+        print(f"error: the query failed: {text}", file=sys.stderr)
         return 1
     return 0
 

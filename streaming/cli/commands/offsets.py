@@ -185,6 +185,10 @@ def cmd_history(ctx: Context) -> int:
     args = ctx.args
     if args.partition is not None and args.topic is None:
         raise UsageError("--partition requires --topic")
+    if args.topic is not None:
+        check_topic(args.topic)
+    if args.partition is not None:
+        check_partition(args.partition)
     if args.limit < 1:
         raise UsageError(f"--limit must be >= 1, got {args.limit}")
     entries = ctx.reader.history(args.group, args.topic, args.partition, args.limit)

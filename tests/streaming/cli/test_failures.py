@@ -89,6 +89,8 @@ def test_other_requests_that_can_never_succeed_exit_2(tmp_path: Path) -> None:
     assert bad.code == 2 and "can never exist" in bad.err
     partition = run("reset-offsets", *common, "--group", "g", "--topic", "t:-1", "--to-latest")
     assert partition.code == 2 and "non-negative" in partition.err
+    history = run("history", *common, "--group", "g", "--topic", "t", "--partition", "-2")
+    assert history.code == 2 and "--partition must be >= 0, got -2" in history.err
 
 
 COMMIT = ["commit", "--group", "g", "--topic", "t", "--partition", "0", "--offset", "1"]
