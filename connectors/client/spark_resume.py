@@ -80,15 +80,21 @@ class ResumedQuery:
 
 def checkpoint_is_new(spark: SparkSession, location: str) -> bool:
     """Whether a query started at ``location`` would take ``startingOffsets``: neither its
-    offset log (``offsets/``) nor its sources' initial offsets (``sources/``) hold anything. Any
+    offset log (``offsets/<batch>``) nor a source's initial offsets (``sources/<n>/0``) hold a
+    batch file. (Spark creates those directories when a query starts, before its first batch,
+    and leaves temporary files behind a crash; only files named by a batch number count.) Any
     Hadoop file system (local, HDFS, S3); needs a classic (JVM) session."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
     for part in ("offsets", "sources"):
         path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/" + part)
         fs = path.getFileSystem(conf)
-        if fs.exists(path) and len(fs.listStatus(path)) > 0:
-            return False
+        if not fs.exists(path):
+            continue
+        files = fs.listFiles(path, True)
+        while files.hasNext():
+            if files.next().getPath().getName().isdigit():
+                return False
     return True
 
 

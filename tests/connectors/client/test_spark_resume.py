@@ -367,3 +367,22 @@ def test_describe_prints_the_groups_starting_offsets(
     assert two.code == 2 and "exactly one --group" in two.err
     stray = run("describe", "--config", config_file, "--group", group, "--topic", topic)
     assert stray.code == 2 and "--topic goes with --starting-offsets" in stray.err
+
+
+def test_a_checkpoint_is_new_until_a_batch_file_is_written(spark: Any, tmp_path: Path) -> None:
+    from connectors.client.spark_resume import checkpoint_is_new
+
+    checkpoint = tmp_path / "checkpoint"
+    assert checkpoint_is_new(spark, str(checkpoint))  # no directory at all
+    # What a query leaves when it stopped before its first batch, or crashed mid-write.
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "sources" / "0").mkdir(parents=True)
+    (checkpoint / "metadata").write_text('{"id":"x"}')
+    (checkpoint / "offsets" / ".0.abc.tmp").write_text("v1")
+    assert checkpoint_is_new(spark, str(checkpoint))
+    # The source recorded its initial offsets: Spark now ignores startingOffsets.
+    (checkpoint / "sources" / "0" / "0").write_text("v1\n{}")
+    assert not checkpoint_is_new(spark, str(checkpoint))
+    (checkpoint / "sources" / "0" / "0").unlink()
+    (checkpoint / "offsets" / "0").write_text("v1")
+    assert not checkpoint_is_new(spark, f"file://{checkpoint}/")
