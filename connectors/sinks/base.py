@@ -54,6 +54,7 @@ from connectors.sinks.batch import (
     prepare_members,
     rows,
 )
+from connectors.sinks.log_end_samples import DEFAULT_KEEP, LogEndSample, merge_sample, thin
 from connectors.sinks.schema import (
     BASELINE,
     SCHEMA_VERSION,
@@ -107,7 +108,8 @@ class Sink(ABC, CloseOnExit):
     name: ``last_batch``, ``upsert_offset``, ``delete_offset``, ``upsert_group``,
     ``delete_group``, ``insert_history``, ``progress``, ``set_status``, ``clear_offsets``,
     ``clear_groups``, ``reset_status``, ``status``, ``fetch_group``, ``list_groups``,
-    ``upsert_log_end``, ``log_end``, ``clear_log_end``, ``committed_topics``,
+    ``upsert_log_end``, ``log_end``, ``clear_log_end``, ``samples``, ``upsert_sample``,
+    ``delete_sample``, ``committed_topics``,
     ``upsert_member``, ``delete_member``, ``clear_members``,
     ``source_cluster``, ``bind_source``), then calls
     :meth:`_open`.
@@ -588,9 +590,82 @@ class Sink(ABC, CloseOnExit):
 
         def upsert(tx: Statements) -> bool:
             tx.executemany(self._sql["upsert_log_end"], params)
+            self._merge_samples(tx, offsets, now, DEFAULT_KEEP)
             return True
 
         self._write(upsert, "cannot write log-end offsets")
+
+    def record_log_end_samples(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        at_ms: int | None = None,
+        keep: int = DEFAULT_KEEP,
+    ) -> None:
+        """Add log-end offsets read at ``at_ms`` (default: now) to each partition's table of
+        (offset, time) points (``connectors.sinks.log_end_samples``): a repeated offset extends
+        its point, a new one adds a point, and a partition keeps at most ``keep`` points
+        (thinned in the same transaction). Several writers may sample the same partitions:
+        points merge by offset, and a sample older than a partition's newest point is ignored.
+        :meth:`write_log_end_offsets` records its offsets here too.
+        """
+        self._check_writable()
+        if not offsets:
+            return
+        at = self._clock() if at_ms is None else int(at_ms)
+
+        def record(tx: Statements) -> bool:
+            self._merge_samples(tx, offsets, at, keep)
+            return True
+
+        self._write(record, "cannot write log-end samples")
+
+    def _merge_samples(
+        self, tx: Statements, offsets: Mapping[tuple[str, int], int], at_ms: int, keep: int
+    ) -> None:
+        """Merge one round of samples into the points read inside ``tx``; write only the
+        points that changed and delete the ones thinned or started over."""
+        wanted = {(stored_text(t), int(p)): int(o) for (t, p), o in offsets.items()}
+        topics = {t for t, _ in wanted}
+        current: dict[tuple[str, int], list[LogEndSample]] = {}
+        for topic, partition, offset, first, last in tx.execute(self._sql["samples"]).fetchall():
+            if topic in topics:
+                current.setdefault((topic, int(partition)), []).append(
+                    LogEndSample(int(offset), int(first), int(last))
+                )
+        upserts: list[tuple[Any, ...]] = []
+        deletes: list[tuple[Any, ...]] = []
+        for (topic, partition), offset in wanted.items():
+            before = current.get((topic, partition), [])
+            merged, _ = merge_sample(before, offset, at_ms)
+            after = thin(merged, keep)
+            kept = {p.offset: p for p in after}
+            deletes.extend(
+                (topic, partition, p.offset) for p in before if kept.get(p.offset) is None
+            )
+            was = {p.offset: p for p in before}
+            upserts.extend(
+                (topic, partition, p.offset, p.first_seen_ms, p.last_seen_ms)
+                for p in after
+                if was.get(p.offset) != p
+            )
+        if deletes:
+            tx.executemany(self._sql["delete_sample"], deletes)
+        if upserts:
+            tx.executemany(self._sql["upsert_sample"], upserts)
+
+    def log_end_samples(
+        self, topics: Iterable[str] | None = None
+    ) -> dict[TopicPartition, list[LogEndSample]]:
+        """Each partition's (offset, time) points, oldest first (of every topic, or of
+        ``topics``): what lag in seconds interpolates (``log_end_samples.lag_ms``)."""
+        wanted = None if topics is None else {stored_text(t) for t in topics}
+        found: dict[TopicPartition, list[LogEndSample]] = {}
+        for topic, partition, offset, first, last in self._run(self._sql["samples"]):
+            if wanted is None or topic in wanted:
+                found.setdefault(TopicPartition(original_text(topic), int(partition)), []).append(
+                    LogEndSample(int(offset), int(first), int(last))
+                )
+        return found
 
     def bind_source_cluster(self, cluster_id: str, cluster_name: str) -> None:
         """Record that this sink mirrors cluster ``cluster_id``; SinkError when it already holds

@@ -313,6 +313,15 @@ class PostgresSink(Sink):
                     " autovacuum_vacuum_insert_scale_factor = 0.02)"
                 ).format(t["history"]),
             ]
+        if version == 3:
+            return [
+                _q(
+                    "CREATE TABLE IF NOT EXISTS {} (topic text NOT NULL,"
+                    ' "partition" integer NOT NULL, log_end_offset bigint NOT NULL,'
+                    " first_seen_ms bigint NOT NULL, last_seen_ms bigint NOT NULL,"
+                    ' PRIMARY KEY (topic, "partition", log_end_offset))'
+                ).format(t["samples"])
+            ]
         raise ValueError(f"no sink schema step to version {version}")
 
     def _table_exists_query(self, table: str) -> tuple[sql.Composed, Sequence[Any]]:
@@ -472,6 +481,20 @@ class PostgresSink(Sink):
                 ' ORDER BY topic, "partition"'
             ).format(t["log_end"]),
             "clear_log_end": _q("DELETE FROM {}").format(t["log_end"]),
+            "samples": _q(
+                'SELECT topic, "partition", log_end_offset, first_seen_ms, last_seen_ms FROM {}'
+                ' ORDER BY topic, "partition", log_end_offset'
+            ).format(t["samples"]),
+            "upsert_sample": _q(
+                'INSERT INTO {} AS s (topic, "partition", log_end_offset, first_seen_ms,'
+                " last_seen_ms) VALUES (%s, %s, %s, %s, %s)"
+                ' ON CONFLICT (topic, "partition", log_end_offset) DO UPDATE SET'
+                " first_seen_ms = LEAST(s.first_seen_ms, EXCLUDED.first_seen_ms),"
+                " last_seen_ms = GREATEST(s.last_seen_ms, EXCLUDED.last_seen_ms)"
+            ).format(t["samples"]),
+            "delete_sample": _q(
+                'DELETE FROM {} WHERE topic = %s AND "partition" = %s AND log_end_offset = %s'
+            ).format(t["samples"]),
             "upsert_member": _q(
                 "INSERT INTO {} (group_id, member_id, batch_id) VALUES (%s, %s, %s)"
                 " ON CONFLICT (group_id, member_id) DO UPDATE SET batch_id = EXCLUDED.batch_id"

@@ -45,6 +45,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         2,
         "history indexed by commit time (history retention); status heartbeat (liveness)",
     ),
+    Migration(3, "log-end offsets over time per partition (lag in seconds)"),
 )
 
 #: The version this release writes.

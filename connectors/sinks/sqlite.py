@@ -285,6 +285,17 @@ class SqliteSink(Sink):
                 f" ON {t['history']} (commit_timestamp_ms)",
                 f"ALTER TABLE {t['status']} ADD COLUMN heartbeat_at_ms INTEGER",
             ]
+        if version == 3:
+            return [
+                f"""CREATE TABLE IF NOT EXISTS {t["samples"]} (
+                    topic TEXT NOT NULL,
+                    "partition" INTEGER NOT NULL,
+                    log_end_offset INTEGER NOT NULL,
+                    first_seen_ms INTEGER NOT NULL,
+                    last_seen_ms INTEGER NOT NULL,
+                    PRIMARY KEY (topic, "partition", log_end_offset)
+                ) WITHOUT ROWID"""
+            ]
         raise ValueError(f"no sink schema step to version {version}")
 
     def _table_exists_query(self, table: str) -> tuple[str, Sequence[Any]]:
@@ -374,6 +385,21 @@ class SqliteSink(Sink):
                 ' ORDER BY topic, "partition"'
             ),
             "clear_log_end": f"DELETE FROM {t['log_end']}",
+            "samples": (
+                f'SELECT topic, "partition", log_end_offset, first_seen_ms, last_seen_ms'
+                f' FROM {t["samples"]} ORDER BY topic, "partition", log_end_offset'
+            ),
+            "upsert_sample": (
+                f'INSERT INTO {t["samples"]} (topic, "partition", log_end_offset, first_seen_ms,'
+                " last_seen_ms) VALUES (?, ?, ?, ?, ?)"
+                ' ON CONFLICT (topic, "partition", log_end_offset) DO UPDATE SET'
+                " first_seen_ms = MIN(first_seen_ms, excluded.first_seen_ms),"
+                " last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms)"
+            ),
+            "delete_sample": (
+                f'DELETE FROM {t["samples"]} WHERE topic = ? AND "partition" = ?'
+                " AND log_end_offset = ?"
+            ),
             "upsert_member": (
                 f"INSERT INTO {t['members']} (group_id, member_id, batch_id) VALUES (?, ?, ?)"
                 " ON CONFLICT (group_id, member_id) DO UPDATE SET batch_id = excluded.batch_id"

@@ -3,7 +3,8 @@
 Every backend creates the same tables — ``consumer_offsets``, ``consumer_groups``,
 ``coordinator_status`` (one row), ``offset_commit_history``, and for a mirror's sink
 ``topic_log_end_offsets``, ``source_cluster`` (one row) and ``consumer_group_members``
-(consumer-protocol members) — and quotes the names with its
+(consumer-protocol members), and ``topic_log_end_samples`` (log-end offsets over time, for lag
+in seconds: ``connectors.sinks.log_end_samples``) — and quotes the names with its
 own rules; the status row is read and written through the column lists here, so the backends
 agree on its layout.
 """
@@ -38,6 +39,7 @@ _NAMES: Final = {
     "history_index": "offset_commit_history_key_idx",
     "history_time_index": "offset_commit_history_time_idx",
     "log_end": "topic_log_end_offsets",
+    "samples": "topic_log_end_samples",
     "source": "source_cluster",
     "members": "consumer_group_members",
     "schema": "sink_schema_version",
@@ -73,6 +75,7 @@ class TableNames:
     history_index: str = field(init=False)
     history_time_index: str = field(init=False)
     log_end: str = field(init=False)
+    samples: str = field(init=False)
     source: str = field(init=False)
     members: str = field(init=False)
     schema: str = field(init=False)
@@ -84,7 +87,7 @@ class TableNames:
 
     def tables(self) -> dict[str, str]:
         """The tables' names by role ("offsets", "groups", "status", "history", "log_end",
-        "source", "members", "schema")."""
+        "samples", "source", "members", "schema")."""
         return {role: getattr(self, role) for role in _NAMES if role not in _INDEXES}
 
 
