@@ -145,8 +145,12 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import sys' 2>/dev/nu
     python=$(find_python 3.11)
   fi
   [ -n "$python" ] || {
-    echo "setup: no Python ${python_version:-${PYTHON:-3.11}} found (PATH, pyenv);" \
-      "install it (e.g. pyenv install ${python_version:-3.11}) or set PYTHON" >&2
+    if [ -n "$python_version" ]; then
+      echo "setup: no Python $python_version found (PATH, pyenv); install it," \
+        "e.g. pyenv install $python_version" >&2
+    else
+      echo "setup: no ${PYTHON:-Python 3.11} found (PATH, pyenv); install it or set PYTHON" >&2
+    fi
     exit 1
   }
   rm -rf "$venv"
