@@ -11,7 +11,10 @@ line when Kafka or the sink becomes unreachable, a reminder every :data:`REMINDE
 while it lasts, and one line when it is back, saying for how long. Meanwhile the libraries'
 own chatter about it (kafka-python and librdkafka warnings and errors in Python logging; the
 JVM's Kafka clients and Spark's lost tasks, quieted to ERROR) is not printed line by line but
-counted in the job's next line ("N library messages folded").
+counted in the job's next line ("N library messages folded"). Outside an outage a library
+line that repeats (librdkafka hands over what it queued during an outage at the producer's
+next poll, after the outage) is printed once per :data:`REMINDER_S`, the next one saying how
+many like it were folded.
 """
 
 from __future__ import annotations
@@ -98,20 +101,38 @@ class OutageLog(logging.Filter):
         self.clock = clock
         self.outages: dict[str, _Outage] = {}
         self.folded = 0
-        self._last_folded: logging.LogRecord | None = None
+        self._repeats: dict[tuple[str, int, str], list[Any]] = {}
+        self._last_record: logging.LogRecord | None = None
+        self._last_verdict = True
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self.outages or record.levelno >= logging.CRITICAL:
-            return True
-        if record.name.startswith(_OWN_LOGGERS):
+        if record.levelno >= logging.CRITICAL or record.name.startswith(_OWN_LOGGERS):
             return True
         with self._lock:
-            # Installed on every root handler: count each record once.
-            if record is not self._last_folded:
-                self._last_folded = record
-                self.folded += 1
-        return False
+            # Installed on every root handler: decide (and count) each record once.
+            if record is not self._last_record:
+                self._last_record = record
+                self._last_verdict = self._decide(record)
+            return self._last_verdict
+
+    def _decide(self, record: logging.LogRecord) -> bool:
+        """Whether a library's record is printed: never during an outage (it is counted into
+        the outage's lines), else once per REMINDER_S for records of one kind."""
+        if self.outages:
+            self.folded += 1
+            return False
+        now = self.clock()
+        kind = _kind(record)
+        last = self._repeats.get(kind)
+        if last is not None and now - last[0] < REMINDER_S:
+            last[1] += 1
+            return False
+        self._repeats[kind] = [now, 0]
+        if last is not None and last[1]:
+            record.msg = f"{record.getMessage()} ({last[1]} more like it folded)"
+            record.args = None
+        return True
 
     def observe(self, what: str, failure: str | None) -> None:
         """Record one probe of ``what`` (e.g. ``Kafka at host:9092``): ``failure`` None when it
@@ -167,6 +188,15 @@ class OutageLog(logging.Filter):
             handler.removeFilter(self)
         if self.outages and self.quiet_jvm is not None:
             self.quiet_jvm(False)
+
+
+def _kind(record: logging.LogRecord) -> tuple[str, int, str]:
+    """Records of one kind: one logger, level and message template (librdkafka logs every line
+    through ``"%s [%s] %s"``: its facility, e.g. FAIL, tells them apart)."""
+    template = str(record.msg)[:80]
+    if template.startswith("%s") and isinstance(record.args, tuple) and record.args:
+        template += f"|{str(record.args[0])[:40]}"
+    return record.name, record.levelno, template
 
 
 def _duration(seconds: float) -> str:

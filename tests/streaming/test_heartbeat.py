@@ -114,3 +114,28 @@ def test_the_heartbeat_keeps_a_sink_active_and_reports_an_unreachable_kafka(
         heartbeat.beat()
         assert liveness(sink.status()).status == "ACTIVE"
     assert any("Kafka at 127.0.0.1:1 unreachable" in line for line in lines(handler))
+
+
+def test_repeated_library_lines_are_printed_once_a_minute_and_counted(
+    handler: logging.Handler,
+) -> None:
+    clock = Clock()
+    outages = OutageLog("job", None, clock)
+    outages.install()
+    try:
+        librdkafka = logging.getLogger("librdkafka")
+        # What librdkafka queued during an outage, handed over at the producer's next poll.
+        for broker in range(205):
+            librdkafka.error("%s [%s] %s", "FAIL", "rdkafka#producer-1", f"b{broker}: refused")
+        librdkafka.warning("%s [%s] %s", "GETPID", "rdkafka#producer-1", "load in progress")
+        logging.getLogger("streaming.job").info("the job's own lines always pass")
+        clock.now += REMINDER_S
+        librdkafka.error("%s [%s] %s", "FAIL", "rdkafka#producer-1", "b0: refused")
+    finally:
+        outages.uninstall()
+    assert lines(handler) == [
+        "FAIL [rdkafka#producer-1] b0: refused",
+        "GETPID [rdkafka#producer-1] load in progress",
+        "the job's own lines always pass",
+        "FAIL [rdkafka#producer-1] b0: refused (204 more like it folded)",
+    ]
