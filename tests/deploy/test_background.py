@@ -1,0 +1,42 @@
+"""deploy/background.sh, which the quickstarts source: a service that does not come up fails
+the script loudly (exit 1 and the end of its log) instead of letting it carry on."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+BACKGROUND = Path(__file__).resolve().parents[2] / "deploy" / "background.sh"
+
+
+def script(tmp_path: Path, service: str, probe: str) -> subprocess.CompletedProcess[str]:
+    body = f"""
+set -euo pipefail
+source {BACKGROUND}
+start_service demo {tmp_path / "demo.log"} bash -c {service!r}
+SERVICE_START_TIMEOUT_S=3 wait_for_service {probe}
+echo "the script went on"
+"""
+    return subprocess.run(
+        ["bash", "-c", body], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_a_service_that_is_never_ready_fails_the_script_with_its_log(tmp_path: Path) -> None:
+    done = script(tmp_path, "echo 'listening nowhere'; sleep 30", "false")
+    assert done.returncode == 1
+    assert "the script went on" not in done.stdout
+    assert "error: the demo was not ready after 3 s" in done.stderr
+    assert "listening nowhere" in done.stderr
+
+
+def test_a_service_that_exits_fails_the_script_at_once(tmp_path: Path) -> None:
+    done = script(tmp_path, "echo 'bad flag'; exit 2", "false")
+    assert done.returncode == 1
+    assert "error: the demo exited before it was ready" in done.stderr
+    assert "bad flag" in done.stderr
+
+
+def test_a_ready_service_lets_the_script_go_on(tmp_path: Path) -> None:
+    done = script(tmp_path, "sleep 30", "true")
+    assert done.returncode == 0 and "the script went on" in done.stdout
