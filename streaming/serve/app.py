@@ -1,9 +1,11 @@
 """``consumer-offsets serve``: a read-only HTTP server over the sink the job or the mirror
 keeps: Prometheus metrics, Burrow's v3 API and a dashboard. It holds no state of its own but a
-cache of log-end offsets, so several can run side by side over one sink."""
+cache of log-end offsets, so several can run side by side over one sink; its only write is the
+log-end samples it reads from the cluster (lag in seconds), shared with the others."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -15,13 +17,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connectors.sinks import open_sink
+from connectors.sinks import Sink, SinkError, open_sink
 from streaming.serve.burrow import BurrowApi
 from streaming.serve.dashboard import Dashboard
 from streaming.serve.evaluation import DEFAULT_INTERVALS
 from streaming.serve.lag_view import LagView
 from streaming.serve.log_end_cache import DEFAULT_INTERVAL_S, LogEndCache
 from streaming.serve.metrics import registry_for
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,10 +40,28 @@ class ServeConfig:
     intervals: int = DEFAULT_INTERVALS
 
 
+def _samples_sink(config: ServeConfig) -> Sink | None:
+    """A writable connection for the log-end samples this server reads from the cluster (its
+    only write); None, said once, when the sink refuses writes (lag in seconds then rests on
+    this process's own samples)."""
+    try:
+        return open_sink(config.sink_url)
+    except SinkError as exc:
+        log.warning(
+            "log-end samples kept in memory only (lost on restart, not shared): the sink cannot "
+            "be opened for writing: %s",
+            exc,
+        )
+        return None
+
+
 def create_app(config: ServeConfig) -> Starlette:
     """The application; the log-end cache runs while the application does (its lifespan)."""
     sink = open_sink(config.sink_url, read_only=True)
-    log_ends = LogEndCache(sink, config.client_options, config.log_end_interval_s)
+    samples = _samples_sink(config) if config.client_options is not None else None
+    log_ends = LogEndCache(
+        sink, config.client_options, config.log_end_interval_s, samples_sink=samples
+    )
     view = LagView(sink, log_ends, config.cluster_name, config.intervals)
     registry = registry_for(view)
 

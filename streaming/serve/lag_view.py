@@ -2,7 +2,8 @@
 and the window of its recent commits with the lag each had, for Burrow's rules and the charts.
 
 Read from the sink (offsets, the commit history, group metadata) and the log-end cache; the
-lag of a commit is the log-end offset seen at or before its commit time minus its offset.
+lag of a commit is the log-end offset seen at or before its commit time minus its offset, and
+a partition's lag in seconds is interpolated in its sampled (offset, time) table.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from connectors.sinks import CommitHistoryEntry, CommittedOffset, GroupListing, Sink
+from connectors.sinks.log_end_samples import TimeLag, lag_ms
 from state.coordinator.model import TopicPartition
 from streaming.serve.evaluation import (
     DEFAULT_INTERVALS,
@@ -28,6 +30,8 @@ class PartitionView:
     log_end_offset: int | None
     #: Commits of the window, oldest first, each with the lag it had.
     window: list[ConsumerOffset]
+    #: The lag in time (``connectors.sinks.log_end_samples.lag_ms``); None when unknown.
+    time_lag: TimeLag | None = None
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -38,6 +42,17 @@ class PartitionView:
         if self.log_end_offset is None:
             return None
         return max(0, self.log_end_offset - self.committed.offset)
+
+    @property
+    def lag_seconds(self) -> float | None:
+        """The lag in seconds; a lower bound when :attr:`lag_bounded`."""
+        return None if self.time_lag is None else self.time_lag.lag_ms / 1000
+
+    @property
+    def lag_bounded(self) -> bool:
+        """Whether the committed offset is older than the sampled table (the lag is at least
+        :attr:`lag_seconds`)."""
+        return self.time_lag is not None and self.time_lag.bounded
 
 
 class LagView:
@@ -91,14 +106,24 @@ class LagView:
         committed = self.sink.fetch_offsets(group_id)
         ends = self._log_ends({c.topic for c in committed})
         history = self.sink.recent_history(group_id, size) if size else {}
+        now = int(time.time() * 1000)
         return [
             PartitionView(
                 c,
                 ends.get(c.topic_partition),
                 self._window(c, history.get(c.topic_partition, [])) if size else [],
+                self.time_lag(c, ends.get(c.topic_partition), now),
             )
             for c in committed
         ]
+
+    def time_lag(
+        self, committed: CommittedOffset, log_end: int | None, now_ms: int
+    ) -> TimeLag | None:
+        """The committed offset's lag in time against the partition's sampled table."""
+        return lag_ms(
+            self.log_ends.points(committed.topic_partition), committed.offset, log_end, now_ms
+        )
 
     def status(self, group_id: str, now_ms: int | None = None) -> GroupStatus:
         return self.status_of(group_id, self.partitions(group_id), now_ms)

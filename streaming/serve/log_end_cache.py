@@ -6,6 +6,13 @@ cluster (ListOffsets) when the server has client options for it, else from the s
 (a ring, as Burrow keeps its broker offsets), so the lag a commit had when it was made can be
 told from the log-end offset seen at or before it. Only a cache: a restarted server starts
 empty, and several servers over one sink need nothing from each other.
+
+Lag in seconds needs more than a cache: each partition's table of (log-end offset, time)
+points (``connectors.sinks.log_end_samples``) lives in the sink (``topic_log_end_samples``),
+so it survives a restart and every server over the sink shares it. A server reading the
+cluster itself adds its reads to it through ``samples_sink`` (a writable sink); a mirror's
+sink gets them from the mirror. Each refresh then loads the table (:meth:`points`); without a
+writable sink the server keeps its own points in memory (lost on restart, said once).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 
 from connectors.client.offsets_reader import BrokerOffsets
 from connectors.sinks import Sink, SinkError
+from connectors.sinks.log_end_samples import LogEndSample, merge_sample, thin
 from state.coordinator.model import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -38,6 +46,7 @@ class LogEndCache:
         client_options: Mapping[str, Any] | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
         keep: int = DEFAULT_KEEP,
+        samples_sink: Sink | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"log-end refresh interval must be > 0 s, got {interval_s}")
@@ -46,6 +55,8 @@ class LogEndCache:
         self._broker = BrokerOffsets(client_options) if client_options is not None else None
         self._keep = keep
         self._seen: dict[TopicPartition, deque[tuple[int, int]]] = {}
+        self._samples_sink = samples_sink
+        self._points: dict[TopicPartition, list[LogEndSample]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -97,12 +108,19 @@ class LogEndCache:
         with self._lock:
             return list(self._seen.get(tp, ()))
 
+    def points(self, tp: TopicPartition) -> list[LogEndSample]:
+        """The partition's (log-end offset, time) points as last loaded, oldest first."""
+        with self._lock:
+            return self._points.get(tp, [])
+
     def refresh(self) -> int:
-        """Read the log-end offsets of the committed topics once; the partitions read."""
+        """Read the log-end offsets of the committed topics once, add them to the sampled
+        table (when this server reads the cluster) and load the table; the partitions read."""
         if self._broker is None:
             stored = self.sink.log_end_offsets()
             for entry in stored.values():
                 self.observe({entry.topic_partition: entry.offset}, entry.updated_at_ms)
+            self._load_points()
             return len(stored)
         partitions = [
             TopicPartition(topic, partition)
@@ -110,8 +128,24 @@ class LogEndCache:
             for partition in self._broker.partitions_for(topic)
         ]
         ends = self._broker.end_offsets(partitions)
-        self.observe(ends, int(time.time() * 1000))
+        now = int(time.time() * 1000)
+        self.observe(ends, now)
+        if self._samples_sink is not None:
+            self._samples_sink.record_log_end_samples(
+                {(tp.topic, tp.partition): o for tp, o in ends.items()}, now
+            )
+            self._load_points()
+        else:
+            with self._lock:
+                for tp, offset in ends.items():
+                    merged, _ = merge_sample(self._points.get(tp, []), offset, now)
+                    self._points[tp] = thin(merged)
         return len(ends)
+
+    def _load_points(self) -> None:
+        loaded = self.sink.log_end_samples()
+        with self._lock:
+            self._points = loaded
 
     def start(self) -> None:
         if self._thread is None:
@@ -136,3 +170,5 @@ class LogEndCache:
             self._thread = None
         if self._broker is not None:
             self._broker.close()
+        if self._samples_sink is not None:
+            self._samples_sink.close()

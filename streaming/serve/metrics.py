@@ -8,7 +8,8 @@ topic), ``kafka_consumergroup_members`` and ``kafka_topic_partition_current_offs
 log-end offset). The progress metrics are ``consumer_offsets_*``; ``consumer_offsets_status``
 says ACTIVE (or LOADING) only while the job's heartbeat is fresh, else NOT_RESPONDING
 (``connectors.client.liveness``), and ``consumer_offsets_heartbeat_timestamp_seconds`` when
-it was last seen.
+it was last seen. Lag in seconds, per-group figures and each group's Burrow status come under
+kafka-lag-exporter's names (``streaming.serve.time_lag_metrics``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from prometheus_client.registry import Collector
 from connectors.client.liveness import NOT_RESPONDING, liveness
 from connectors.sinks import SinkError
 from streaming.serve.lag_view import LagView
+from streaming.serve.time_lag_metrics import TimeLagFamilies
 
 #: The status label's values: the stored states, and a LOADING or ACTIVE job's stale heartbeat.
 STATUSES = ("LOADING", "ACTIVE", "STOPPED", NOT_RESPONDING.replace(" ", "_"))
@@ -66,10 +68,14 @@ class SinkCollector(Collector):
             labels=["topic", "partition"],
         )
         seen_log_end: set[tuple[str, int]] = set()
+        time_lag = TimeLagFamilies(self.view.cluster)
         for group in self.view.groups():
             members.add_metric([group.group_id], float(group.members or 0))
             sums: dict[str, int] = {}
-            for p in self.view.partitions(group.group_id, window=0):
+            partitions = self.view.partitions(group.group_id)
+            status = self.view.status_of(group.group_id, partitions).status.name
+            time_lag.add_group(group.group_id, partitions, status)
+            for p in partitions:
                 topic, partition = p.committed.topic, p.committed.partition
                 labels = [group.group_id, topic, str(partition)]
                 current.add_metric(labels, float(p.committed.offset))
@@ -83,6 +89,7 @@ class SinkCollector(Collector):
             for topic, total in sorted(sums.items()):
                 lag_sum.add_metric([group.group_id, topic], float(total))
         yield from (current, lag, lag_sum, members, log_end)
+        yield from time_lag.families()
 
     def _progress(self) -> Iterator[Metric]:
         try:
