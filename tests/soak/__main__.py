@@ -62,6 +62,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=600_000,
         help="history retention of the job and the mirror, when they support it (10 minutes)",
     )
+    add(
+        "--request-timeout-ms",
+        type=int,
+        default=60_000,
+        help="the job's deadline for requests (its default, 60 s: a request reached later, "
+        "e.g. behind a restart, is answered REQUEST_TIMED_OUT and applies nothing)",
+    )
     add("--warmup-fraction", type=float, default=0.2)
     add("--settle-s", type=float, default=120.0, help="a restarted process's warm-up for RSS")
     add("--json", type=Path, help="write the results here (also after every window)")
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         print("history retention: not supported by this build; history is kept forever")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    services = Services(runtime, args.sink, args.shards, retention)
+    services = Services(runtime, args.sink, args.shards, retention, args.request_timeout_ms)
     load: LoadHandle | None = None
     duration_s = args.minutes * 60
     results: dict[str, Any] = {
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             "fault_rounds": args.fault_rounds,
             "sink": args.sink,
             "history_retention_ms": retention,
+            "request_timeout_ms": args.request_timeout_ms,
             "warmup_fraction": args.warmup_fraction,
             "settle_s": args.settle_s,
         },

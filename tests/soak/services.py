@@ -92,6 +92,7 @@ class Services:
     sink_kind: str
     shards: int
     history_retention_ms: int | None
+    request_timeout_ms: int = 60_000
     sink_write_timeout_s: int = 60
     cluster: LocalKafkaCluster = field(init=False)
     bootstrap: str = field(init=False, default="")
@@ -131,6 +132,7 @@ class Services:
             keep_history=True,
             trigger_interval="100 milliseconds",
             sink_write_timeout_s=self.sink_write_timeout_s,
+            request_timeout_ms=self.request_timeout_ms,
         )
         prepare_topics(self.config)
         self._create_data_topic()
@@ -138,6 +140,7 @@ class Services:
         # pass goes through the job's CONSUMER_OFFSETS_* environment.
         os.environ["CONSUMER_OFFSETS_KEEP_HISTORY"] = "true"
         os.environ["CONSUMER_OFFSETS_SINK_WRITE_TIMEOUT_S"] = str(self.sink_write_timeout_s)
+        os.environ["CONSUMER_OFFSETS_REQUEST_TIMEOUT_MS"] = str(self.request_timeout_ms)
         if self.history_retention_ms is not None:
             os.environ["CONSUMER_OFFSETS_HISTORY_RETENTION_MS"] = str(self.history_retention_ms)
         self.job = DriverProcess(self.config, self.runtime / "driver.log")
@@ -249,7 +252,7 @@ class Services:
         }
 
 
-def wait_for_first_batch(services: Services, timeout_s: float = 300.0) -> float:
+def wait_for_first_batch(services: Services, timeout_s: float = 900.0) -> float:
     """Wait until the job's sink has a first batch; the seconds it took."""
     started = time.monotonic()
     while time.monotonic() - started < timeout_s:

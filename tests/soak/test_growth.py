@@ -1,0 +1,79 @@
+"""The soak's pure parts: the resource-growth rule and the fault schedule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.soak.faults import plan
+from tests.soak.growth import Series, check, default_series
+
+
+def windows(
+    values: list[float], keys: list[float] | None = None, settled: list[bool] | None = None
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "t_s": 60.0 * (i + 1),
+            "state_keys": (keys or [10_000.0] * len(values))[i],
+            "rss_mb": {"driver_jvm": v},
+            "settled": {"driver_jvm": (settled or [True] * len(values))[i]},
+        }
+        for i, v in enumerate(values)
+    ]
+
+
+def jvm_verdict(ws: list[dict[str, Any]], explained_by: str = "keys") -> str:
+    series = Series(
+        "RSS driver_jvm",
+        "MB",
+        explained_by,
+        lambda w: w["rss_mb"]["driver_jvm"],
+        lambda w: w["settled"]["driver_jvm"],
+    )
+    (verdict,) = check(ws, [series], warmup_s=120.0)
+    return verdict.verdict
+
+
+def test_flat_memory_with_noise_is_flat() -> None:
+    assert jvm_verdict(windows([1000, 1010, 995, 1005, 1002, 998, 1008, 1001, 999, 1004])) == "flat"
+
+
+def test_memory_that_keeps_growing_is_caught() -> None:
+    # +20 MB a minute: 160 MB over the checked span, against 10% of ~1,100 MB allowed.
+    assert jvm_verdict(windows([1000 + 20 * i for i in range(10)])) == "GROWS"
+
+
+def test_growth_the_keys_explain_is_allowed() -> None:
+    keys = [10_000 * (1 + 0.05 * i) for i in range(10)]
+    values = [1000 * (1 + 0.05 * i) for i in range(10)]
+    assert jvm_verdict(windows(values, keys)) == "flat"
+    assert jvm_verdict(windows(values, keys), explained_by="none") == "GROWS"
+
+
+def test_a_restarted_process_is_measured_once_settled() -> None:
+    # A kill at minute 5: the fresh JVM climbs back to its plateau (not settled yet).
+    values = [1000, 1000, 1000, 1000, 200, 600, 1000, 1000, 1000, 1000]
+    settled = [True, True, True, True, False, False, True, True, True, True]
+    assert jvm_verdict(windows(values, settled=settled)) == "flat"
+    assert jvm_verdict(windows([200, 600, 1000], settled=[False, False, True])) == "too few"
+
+
+def test_history_without_retention_is_exempt_and_with_retention_checked() -> None:
+    ws = [
+        {"t_s": 60.0 * i, "sink": {"mb": 10.0 * i, "rows": {"offset_commit_history": 1000 * i}}}
+        for i in range(1, 11)
+    ]
+    kept = {v.name: v.verdict for v in check(ws, default_series(ws, False), 120.0)}
+    assert kept["rows offset_commit_history"].startswith("exempt")
+    assert kept["sink size"].startswith("exempt")
+    bounded = {v.name: v.verdict for v in check(ws, default_series(ws, True), 120.0)}
+    assert bounded["rows offset_commit_history"] == "GROWS"
+
+
+def test_the_schedule_has_each_fault_the_asked_number_of_times_inside_the_run() -> None:
+    planned = plan(3600.0, ["driver", "broker", "postgres", "mirror"], rounds=2)
+    assert [p.kind for p in planned].count("broker") == 2
+    assert len(planned) == 8
+    assert all(360 <= p.at_s <= 3240 for p in planned)
+    assert [p.at_s for p in planned] == sorted(p.at_s for p in planned)
+    assert plan(3600.0, [], rounds=2) == []
