@@ -1,0 +1,262 @@
+"""Lag in seconds against the real broker: a producer writes at a known rate, a group commits
+then stops; served by uvicorn, read from ``/metrics``.
+
+The group's commits are written to the sink as the job writes them (as the other serve tests
+do); the log-end offsets are the broker's, sampled by the server into the sink's table. The
+tolerance of every figure is :data:`TOLERANCE_S`: the sampling interval (the time of an offset
+is known to within one interval), plus a second for the producer's batching and the scrape.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from connectors.kafka.local import free_port_block
+from connectors.sinks import BatchProgress, open_sink
+from streaming.serve import ServeConfig, create_app
+from tests.connectors.sinks.record_frames import commit, frame
+from tests.fixtures.kafka import TopicFactory
+from tests.streaming.helpers import wait_for
+
+pytestmark = pytest.mark.kafka
+
+GROUP = "billing"
+REPLAYER = "replayer"
+#: Messages per second the producer writes.
+RATE = 20
+INTERVAL_S = 0.5
+TOLERANCE_S = INTERVAL_S + 1.0
+ALERTS = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "alerts.yml"
+
+
+class Producer:
+    """Writes ``RATE`` messages a second to partition 0 until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._producer.send(self._topic, value=b"x", partition=0)
+            self._producer.flush()
+            self._stop.wait(1 / RATE)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._producer.close()
+
+
+def _log_end(bootstrap: str, topic: str) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        tp = KafkaPartition(topic, 0)
+        return int(consumer.end_offsets([tp])[tp])
+    finally:
+        consumer.close()
+
+
+def _commit(sink_url: str, batch: int, group: str, topic: str, offset: int) -> None:
+    with open_sink(sink_url) as sink:
+        now = int(time.time() * 1000)
+        records = frame(commit(group, topic, 0, offset, commit_timestamp_ms=now))
+        sink.write_batch(batch, records, BatchProgress(batch_id=batch, input_rows=1))
+
+
+@contextmanager
+def _serve(sink_url: str, bootstrap: str) -> Iterator[str]:
+    app = create_app(
+        ServeConfig(
+            sink_url=sink_url,
+            client_options={"bootstrap_servers": bootstrap},
+            log_end_interval_s=INTERVAL_S,
+        )
+    )
+    port = free_port_block(1)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _get(f"{url}/burrow/admin"), lambda body: body == "GOOD", 30)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+    except OSError:
+        return None
+
+
+def _samples(url: str, name: str, group: str) -> float | None:
+    text = _get(f"{url}/metrics") or ""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels.get("group") == group:
+                return float(sample.value)
+    return None
+
+
+def _lag_seconds(url: str, group: str) -> float | None:
+    return _samples(url, "kafka_consumergroup_group_lag_seconds", group)
+
+
+def test_lag_seconds_grows_survives_a_restart_and_falls_to_zero(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
+    topic = topic_factory(partitions=1)
+    sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    open_sink(sink_url).close()
+    producer = Producer(kafka_bootstrap, topic)
+    try:
+        wait_for(lambda: _log_end(kafka_bootstrap, topic), lambda end: end >= RATE, 30)
+        with _serve(sink_url, kafka_bootstrap) as url:
+            # A replay from offset 0: the topic has a committed offset, so the server samples
+            # it from now on (it samples the committed topics).
+            _commit(sink_url, 0, REPLAYER, topic, 0)
+            sampling_began = time.time()
+            time.sleep(2)  # a few points in the table before the group's commit
+            committed = _log_end(kafka_bootstrap, topic)
+            committed_at = time.time()  # the log end passed `committed` about now
+            _commit(sink_url, 1, GROUP, topic, committed)
+            first = wait_for(
+                lambda: _lag_seconds(url, GROUP), lambda s: s is not None and s >= 3, 30
+            )
+            first_at = time.time()
+            assert abs(first - (first_at - committed_at)) <= TOLERANCE_S
+            time.sleep(4)
+            later = _lag_seconds(url, GROUP)
+            later_at = time.time()
+            assert later is not None
+            # Grows with the wall clock, one second a second.
+            assert abs((later - first) - (later_at - first_at)) <= TOLERANCE_S
+            assert abs(later - (later_at - committed_at)) <= TOLERANCE_S
+            assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", GROUP) is None
+
+            # Offset 0 is older than the table: the bound (sampling began), flagged.
+            replay = _lag_seconds(url, REPLAYER)
+            replay_at = time.time()
+            assert replay is not None
+            assert abs(replay - (replay_at - sampling_began)) <= TOLERANCE_S
+            assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", REPLAYER) == 1.0
+
+        # A new server over the same sink: the same figure, from the persisted table (its own
+        # samples alone would put the committed offset before its oldest point: a bound of
+        # about 0 s, flagged).
+        with _serve(sink_url, kafka_bootstrap) as url:
+            again = wait_for(lambda: _lag_seconds(url, GROUP), lambda s: s is not None, 30)
+            again_at = time.time()
+            assert abs(again - (again_at - committed_at)) <= TOLERANCE_S
+            assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", GROUP) is None
+
+            # The group catches up: 0.
+            producer.stop()
+            caught_up = _log_end(kafka_bootstrap, topic)
+            _commit(sink_url, 2, GROUP, topic, caught_up)
+            wait_for(lambda: _lag_seconds(url, GROUP), lambda s: s == 0.0, 30)
+            assert _samples(url, "kafka_consumergroup_group_max_lag_seconds", GROUP) == 0.0
+    finally:
+        producer.stop()
+
+
+def _prometheus_binary() -> str:
+    found = shutil.which("prometheus")
+    if found is None:
+        pytest.fail("prometheus is not installed: bash deploy/setup.sh --test-tools")
+    return found
+
+
+def test_a_real_prometheus_fires_the_lag_seconds_alert(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
+    topic = topic_factory(partitions=1)
+    sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    open_sink(sink_url).close()
+    producer = Producer(kafka_bootstrap, topic)
+    # alerts.yml as shipped, with its lag threshold and wait shortened to fit a test.
+    rules = ALERTS.read_text()
+    assert "group_max_lag_seconds) > 300\n        for: 2m" in rules
+    (tmp_path / "alerts.yml").write_text(
+        rules.replace(
+            "group_max_lag_seconds) > 300\n        for: 2m",
+            "group_max_lag_seconds) > 3\n        for: 2s",
+        )
+    )
+    try:
+        wait_for(lambda: _log_end(kafka_bootstrap, topic), lambda end: end >= RATE, 30)
+        with _serve(sink_url, kafka_bootstrap) as url:
+            _commit(sink_url, 0, REPLAYER, topic, 0)  # the topic is sampled from now on
+            time.sleep(1)
+            _commit(sink_url, 1, GROUP, topic, _log_end(kafka_bootstrap, topic))
+            port = free_port_block(1)
+            config = tmp_path / "prometheus.yml"
+            config.write_text(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                "rule_files: ['alerts.yml']\n"
+                "scrape_configs:\n"
+                "  - job_name: consumer-offsets\n"
+                f"    static_configs:\n      - targets: ['{url.removeprefix('http://')}']\n"
+            )
+            process = subprocess.Popen(
+                [
+                    _prometheus_binary(),
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            try:
+
+                def lagging() -> list[dict[str, object]]:
+                    body = _get(f"http://127.0.0.1:{port}/api/v1/alerts")
+                    alerts = [] if body is None else json.loads(body)["data"]["alerts"]
+                    return [a for a in alerts if a["labels"]["alertname"] == "ConsumerGroupLagging"]
+
+                firing = wait_for(
+                    lagging,
+                    lambda found: any(
+                        a["state"] == "firing" and a["labels"]["group"] == GROUP for a in found
+                    ),
+                    90,
+                )
+                alert = next(a for a in firing if a["labels"]["group"] == GROUP)
+                assert alert["state"] == "firing"
+                assert alert["labels"]["cluster_name"] == "local"
+                assert float(alert["value"]) > 3
+                rules_body = _get(
+                    f"http://127.0.0.1:{port}/api/v1/rules?"
+                    + urllib.parse.urlencode({"type": "alert"})
+                )
+                assert rules_body is not None and "ConsumerGroupNotConsuming" in rules_body
+            finally:
+                process.terminate()
+                _, err = process.communicate(timeout=30)
+            assert process.returncode == 0, err.decode(errors="replace")[-2000:]
+    finally:
+        producer.stop()
