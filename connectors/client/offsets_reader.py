@@ -15,6 +15,7 @@ lists), shared with the CLI's ``reset-offsets``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from connectors.sinks import (
     Sink,
     open_sink,
 )
+from connectors.sinks.log_end_samples import lag_ms
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 
@@ -71,6 +73,10 @@ class PartitionLag:
     metadata: str = ""
     commit_timestamp_ms: int = -1
     expire_timestamp_ms: int | None = None
+    #: Lag in seconds (``connectors.sinks.log_end_samples``): None without sampled log ends.
+    lag_seconds: float | None = None
+    #: The committed offset is older than the sampled table: the lag is at least lag_seconds.
+    lag_seconds_bounded: bool = False
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -95,6 +101,12 @@ class GroupDescription:
         """Sum of the partitions' lag; None if any is unknown."""
         lags = [p.lag for p in self.partitions]
         return None if any(x is None for x in lags) else sum(x for x in lags if x is not None)
+
+    @property
+    def max_lag_seconds(self) -> float | None:
+        """The largest lag in seconds of the partitions; None if none is known."""
+        known = [p.lag_seconds for p in self.partitions if p.lag_seconds is not None]
+        return max(known) if known else None
 
 
 class BrokerOffsets(CloseOnExit):
@@ -244,6 +256,21 @@ class OffsetsReader(CloseOnExit):
         """The group's listing (offset count, generation, members), None if unknown."""
         return next((g for g in self.list_groups() if g.group_id == group_id), None)
 
+    def max_lag_seconds(self, group_ids: Sequence[str]) -> dict[str, float | None]:
+        """Each group's largest lag in seconds from the sink alone (its log-end samples, the
+        newest as the log end; no broker call): None for a group with none known."""
+        samples = self.sink.log_end_samples()
+        now = int(time.time() * 1000)
+        found: dict[str, float | None] = {}
+        for group_id in group_ids:
+            lags = [
+                behind.lag_ms / 1000
+                for o in self.sink.fetch_offsets(group_id)
+                if (behind := lag_ms(samples.get(o.topic_partition, []), o.offset, None, now))
+            ]
+            found[group_id] = max(lags) if lags else None
+        return found
+
     def describe(self, group_id: str, *, ask_broker: bool = True) -> GroupDescription:
         """The group's committed partitions with their log-end offsets and lag.
 
@@ -257,9 +284,13 @@ class OffsetsReader(CloseOnExit):
             return GroupDescription(group_id, exists=False, partitions=())
         committed = self.sink.fetch_offsets(group_id)
         ends = self.log_end_offsets((o.topic_partition for o in committed), ask_broker=ask_broker)
+        # Lag in seconds from the log-end samples serve and the mirror keep in the sink.
+        samples = self.sink.log_end_samples({o.topic for o in committed})
+        now = int(time.time() * 1000)
         rows = []
         for o in committed:
             end = ends.get(o.topic_partition)
+            behind = lag_ms(samples.get(o.topic_partition, []), o.offset, end, now)
             rows.append(
                 PartitionLag(
                     topic=o.topic,
@@ -271,6 +302,8 @@ class OffsetsReader(CloseOnExit):
                     metadata=o.metadata,
                     commit_timestamp_ms=o.commit_timestamp_ms,
                     expire_timestamp_ms=o.expire_timestamp_ms,
+                    lag_seconds=None if behind is None else behind.lag_ms / 1000,
+                    lag_seconds_bounded=behind is not None and behind.bounded,
                 )
             )
         return GroupDescription(

@@ -117,19 +117,17 @@ def lag_ms(
     """The time lag of a group at ``committed`` on a partition whose log end is ``log_end``
     (the latest read) and whose table is ``points``: 0 when caught up (``committed >=
     log_end``), else ``now_ms`` minus the committed offset's time (:func:`offset_time_ms`),
-    bounded below the oldest point. None when neither the log end nor the table is known."""
+    bounded below the oldest point. None when behind but nothing was sampled yet."""
     if log_end is not None and committed >= log_end:
         return TimeLag(0)
-    if points and (log_end is None or log_end <= points[-1].offset):
-        found = offset_time_ms(points, committed)
-        if found is None:
-            return TimeLag(0)
-    else:
-        # The latest log end is past the table's newest point (read after the last sample):
-        # the records after the newest point were produced between its last time and now.
-        extended = [*points, LogEndSample(log_end, now_ms, now_ms)] if log_end is not None else []
-        found = offset_time_ms(extended, committed) if extended else None
-        if found is None:
-            return None
+    if not points:
+        return None  # behind, but nothing sampled says since when
+    if log_end is not None and log_end > points[-1].offset:
+        # The latest log end was read after the table's newest point: the records after that
+        # point were produced between its last time and now.
+        points = [*points, LogEndSample(log_end, now_ms, now_ms)]
+    found = offset_time_ms(points, committed)
+    if found is None:
+        return TimeLag(0)  # at or past the newest offset known: caught up
     at, bounded = found
     return TimeLag(max(0, now_ms - at), bounded)

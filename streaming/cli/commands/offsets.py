@@ -18,13 +18,15 @@ from streaming.cli.validation import check_group, check_partition, check_topic
 
 #: JSON keys of ``list``, of a ``describe`` group and of each of its partitions.
 LIST_KEYS: Final = ("group", "partitions", "generation", "members")
-GROUP_KEYS: Final = ("group", "exists", "generation", "members", "total_lag")
+GROUP_KEYS: Final = ("group", "exists", "generation", "members", "total_lag", "max_lag_seconds")
 PARTITION_KEYS: Final = (
     "topic",
     "partition",
     "committed_offset",
     "log_end_offset",
     "lag",
+    "lag_seconds",
+    "lag_seconds_bounded",
     "leader_epoch",
     "metadata",
     "commit_timestamp_ms",
@@ -38,6 +40,7 @@ DESCRIBE_HEADERS: Final = (
     "CURRENT-OFFSET",
     "LOG-END-OFFSET",
     "LAG",
+    "LAG-SECONDS",
     "COMMITTED-AT",
     "METADATA",
 )
@@ -65,17 +68,45 @@ PROGRESS_KEYS: Final = (
 
 
 def cmd_list(ctx: Context) -> int:
-    """``list``: the groups the sink knows, with their partition and member counts."""
+    """``list``: the groups the sink knows, with their partition and member counts and their
+    largest lag in seconds (from the sink alone: its log-end samples, kept by ``serve`` or the
+    mirror; empty when none were sampled)."""
     groups = ctx.reader.list_groups()
+    behind = ctx.reader.max_lag_seconds([g.group_id for g in groups])
     if ctx.json:
-        ctx.emit_json([attributes(g, LIST_KEYS, GROUP_ID) for g in groups])
+        ctx.emit_json(
+            [
+                {
+                    **attributes(g, LIST_KEYS, GROUP_ID),
+                    "max_lag_seconds": behind[g.group_id],
+                }
+                for g in groups
+            ]
+        )
         return EXIT_OK
     ctx.check_status_note()
     ctx.table(
-        ("GROUP", "PARTITIONS", "GENERATION", "MEMBERS"),
-        [(g.group_id, g.partitions, g.generation, g.members) for g in groups],
+        ("GROUP", "PARTITIONS", "GENERATION", "MEMBERS", "LAG-SECONDS"),
+        [
+            (
+                g.group_id,
+                g.partitions,
+                g.generation,
+                g.members,
+                _seconds(behind[g.group_id], False),
+            )
+            for g in groups
+        ],
     )
     return EXIT_OK
+
+
+def _seconds(value: float | None, bounded: bool) -> str | None:
+    """A lag in seconds as shown: one decimal, ">=" where it is only a lower bound (the
+    committed offset is older than the sampled log ends), None when unknown."""
+    if value is None:
+        return None
+    return f"{'>=' if bounded else ''}{value:.1f}"
 
 
 def cmd_describe(ctx: Context) -> int:
@@ -117,6 +148,7 @@ def cmd_describe(ctx: Context) -> int:
                 p.committed_offset,
                 p.log_end_offset,
                 p.lag,
+                _seconds(p.lag_seconds, p.lag_seconds_bounded),
                 format_timestamp(p.commit_timestamp_ms),
                 short_metadata(p.metadata),
             )

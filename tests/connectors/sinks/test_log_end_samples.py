@@ -4,6 +4,7 @@ its storage in every sink backend (``topic_log_end_samples``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_thinning_keeps_the_ends_and_evens_the_steps() -> None:
     kept = thin(points, 60)
     assert len(kept) == 60
     assert kept[0] == points[0] and kept[-1] == points[-1]
-    gaps = [b.first_seen_ms - a.last_seen_ms for a, b in zip(kept, kept[1:], strict=False)]
+    gaps = [b.first_seen_ms - a.last_seen_ms for a, b in pairwise(kept)]
     # 1990 ms over 59 steps: each 20 or 40 ms (the evenest a 10 ms grid allows).
     assert max(gaps) <= 2 * min(gaps) and sum(gaps) == 1990
     assert thin(points[:5], 60) == points[:5]
@@ -83,8 +84,10 @@ def test_a_log_end_past_the_newest_point_extends_the_table_to_now() -> None:
     points = table((100, 0, 1000))
     # Read 300 now (t=3000): records 100..299 were written between 1000 and 3000.
     assert lag_ms(points, 200, 300, now_ms=3000) == TimeLag(1000)
-    assert lag_ms([], 5, 10, now_ms=3000) == TimeLag(0, bounded=True)
+    # Behind with nothing sampled: unknown, not a guess.
+    assert lag_ms([], 5, 10, now_ms=3000) is None
     assert lag_ms([], 5, None, now_ms=3000) is None
+    assert lag_ms([], 10, 10, now_ms=3000) == TimeLag(0)
 
 
 # --- the sink's table -------------------------------------------------------------------------

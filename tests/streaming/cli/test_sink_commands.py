@@ -57,7 +57,13 @@ def test_status_and_list_read_the_sink(tmp_path: Path) -> None:
     groups = run("list", "--sink-url", url, "--json").json()
     assert [(g["group"], g["partitions"]) for g in groups] == [("g", 1), ("h", 1)]
     listed = run("list", "--sink-url", url)
-    assert listed.out.splitlines()[0].split() == ["GROUP", "PARTITIONS", "GENERATION", "MEMBERS"]
+    assert listed.out.splitlines()[0].split() == [
+        "GROUP",
+        "PARTITIONS",
+        "GENERATION",
+        "MEMBERS",
+        "LAG-SECONDS",
+    ]
     assert [line.split()[0] for line in listed.out.splitlines()[1:]] == ["g", "h"]
     exported = run("export", "--sink-url", url, "--all-groups")
     assert list(csv.reader(io.StringIO(exported.out)))[1:] == [

@@ -1,0 +1,35 @@
+"""``list`` shows each group's largest lag in seconds from the sink's log-end samples alone
+(kept by ``serve`` or the mirror), ">=" never needed there; unknown when nothing was sampled."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from connectors.sinks import open_sink
+from tests.streaming.cli.support import run
+from tests.streaming.cli.test_sink_commands import write_offsets
+
+
+def test_list_shows_the_largest_lag_in_seconds(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    write_offsets(
+        url, "ACTIVE", ("behind", "t", 0, 150), ("caught-up", "t", 1, 40), ("new", "u", 0, 1)
+    )
+    now = int(time.time() * 1000)
+    with open_sink(url) as sink:
+        sink.heartbeat()
+        # Partition 0 stood at 100 until 60 s ago and was 200 from 40 s ago: offset 150 was
+        # produced 50 s ago. Partition 1's log end is 40 (caught up). Topic u: never sampled.
+        sink.record_log_end_samples({("t", 0): 100, ("t", 1): 40}, now - 60_000)
+        sink.record_log_end_samples({("t", 0): 200, ("t", 1): 40}, now - 40_000)
+    listed = run("list", "--sink-url", url, "--json")
+    assert listed.code == 0, listed
+    lags = {g["group"]: g["max_lag_seconds"] for g in listed.json()}
+    assert lags["caught-up"] == 0.0
+    assert lags["new"] is None
+    assert 50 <= lags["behind"] <= 55  # the seconds this test took since `now`
+    table = run("list", "--sink-url", url)
+    rows = {line.split()[0]: line.split() for line in table.out.splitlines()[1:]}
+    assert rows["caught-up"][-1] == "0.0"
+    assert float(rows["behind"][-1]) >= 50
