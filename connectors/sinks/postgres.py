@@ -338,10 +338,12 @@ class PostgresSink(Sink):
         EXISTS can still collide in the catalog. Then the schema, if one is named."""
         lock_key = zlib.crc32(f"{self._schema}.{self._names.prefix}".encode()) - 2**31
         tx.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
-        if self._schema:
-            tx.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
-            )
+        # Only a missing schema is created: CREATE SCHEMA needs the CREATE privilege on the
+        # database even with IF NOT EXISTS, which a role writing into a given schema lacks
+        # (deploy/postgres/roles.sql).
+        exists = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+        if self._schema and not tx.execute(exists, (self._schema,)).fetchone():
+            tx.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self._schema)))
 
     def _create_stage_tables(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(
