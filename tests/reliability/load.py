@@ -154,6 +154,7 @@ def job_command(config: JobConfig) -> list[str]:
         f"--checkpoint-location={config.checkpoint_location}",
         f"--sink-url={config.sink_url}",
         f"--trigger-interval={config.trigger_interval}",
+        f"--request-timeout-ms={config.request_timeout_ms}",
         "--spark-master=local[2]",
     ]
 
