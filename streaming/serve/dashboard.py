@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from connectors.client.liveness import liveness
 from connectors.sinks import SinkError, redact_url
+from connectors.sinks.log_end_samples import LogEndSample, offset_time_ms
 from streaming.serve.chart import chart_legend, lag_chart
 from streaming.serve.lag_view import LagView, PartitionView
 
@@ -36,12 +37,29 @@ class GroupRow:
     partitions: int
     members: int | None
     total_lag: int
+    #: The largest lag in seconds of its partitions; None when unknown.
+    max_lag_seconds: float | None = None
 
 
 def _committed_at(ms: int) -> str:
     if ms < 0:
         return ""
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _seconds_series(
+    p: PartitionView, points: list[LogEndSample], now: int
+) -> list[tuple[int, int]]:
+    """The partition's lag in seconds at each of its commits (the commit's time minus when the
+    log end passed its offset, from the sampled table) and now."""
+    series = {}
+    for commit in p.window:
+        found = offset_time_ms(points, commit.offset)
+        if found is not None:
+            series[commit.timestamp_ms] = max(0, commit.timestamp_ms - found[0]) // 1000
+    if p.time_lag is not None:
+        series[now] = p.time_lag.lag_ms // 1000
+    return sorted(series.items())
 
 
 class Dashboard:
@@ -68,10 +86,17 @@ class Dashboard:
     def index(self, request: Request) -> Response:
         rows = []
         for g in self.view.groups():
-            evaluated = self.view.status(g.group_id)
+            partitions = self.view.partitions(g.group_id)
+            evaluated = self.view.status_of(g.group_id, partitions)
+            seconds = [p.lag_seconds for p in partitions if p.lag_seconds is not None]
             rows.append(
                 GroupRow(
-                    g.group_id, evaluated.status.name, g.partitions, g.members, evaluated.totallag
+                    g.group_id,
+                    evaluated.status.name,
+                    g.partitions,
+                    g.members,
+                    evaluated.totallag,
+                    max(seconds) if seconds else None,
                 )
             )
         return self._page("index.html", groups=rows)
@@ -102,6 +127,12 @@ class Dashboard:
             f"{p.committed.topic}-{p.committed.partition}": self._lag_series(p, now)
             for p in partitions
         }
+        seconds = {
+            f"{p.committed.topic}-{p.committed.partition}": _seconds_series(
+                p, self.view.log_ends.points(p.topic_partition), now
+            )
+            for p in partitions
+        }
         rows = [(p, by_partition[(p.committed.topic, p.committed.partition)]) for p in partitions]
         return self._page(
             "group.html",
@@ -111,5 +142,6 @@ class Dashboard:
             rows=rows,
             chart=lag_chart(series, f"lag of {group_id} over time"),
             legend=chart_legend(series),
+            seconds_chart=lag_chart(seconds, f"lag in seconds of {group_id} over time"),
             committed_at=_committed_at,
         )

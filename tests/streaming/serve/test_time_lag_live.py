@@ -164,6 +164,12 @@ def test_lag_seconds_grows_survives_a_restart_and_falls_to_zero(
             assert abs(replay - (replay_at - sampling_began)) <= TOLERANCE_S
             assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", REPLAYER) == 1.0
 
+            # The dashboard: both lags per partition, lag in seconds charted, the index's max.
+            page = _get(f"{url}/group/{GROUP}") or ""
+            assert "Lag in seconds over time" in page and "<th>lag (s)</th>" in page
+            assert "&gt;=" in (_get(f"{url}/group/{REPLAYER}") or "")  # a bound
+            assert "<th>max lag (s)</th>" in (_get(f"{url}/") or "")
+
         # A new server over the same sink: the same figure, from the persisted table (its own
         # samples alone would put the committed offset before its oldest point: a bound of
         # about 0 s, flagged).
