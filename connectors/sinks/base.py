@@ -54,7 +54,7 @@ from connectors.sinks.batch import (
     prepare_members,
     rows,
 )
-from connectors.sinks.log_end_samples import DEFAULT_KEEP, LogEndSample, merge_sample, thin
+from connectors.sinks.log_end_samples import DEFAULT_KEEP, LogEndSample, thin
 from connectors.sinks.schema import (
     BASELINE,
     SCHEMA_VERSION,
@@ -109,7 +109,8 @@ class Sink(ABC, CloseOnExit):
     ``delete_group``, ``insert_history``, ``progress``, ``set_status``, ``clear_offsets``,
     ``clear_groups``, ``reset_status``, ``status``, ``fetch_group``, ``list_groups``,
     ``upsert_log_end``, ``log_end``, ``clear_log_end``, ``samples``, ``upsert_sample``,
-    ``delete_sample``, ``committed_topics``,
+    ``delete_sample``, ``sample_heads``, ``partition_samples``, ``delete_partition_samples``,
+    ``samples_since``, ``all_offsets``, ``group_exists``, ``committed_topics``,
     ``upsert_member``, ``delete_member``, ``clear_members``,
     ``source_cluster``, ``bind_source``), then calls
     :meth:`_open`.
@@ -622,36 +623,57 @@ class Sink(ABC, CloseOnExit):
     def _merge_samples(
         self, tx: Statements, offsets: Mapping[tuple[str, int], int], at_ms: int, keep: int
     ) -> None:
-        """Merge one round of samples into the points read inside ``tx``; write only the
-        points that changed and delete the ones thinned or started over."""
-        wanted = {(stored_text(t), int(p)): int(o) for (t, p), o in offsets.items()}
-        topics = {t for t, _ in wanted}
-        current: dict[tuple[str, int], list[LogEndSample]] = {}
-        for topic, partition, offset, first, last in tx.execute(self._sql["samples"]).fetchall():
-            if topic in topics:
-                current.setdefault((topic, int(partition)), []).append(
-                    LogEndSample(int(offset), int(first), int(last))
-                )
+        """Merge one round of samples into the table inside ``tx``, reading only each
+        partition's newest point and count (one aggregate), and a partition's points only
+        when it has outgrown ``keep`` by a fifth (then it is thinned back to ``keep``): the
+        same points as :func:`merge_sample` then :func:`thin`, at a fraction of the reads."""
+        heads = {
+            (topic, int(partition)): (int(newest), int(last), int(count))
+            for topic, partition, newest, last, count in tx.execute(
+                self._sql["sample_heads"]
+            ).fetchall()
+        }
         upserts: list[tuple[Any, ...]] = []
-        deletes: list[tuple[Any, ...]] = []
-        for (topic, partition), offset in wanted.items():
-            before = current.get((topic, partition), [])
-            merged, _ = merge_sample(before, offset, at_ms)
-            after = thin(merged, keep)
-            kept = {p.offset: p for p in after}
-            deletes.extend(
-                (topic, partition, p.offset) for p in before if kept.get(p.offset) is None
-            )
-            was = {p.offset: p for p in before}
-            upserts.extend(
-                (topic, partition, p.offset, p.first_seen_ms, p.last_seen_ms)
-                for p in after
-                if was.get(p.offset) != p
-            )
-        if deletes:
-            tx.executemany(self._sql["delete_sample"], deletes)
+        restarted: list[tuple[Any, ...]] = []
+        grown: list[tuple[str, int]] = []
+        for (raw_topic, raw_partition), raw_offset in offsets.items():
+            topic, partition, offset = stored_text(raw_topic), int(raw_partition), int(raw_offset)
+            head = heads.get((topic, partition))
+            if head is not None:
+                newest, last, count = head
+                if at_ms < last:
+                    continue  # another writer sampled it later: time only moves forward
+                if offset < newest:
+                    restarted.append((topic, partition))  # recreated or truncated
+                elif offset > newest and count + 1 > keep + keep // 5:
+                    grown.append((topic, partition))
+            upserts.append((topic, partition, offset, at_ms, at_ms))
+        if restarted:
+            tx.executemany(self._sql["delete_partition_samples"], restarted)
         if upserts:
             tx.executemany(self._sql["upsert_sample"], upserts)
+        deletes: list[tuple[Any, ...]] = []
+        for topic, partition in grown:
+            points = [
+                LogEndSample(int(o), int(first), int(last))
+                for o, first, last in tx.execute(
+                    self._sql["partition_samples"], (topic, partition)
+                ).fetchall()
+            ]
+            kept = {p.offset for p in thin(points, keep)}
+            deletes.extend((topic, partition, p.offset) for p in points if p.offset not in kept)
+        if deletes:
+            tx.executemany(self._sql["delete_sample"], deletes)
+
+    def log_end_samples_since(self, since_ms: int) -> list[tuple[str, int, LogEndSample]]:
+        """Points seen at or after ``since_ms`` (``last_seen_ms``), as (topic, partition,
+        point): what a reader that loaded the table before needs to catch up."""
+        return [
+            (original_text(topic), int(partition), LogEndSample(int(o), int(first), int(last)))
+            for topic, partition, o, first, last in self._run(
+                self._sql["samples_since"], (int(since_ms),)
+            )
+        ]
 
     def log_end_samples(
         self, topics: Iterable[str] | None = None
@@ -716,6 +738,19 @@ class Sink(ABC, CloseOnExit):
             or CommittedOffset(group_id=group_id, topic=tp[0], partition=tp[1], offset=NO_OFFSET)
             for tp in partitions
         ]
+
+    def all_offsets(self) -> list[tuple[str, str, int, int, int]]:
+        """Every committed offset as (group, topic, partition, offset, commit time ms), sorted
+        by group, topic and partition, in one query: what a scrape of every group reads."""
+        return [
+            (original_text(g), original_text(t), int(p), int(o), int(ts))
+            for g, t, p, o, ts in self._run(self._sql["all_offsets"])
+        ]
+
+    def group_exists(self, group_id: str) -> bool:
+        """Whether the sink has offsets or group metadata of ``group_id`` (two index probes)."""
+        stored = stored_text(group_id)
+        return bool(self._run(self._sql["group_exists"], (stored, stored)))
 
     def list_groups(self) -> list[GroupListing]:
         """Every group with offsets or group metadata, sorted by group id (code point order)."""

@@ -494,6 +494,29 @@ class PostgresSink(Sink):
                 " first_seen_ms = LEAST(s.first_seen_ms, EXCLUDED.first_seen_ms),"
                 " last_seen_ms = GREATEST(s.last_seen_ms, EXCLUDED.last_seen_ms)"
             ).format(t["samples"]),
+            "sample_heads": _q(
+                'SELECT topic, "partition", MAX(log_end_offset), MAX(last_seen_ms), COUNT(*)'
+                ' FROM {} GROUP BY topic, "partition"'
+            ).format(t["samples"]),
+            "partition_samples": _q(
+                "SELECT log_end_offset, first_seen_ms, last_seen_ms FROM {}"
+                ' WHERE topic = %s AND "partition" = %s ORDER BY log_end_offset'
+            ).format(t["samples"]),
+            "delete_partition_samples": _q(
+                'DELETE FROM {} WHERE topic = %s AND "partition" = %s'
+            ).format(t["samples"]),
+            "samples_since": _q(
+                'SELECT topic, "partition", log_end_offset, first_seen_ms, last_seen_ms FROM {}'
+                ' WHERE last_seen_ms >= %s ORDER BY topic, "partition", log_end_offset'
+            ).format(t["samples"]),
+            "all_offsets": _q(
+                'SELECT group_id, topic, "partition", committed_offset, commit_timestamp_ms'
+                ' FROM {} ORDER BY group_id, topic, "partition"'
+            ).format(t["offsets"]),
+            "group_exists": _q(
+                "SELECT 1 WHERE EXISTS (SELECT 1 FROM {} WHERE group_id = %s)"
+                " OR EXISTS (SELECT 1 FROM {} WHERE group_id = %s)"
+            ).format(t["offsets"], t["groups"]),
             "delete_sample": _q(
                 'DELETE FROM {} WHERE topic = %s AND "partition" = %s AND log_end_offset = %s'
             ).format(t["samples"]),

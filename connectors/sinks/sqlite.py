@@ -396,6 +396,30 @@ class SqliteSink(Sink):
                 " first_seen_ms = MIN(first_seen_ms, excluded.first_seen_ms),"
                 " last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms)"
             ),
+            "sample_heads": (
+                f'SELECT topic, "partition", MAX(log_end_offset), MAX(last_seen_ms), COUNT(*)'
+                f' FROM {t["samples"]} GROUP BY topic, "partition"'
+            ),
+            "partition_samples": (
+                f"SELECT log_end_offset, first_seen_ms, last_seen_ms FROM {t['samples']}"
+                ' WHERE topic = ? AND "partition" = ? ORDER BY log_end_offset'
+            ),
+            "delete_partition_samples": (
+                f'DELETE FROM {t["samples"]} WHERE topic = ? AND "partition" = ?'
+            ),
+            "samples_since": (
+                f'SELECT topic, "partition", log_end_offset, first_seen_ms, last_seen_ms'
+                f" FROM {t['samples']} WHERE last_seen_ms >= ?"
+                ' ORDER BY topic, "partition", log_end_offset'
+            ),
+            "all_offsets": (
+                f'SELECT group_id, topic, "partition", committed_offset, commit_timestamp_ms'
+                f' FROM {t["offsets"]} ORDER BY group_id, topic, "partition"'
+            ),
+            "group_exists": (
+                f"SELECT 1 WHERE EXISTS (SELECT 1 FROM {t['offsets']} WHERE group_id = ?)"
+                f" OR EXISTS (SELECT 1 FROM {t['groups']} WHERE group_id = ?)"
+            ),
             "delete_sample": (
                 f'DELETE FROM {t["samples"]} WHERE topic = ? AND "partition" = ?'
                 " AND log_end_offset = ?"

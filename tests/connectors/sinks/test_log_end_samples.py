@@ -116,3 +116,37 @@ def test_log_end_offsets_are_sampled_and_survive_a_reopen(make_sink: Callable[..
     points = make_sink(read_only=True).log_end_samples()[TopicPartition("a", 0)]
     assert [p.offset for p in points] == [7, 9]
     assert points[0].first_seen_ms <= points[1].first_seen_ms
+
+
+def test_a_smaller_offset_starts_the_partition_over_and_stale_samples_are_ignored(
+    make_sink: Callable[..., Sink],
+) -> None:
+    sink = make_sink()
+    sink.record_log_end_samples({("t", 0): 100}, 1000)
+    sink.record_log_end_samples({("t", 0): 200}, 2000)
+    sink.record_log_end_samples({("t", 0): 50}, 1500)  # older than the newest point: ignored
+    assert [p.offset for p in sink.log_end_samples()[TopicPartition("t", 0)]] == [100, 200]
+    sink.record_log_end_samples({("t", 0): 7}, 3000)  # the topic was recreated
+    assert sink.log_end_samples()[TopicPartition("t", 0)] == table((7, 3000, 3000))
+    assert [(tp, p.offset) for tp, _, p in sink.log_end_samples_since(2500)] == [("t", 7)]
+
+
+def test_every_offset_in_one_read_and_a_group_probe(make_sink: Callable[..., Sink]) -> None:
+    from connectors.sinks import BatchProgress
+    from tests.connectors.sinks.record_frames import commit, frame, group_metadata
+
+    sink = make_sink()
+    records = frame(
+        commit("g\x00", "t", 1, 5, commit_timestamp_ms=10),
+        commit("g\x00", "t", 0, 4, commit_timestamp_ms=11),
+        commit("a", "u", 0, 9, commit_timestamp_ms=12),
+        group_metadata("empty", generation=1, members=0),
+    )
+    sink.write_batch(0, records, BatchProgress(batch_id=0))
+    assert sink.all_offsets() == [
+        ("a", "u", 0, 9, 12),
+        ("g\x00", "t", 0, 4, 11),
+        ("g\x00", "t", 1, 5, 10),
+    ]
+    assert sink.group_exists("g\x00") and sink.group_exists("empty")
+    assert not sink.group_exists("nobody")
