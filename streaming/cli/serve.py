@@ -33,6 +33,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how often log-end offsets are read",
     )
+    parser.add_argument(
+        "--granularity",
+        choices=("partition", "topic"),
+        default="partition",
+        help="/metrics' lag series per partition, or per group and topic (fewer series)",
+    )
+    parser.add_argument(
+        "--evaluation-interval",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how often every group's Burrow status and the dashboard's index are computed",
+    )
     add_log_level_argument(parser, default="warning")
 
 
@@ -51,6 +64,8 @@ def serve_config_from_args(args: argparse.Namespace) -> Any:
         raise UsageError(str(exc)) from None
     if args.log_end_interval <= 0:
         raise UsageError(f"--log-end-interval must be > 0, got {args.log_end_interval}")
+    if args.evaluation_interval <= 0:
+        raise UsageError(f"--evaluation-interval must be > 0, got {args.evaluation_interval}")
     client_options = None
     if args.bootstrap_servers:
         try:
@@ -63,6 +78,8 @@ def serve_config_from_args(args: argparse.Namespace) -> Any:
         bootstrap_servers=args.bootstrap_servers.split(",") if args.bootstrap_servers else [],
         cluster_name=args.cluster_name,
         log_end_interval_s=args.log_end_interval,
+        granularity=args.granularity,
+        evaluation_interval_s=args.evaluation_interval,
     )
 
 

@@ -21,9 +21,11 @@ from connectors.sinks import Sink, SinkError, open_sink
 from streaming.serve.burrow import BurrowApi
 from streaming.serve.dashboard import Dashboard
 from streaming.serve.evaluation import DEFAULT_INTERVALS
+from streaming.serve.exposition import Granularity, lag_text
 from streaming.serve.lag_view import LagView
 from streaming.serve.log_end_cache import DEFAULT_INTERVAL_S, LogEndCache
 from streaming.serve.metrics import registry_for
+from streaming.serve.snapshot import DEFAULT_EVALUATION_INTERVAL_S, GroupEvaluator, snapshot
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,10 @@ class ServeConfig:
     cluster_name: str = "local"
     log_end_interval_s: float = DEFAULT_INTERVAL_S
     intervals: int = DEFAULT_INTERVALS
+    #: ``/metrics``' lag series: per partition, or per group and topic (kminion's option).
+    granularity: Granularity = "partition"
+    #: Seconds between two evaluations of every group (Burrow's statuses, the index's rows).
+    evaluation_interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
 
 
 def _samples_sink(config: ServeConfig) -> Sink | None:
@@ -64,24 +70,31 @@ def create_app(config: ServeConfig) -> Starlette:
     )
     view = LagView(sink, log_ends, config.cluster_name, config.intervals)
     registry = registry_for(view)
+    evaluator = GroupEvaluator(view, config.evaluation_interval_s)
 
     def metrics(request: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        lag = lag_text(
+            snapshot(view), view.groups(), evaluator.statuses, view.cluster, config.granularity
+        )
+        return Response(lag.encode() + generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         log_ends.start()
+        evaluator.start()
         try:
             yield
         finally:
+            evaluator.stop()
             log_ends.stop()
             sink.close()
 
     routes = [
         Route("/metrics", metrics),
         *BurrowApi(view, config.bootstrap_servers).routes(),
-        *Dashboard(view).routes(),
+        *Dashboard(view, evaluator).routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.view = view
+    app.state.evaluator = evaluator
     return app

@@ -57,7 +57,7 @@ class BurrowApi:
 
     def _unknown_group(self, request: Request) -> JSONResponse | None:
         missing = self._unknown_cluster(request)
-        if missing is None and self.view.group(request.path_params["group"]) is None:
+        if missing is None and not self.view.has_group(request.path_params["group"]):
             missing = _answer(request, "cluster or consumer not found", 404)
         return missing
 

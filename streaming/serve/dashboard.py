@@ -20,9 +20,12 @@ from connectors.sinks import SinkError, redact_url
 from connectors.sinks.log_end_samples import LogEndSample, offset_time_ms
 from streaming.serve.chart import chart_legend, lag_chart
 from streaming.serve.lag_view import LagView, PartitionView
+from streaming.serve.snapshot import GroupEvaluator
 
 #: Commits per partition drawn in the chart.
 CHART_COMMITS = 100
+#: Groups per page of the index.
+PAGE_SIZE = 50
 
 _templates = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -39,6 +42,8 @@ class GroupRow:
     total_lag: int
     #: The largest lag in seconds of its partitions; None when unknown.
     max_lag_seconds: float | None = None
+    #: Whether that figure is only a lower bound.
+    bounded: bool = False
 
 
 def _committed_at(ms: int) -> str:
@@ -63,8 +68,9 @@ def _seconds_series(
 
 
 class Dashboard:
-    def __init__(self, view: LagView) -> None:
+    def __init__(self, view: LagView, evaluator: GroupEvaluator) -> None:
         self.view = view
+        self.evaluator = evaluator
 
     def routes(self) -> list[Route]:
         return [Route("/", self.index), Route("/group/{group:path}", self.group)]
@@ -84,22 +90,40 @@ class Dashboard:
         return HTMLResponse(page, status_code=status_code)
 
     def index(self, request: Request) -> Response:
-        rows = []
-        for g in self.view.groups():
-            partitions = self.view.partitions(g.group_id)
-            evaluated = self.view.status_of(g.group_id, partitions)
-            seconds = [p.lag_seconds for p in partitions if p.lag_seconds is not None]
-            rows.append(
-                GroupRow(
-                    g.group_id,
-                    evaluated.status.name,
-                    g.partitions,
-                    g.members,
-                    evaluated.totallag,
-                    max(seconds) if seconds else None,
-                )
+        """Every group, largest lag in seconds first, :data:`PAGE_SIZE` a page (``?page=``),
+        filtered by a substring of the group id (``?q=``): the evaluator's last pass, so a
+        load reads nothing per group."""
+        query = request.query_params.get("q", "")
+        try:
+            page = max(1, int(request.query_params.get("page", "1")))
+        except ValueError:
+            page = 1
+        every = self.evaluator.rows()
+        found = [r for r in every if query in r.group_id] if query else every
+        pages = max(1, -(-len(found) // PAGE_SIZE))
+        page = min(page, pages)
+        shown = found[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        rows = [
+            GroupRow(
+                r.group_id,
+                r.status or "…",
+                r.partitions,
+                r.members,
+                r.total_lag,
+                r.max_lag_seconds,
+                r.bounded,
             )
-        return self._page("index.html", groups=rows)
+            for r in shown
+        ]
+        return self._page(
+            "index.html",
+            groups=rows,
+            query=query,
+            page=page,
+            pages=pages,
+            matching=len(found),
+            total=len(every),
+        )
 
     def _lag_series(self, p: PartitionView, now: int) -> list[tuple[int, int]]:
         """The partition's lag over time: at each of its commits (against the log-end offset
@@ -117,8 +141,17 @@ class Dashboard:
 
     def group(self, request: Request) -> Response:
         group_id = request.path_params["group"]
-        if self.view.group(group_id) is None:
-            return self._page("index.html", status_code=404, groups=[])
+        if not self.view.has_group(group_id):
+            return self._page(
+                "index.html",
+                status_code=404,
+                groups=[],
+                query="",
+                page=1,
+                pages=1,
+                matching=0,
+                total=0,
+            )
         now = int(time.time() * 1000)
         partitions = self.view.partitions(group_id, window=CHART_COMMITS)
         status = self.view.status_of(group_id, partitions, now)

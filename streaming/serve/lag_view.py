@@ -73,7 +73,11 @@ class LagView:
     def group(self, group_id: str) -> GroupListing | None:
         return next((g for g in self.groups() if g.group_id == group_id), None)
 
-    def _log_ends(self, topics: set[str]) -> dict[TopicPartition, int]:
+    def has_group(self, group_id: str) -> bool:
+        """Whether the sink knows the group (without listing every group)."""
+        return self.sink.group_exists(group_id)
+
+    def log_end_map(self, topics: set[str]) -> dict[TopicPartition, int]:
         """The latest log-end offset of each partition of ``topics``: the cache's, else the
         sink's stored one (one query for all)."""
         stored = {tp: e.offset for tp, e in self.sink.log_end_offsets(topics).items()}
@@ -104,7 +108,7 @@ class LagView:
         history query for the group."""
         size = self.intervals if window is None else window
         committed = self.sink.fetch_offsets(group_id)
-        ends = self._log_ends({c.topic for c in committed})
+        ends = self.log_end_map({c.topic for c in committed})
         history = self.sink.recent_history(group_id, size) if size else {}
         now = int(time.time() * 1000)
         return [

@@ -27,6 +27,7 @@ from typing import Any
 
 from connectors.client.offsets_reader import BrokerOffsets
 from connectors.sinks import Sink, SinkError
+from connectors.sinks.log_end_samples import DEFAULT_KEEP as DEFAULT_KEEP_POINTS
 from connectors.sinks.log_end_samples import LogEndSample, merge_sample, thin
 from state.coordinator.model import TopicPartition
 
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 DEFAULT_INTERVAL_S = 10.0
 #: Observations kept per partition: an hour at the default interval.
 DEFAULT_KEEP = 360
+#: Seconds between two loads of the whole sampled table (in between, only what changed).
+FULL_RELOAD_S = 600.0
 
 
 class LogEndCache:
@@ -57,6 +60,9 @@ class LogEndCache:
         self._seen: dict[TopicPartition, deque[tuple[int, int]]] = {}
         self._samples_sink = samples_sink
         self._points: dict[TopicPartition, list[LogEndSample]] = {}
+        self._keep_points = DEFAULT_KEEP_POINTS
+        self._full_loaded_at: float | None = None
+        self._loaded_ms = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -143,9 +149,32 @@ class LogEndCache:
         return len(ends)
 
     def _load_points(self) -> None:
-        loaded = self.sink.log_end_samples()
+        """The whole table now and then (:data:`FULL_RELOAD_S`), else only the points seen
+        since the last load (a partition's newest, mostly), merged as the writers merge them."""
+        now = time.monotonic()
+        if self._full_loaded_at is None or now - self._full_loaded_at >= FULL_RELOAD_S:
+            started_ms = int(time.time() * 1000)
+            loaded = self.sink.log_end_samples()
+            with self._lock:
+                self._points = loaded
+            self._full_loaded_at, self._loaded_ms = now, started_ms
+            return
+        since = self._loaded_ms - int(2 * self.interval_s * 1000)  # writers' clocks and lag
+        self._loaded_ms = int(time.time() * 1000)
+        changed = self.sink.log_end_samples_since(since)
         with self._lock:
-            self._points = loaded
+            for topic, partition, point in changed:
+                tp = TopicPartition(topic, partition)
+                points = self._points.setdefault(tp, [])
+                same = next((i for i, p in enumerate(points) if p.offset == point.offset), None)
+                if same is not None:
+                    points[same] = point
+                elif not points or point.offset > points[-1].offset:
+                    points.append(point)
+                else:  # an offset below the newest that was never seen: the table restarted
+                    self._points[tp] = [point]
+                if len(points) > self._keep_points + self._keep_points // 5:
+                    self._points[tp] = thin(points, self._keep_points)
 
     def start(self) -> None:
         if self._thread is None:

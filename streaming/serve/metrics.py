@@ -8,8 +8,8 @@ topic), ``kafka_consumergroup_members`` and ``kafka_topic_partition_current_offs
 log-end offset). The progress metrics are ``consumer_offsets_*``; ``consumer_offsets_status``
 says ACTIVE (or LOADING) only while the job's heartbeat is fresh, else NOT_RESPONDING
 (``connectors.client.liveness``), and ``consumer_offsets_heartbeat_timestamp_seconds`` when
-it was last seen. Lag in seconds, per-group figures and each group's Burrow status come under
-kafka-lag-exporter's names (``streaming.serve.time_lag_metrics``).
+it was last seen. The lag families (kafka_exporter's and kafka-lag-exporter's, lag in seconds
+and each group's Burrow status) are written as text by ``streaming.serve.exposition``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from prometheus_client.registry import Collector
 from connectors.client.liveness import NOT_RESPONDING, liveness
 from connectors.sinks import SinkError
 from streaming.serve.lag_view import LagView
-from streaming.serve.time_lag_metrics import TimeLagFamilies
 
 #: The status label's values: the stored states, and a LOADING or ACTIVE job's stale heartbeat.
 STATUSES = ("LOADING", "ACTIVE", "STOPPED", NOT_RESPONDING.replace(" ", "_"))
@@ -37,59 +36,8 @@ class SinkCollector(Collector):
         self.view = view
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._lag()
+        # The lag families are written as text beside these (streaming.serve.exposition).
         yield from self._progress()
-
-    def _lag(self) -> Iterator[Metric]:
-        group_labels = ["consumergroup", "topic", "partition"]
-        current = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset",
-            "Current committed offset of a consumer group at a topic/partition",
-            labels=group_labels,
-        )
-        lag = GaugeMetricFamily(
-            "kafka_consumergroup_lag",
-            "Current approximate lag of a consumer group at a topic/partition",
-            labels=group_labels,
-        )
-        lag_sum = GaugeMetricFamily(
-            "kafka_consumergroup_lag_sum",
-            "Current approximate lag of a consumer group at a topic for all partitions",
-            labels=["consumergroup", "topic"],
-        )
-        members = GaugeMetricFamily(
-            "kafka_consumergroup_members",
-            "Amount of members in a consumer group",
-            labels=["consumergroup"],
-        )
-        log_end = GaugeMetricFamily(
-            "kafka_topic_partition_current_offset",
-            "Current offset of a broker at a topic/partition",
-            labels=["topic", "partition"],
-        )
-        seen_log_end: set[tuple[str, int]] = set()
-        time_lag = TimeLagFamilies(self.view.cluster)
-        for group in self.view.groups():
-            members.add_metric([group.group_id], float(group.members or 0))
-            sums: dict[str, int] = {}
-            partitions = self.view.partitions(group.group_id)
-            status = self.view.status_of(group.group_id, partitions).status.name
-            time_lag.add_group(group.group_id, partitions, status)
-            for p in partitions:
-                topic, partition = p.committed.topic, p.committed.partition
-                labels = [group.group_id, topic, str(partition)]
-                current.add_metric(labels, float(p.committed.offset))
-                if p.log_end_offset is None:
-                    continue
-                lag.add_metric(labels, float(p.lag or 0))
-                sums[topic] = sums.get(topic, 0) + (p.lag or 0)
-                if (topic, partition) not in seen_log_end:
-                    seen_log_end.add((topic, partition))
-                    log_end.add_metric([topic, str(partition)], float(p.log_end_offset))
-            for topic, total in sorted(sums.items()):
-                lag_sum.add_metric([group.group_id, topic], float(total))
-        yield from (current, lag, lag_sum, members, log_end)
-        yield from time_lag.families()
 
     def _progress(self) -> Iterator[Metric]:
         try:

@@ -93,6 +93,7 @@ def client(sink_url: str) -> Iterator[TestClient]:
         for group, (_, log_end_now, _) in HISTORIES.items():
             log_ends.observe({TopicPartition(_topic(group), 0): log_end_now}, now)
         log_ends.observe({TopicPartition(_topic(STOPPED), 0): 100}, now)
+        app.state.evaluator.evaluate()  # the index's statuses: the evaluator's last pass
         yield test_client
 
 

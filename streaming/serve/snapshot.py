@@ -1,0 +1,157 @@
+"""Every group's partitions at once, for the pages that show all groups (``/metrics``, the
+dashboard's index): one read of every committed offset (``Sink.all_offsets``), the log-end
+offsets and sampled tables the server already holds, and each partition's lag in messages and
+in seconds. A group's own page and Burrow's routes read one group instead (``lag_view``).
+
+:class:`GroupEvaluator` keeps, in a thread of its own, what is too dear to compute per
+request over thousands of groups: each group's Burrow status (its commit history) and the
+summary rows of the index (sorted by lag in seconds); requests read its last pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from connectors.sinks import SinkError
+from connectors.sinks.log_end_samples import TimeLag, lag_ms
+from state.coordinator.model import TopicPartition
+from streaming.serve.lag_view import LagView
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two passes of the evaluator (statuses and the index's rows).
+DEFAULT_EVALUATION_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFigures:
+    """One committed partition of a group with its lag (None where the log end is unknown)."""
+
+    topic: str
+    partition: int
+    offset: int
+    commit_timestamp_ms: int
+    log_end: int | None
+    lag: int | None
+    time_lag: TimeLag | None
+
+
+def snapshot(view: LagView, now_ms: int | None = None) -> dict[str, list[PartitionFigures]]:
+    """Every group's partitions (by group, sorted by group, topic, partition) with their lag."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    offsets = view.sink.all_offsets()
+    ends = view.log_end_map({topic for _, topic, _, _, _ in offsets})
+    cache = view.log_ends
+    groups: dict[str, list[PartitionFigures]] = {}
+    for group, topic, partition, offset, committed_at in offsets:
+        tp = TopicPartition(topic, partition)
+        end = ends.get(tp)
+        lag = None if end is None else max(0, end - offset)
+        groups.setdefault(group, []).append(
+            PartitionFigures(
+                topic,
+                partition,
+                offset,
+                committed_at,
+                end,
+                lag,
+                lag_ms(cache.points(tp), offset, end, now),
+            )
+        )
+    return groups
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """A row of the dashboard's index."""
+
+    group_id: str
+    partitions: int
+    members: int | None
+    total_lag: int
+    #: The largest lag in seconds of the group's partitions; None when none is known.
+    max_lag_seconds: float | None
+    #: Whether that figure is only a lower bound.
+    bounded: bool
+    #: Burrow's status of the group at the evaluator's last pass ("" before its first).
+    status: str
+
+
+def summarise(
+    view: LagView, figures: dict[str, list[PartitionFigures]], statuses: dict[str, str]
+) -> list[GroupSummary]:
+    """The index's rows, sorted by lag in seconds (largest first, unknown last), then group."""
+    rows = []
+    for listing in view.groups():
+        parts = figures.get(listing.group_id, [])
+        known = [p.time_lag for p in parts if p.time_lag is not None]
+        worst = max(known, key=lambda t: t.lag_ms, default=None)
+        rows.append(
+            GroupSummary(
+                listing.group_id,
+                listing.partitions,
+                listing.members,
+                sum(p.lag or 0 for p in parts),
+                None if worst is None else worst.lag_ms / 1000,
+                worst is not None and worst.bounded,
+                statuses.get(listing.group_id, ""),
+            )
+        )
+    rows.sort(key=lambda r: (r.max_lag_seconds is None, -(r.max_lag_seconds or 0.0), r.group_id))
+    return rows
+
+
+@dataclass
+class GroupEvaluator:
+    """Every ``interval_s``: each group's Burrow status, then the index's rows."""
+
+    view: LagView
+    interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
+    statuses: dict[str, str] = field(default_factory=dict)
+    summaries: list[GroupSummary] | None = None
+    #: Seconds the last pass took (statuses and rows).
+    last_pass_s: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def evaluate(self) -> None:
+        """One pass, synchronously."""
+        started = time.monotonic()
+        statuses = {}
+        for listing in self.view.groups():
+            if self._stop.is_set():
+                return
+            statuses[listing.group_id] = self.view.status(listing.group_id).status.name
+        self.statuses = statuses
+        self.summaries = summarise(self.view, snapshot(self.view), statuses)
+        self.last_pass_s = time.monotonic() - started
+
+    def rows(self) -> list[GroupSummary]:
+        """The index's rows of the last pass; computed now (without statuses) before the first."""
+        found = self.summaries
+        if found is None:
+            found = summarise(self.view, snapshot(self.view), self.statuses)
+        return found
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="group-evaluator", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.evaluate()
+            except SinkError as exc:
+                log.warning("groups not evaluated (retried in %.0f s): %s", self.interval_s, exc)
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
