@@ -93,16 +93,20 @@ def thin(points: Sequence[LogEndSample], keep: int = DEFAULT_KEEP) -> list[LogEn
     return kept
 
 
-def offset_time_ms(points: Sequence[LogEndSample], offset: int) -> tuple[int, bool] | None:
+def offset_time_ms(
+    points: Sequence[LogEndSample], offset: int, offsets: Sequence[int] | None = None
+) -> tuple[int, bool] | None:
     """When the log end passed ``offset`` (ms), and whether that is only a bound (``offset``
     below the oldest point: the oldest point's first time). None without points, or when
-    ``offset`` is at or past the newest point (not produced yet as far as the table knows)."""
+    ``offset`` is at or past the newest point (not produced yet as far as the table knows).
+    ``offsets``: the points' offsets, when the caller keeps them (saves building the list)."""
     if not points or offset >= points[-1].offset:
         return None
     oldest = points[0]
     if offset < oldest.offset:
         return oldest.first_seen_ms, True
-    offsets = [p.offset for p in points]
+    if offsets is None:
+        offsets = [p.offset for p in points]
     i = bisect.bisect_right(offsets, offset) - 1  # points[i].offset <= offset < points[i+1]
     low, high = points[i], points[i + 1]
     # The log end was low.offset until low.last_seen_ms and high.offset from high.first_seen_ms:
@@ -112,12 +116,17 @@ def offset_time_ms(points: Sequence[LogEndSample], offset: int) -> tuple[int, bo
 
 
 def lag_ms(
-    points: Sequence[LogEndSample], committed: int, log_end: int | None, now_ms: int
+    points: Sequence[LogEndSample],
+    committed: int,
+    log_end: int | None,
+    now_ms: int,
+    offsets: Sequence[int] | None = None,
 ) -> TimeLag | None:
     """The time lag of a group at ``committed`` on a partition whose log end is ``log_end``
     (the latest read) and whose table is ``points``: 0 when caught up (``committed >=
     log_end``), else ``now_ms`` minus the committed offset's time (:func:`offset_time_ms`),
-    bounded below the oldest point. None when behind but nothing was sampled yet."""
+    bounded below the oldest point. None when behind but nothing was sampled yet.
+    ``offsets`` as for :func:`offset_time_ms`."""
     if log_end is not None and committed >= log_end:
         return TimeLag(0)
     if not points:
@@ -126,7 +135,8 @@ def lag_ms(
         # The latest log end was read after the table's newest point: the records after that
         # point were produced between its last time and now.
         points = [*points, LogEndSample(log_end, now_ms, now_ms)]
-    found = offset_time_ms(points, committed)
+        offsets = None if offsets is None else [*offsets, log_end]
+    found = offset_time_ms(points, committed, offsets)
     if found is None:
         return TimeLag(0)  # at or past the newest offset known: caught up
     at, bounded = found

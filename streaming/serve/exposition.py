@@ -103,6 +103,13 @@ def lag_text(
         out["kafka_consumergroup_members"].append(
             f'kafka_consumergroup_members{{consumergroup="{g}"}} {listing.members or 0}'
         )
+    current_offset = out["kafka_consumergroup_current_offset"].append
+    group_offset = out["kafka_consumergroup_group_offset"].append
+    exporter_lag = out["kafka_consumergroup_lag"].append
+    group_lag = out["kafka_consumergroup_group_lag"].append
+    lag_seconds = out["kafka_consumergroup_group_lag_seconds"].append
+    bounded = out["consumer_offsets_group_lag_seconds_bounded"].append
+    last_commit = out["consumer_offsets_group_last_commit_timestamp_seconds"].append
     for group, parts in figures.items():
         g = _escape(group)
         kle = f'cluster_name="{c}",group="{g}"'
@@ -122,31 +129,21 @@ def lag_text(
             by_topic[t] = (topic_sum + (p.lag or 0), max(topic_seconds, seconds or 0.0))
             if not per_partition:
                 continue
-            ke = f'consumergroup="{g}",topic="{t}",partition="{p.partition}"'
-            kl = f'{kle},topic="{t}",partition="{p.partition}"'
-            out["kafka_consumergroup_current_offset"].append(
-                f"kafka_consumergroup_current_offset{{{ke}}} {p.offset}"
-            )
-            out["kafka_consumergroup_group_offset"].append(
-                f"kafka_consumergroup_group_offset{{{kl}}} {p.offset}"
-            )
+            ke = f'{{consumergroup="{g}",topic="{t}",partition="{p.partition}"}} '
+            kl = f'{{{kle},topic="{t}",partition="{p.partition}"}} '
+            current_offset(f"kafka_consumergroup_current_offset{ke}{p.offset}")
+            group_offset(f"kafka_consumergroup_group_offset{kl}{p.offset}")
             if p.lag is not None:
-                out["kafka_consumergroup_lag"].append(f"kafka_consumergroup_lag{{{ke}}} {p.lag}")
-                out["kafka_consumergroup_group_lag"].append(
-                    f"kafka_consumergroup_group_lag{{{kl}}} {p.lag}"
-                )
+                exporter_lag(f"kafka_consumergroup_lag{ke}{p.lag}")
+                group_lag(f"kafka_consumergroup_group_lag{kl}{p.lag}")
             if seconds is not None:
-                out["kafka_consumergroup_group_lag_seconds"].append(
-                    f"kafka_consumergroup_group_lag_seconds{{{kl}}} {_number(seconds)}"
-                )
+                lag_seconds(f"kafka_consumergroup_group_lag_seconds{kl}{_number(seconds)}")
                 if p.time_lag is not None and p.time_lag.bounded:
-                    out["consumer_offsets_group_lag_seconds_bounded"].append(
-                        f"consumer_offsets_group_lag_seconds_bounded{{{kl}}} 1"
-                    )
+                    bounded(f"consumer_offsets_group_lag_seconds_bounded{kl}1")
             if p.commit_timestamp_ms >= 0:
-                out["consumer_offsets_group_last_commit_timestamp_seconds"].append(
-                    f"consumer_offsets_group_last_commit_timestamp_seconds{{{kl}}} "
-                    f"{_number(p.commit_timestamp_ms / 1000)}"
+                last_commit(
+                    "consumer_offsets_group_last_commit_timestamp_seconds"
+                    f"{kl}{_number(p.commit_timestamp_ms / 1000)}"
                 )
         for t, (topic_sum, topic_seconds) in sorted(by_topic.items()):
             out["kafka_consumergroup_lag_sum"].append(

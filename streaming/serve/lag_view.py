@@ -78,13 +78,20 @@ class LagView:
         return self.sink.group_exists(group_id)
 
     def log_end_map(self, topics: set[str]) -> dict[TopicPartition, int]:
-        """The latest log-end offset of each partition of ``topics``: the cache's, else the
-        sink's stored one (one query for all)."""
-        stored = {tp: e.offset for tp, e in self.sink.log_end_offsets(topics).items()}
+        """The latest log-end offset of each partition of ``topics``: the cache's, else (a
+        topic the cache has not read yet) the sink's stored one, in one query."""
+        found: dict[TopicPartition, int] = {}
+        unseen = set()
         for topic in topics:
-            for partition, offset in self.log_ends.offsets_of(topic).items():
-                stored[TopicPartition(topic, partition)] = offset
-        return stored
+            cached = self.log_ends.offsets_of(topic)
+            if not cached:
+                unseen.add(topic)
+            for partition, offset in cached.items():
+                found[TopicPartition(topic, partition)] = offset
+        if unseen:  # before the cache's first reading of them
+            for tp, entry in self.sink.log_end_offsets(unseen).items():
+                found[tp] = entry.offset
+        return found
 
     def _window(
         self, committed: CommittedOffset, history: list[CommitHistoryEntry]

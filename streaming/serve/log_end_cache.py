@@ -58,8 +58,12 @@ class LogEndCache:
         self._broker = BrokerOffsets(client_options) if client_options is not None else None
         self._keep = keep
         self._seen: dict[TopicPartition, deque[tuple[int, int]]] = {}
+        #: The newest reading of each partition, by topic (what lag is computed against).
+        self._latest: dict[str, dict[int, int]] = {}
         self._samples_sink = samples_sink
         self._points: dict[TopicPartition, list[LogEndSample]] = {}
+        #: :meth:`tables`, made again after the points change.
+        self._tables: dict[TopicPartition, tuple[list[LogEndSample], list[int]]] | None = None
         self._keep_points = DEFAULT_KEEP_POINTS
         self._full_loaded_at: float | None = None
         self._loaded_ms = 0
@@ -77,9 +81,10 @@ class LogEndCache:
         with self._lock:
             for tp, offset in offsets.items():
                 ring = self._seen.setdefault(tp, deque(maxlen=self._keep))
-                if ring and ring[-1][0] > at_ms:
-                    continue
+                if ring and ring[-1][0] >= at_ms:
+                    continue  # older, or the same reading again (a mirror's, not refreshed)
                 ring.append((at_ms, int(offset)))
+                self._latest.setdefault(tp.topic, {})[tp.partition] = int(offset)
 
     def latest(self, tp: TopicPartition) -> int | None:
         with self._lock:
@@ -89,9 +94,7 @@ class LogEndCache:
     def offsets_of(self, topic: str) -> dict[int, int]:
         """The latest log-end offset of each known partition of ``topic``."""
         with self._lock:
-            return {
-                tp.partition: ring[-1][1] for tp, ring in self._seen.items() if tp.topic == topic
-            }
+            return dict(self._latest.get(topic, {}))
 
     def at(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
         """The log-end offset last seen at or before ``timestamp_ms`` (None if none was)."""
@@ -119,6 +122,17 @@ class LogEndCache:
         with self._lock:
             return self._points.get(tp, [])
 
+    def tables(self) -> dict[TopicPartition, tuple[list[LogEndSample], list[int]]]:
+        """Every partition's points and their offsets (for bisecting), as last loaded: one
+        consistent copy for a pass over every group."""
+        with self._lock:
+            if self._tables is None:
+                self._tables = {
+                    tp: (list(points), [p.offset for p in points])
+                    for tp, points in self._points.items()
+                }
+            return self._tables
+
     def refresh(self) -> int:
         """Read the log-end offsets of the committed topics once, add them to the sampled
         table (when this server reads the cluster) and load the table; the partitions read."""
@@ -143,6 +157,7 @@ class LogEndCache:
             self._load_points()
         else:
             with self._lock:
+                self._tables = None
                 for tp, offset in ends.items():
                     merged, _ = merge_sample(self._points.get(tp, []), offset, now)
                     self._points[tp] = thin(merged)
@@ -157,12 +172,14 @@ class LogEndCache:
             loaded = self.sink.log_end_samples()
             with self._lock:
                 self._points = loaded
+                self._tables = None
             self._full_loaded_at, self._loaded_ms = now, started_ms
             return
         since = self._loaded_ms - int(2 * self.interval_s * 1000)  # writers' clocks and lag
         self._loaded_ms = int(time.time() * 1000)
         changed = self.sink.log_end_samples_since(since)
         with self._lock:
+            self._tables = None
             for topic, partition, point in changed:
                 tp = TopicPartition(topic, partition)
                 points = self._points.setdefault(tp, [])

@@ -14,10 +14,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Final
 
 from connectors.sinks import SinkError
-from connectors.sinks.log_end_samples import TimeLag, lag_ms
-from state.coordinator.model import TopicPartition
+from connectors.sinks.log_end_samples import LogEndSample, TimeLag, lag_ms
 from streaming.serve.lag_view import LagView
 
 log = logging.getLogger(__name__)
@@ -44,24 +44,36 @@ def snapshot(view: LagView, now_ms: int | None = None) -> dict[str, list[Partiti
     now = int(time.time() * 1000) if now_ms is None else now_ms
     offsets = view.sink.all_offsets()
     ends = view.log_end_map({topic for _, topic, _, _, _ in offsets})
-    cache = view.log_ends
+    tables = view.log_ends.tables()
+    none: tuple[list[LogEndSample], list[int]] = ([], [])
     groups: dict[str, list[PartitionFigures]] = {}
+    current, parts = None, []
     for group, topic, partition, offset, committed_at in offsets:
-        tp = TopicPartition(topic, partition)
-        end = ends.get(tp)
-        lag = None if end is None else max(0, end - offset)
-        groups.setdefault(group, []).append(
+        if group != current:  # rows come sorted by group
+            current, parts = group, groups.setdefault(group, [])
+        tp = (topic, partition)  # equal to (and hashed as) TopicPartition(topic, partition)
+        end = ends.get(tp)  # type: ignore[call-overload]
+        if end is not None and offset >= end:
+            parts.append(
+                PartitionFigures(topic, partition, offset, committed_at, end, 0, _CAUGHT_UP)
+            )
+            continue
+        points, bisected = tables.get(tp, none)  # type: ignore[call-overload]
+        parts.append(
             PartitionFigures(
                 topic,
                 partition,
                 offset,
                 committed_at,
                 end,
-                lag,
-                lag_ms(cache.points(tp), offset, end, now),
+                None if end is None else end - offset,
+                lag_ms(points, offset, end, now, bisected),
             )
         )
     return groups
+
+
+_CAUGHT_UP: Final = TimeLag(0)
 
 
 @dataclass(frozen=True, slots=True)
