@@ -3,8 +3,10 @@
 - **RSS** (``VmRSS`` from /proc) by role: the driver's Python and its JVM, the Python workers
   (sum), the same three for the mirror, ``serve``, the load process, this harness, each broker
   and PostgreSQL (the postmaster and its backends, summed). A role whose top process started
-  less than ``settle_s`` ago (a restart after a fault) is marked unsettled: the growth check
-  leaves such samples out, since a fresh JVM climbing back to its plateau is not a leak.
+  less than ``settle_s`` ago (a restart after a fault) is marked unsettled, and the driver's and
+  the mirror's until ``settle_s`` after their first micro-batch (a restart can take minutes on a
+  busy machine before the first): the growth check leaves such samples out, since a fresh JVM
+  climbing back to its plateau is not a leak.
 - **Bytes written** to disk by the driver's and the mirror's process trees in the window
   (``write_bytes`` of /proc/<pid>/io: the checkpoint's RocksDB and changelog files, Spark's
   logs, a SQLite sink), and the **checkpoint sizes** on disk.
@@ -91,10 +93,23 @@ class Sampler:
         self.settle_s = settle_s
         self._written: dict[str, dict[int, int]] = {"driver": {}, "mirror": {}}
         self._last_batch = -1
+        #: pid → when its first micro-batch was seen (the driver's and the mirror's).
+        self._serving_since: dict[int, float] = {}
 
     # -- memory ------------------------------------------------------------------------------
-    def memory(self) -> tuple[dict[str, float | None], dict[str, bool], dict[str, int]]:
-        """RSS in MB by role, whether each role has settled, and the workers' counts."""
+    def _serving_for(self, pid: int, age_s: float, last_batch_wall: float | None) -> float:
+        """Seconds since ``pid`` (the driver or the mirror) was first seen having written a
+        batch (one that ended after it started)."""
+        if last_batch_wall is not None and last_batch_wall > time.time() - age_s:
+            self._serving_since.setdefault(pid, time.monotonic())
+        since = self._serving_since.get(pid)
+        return 0.0 if since is None else time.monotonic() - since
+
+    def memory(
+        self, last_batch_wall: dict[str, float | None] | None = None
+    ) -> tuple[dict[str, float | None], dict[str, bool], dict[str, int]]:
+        """RSS in MB by role, whether each role has settled, and the workers' counts.
+        ``last_batch_wall``: when the driver's and the mirror's last batch ended (time.time())."""
         rss: dict[str, float | None] = {}
         settled: dict[str, bool] = {}
         counts: dict[str, int] = {}
@@ -102,6 +117,9 @@ class Sampler:
             age = _age_s(pid)
             is_settled = age is not None and age >= self.settle_s
             if role in ("driver", "mirror"):
+                last = (last_batch_wall or {}).get(role)
+                serving = self._serving_for(pid, age or 0.0, last)
+                is_settled = is_settled and serving >= self.settle_s
                 tree = spark_tree(pid)
                 for part, pids in tree.items():
                     name = f"{role}_{part}"
@@ -140,6 +158,7 @@ class Sampler:
         commits, offsets = checkpoint / "commits", checkpoint / "offsets"
         durations: list[float] = []
         last = self._last_batch
+        last_commit_wall: float | None = None
         with contextlib.suppress(OSError):
             for entry in os.scandir(commits):
                 if not entry.name.isdigit():
@@ -147,6 +166,7 @@ class Sampler:
                 batch = int(entry.name)
                 last = max(last, batch)
                 done = entry.stat().st_mtime
+                last_commit_wall = max(last_commit_wall or done, done)
                 if done < since_wall:
                     continue
                 with contextlib.suppress(OSError):
@@ -157,6 +177,7 @@ class Sampler:
         return {
             "count": count,
             "last_batch_id": last,
+            "last_commit_wall": last_commit_wall,
             "p50_s": durations[len(durations) // 2] if durations else None,
             "max_s": durations[-1] if durations else None,
         }
@@ -217,7 +238,15 @@ class Sampler:
 
     # -- one window --------------------------------------------------------------------------
     def sample(self, since_wall: float) -> dict[str, Any]:
-        rss, settled, counts = self.memory()
+        batches = self.batches(since_wall)
+        mirror = getattr(self.services.mirror_status(), "last_progress", None)
+        mirror_ms = getattr(mirror, "timestamp_ms", None)
+        rss, settled, counts = self.memory(
+            {
+                "driver": batches["last_commit_wall"],
+                "mirror": None if mirror_ms is None else mirror_ms / 1000,
+            }
+        )
         runtime = self.services.runtime
         status = self.services.job_status()
         progress = getattr(status, "last_progress", None)
@@ -232,7 +261,7 @@ class Sampler:
                 "mirror": dir_bytes(runtime / "mirror-checkpoint") / 1e6,
             },
             "kafka_mb": dir_bytes(runtime / "kafka") / 1e6,
-            "batches": self.batches(since_wall),
+            "batches": batches,
             "state_keys": getattr(progress, "state_keys", None),
             "sink": self.sink(),
             "serve": self.services.scrape_metrics(),
