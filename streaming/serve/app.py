@@ -70,7 +70,7 @@ def create_app(config: ServeConfig) -> Starlette:
     )
     view = LagView(sink, log_ends, config.cluster_name, config.intervals)
     registry = registry_for(view)
-    evaluator = GroupEvaluator(view, config.evaluation_interval_s)
+    evaluator = GroupEvaluator(view, config.evaluation_interval_s, config.log_end_interval_s)
 
     def metrics(request: Request) -> Response:
         lag = lag_text(

@@ -118,10 +118,14 @@ def summarise(
 
 @dataclass
 class GroupEvaluator:
-    """Every ``interval_s``: each group's Burrow status, then the index's rows."""
+    """Every ``interval_s``: each group's Burrow status; every ``rows_interval_s``: the
+    index's rows."""
 
     view: LagView
     interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
+    #: Seconds between two computations of the index's rows (lags change with every log-end
+    #: reading, statuses more slowly): the server's log-end interval.
+    rows_interval_s: float = 10.0
     statuses: dict[str, str] = field(default_factory=dict)
     summaries: list[GroupSummary] | None = None
     #: Seconds the last pass took (statuses and rows).
@@ -130,7 +134,7 @@ class GroupEvaluator:
     _thread: threading.Thread | None = None
 
     def evaluate(self) -> None:
-        """One pass, synchronously."""
+        """One pass, synchronously: every group's status, then the index's rows."""
         started = time.monotonic()
         statuses = {}
         for listing in self.view.groups():
@@ -138,8 +142,12 @@ class GroupEvaluator:
                 return
             statuses[listing.group_id] = self.view.status(listing.group_id).status.name
         self.statuses = statuses
-        self.summaries = summarise(self.view, snapshot(self.view), statuses)
+        self.refresh_rows()
         self.last_pass_s = time.monotonic() - started
+
+    def refresh_rows(self) -> None:
+        """The index's rows from the current lags and the last statuses."""
+        self.summaries = summarise(self.view, snapshot(self.view), self.statuses)
 
     def rows(self) -> list[GroupSummary]:
         """The index's rows of the last pass; computed now (without statuses) before the first."""
@@ -154,13 +162,19 @@ class GroupEvaluator:
             self._thread.start()
 
     def _run(self) -> None:
+        evaluated_at: float | None = None
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                self.evaluate()
+                if evaluated_at is None or started - evaluated_at >= self.interval_s:
+                    evaluated_at = started
+                    self.evaluate()
+                else:
+                    self.refresh_rows()
             except SinkError as exc:
-                log.warning("groups not evaluated (retried in %.0f s): %s", self.interval_s, exc)
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+                log.warning("groups not evaluated (retried soon): %s", exc)
+            wait = min(self.interval_s, self.rows_interval_s)
+            self._stop.wait(max(0.0, wait - (time.monotonic() - started)))
 
     def stop(self) -> None:
         self._stop.set()
