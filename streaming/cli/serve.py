@@ -46,7 +46,26 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how often every group's Burrow status and the dashboard's index are computed",
     )
+    parser.add_argument(
+        "--web-config-file",
+        metavar="FILE",
+        help="TLS and users, as Prometheus exporters' web config (tls_server_config, "
+        "basic_auth_users with bcrypt hashes)",
+    )
     add_log_level_argument(parser, default="warning")
+
+
+def web_config_from_args(args: argparse.Namespace) -> Any:
+    """The web config file's settings (none: plain HTTP, no users); UsageError naming a bad
+    field."""
+    from streaming.serve.web_config import WebConfig, load_web_config
+
+    if not args.web_config_file:
+        return WebConfig()
+    try:
+        return load_web_config(args.web_config_file)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def serve_config_from_args(args: argparse.Namespace) -> Any:
@@ -85,12 +104,11 @@ def serve_config_from_args(args: argparse.Namespace) -> Any:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted (uvicorn handles SIGINT/SIGTERM); 0 on a clean stop."""
-    import uvicorn
-
     from streaming.serve import create_app
+    from streaming.serve.server import serve_forever
 
     config = serve_config_from_args(args)
+    web = web_config_from_args(args)
     configure_logging(args.log_level)
-    app = create_app(config)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    serve_forever(create_app(config), args.host, args.port, web, args.log_level)
     return 0

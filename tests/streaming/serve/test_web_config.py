@@ -1,0 +1,280 @@
+"""``serve --web-config-file``: TLS and users as Prometheus exporters take them, checked for real —
+uvicorn on a port with certificates made by openssl, httpx as the client, a real Prometheus
+scraping with ``basic_auth`` and ``tls_config``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import bcrypt
+import httpx
+import pytest
+import uvicorn
+
+from connectors.kafka.local import free_port_block
+from connectors.sinks import BatchProgress, open_sink
+from streaming.serve import ServeConfig, create_app
+from streaming.serve.server import is_loopback, uvicorn_config
+from streaming.serve.web_config import WebConfig, load_web_config
+from tests.connectors.sinks.record_frames import commit, frame
+from tests.fixtures.kafka_secured import make_certificates
+from tests.streaming.helpers import wait_for
+
+PASSWORD = "correct horse battery staple"
+
+
+def _openssl(folder: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+
+@dataclass(frozen=True)
+class Certificates:
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    folder = tmp_path_factory.mktemp("tls")
+    ca, _ = make_certificates(folder, "unused-store-password")
+    _openssl(folder, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key",
+             "-out", "client.csr", "-subj", "/CN=prometheus")  # fmt: skip
+    _openssl(folder, "x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "client.pem", "-days", "2")  # fmt: skip
+    return Certificates(
+        ca,
+        folder / "broker.pem",
+        folder / "broker.key",
+        folder / "client.pem",
+        folder / "client.key",
+    )
+
+
+def _hash(password: str) -> str:
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+
+
+def _write_config(folder: Path, certs: Certificates, client_auth: str = "NoClientCert") -> Path:
+    path = folder / f"web-{client_auth}.yml"
+    path.write_text(
+        "tls_server_config:\n"
+        f"  cert_file: {certs.server_cert}\n"
+        f"  key_file: {certs.server_key}\n"
+        f"  client_ca_file: {certs.ca}\n"
+        f"  client_auth_type: {client_auth}\n"
+        "basic_auth_users:\n"
+        f"  ops: '{_hash(PASSWORD)}'\n"
+        f"  alice: '{_hash('alice-secret')}'\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _sink_with_a_group(folder: Path) -> str:
+    url = f"sqlite:///{folder / 'offsets.db'}"
+    with open_sink(url) as sink:
+        sink.reset("ACTIVE", "test")
+        sink.write_batch(0, frame(commit("payments", "orders", 0, 42)), BatchProgress(batch_id=0))
+    return url
+
+
+@contextmanager
+def _serving(folder: Path, web: WebConfig) -> Iterator[str]:
+    """The app on a free port with ``web``'s TLS and users; yields its https URL."""
+    app = create_app(ServeConfig(sink_url=_sink_with_a_group(folder)))
+    port = free_port_block(1)
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, web))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started, "uvicorn did not start"
+        yield f"https://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+# --- the file ----------------------------------------------------------------------------------
+
+
+def test_a_config_file_is_read_with_relative_paths(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    shutil.copy(certificates.server_cert, tmp_path / "server.crt")
+    shutil.copy(certificates.server_key, tmp_path / "server.key")
+    path = tmp_path / "web.yml"
+    path.write_text(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+        "  min_version: TLS13\n"
+        f"basic_auth_users:\n  ops: '{_hash(PASSWORD)}'\n"
+    )
+    web = load_web_config(path)
+    assert web.tls is not None
+    assert (web.tls.cert_file, web.tls.min_version) == (tmp_path / "server.crt", "TLS13")
+    assert web.tls.verify_mode == ssl.CERT_NONE
+    assert set(web.basic_auth_users) == {"ops"}
+    assert "$2b$" not in repr(web)  # hashes are never printed
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tls_server_config:\n  key_file: x\n", "tls_server_config.cert_file is required"),
+        ("tls_server_config:\n  cert_file: nowhere.pem\n  key_file: x\n", "cert_file: no file"),
+        ("basic_auth_users:\n  ops: plain-password\n", "basic_auth_users.ops must be a bcrypt"),
+        ("basic_users:\n  ops: x\n", "unknown fields basic_users"),
+        ("tls_server_config: [1]\n", "tls_server_config must be a mapping"),
+        ("[1, 2\n", "not YAML"),
+    ],
+)
+def test_a_bad_file_names_the_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_web_config(path)
+
+
+def test_client_auth_types_python_cannot_honour_are_refused(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    with pytest.raises(ValueError, match="RequireAnyClientCert' is not supported"):
+        load_web_config(_write_config(tmp_path, certificates, "RequireAnyClientCert"))
+    path = tmp_path / "no-ca.yml"
+    path.write_text(
+        f"tls_server_config:\n  cert_file: {certificates.server_cert}\n"
+        f"  key_file: {certificates.server_key}\n"
+        "  client_auth_type: RequireAndVerifyClientCert\n"
+    )
+    with pytest.raises(ValueError, match="client_ca_file is required"):
+        load_web_config(path)
+
+
+def test_loopback_addresses() -> None:
+    assert all(map(is_loopback, ["127.0.0.1", "127.1.2.3", "::1", "localhost"]))
+    assert not any(map(is_loopback, ["0.0.0.0", "10.0.0.5", "::", "example.com"]))
+
+
+def test_the_cli_refuses_a_bad_file_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text("basic_auth_users:\n  ops: plain-password\n")
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "consumer-offsets"), "serve", "--sink-url",
+         f"sqlite:///{tmp_path / 'x.db'}", "--web-config-file", str(path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "basic_auth_users.ops must be a bcrypt hash" in lines[0], lines
+
+
+# --- served --------------------------------------------------------------------------------------
+
+
+def test_tls_and_users(tmp_path: Path, certificates: Certificates) -> None:
+    web = load_web_config(_write_config(tmp_path, certificates))
+    with _serving(tmp_path, web) as url:
+        with httpx.Client(verify=str(certificates.ca), timeout=30) as client:
+            anonymous = client.get(f"{url}/metrics")
+            assert anonymous.status_code == 401
+            assert anonymous.headers["www-authenticate"].startswith('Basic realm="')
+            assert client.get(f"{url}/metrics", auth=("ops", "wrong")).status_code == 401
+            assert client.get(f"{url}/metrics", auth=("nobody", PASSWORD)).status_code == 401
+            assert client.get(f"{url}/", auth=("ops", "wrong")).status_code == 401
+            for _ in range(2):  # the second answer comes from the remembered digest
+                metrics = client.get(f"{url}/metrics", auth=("ops", PASSWORD))
+                assert metrics.status_code == 200
+                assert 'kafka_consumergroup_current_offset{consumergroup="payments"' in metrics.text
+            burrow = client.get(f"{url}/v3/kafka/local/consumer", auth=("alice", "alice-secret"))
+            assert burrow.status_code == 200 and "payments" in burrow.json()["consumers"]
+        # Plain HTTP on the TLS port gets no answer, and an unknown CA is refused.
+        plain = url.replace("https://", "http://")
+        with pytest.raises(httpx.HTTPError), httpx.Client(timeout=10) as client:
+            client.get(f"{plain}/metrics", auth=("ops", PASSWORD)).raise_for_status()
+        with pytest.raises(httpx.ConnectError), httpx.Client(timeout=10) as client:
+            client.get(f"{url}/metrics", auth=("ops", PASSWORD))
+
+
+def test_client_certificates_when_required(tmp_path: Path, certificates: Certificates) -> None:
+    web = load_web_config(_write_config(tmp_path, certificates, "RequireAndVerifyClientCert"))
+    with _serving(tmp_path, web) as url:
+        with pytest.raises(httpx.HTTPError), httpx.Client(verify=str(certificates.ca)) as client:
+            client.get(f"{url}/metrics", auth=("ops", PASSWORD)).raise_for_status()
+        context = ssl.create_default_context(cafile=str(certificates.ca))
+        context.load_cert_chain(str(certificates.client_cert), str(certificates.client_key))
+        with httpx.Client(verify=context, timeout=30) as client:
+            assert client.get(f"{url}/metrics", auth=("ops", PASSWORD)).status_code == 200
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+    except OSError:
+        return None
+
+
+def test_a_real_prometheus_scrapes_over_tls_with_a_user(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    prometheus = shutil.which("prometheus")
+    if prometheus is None:
+        pytest.fail("prometheus is not installed: bash deploy/setup.sh --test-tools")
+    web = load_web_config(_write_config(tmp_path, certificates))
+    with _serving(tmp_path, web) as url:
+        target = url.removeprefix("https://")
+        config = tmp_path / "prometheus.yml"
+        jobs = {"with-user": PASSWORD, "wrong-password": "wrong"}
+        config.write_text(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+            + "".join(
+                f"  - job_name: {job}\n    scheme: https\n"
+                f"    tls_config:\n      ca_file: {certificates.ca}\n"
+                f"    basic_auth:\n      username: ops\n      password: '{password}'\n"
+                f"    static_configs:\n      - targets: ['{target}']\n"
+                for job, password in jobs.items()
+            )
+        )
+        port = free_port_block(1)
+        process = subprocess.Popen(
+            [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        api = f"http://127.0.0.1:{port}/api/v1/query?query="
+
+        def query(promql: str) -> list[dict] | None:
+            body = _get(api + urllib.parse.quote(promql))
+            return None if body is None else json.loads(body)["data"]["result"]
+
+        try:
+            offset = 'kafka_consumergroup_current_offset{consumergroup="payments"}'
+            found = wait_for(lambda: query(offset), lambda r: bool(r), 90)
+            assert {r["metric"]["job"] for r in found} == {"with-user"}
+            assert float(found[0]["value"][1]) == 42.0
+            up = wait_for(lambda: query("up"), lambda r: r is not None and len(r) == 2, 60)
+            assert {r["metric"]["job"]: float(r["value"][1]) for r in up} == {
+                "with-user": 1.0,
+                "wrong-password": 0.0,
+            }
+        finally:
+            process.terminate()
+            _, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err.decode(errors="replace")[-2000:]
