@@ -163,6 +163,10 @@ class GroupEvaluator:
 
     def _run(self) -> None:
         evaluated_at: float | None = None
+        try:
+            self.refresh_rows()  # the index's rows at once; statuses follow (a longer pass)
+        except SinkError as exc:
+            log.warning("groups not listed (retried soon): %s", exc)
         while not self._stop.is_set():
             started = time.monotonic()
             try:
