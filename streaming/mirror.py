@@ -50,6 +50,7 @@ from connectors.sinks.retention import (
     HistoryRetention,
     check_history_retention,
 )
+from connectors.sinks.retry import with_sink_retries
 from state.shard import (
     RecordFormatError,
     classify_key,
@@ -93,9 +94,14 @@ class MirrorConfig:
     cluster_name: str = "source"
     #: Seconds between two reads of the committed topics' log-end offsets into the sink.
     log_end_interval_s: float = DEFAULT_INTERVAL_S
+    #: Seconds a micro-batch's sink write is retried while the sink is unreachable (the query
+    #: waits) before the mirror fails, as the job's ``sink_write_timeout_s``; 0 fails at once.
+    sink_write_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         hide_in_logs(secret_values(self.source_kafka_options))
+        if self.sink_write_timeout_s < 0:
+            raise ValueError(f"sink_write_timeout_s must be >= 0, got {self.sink_write_timeout_s}")
         check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
 
     def redacted(self) -> dict[str, Any]:
@@ -143,6 +149,8 @@ class MirrorWriter:
     positions: dict[int, int] = field(default_factory=dict)
     loading: bool = True
     other_types: Counter[str] = field(default_factory=Counter)
+    #: How long a batch's sink write is retried through a sink outage (``MirrorConfig``).
+    sink_write_timeout_s: float = 60.0
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -176,7 +184,14 @@ class MirrorWriter:
             timestamp_ms=int(time.time() * 1000),
         )
         decoded = time.monotonic()
-        self.sink.write_batch(batch_id, frame, progress, members)
+        # A sink outage is waited out, as the job waits: the batch is one idempotent
+        # transaction, so writing it again after a failure is safe.
+        with_sink_retries(
+            lambda: self.sink.write_batch(batch_id, frame, progress, members),
+            self.sink_write_timeout_s,
+            f"batch {batch_id}",
+            log,
+        )
         written = time.monotonic()
         if self.loading and self.caught_up():
             self.loading = False
@@ -281,7 +296,9 @@ class OffsetsMirror:
         # Nothing left to read where compaction or retention removed everything up to the end.
         for partition, start in starts.items():
             positions[partition] = max(positions.get(partition, 0), start)
-        self.writer = MirrorWriter(self.sink, ends, positions)
+        self.writer = MirrorWriter(
+            self.sink, ends, positions, sink_write_timeout_s=config.sink_write_timeout_s
+        )
         if self.writer.caught_up():
             self.writer.loading = False
             self.sink.set_status("ACTIVE", f"mirroring {config.cluster_name}: caught up")

@@ -68,6 +68,11 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long a commit stays in the history (default one day; -1 keeps it forever)",
     )
     parser.add_argument("--history-retention-check-interval-ms", metavar="MS")
+    parser.add_argument(
+        "--sink-write-timeout-s",
+        metavar="SECONDS",
+        help="how long a batch waits out a sink outage before the mirror fails (default 60)",
+    )
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
     add_log_level_argument(parser)
 
@@ -89,6 +94,7 @@ def mirror_config_from_args(args: argparse.Namespace) -> Any:
             "keep_history",
             "history_retention_ms",
             "history_retention_check_interval_ms",
+            "sink_write_timeout_s",
         )
     }
     if args.source_kafka_option:
