@@ -35,11 +35,16 @@ def handler() -> logging.Handler:
     collect.records = records  # type: ignore[attr-defined]
     root = logging.getLogger()
     root.addHandler(collect)
-    previous = root.level
-    root.setLevel(logging.INFO)
+    # Levels that other tests in the same process may have set (the CLI's logging setup turns
+    # libraries down) must not decide what reaches the outage log here.
+    loggers = [root, *(logging.getLogger(n) for n in ("librdkafka", "kafka", "kafka.client"))]
+    previous = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.INFO if logger is root else logging.NOTSET)
     yield collect
     root.removeHandler(collect)
-    root.setLevel(previous)
+    for logger, level in zip(loggers, previous, strict=True):
+        logger.setLevel(level)
 
 
 def lines(handler: logging.Handler) -> list[str]:
