@@ -29,7 +29,7 @@ from streaming.serve import ServeConfig, create_app
 from streaming.serve.server import is_loopback, uvicorn_config
 from streaming.serve.web_config import WebConfig, load_web_config
 from tests.connectors.sinks.record_frames import commit, frame
-from tests.fixtures.kafka_secured import make_certificates
+from tests.fixtures.kafka_secured import LEAF_EXTENSIONS, make_certificates
 from tests.streaming.helpers import wait_for
 
 PASSWORD = "correct horse battery staple"
@@ -54,8 +54,10 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
     ca, _ = make_certificates(folder, "unused-store-password")
     _openssl(folder, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key",
              "-out", "client.csr", "-subj", "/CN=prometheus")  # fmt: skip
+    (folder / "client.ext").write_text(LEAF_EXTENSIONS + "extendedKeyUsage=clientAuth\n")
     _openssl(folder, "x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "client.pem", "-days", "2")  # fmt: skip
+             "-CAcreateserial", "-out", "client.pem", "-days", "2",
+             "-extfile", "client.ext")  # fmt: skip
     return Certificates(
         ca,
         folder / "broker.pem",
@@ -191,7 +193,9 @@ def test_the_cli_refuses_a_bad_file_in_one_line(tmp_path: Path) -> None:
 def test_tls_and_users(tmp_path: Path, certificates: Certificates) -> None:
     web = load_web_config(_write_config(tmp_path, certificates))
     with _serving(tmp_path, web) as url:
-        with httpx.Client(verify=str(certificates.ca), timeout=30) as client:
+        with httpx.Client(
+            verify=ssl.create_default_context(cafile=certificates.ca), timeout=30
+        ) as client:
             anonymous = client.get(f"{url}/metrics")
             assert anonymous.status_code == 401
             assert anonymous.headers["www-authenticate"].startswith('Basic realm="')
@@ -215,7 +219,10 @@ def test_tls_and_users(tmp_path: Path, certificates: Certificates) -> None:
 def test_client_certificates_when_required(tmp_path: Path, certificates: Certificates) -> None:
     web = load_web_config(_write_config(tmp_path, certificates, "RequireAndVerifyClientCert"))
     with _serving(tmp_path, web) as url:
-        with pytest.raises(httpx.HTTPError), httpx.Client(verify=str(certificates.ca)) as client:
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.Client(verify=ssl.create_default_context(cafile=certificates.ca)) as client,
+        ):
             client.get(f"{url}/metrics", auth=("ops", PASSWORD)).raise_for_status()
         context = ssl.create_default_context(cafile=str(certificates.ca))
         context.load_cert_chain(str(certificates.client_cert), str(certificates.client_key))
