@@ -27,6 +27,7 @@ state is the old one with the returned records replayed, so loading a shard from
 
 from __future__ import annotations
 
+from state.coordinator.acls import AclBinding, Authorizer
 from state.coordinator.config import CoordinatorConfig
 from state.engine.apply import ApplyResult, apply_batch, cleanup_group_metadata
 from state.engine.consumer_groups import ConsumerGroupRecords, consumer_group_records
@@ -67,7 +68,9 @@ __all__ = [
     "RECORD_TYPES",
     "REQUEST_FRAME_SCHEMA",
     "RESPONSE_FRAME_SCHEMA",
+    "AclBinding",
     "ApplyResult",
+    "Authorizer",
     "ConsumerGroupRecords",
     "CoordinatorConfig",
     "ExpireResult",

@@ -4,7 +4,7 @@ A batch is answered in four steps, all decided before the state changes, each a 
 
 1. ``row_checks``: checks over columns that need no state: rows the decoder rejected, dead
    letters, unknown APIs, requests past their deadline (``request_deadlines``), commits listing
-   no partitions, null offsets, invalid topics/partitions.
+   no partitions, a tenant's ACLs (``authorization``), null offsets, invalid topics/partitions.
 2. ``routing``: invalid group ids and groups of other shards (NOT_COORDINATOR); the groups left
    are split between the two paths.
 3. ``fast_path``, over columns: groups whose rows in this batch are all OffsetCommits and that
@@ -26,6 +26,7 @@ from typing import NamedTuple
 import pandas as pd
 import pyarrow as pa
 
+from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
 from state.engine.apply.accumulators import Answers, Writes
 from state.engine.apply.batch import Batch
@@ -57,9 +58,12 @@ def apply_batch(
     config: CoordinatorConfig,
     *,
     expire_due: bool = True,
+    authorizer: Authorizer | None = None,
 ) -> ApplyResult:
     """Expire what is due at ``now_ms`` (unless not ``expire_due``), then validate and apply the
-    requests of ``frame``.
+    requests of ``frame``; when they come from a tenant's ingest topic, ``authorizer`` holds the
+    tenant's ACLs, which every request must pass as in Kafka (``authorization``; None: no
+    authorizer, as Kafka without one).
 
     ``frame`` holds ``REQUEST_FRAME_SCHEMA`` rows of this shard's groups in any order (rows are
     applied in log order: ``ingest_offset``, ``partition_index``), optionally with the
@@ -86,7 +90,7 @@ def apply_batch(
     answers = Answers()
     writes = Writes()
     if batch.n:
-        checked = check_rows(batch, answers, now_ms, config)
+        checked = check_rows(batch, answers, now_ms, config, authorizer)
         routing = route(batch, checked, answers, state, config)
         fast, slow = split_groups(routing, state)
         fast_commits(batch, routing, fast, state, config, answers, writes)

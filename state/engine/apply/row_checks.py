@@ -4,9 +4,10 @@ Answers, in this order of precedence: rows the request decoder rejected (their o
 reason), rows without a request id (a dead letter: INVALID_REQUEST), requests of an unknown API
 (INVALID_REQUEST, request-level), requests reached at or after their deadline (REQUEST_TIMED_OUT,
 request-level: ``state.coordinator.deadlines``; nothing of them is applied), commits listing no
-partitions (NONE, request-level, as Kafka answers them without the coordinator), commit
-partitions with a null offset (INVALID_REQUEST) or an invalid topic or partition
-(UNKNOWN_TOPIC_OR_PARTITION). What is left goes on to routing.
+partitions (NONE, request-level, as Kafka answers them without the coordinator), for a tenant's
+requests its ACLs (GROUP_AUTHORIZATION_FAILED, then TOPIC_AUTHORIZATION_FAILED per partition:
+``authorization``), commit partitions with a null offset (INVALID_REQUEST) or an invalid topic
+or partition (UNKNOWN_TOPIC_OR_PARTITION). What is left goes on to routing.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
+from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.errors import ErrorCode
 from state.coordinator.rules import is_valid_topic
 from state.engine.apply.accumulators import Answers
+from state.engine.apply.authorization import authorize_rows
 from state.engine.apply.batch import APIS, OFFSET_COMMIT, Batch
 from state.engine.apply.request_deadlines import timed_out_reasons, timed_out_rows
 
@@ -34,10 +37,14 @@ class CheckedRows:
 
 
 def check_rows(
-    batch: Batch, answers: Answers, now_ms: int, config: CoordinatorConfig
+    batch: Batch,
+    answers: Answers,
+    now_ms: int,
+    config: CoordinatorConfig,
+    authorizer: Authorizer | None = None,
 ) -> CheckedRows:
     """Answer the rows that fail a row check (see the module docstring) in a batch of time
-    ``now_ms``; return the rest.
+    ``now_ms``, read from a tenant's topic when ``authorizer`` holds its ACLs; return the rest.
 
     ``batch`` must have rows. Every row is either answered here or in ``commit | other``.
     """
@@ -95,6 +102,9 @@ def check_rows(
     marker = commit & batch.topic_null & batch.partition_null & (rows_in_request == 1)
     answers.add(all_rows[marker], ErrorCode.NONE, True)
     commit &= ~marker
+    other = alive & (batch.api != OFFSET_COMMIT)
+    if authorizer is not None:
+        commit, other = authorize_rows(batch, authorizer, commit, other, first, answers)
     null_offset = commit & batch.offset_null
     answers.add(
         all_rows[null_offset],
@@ -106,7 +116,6 @@ def check_rows(
     bad_topic = commit & ~_valid_partitions(batch)
     answers.add(all_rows[bad_topic], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, False)
     commit &= ~bad_topic
-    other = alive & (batch.api != OFFSET_COMMIT)
     return CheckedRows(commit, other, first)
 
 

@@ -1,0 +1,191 @@
+"""Kafka's ACLs for the offset APIs, as its ``StandardAuthorizer`` decides them.
+
+A tenant's rules are Kafka ``AclBinding``s without principal and host: the principal is the
+tenant (Kafka authenticated it when it let the tenant write to its own ingest topic), the host
+is any. A binding names a resource (``GROUP`` or ``TOPIC``) by a pattern — ``LITERAL`` (the exact
+name, or ``*`` for every name) or ``PREFIXED`` (every name that starts with it) — an operation
+and ALLOW or DENY. Deciding an operation on a resource, as Kafka does:
+
+- a DENY binding whose pattern matches and whose operation is the one asked or ``ALL`` denies,
+  whatever allows it (DENY wins);
+- else an ALLOW binding whose pattern matches allows when its operation is the one asked,
+  ``ALL``, or one that implies it: ``DESCRIBE`` is implied by READ, WRITE, DELETE and ALTER
+  (``AclEntry.supportedOperations``' implication);
+- else the operation is denied (no binding: denied, Kafka's ``allow.everyone.if.no.acl.found``
+  false).
+
+What the offset APIs ask (Kafka's ``KafkaApis``): OffsetCommit READ on the group and READ on each
+topic; OffsetDelete DELETE on the group and READ on each topic; DeleteGroups DELETE on the group;
+OffsetFetch and DescribeGroups DESCRIBE on the group (and DESCRIBE on each topic for a fetch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "WILDCARD_RESOURCE",
+    "AclBinding",
+    "AclOperation",
+    "AclPermissionType",
+    "Authorizer",
+    "PatternType",
+    "ResourceType",
+]
+
+#: A LITERAL resource name matching every name (Kafka's ``ResourcePattern.WILDCARD_RESOURCE``).
+WILDCARD_RESOURCE = "*"
+
+
+class ResourceType(Enum):
+    """The resources whose ACLs the offset APIs check (Kafka's ``ResourceType``)."""
+
+    GROUP = "GROUP"
+    TOPIC = "TOPIC"
+
+
+class PatternType(Enum):
+    """How a binding's ``resource_name`` matches (Kafka's ``PatternType``)."""
+
+    LITERAL = "LITERAL"
+    PREFIXED = "PREFIXED"
+
+
+class AclOperation(Enum):
+    """The operations the offset APIs ask for, and ``ALL`` (Kafka's ``AclOperation``); WRITE and
+    ALTER only imply DESCRIBE here."""
+
+    ALL = "ALL"
+    READ = "READ"
+    WRITE = "WRITE"
+    DELETE = "DELETE"
+    ALTER = "ALTER"
+    DESCRIBE = "DESCRIBE"
+
+
+class AclPermissionType(Enum):
+    """ALLOW or DENY (Kafka's ``AclPermissionType``)."""
+
+    ALLOW = "ALLOW"
+    DENY = "DENY"
+
+
+#: Operations an ALLOW of the key's operation also allows (Kafka: DESCRIBE is implied by READ,
+#: WRITE, DELETE and ALTER).
+_IMPLIES: Mapping[AclOperation, frozenset[AclOperation]] = {
+    op: frozenset({op, AclOperation.DESCRIBE})
+    if op in (AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER)
+    else frozenset({op})
+    for op in AclOperation
+}
+
+#: The fields of a binding, as the configuration spells them (Kafka's AclBinding names).
+BINDING_FIELDS = (
+    "resource_type",
+    "pattern_type",
+    "resource_name",
+    "operation",
+    "permission_type",
+)
+
+
+def _enum_field(kind: type[Enum], name: str, raw: Any, where: str) -> Any:
+    """``raw`` as a member of ``kind`` (case-insensitive), or a ValueError naming the field."""
+    if isinstance(raw, kind):
+        return raw
+    try:
+        return kind(str(raw).upper())
+    except ValueError:
+        accepted = ", ".join(m.value for m in kind)  # type: ignore[attr-defined]
+        raise ValueError(f"{where}{name}: {raw!r} is not one of {accepted}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    """One rule: ``permission_type`` ``operation`` on the ``resource_type`` resources that
+    ``resource_name`` matches by ``pattern_type``."""
+
+    resource_type: ResourceType
+    pattern_type: PatternType
+    resource_name: str
+    operation: AclOperation
+    permission_type: AclPermissionType
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.resource_name, str) or not self.resource_name:
+            raise ValueError("resource_name: must be a non-empty string")
+        if self.pattern_type is PatternType.PREFIXED and self.resource_name == WILDCARD_RESOURCE:
+            # Kafka refuses it too: "*" is a wildcard only as a LITERAL name.
+            raise ValueError("resource_name: '*' is a wildcard only with pattern_type LITERAL")
+
+    @staticmethod
+    def parse(data: Mapping[str, Any], where: str = "") -> AclBinding:
+        """A binding from its configuration table (Kafka's AclBinding field names; enum values in
+        any case). Errors name the field, prefixed with ``where``."""
+        unknown = sorted(set(data) - set(BINDING_FIELDS))
+        if unknown:
+            raise ValueError(f"{where}unknown keys {unknown} (known: {', '.join(BINDING_FIELDS)})")
+        missing = [name for name in BINDING_FIELDS if name not in data]
+        if missing:
+            raise ValueError(f"{where}missing {', '.join(missing)}")
+        try:
+            return AclBinding(
+                resource_type=_enum_field(
+                    ResourceType, "resource_type", data["resource_type"], where
+                ),
+                pattern_type=_enum_field(PatternType, "pattern_type", data["pattern_type"], where),
+                resource_name=data["resource_name"],
+                operation=_enum_field(AclOperation, "operation", data["operation"], where),
+                permission_type=_enum_field(
+                    AclPermissionType, "permission_type", data["permission_type"], where
+                ),
+            )
+        except ValueError as error:
+            message = str(error)
+            raise ValueError(message if message.startswith(where) else where + message) from None
+
+    def matches(self, resource_type: ResourceType, name: str) -> bool:
+        """Whether this binding's pattern covers the resource ``name`` of ``resource_type``."""
+        if resource_type is not self.resource_type:
+            return False
+        if self.pattern_type is PatternType.PREFIXED:
+            return name.startswith(self.resource_name)
+        return self.resource_name in (WILDCARD_RESOURCE, name)
+
+    def as_dict(self) -> dict[str, str]:
+        """The binding as its configuration table."""
+        return {name: getattr(self, name).value if name != "resource_name" else self.resource_name
+                for name in BINDING_FIELDS}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Authorizer:
+    """One principal's bindings, deciding as Kafka's ``StandardAuthorizer`` (module docstring)."""
+
+    bindings: tuple[AclBinding, ...] = ()
+
+    @staticmethod
+    def of(bindings: Iterable[AclBinding]) -> Authorizer:
+        return Authorizer(tuple(bindings))
+
+    def authorize(self, resource_type: ResourceType, name: str, operation: AclOperation) -> bool:
+        """Whether ``operation`` on resource ``name`` of ``resource_type`` is allowed."""
+        allowed = False
+        for binding in self.bindings:
+            if not binding.matches(resource_type, name):
+                continue
+            if binding.permission_type is AclPermissionType.DENY:
+                if binding.operation in (operation, AclOperation.ALL):
+                    return False
+            elif binding.operation is AclOperation.ALL or operation in _IMPLIES[binding.operation]:
+                allowed = True
+        return allowed
+
+    def authorize_all(
+        self, resource_type: ResourceType, names: Iterable[str], operation: AclOperation
+    ) -> dict[str, bool]:
+        """``authorize`` for each distinct name of ``names``."""
+        return {name: self.authorize(resource_type, name, operation) for name in set(names)}

@@ -1,0 +1,254 @@
+"""Tenants' ACLs: Kafka's ``StandardAuthorizer`` decisions (``state.coordinator.acls``) and the
+shard's answers to a tenant's requests (``state.engine.apply.authorization``): the group first
+(GROUP_AUTHORIZATION_FAILED, nothing applied), then each topic (TOPIC_AUTHORIZATION_FAILED for
+those partitions only), the rest applied as if the refused parts had never been sent."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from state.coordinator.acls import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    Authorizer,
+    PatternType,
+    ResourceType,
+)
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.errors import ErrorCode
+from state.coordinator.model import TopicPartition
+from state.coordinator.requests import (
+    DeleteGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    PartitionCommit,
+    Request,
+)
+from state.shard import apply_batch, empty_shard, frame_from_requests, snapshot
+from tests.state.strategies import GROUPS, SHARD, TOPICS, commits, group_deletes, offset_deletes
+
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+READ, DELETE, DESCRIBE = AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE
+LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+CONFIG = CoordinatorConfig()
+T0 = 1_700_000_000_000
+G, H = GROUPS[0], GROUPS[1]
+
+
+def acl(
+    resource: ResourceType,
+    pattern: PatternType,
+    name: str,
+    operation: AclOperation,
+    permission: AclPermissionType = ALLOW,
+) -> AclBinding:
+    return AclBinding(resource, pattern, name, operation, permission)
+
+
+# --- Kafka's decisions -------------------------------------------------------------------------
+
+
+def test_no_binding_denies() -> None:
+    assert not Authorizer().authorize(GROUP, "g", READ)
+
+
+def test_literal_prefixed_and_wildcard_patterns_match_as_in_kafka() -> None:
+    auth = Authorizer.of(
+        [
+            acl(GROUP, LITERAL, "payments", READ),
+            acl(GROUP, PREFIXED, "team-a.", READ),
+            acl(TOPIC, LITERAL, "*", READ),
+        ]
+    )
+    assert auth.authorize(GROUP, "payments", READ)
+    assert not auth.authorize(GROUP, "payments-2", READ)  # LITERAL is the exact name
+    assert auth.authorize(GROUP, "team-a.orders", READ)
+    assert auth.authorize(GROUP, "team-a.", READ)  # a prefix matches itself
+    assert not auth.authorize(GROUP, "team-b.orders", READ)
+    assert auth.authorize(TOPIC, "anything", READ)  # "*" as a LITERAL name: every name
+    assert not auth.authorize(GROUP, "*", DELETE)
+
+
+def test_deny_wins_over_allow() -> None:
+    auth = Authorizer.of(
+        [
+            acl(GROUP, PREFIXED, "team-a.", AclOperation.ALL),
+            acl(GROUP, LITERAL, "team-a.billing", READ, DENY),
+        ]
+    )
+    assert auth.authorize(GROUP, "team-a.orders", READ)
+    assert not auth.authorize(GROUP, "team-a.billing", READ)
+    # A DENY of READ denies READ only: DELETE stays allowed by the ALL.
+    assert auth.authorize(GROUP, "team-a.billing", DELETE)
+
+
+def test_describe_is_implied_by_allowed_read_and_delete_but_not_denied_by_them() -> None:
+    auth = Authorizer.of([acl(GROUP, LITERAL, "g", READ), acl(GROUP, LITERAL, "h", DELETE)])
+    assert auth.authorize(GROUP, "g", DESCRIBE) and auth.authorize(GROUP, "h", DESCRIBE)
+    assert not auth.authorize(GROUP, "g", DELETE)
+    deny_read = Authorizer.of(
+        [acl(GROUP, LITERAL, "g", AclOperation.ALL), acl(GROUP, LITERAL, "g", READ, DENY)]
+    )
+    assert deny_read.authorize(GROUP, "g", DESCRIBE)
+    deny_all = Authorizer.of(
+        [acl(GROUP, LITERAL, "g", READ), acl(GROUP, PREFIXED, "g", AclOperation.ALL, DENY)]
+    )
+    assert not deny_all.authorize(GROUP, "g", DESCRIBE)
+
+
+def test_bindings_parse_from_configuration_naming_the_bad_field() -> None:
+    binding = AclBinding.parse(
+        {
+            "resource_type": "group",
+            "pattern_type": "PREFIXED",
+            "resource_name": "team-a.",
+            "operation": "read",
+            "permission_type": "ALLOW",
+        }
+    )
+    assert binding == acl(GROUP, PREFIXED, "team-a.", READ)
+    assert AclBinding.parse(binding.as_dict()) == binding
+    good = binding.as_dict()
+    with pytest.raises(ValueError, match=r"tenants\[0\].acls\[1\]: operation: 'WRTE' is not one"):
+        AclBinding.parse(good | {"operation": "WRTE"}, "tenants[0].acls[1]: ")
+    with pytest.raises(ValueError, match="missing permission_type"):
+        AclBinding.parse({k: v for k, v in good.items() if k != "permission_type"})
+    with pytest.raises(ValueError, match="unknown keys \\['principal'\\]"):
+        AclBinding.parse(good | {"principal": "User:a"})
+    with pytest.raises(ValueError, match="resource_name"):
+        AclBinding.parse(good | {"resource_name": ""})
+    with pytest.raises(ValueError, match="wildcard only with pattern_type LITERAL"):
+        AclBinding.parse(good | {"resource_name": "*"})
+
+
+# --- the shard's answers -----------------------------------------------------------------------
+
+
+def _apply(requests: list[Request], authorizer: Authorizer | None):  # type: ignore[no-untyped-def]
+    frame = frame_from_requests(requests, 0, T0)
+    return apply_batch(empty_shard(SHARD), frame, T0, CONFIG, authorizer=authorizer)
+
+
+def _codes(result) -> list[tuple[int, str | None, int | None, int]]:  # type: ignore[no-untyped-def]
+    return [
+        (r["ingest_offset"], r["topic"], r["partition"], r["error_code"])
+        for r in result.responses.to_pylist()
+    ]
+
+
+def test_a_commit_to_a_group_outside_the_rules_gets_30_on_every_partition_and_writes_nothing() -> (
+    None
+):
+    auth = Authorizer.of([acl(GROUP, LITERAL, H, READ), acl(TOPIC, LITERAL, "*", READ)])
+    request = OffsetCommitRequest("r", G, (PartitionCommit("t", 0, 5), PartitionCommit("u", 1, 6)))
+    result = _apply([request], auth)
+    assert _codes(result) == [(0, "t", 0, 30), (0, "u", 1, 30)]
+    assert result.records.num_rows == 0 and snapshot(result.state).get(G) is None
+
+
+def test_a_topic_the_tenant_may_not_read_gets_29_for_those_partitions_only() -> None:
+    auth = Authorizer.of([acl(GROUP, LITERAL, G, READ), acl(TOPIC, PREFIXED, "t", READ)])
+    request = OffsetCommitRequest("r", G, (PartitionCommit("t", 0, 5), PartitionCommit("u", 1, 6)))
+    result = _apply([request], auth)
+    assert _codes(result) == [(0, "t", 0, 0), (0, "u", 1, 29)]
+    committed = snapshot(result.state)[G].offsets
+    assert set(committed) == {TopicPartition("t", 0)}
+
+
+def test_offset_delete_and_delete_groups_need_delete_on_the_group() -> None:
+    read_only = Authorizer.of([acl(GROUP, LITERAL, G, READ), acl(TOPIC, LITERAL, "*", READ)])
+    setup = OffsetCommitRequest("c", G, (PartitionCommit("t", 0, 5),))
+    deletes: list[Request] = [
+        setup,
+        OffsetDeleteRequest("d", G, (TopicPartition("t", 0),)),
+        DeleteGroupsRequest("dg", G),
+    ]
+    result = _apply(deletes, read_only)
+    assert _codes(result) == [(0, "t", 0, 0), (1, None, None, 30), (2, None, None, 30)]
+    assert TopicPartition("t", 0) in snapshot(result.state)[G].offsets
+    allowed = Authorizer.of([*read_only.bindings, acl(GROUP, LITERAL, G, DELETE)])
+    result = _apply(deletes[:2], allowed)
+    assert [c for *_, c in _codes(result)] == [0, 0]
+    assert snapshot(result.state).get(G) is None  # its only offset deleted
+    result = _apply([setup, deletes[2]], allowed)
+    assert [c for *_, c in _codes(result)] == [0, 0]
+    assert snapshot(result.state).get(G) is None
+
+
+def test_without_an_authorizer_nothing_is_checked() -> None:
+    request = OffsetCommitRequest("r", G, (PartitionCommit("t", 0, 5),))
+    assert _codes(_apply([request], None)) == [(0, "t", 0, 0)]
+    assert _codes(_apply([request], Authorizer())) == [(0, "t", 0, 30)]
+
+
+# --- a property: a tenant's batch is the batch of what its ACLs allow --------------------------
+
+bindings = st.builds(
+    AclBinding,
+    resource_type=st.sampled_from([GROUP, TOPIC]),
+    pattern_type=st.just(LITERAL),
+    resource_name=st.sampled_from([*GROUPS, *TOPICS, "*"]),
+    operation=st.sampled_from([READ, DELETE, AclOperation.ALL, DESCRIBE]),
+    permission_type=st.sampled_from([ALLOW, ALLOW, DENY]),
+) | st.builds(
+    AclBinding,
+    resource_type=st.sampled_from([GROUP, TOPIC]),
+    pattern_type=st.just(PREFIXED),
+    resource_name=st.sampled_from(["g", "t", "u", GROUPS[0][:2]]),
+    operation=st.sampled_from([READ, DELETE, AclOperation.ALL]),
+    permission_type=st.sampled_from([ALLOW, ALLOW, DENY]),
+)
+
+
+def _allowed_part(request: Request, auth: Authorizer) -> Request | None:
+    """What Kafka hands its coordinator of ``request`` under ``auth`` (None: nothing)."""
+    if isinstance(request, OffsetCommitRequest):
+        if not auth.authorize(GROUP, request.group_id, READ):
+            return None
+        parts = tuple(p for p in request.partitions if auth.authorize(TOPIC, p.topic, READ))
+        return (
+            None
+            if request.partitions and not parts
+            else dataclasses.replace(request, partitions=parts)
+        )
+    if isinstance(request, OffsetDeleteRequest):
+        if not auth.authorize(GROUP, request.group_id, DELETE):
+            return None
+        tps = tuple(tp for tp in request.partitions if auth.authorize(TOPIC, tp.topic, READ))
+        return (
+            None
+            if request.partitions and not tps
+            else OffsetDeleteRequest(request.request_id, request.group_id, tps)
+        )
+    assert isinstance(request, DeleteGroupsRequest)
+    return request if auth.authorize(GROUP, request.group_id, DELETE) else None
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    requests=st.lists(
+        commits(simple=True) | offset_deletes() | group_deletes(), min_size=1, max_size=12
+    ),
+    rules=st.lists(bindings, max_size=6),
+)
+def test_a_tenant_batch_applies_exactly_what_its_acls_allow(
+    requests: list[Request], rules: list[AclBinding]
+) -> None:
+    auth = Authorizer.of(rules)
+    checked = _apply(requests, auth)
+    allowed = [r for r in (_allowed_part(r, auth) for r in requests) if r is not None]
+    plain = _apply(allowed, None)
+    assert snapshot(checked.state) == snapshot(plain.state)
+    assert checked.records.to_pylist() == plain.records.to_pylist()
+    for row in checked.responses.to_pylist():
+        request = requests[row["ingest_offset"]]
+        if row["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+            assert _allowed_part(request, auth) is None
+        elif row["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            assert not auth.authorize(TOPIC, row["topic"], READ)
