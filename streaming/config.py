@@ -31,6 +31,7 @@ from connectors.sinks.retention import (
     check_history_retention,
 )
 from state.coordinator.config import DEFAULT_REQUEST_TIMEOUT_MS, CoordinatorConfig
+from streaming.tenants import Tenant, load_tenants, parse_tenants
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 
@@ -107,6 +108,10 @@ class JobConfig:
     #: another machine) or "auto" (executors when Spark runs in local mode, else the driver).
     rebuild_sink_writes: str = "auto"
     spark_master: str | None = None
+    #: Teams sharing the job, each with its own ingest and responses topics and Kafka-shaped
+    #: ACLs (``streaming.tenants``): ``[[tenants]]`` tables in the TOML file, or a TOML file of
+    #: them as the flag or environment value. None: the job's ingest topic only, unchecked.
+    tenants: tuple[Tenant, ...] = ()
 
     def __post_init__(self) -> None:
         hide_in_logs(secret_values(self.kafka_options))
@@ -145,6 +150,7 @@ class JobConfig:
         }
         if len(topics) != 4:
             raise ValueError("ingest, offsets, responses and dead-letter topics must differ")
+        object.__setattr__(self, "tenants", parse_tenants(self.tenants, topics))
 
     @property
     def coordinator(self) -> CoordinatorConfig:
@@ -169,7 +175,13 @@ class JobConfig:
         data = dataclasses.asdict(self)
         data["kafka_options"] = redacted_options(self.kafka_options)
         data["sink_url"] = redact_url(self.sink_url)
+        data["tenants"] = [tenant.as_dict() for tenant in self.tenants]
         return data
+
+    @property
+    def ingest_topics(self) -> list[str]:
+        """Every topic the job reads requests from: its own, then each tenant's."""
+        return [self.ingest_topic, *(tenant.ingest_topic for tenant in self.tenants)]
 
     def __repr__(self) -> str:  # dataclass repr would print secrets
         return f"JobConfig({self.redacted()!r})"
@@ -180,6 +192,9 @@ def _coerce(kind: type, name: str, raw: Any) -> Any:
     when it cannot."""
     field_type = str({f.name: f.type for f in fields(kind)}[name])
     try:
+        if "Tenant" in field_type:
+            # A TOML file's [[tenants]] tables, or (flag, environment) a file holding them.
+            return tuple(raw) if isinstance(raw, list | tuple) else tuple(load_tenants(str(raw)))
         if "Mapping" in field_type:
             if isinstance(raw, Mapping):
                 return {str(k): str(v) for k, v in raw.items()}

@@ -10,6 +10,8 @@ flattened rows cost more to cross into pandas than the Python decoder costs in a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -29,7 +31,11 @@ EXPIRY_TICK = b'{"version":1,"api":"ExpireOffsets"}'
 MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
 
 
-def ingest_messages(kafka_df: DataFrame) -> DataFrame:
+#: The ``tenant`` of a message read from the job's own ingest topic (unchecked: operators').
+OPERATOR = -1
+
+
+def ingest_messages(kafka_df: DataFrame, tenant_topics: Sequence[str] = ()) -> DataFrame:
     """The Kafka source's rows as the state function takes them: ``shard`` (the ingest
     partition: the coordinator shard), ``ingest_offset``, ``timestamp_ms`` and ``value`` (the
     message bytes, possibly null).
@@ -38,10 +44,20 @@ def ingest_messages(kafka_df: DataFrame) -> DataFrame:
     (``message.timestamp.type=LogAppendTime``) is the broker's append time: the commit timestamp,
     and where a request's deadline starts (``state.coordinator.deadlines``). On a topic left at
     CreateTime it would be the producer's clock instead.
+
+    With tenants (``tenant_topics``, the tenants' ingest topics in configuration order), a
+    ``tenant`` column says whose topic a message came from: the tenant's index, or
+    :data:`OPERATOR` for the job's own topic.
     """
-    return kafka_df.select(
+    columns = [
         F.col("partition").alias("shard"),
         F.col("offset").alias("ingest_offset"),
         F.unix_millis(F.col("timestamp")).alias("timestamp_ms"),
         F.col("value"),
-    )
+    ]
+    if tenant_topics:
+        tenant = F.lit(OPERATOR)
+        for index, topic in reversed(list(enumerate(tenant_topics))):
+            tenant = F.when(F.col("topic") == topic, F.lit(index)).otherwise(tenant)
+        columns.append(tenant.cast("int").alias("tenant"))
+    return kafka_df.select(*columns)

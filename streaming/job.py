@@ -62,6 +62,10 @@ def ensure_topics(config: JobConfig) -> list[str]:
         responses_topic_spec(config.responses_topic, n, rf),
         dead_letter_topic_spec(config.dead_letter_topic, 1, rf),
     ]
+    for tenant in config.tenants:
+        # As many partitions as the job's: partition_for(group) picks the shard on every topic.
+        specs.append(ingest_topic_spec(tenant.ingest_topic, n, rf, isr))
+        specs.append(responses_topic_spec(tenant.responses_topic, n, rf))
     with KafkaAdmin(config.kafka_python_options()) as admin:
         return admin.ensure_topics(specs)
 
@@ -74,13 +78,44 @@ def checkpoint_exists(spark: SparkSession, location: str) -> bool:
     return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
 
 
-def _starting_offsets(config: JobConfig, covered: dict[int, int]) -> str:
-    """Where ingest reading starts without a checkpoint: after what the sink last recorded."""
-    if not covered:
+def _starting_offsets(
+    config: JobConfig, covered: dict[int, int], tenants_covered: dict[str, dict[int, int]]
+) -> str:
+    """Where ingest reading starts without a checkpoint: after what the sink last recorded, on
+    the job's ingest topic and each tenant's."""
+    if not covered and not tenants_covered:
         return config.starting_offsets
-    # Partitions the sink never saw start at the earliest offset (-2 in Spark's JSON form).
-    offsets = {str(p): covered.get(p, -2) for p in range(config.partitions)}
-    return json.dumps({config.ingest_topic: offsets})
+    # Partitions the sink never saw start at the earliest offset (-2 in Spark's JSON form);
+    # Spark wants every partition of every subscribed topic named.
+    by_topic = {config.ingest_topic: covered} | {
+        t.ingest_topic: tenants_covered.get(t.ingest_topic, {}) for t in config.tenants
+    }
+    return json.dumps(
+        {
+            topic: {str(p): offsets.get(p, -2) for p in range(config.partitions)}
+            for topic, offsets in by_topic.items()
+        }
+    )
+
+
+def _log_tenants(config: JobConfig) -> None:
+    """Say at start who may do what: nothing is checked without tenants."""
+    if not config.tenants:
+        log.info(
+            "no tenants configured: every request on %s is applied unchecked "
+            "(Kafka without an authorizer)",
+            config.ingest_topic,
+        )
+        return
+    for tenant in config.tenants:
+        log.info(
+            "tenant %s: requests on %s checked against %d ACLs, answers on %s",
+            tenant.name,
+            tenant.ingest_topic,
+            len(tenant.acls),
+            tenant.responses_topic,
+        )
+    log.info("requests on %s are the operators': unchecked", config.ingest_topic)
 
 
 def _write_markers(config: JobConfig, marker: bytes, producer: KafkaProducer | None = None) -> None:
@@ -208,11 +243,13 @@ class OffsetsJob:
         rebuild from the offsets topic with the sink LOADING), start the query and return it."""
         config = self.config
         log.info("starting with %s", config.redacted())
+        _log_tenants(config)
         ensure_topics(config)
 
         loading = False
         starting_offsets = config.starting_offsets
         covered: dict[int, int] = {}
+        tenants_covered: dict[str, dict[int, int]] = {}
         resumed = checkpoint_exists(self.spark, config.checkpoint_location)
         stored = end_offsets(config.kafka_python_options(), config.offsets_topic)
         has_log = sum(stored.values()) > 0
@@ -221,14 +258,18 @@ class OffsetsJob:
             # The rebuild never finished (the driver died before its batch was committed): the
             # checkpoint holds no state for its shards, which load when called. Call them all.
             covered = dict(status.ingest_offsets)
+            tenants_covered = dict(status.tenant_offsets)
             loading = True
             self.sink.set_status("LOADING", "resuming the rebuild from the offsets topic")
             _write_markers(config, LOAD_MARKER)
         elif resumed:
             covered = dict(status.ingest_offsets)
+            tenants_covered = dict(status.tenant_offsets)
             self.sink.set_status("ACTIVE", "resumed from checkpoint")
         else:
-            starting_offsets = _starting_offsets(config, dict(status.ingest_offsets))
+            starting_offsets = _starting_offsets(
+                config, dict(status.ingest_offsets), dict(status.tenant_offsets)
+            )
             loading = has_log
             # A new checkpoint restarts batch ids and state: the sink view starts over with it.
             if loading:
@@ -247,6 +288,8 @@ class OffsetsJob:
             load_from_offsets_topic=has_log,
             loaded_sink_url=self._loaded_sink_url(),
             sink_write_timeout_s=config.sink_write_timeout_s,
+            tenant_topics=tuple(t.ingest_topic for t in config.tenants),
+            tenant_authorizers=tuple(t.authorizer for t in config.tenants),
         )
         self.writer = BatchWriter(
             WriterSettings(
@@ -258,9 +301,11 @@ class OffsetsJob:
                 compression=config.compression,
                 partitions=config.partitions,
                 sink_write_timeout_s=config.sink_write_timeout_s,
+                tenant_responses_topics=tuple(t.responses_topic for t in config.tenants),
             ),
             self.sink,
             ingest_offsets=covered,
+            tenant_offsets=tenants_covered,
             loading_shards=set(range(config.partitions)) if loading else set(),
         )
 
@@ -268,7 +313,7 @@ class OffsetsJob:
         reader = self.spark.readStream.format("kafka")
         for key, value in (SOURCE_CONSUMER_DEFAULTS | config.spark_kafka_options()).items():
             reader = reader.option(key, value)
-        reader = reader.option("subscribe", config.ingest_topic).option(
+        reader = reader.option("subscribe", ",".join(config.ingest_topics)).option(
             "startingOffsets", starting_offsets
         )
         if config.max_offsets_per_trigger:
@@ -279,7 +324,10 @@ class OffsetsJob:
         # shuffle. Rows of a shard stay in log order within their task, and the state function
         # orders a shard's rows by ingest offset anyway.
         output = (
-            ingest_messages(reader.load().coalesce(self._state_partitions))
+            ingest_messages(
+                reader.load().coalesce(self._state_partitions),
+                [t.ingest_topic for t in config.tenants],
+            )
             .groupBy("shard")
             .applyInPandasWithState(
                 make_state_function(settings),

@@ -13,7 +13,11 @@ the apply order within the shard);
 "response": one responses-topic message per answered request (``key``, ``value``,
 ``ingest_offset``; see ``state.formats.response_codec``);
 "dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
-"stats": the per-shard counters.
+"stats": the per-shard counters (``next_offset``: in the job's own ingest topic);
+"position": with tenants, the next offset (``next_offset``) in a tenant's ingest topic
+(``topic``) after the shard's messages from it.
+A response's ``tenant`` is the index of the tenant whose topic the request came from (its
+answer goes to that tenant's responses topic), null for the job's own ingest topic.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ OUTPUT_TABLE_SCHEMA = pa.schema(
         pa.field("loaded_records", pa.int64()),
         pa.field("next_offset", pa.int64()),
         pa.field("next_expiry_ms", pa.int64()),
+        pa.field("tenant", pa.int32()),
     ]
 )
 

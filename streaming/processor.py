@@ -44,6 +44,8 @@ from connectors.sinks import open_sink
 from connectors.sinks.retry import with_sink_retries
 from state.shard import (
     RECORD_FRAME_SCHEMA,
+    RESPONSE_FRAME_SCHEMA,
+    Authorizer,
     CoordinatorConfig,
     LoadedShard,
     apply_batch,
@@ -56,7 +58,7 @@ from state.shard import (
     replay_log_chunks,
     snapshot_records,
 )
-from streaming.ingest import EXPIRY_TICK, MARKERS
+from streaming.ingest import EXPIRY_TICK, MARKERS, OPERATOR
 from streaming.output import OUTPUT_TABLE_SCHEMA, encode_output
 from streaming.worker_imports import install as install_worker_imports
 
@@ -93,6 +95,10 @@ class ProcessorSettings:
     loaded_sink_url: str | None = None
     #: How long a worker retries a sink write that fails (``JobConfig.sink_write_timeout_s``).
     sink_write_timeout_s: float = 60.0
+    #: Each tenant's ingest topic and rules, by tenant index (``streaming.ingest``'s ``tenant``
+    #: column); empty without tenants.
+    tenant_topics: tuple[str, ...] = ()
+    tenant_authorizers: tuple[Authorizer, ...] = ()
 
 
 def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
@@ -138,6 +144,18 @@ def request_frame(messages: pd.DataFrame) -> pa.Table:
     )
 
 
+def by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
+    """A shard's messages split by the topic they came from (``streaming.ingest``'s ``tenant``
+    column): the job's own topic first, then each tenant's in configuration order, so that a
+    replayed batch applies them in the same order. Without the column, all are the job's."""
+    if "tenant" not in messages.columns or not len(messages):
+        return [(OPERATOR, messages)]
+    return [
+        (int(tenant), part.reset_index(drop=True))
+        for tenant, part in messages.groupby("tenant", sort=True)
+    ]
+
+
 def _output_table(
     shard: int,
     loaded: pa.Table,
@@ -145,9 +163,10 @@ def _output_table(
     answers: pa.Table,
     dead_letters: pa.Table,
     stats: Mapping[str, int | None],
+    positions: pa.Table | None = None,
 ) -> pa.Table:
-    """Stack loaded state, records, encoded responses and dead letters, and the stats row into
-    one ``OUTPUT_TABLE_SCHEMA`` table."""
+    """Stack loaded state, records, encoded responses and dead letters, tenants' positions and
+    the stats row into one ``OUTPUT_TABLE_SCHEMA`` table."""
     parts = []
     offset = 0
     for out, table in (
@@ -155,6 +174,7 @@ def _output_table(
         ("record", records),
         ("response", answers),
         ("dead_letter", dead_letters),
+        ("position", positions if positions is not None else pa.table({})),
     ):
         if table.num_rows:
             if out in ("loaded", "record"):
@@ -243,27 +263,60 @@ def make_state_function(
 
         input_rows = 0
         next_offset: int | None = None
+        positions: dict[str, list] = {"topic": [], "next_offset": []}
+        # (tenant index or OPERATOR, responses) of each apply_batch call.
+        answered: list[tuple[int, pa.Table]] = []
+        record_parts: list[pa.Table] = []
         if group_state.hasTimedOut:
             # Timers are no longer set (expiry follows the ticks); one a checkpoint of an
             # earlier version holds still fires once, and is a tick.
             result = cleanup_group_metadata(shard_state, now_ms, config)
+            record_parts.append(result.records)
         else:
             messages = pd.concat(list(frames), ignore_index=True)
             lap("read_input")
-            if len(messages):
-                next_offset = int(messages["ingest_offset"].max()) + 1
-            frame = request_frame(messages)
-            input_rows = frame.num_rows
-            lap("decode_requests")
             # Offsets expire at expiry ticks only: Kafka's periodic check, not at every call.
-            ticked = bool((messages["value"] == EXPIRY_TICK).any()) if len(messages) else False
-            result = apply_batch(shard_state, frame, now_ms, config, expire_due=ticked)
+            # Ticks come on the job's own topic, whose messages are applied first.
+            expire_due = bool((messages["value"] == EXPIRY_TICK).any()) if len(messages) else False
+            result = None
+            for tenant, part in by_source(messages):
+                if len(part):
+                    end = int(part["ingest_offset"].max()) + 1
+                    if tenant == OPERATOR:
+                        next_offset = end
+                    else:
+                        positions["topic"].append(settings.tenant_topics[tenant])
+                        positions["next_offset"].append(end)
+                frame = request_frame(part)
+                input_rows += frame.num_rows
+                lap("decode_requests")
+                result = apply_batch(
+                    shard_state,
+                    frame,
+                    now_ms,
+                    config,
+                    expire_due=expire_due,
+                    authorizer=None if tenant == OPERATOR else settings.tenant_authorizers[tenant],
+                )
+                expire_due = False
+                shard_state = result.state
+                record_parts.append(result.records)
+                answered.append((tenant, result.responses))
+                lap("apply")
+            assert result is not None
         lap("apply")
 
         group_state.update((encode_state(result.state),))
         lap("encode_state")
 
-        records, responses = result.records, result.responses
+        records = record_parts[0] if len(record_parts) == 1 else pa.concat_tables(record_parts)
+        responses = (
+            RESPONSE_FRAME_SCHEMA.empty_table()
+            if not answered
+            else answered[0][1]
+            if len(answered) == 1
+            else pa.concat_tables([r for _, r in answered])
+        )
         is_tombstone = pc.is_null(records["value"]) if records.num_rows else None
         ok = pc.equal(responses["error_code"], 0) if responses.num_rows else None
         is_commit = pc.equal(responses["api"], "OffsetCommit") if responses.num_rows else None
@@ -281,9 +334,11 @@ def make_state_function(
             "next_offset": next_offset,
             "next_expiry_ms": result.next_expiry_ms,
         }
-        answers, dead_letters = encode_responses(responses, shard)
+        answers, dead_letters = _encode_answers(answered, shard)
         lap("encode_responses")
-        payload = encode_output(_output_table(shard, loaded, records, answers, dead_letters, stats))
+        payload = encode_output(
+            _output_table(shard, loaded, records, answers, dead_letters, stats, pa.table(positions))
+        )
         lap("output_table")
         if sections is not None:
             sections["rows"] = input_rows
@@ -292,6 +347,25 @@ def make_state_function(
         lap("emit")
 
     return process
+
+
+def _encode_answers(answered: list[tuple[int, pa.Table]], shard: int) -> tuple[pa.Table, pa.Table]:
+    """The responses and dead letters of a shard's ``apply_batch`` calls (``encode_responses``),
+    each response with the ``tenant`` whose responses topic it goes to (null: the job's)."""
+    answers, dead = [], []
+    for tenant, responses in answered:
+        encoded, dead_letters = encode_responses(responses, shard)
+        if tenant != OPERATOR and encoded.num_rows:
+            encoded = encoded.append_column(
+                "tenant", pa.array([tenant] * encoded.num_rows, pa.int32())
+            )
+        answers.append(encoded)
+        dead.append(dead_letters)
+    if not answers:
+        return encode_responses(RESPONSE_FRAME_SCHEMA.empty_table(), shard)
+    if len(answers) == 1:
+        return answers[0], dead[0]
+    return pa.concat_tables(answers, promote_options="permissive"), pa.concat_tables(dead)
 
 
 __all__ = [

@@ -15,8 +15,9 @@ once its record is replicated (offsets topic) and readable (the sink), so the st
    ``sink_write_timeout_s`` (the query waits: nothing of the batch is acknowledged meanwhile),
    then the error fails the query loudly and a restart replays the batch;
 3. responses → responses topic (one message per request, keyed by request id, encoded by the
-   state function with ``state.formats.response_codec``); undecodable input → the dead-letter topic
-   with its ingest position and reason; wait for every acknowledgement before the next batch.
+   state function with ``state.formats.response_codec``; a tenant's to its own topic);
+   undecodable input → the dead-letter topic with its ingest position and reason; wait for
+   every acknowledgement before the next batch.
 A replayed batch (after a crash) reproduces the same records and responses: the offsets topic
 compacts duplicates away, the sink skips the batch id, clients ignore a second response.
 """
@@ -57,6 +58,8 @@ class WriterSettings:
     sink_write_timeout_s: float = 60.0
     #: How long a batch waits for Kafka to acknowledge its messages before it fails.
     delivery_timeout_s: float = 120.0
+    #: Each tenant's responses topic, by tenant index (a response's ``tenant``).
+    tenant_responses_topics: tuple[str, ...] = ()
 
 
 @dataclass
@@ -67,6 +70,8 @@ class BatchWriter:
     sink: Sink
     #: Ingest offsets covered so far (partition → next offset), merged batch by batch.
     ingest_offsets: dict[int, int] = field(default_factory=dict)
+    #: The same for each tenant's ingest topic (topic → partition → next offset).
+    tenant_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     #: Shards still rebuilding from the offsets topic; the status is LOADING until none are.
     loading_shards: set[int] = field(default_factory=set)
     last_progress: BatchProgress | None = None
@@ -128,6 +133,7 @@ class BatchWriter:
         stats = local.filter(pc.equal(kinds, "stats"))
         responses = local.filter(pc.equal(kinds, "response"))
         dead_letters = local.filter(pc.equal(kinds, "dead_letter"))
+        positions = local.filter(pc.equal(kinds, "position"))
 
         if records.num_rows:
             # In apply order within a shard: its partition of the offsets topic.
@@ -140,6 +146,14 @@ class BatchWriter:
         ):
             if next_offset is not None:
                 self.ingest_offsets[shard] = max(self.ingest_offsets.get(shard, 0), next_offset)
+        for topic, shard, next_offset in zip(
+            positions["topic"].to_pylist(),
+            positions["shard"].to_pylist(),
+            positions["next_offset"].to_pylist(),
+            strict=True,
+        ):
+            covered = self.tenant_offsets.setdefault(topic, {})
+            covered[shard] = max(covered.get(shard, 0), next_offset)
         # A called shard holds its state: a shard without state loads it on its first call.
         self.loading_shards.difference_update(stats["shard"].to_pylist())
         counters = {
@@ -149,6 +163,7 @@ class BatchWriter:
         progress = BatchProgress(
             batch_id=batch_id,
             ingest_offsets=dict(self.ingest_offsets),
+            tenant_offsets={t: dict(by_p) for t, by_p in self.tenant_offsets.items()},
             input_rows=counters["input_rows"],
             commits_applied=counters["commits_applied"],
             rejected=counters["rejected"],
@@ -161,7 +176,7 @@ class BatchWriter:
 
         # Answers last: a commit is acknowledged only once its record is durable and readable.
         if responses.num_rows:
-            self.send(self.settings.responses_topic, responses)
+            self.send_responses(responses)
         if dead_letters.num_rows:
             self.send(self.settings.dead_letter_topic, dead_letters)
 
@@ -178,6 +193,29 @@ class BatchWriter:
             progress.state_keys,
             int((time.monotonic() - started) * 1000),
         )
+
+    def send_responses(self, responses: pa.Table) -> None:
+        """Send each answer to its requester's responses topic: the job's for requests from its
+        own ingest topic, a tenant's for requests from that tenant's."""
+        tenant = responses["tenant"]
+        if tenant.null_count == responses.num_rows:
+            self.send(self.settings.responses_topic, responses)
+            return
+        own = pc.is_null(tenant)
+        if pc.any(own).as_py():
+            self.producer.send(
+                self.settings.responses_topic,
+                responses.filter(own)["key"].to_pylist(),
+                responses.filter(own)["value"].to_pylist(),
+            )
+        for index in pc.unique(tenant.drop_null()).to_pylist():
+            theirs = responses.filter(pc.equal(tenant, index))
+            self.producer.send(
+                self.settings.tenant_responses_topics[index],
+                theirs["key"].to_pylist(),
+                theirs["value"].to_pylist(),
+            )
+        self.producer.flush(self.settings.delivery_timeout_s)
 
     def _write_sink(self, batch_id: int, records: pa.Table, progress: BatchProgress) -> None:
         """Write the batch to the sink (and ACTIVE once no shard is loading), waiting out an

@@ -91,9 +91,12 @@ class OffsetCommitClient(CloseOnExit):
 
     Build it from the job's configuration (:class:`ClientConfig`, e.g. ``JobConfig``: topic
     names, bootstrap servers, Kafka client options) or from the same values as keywords;
-    keywords override the config. The client is thread-safe: share one per process. Kafka
-    connections are opened on first use (or by :meth:`start`); :meth:`close` (or ``with``)
-    releases them.
+    keywords override the config. A tenant's client (``tenant``, one of the config's tenants)
+    writes to that tenant's ingest topic and reads its responses topic; what the tenant's ACLs
+    refuse fails with GROUP_AUTHORIZATION_FAILED (30) or, per partition,
+    TOPIC_AUTHORIZATION_FAILED (29), as Kafka answers. The client is thread-safe: share one per
+    process. Kafka connections are opened on first use (or by :meth:`start`); :meth:`close` (or
+    ``with``) releases them.
 
     Futures of :meth:`commit_async` complete on the client's response thread, and their
     ``add_done_callback`` functions run there: they must not block or call :meth:`commit`. The
@@ -109,6 +112,7 @@ class OffsetCommitClient(CloseOnExit):
         ingest_topic: str | None = None,
         responses_topic: str | None = None,
         kafka_options: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
         client_id: str = "consumer-offsets-client",
         default_timeout_s: float = DEFAULT_TIMEOUT_S,
         retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S,
@@ -120,6 +124,7 @@ class OffsetCommitClient(CloseOnExit):
             ingest_topic=ingest_topic,
             responses_topic=responses_topic,
             kafka_options=kafka_options,
+            tenant=tenant,
         )
         if default_timeout_s <= 0:
             raise ValueError(f"default_timeout_s must be > 0, got {default_timeout_s}")

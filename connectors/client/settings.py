@@ -49,10 +49,16 @@ def client_settings(
     ingest_topic: str | None = None,
     responses_topic: str | None = None,
     kafka_options: Mapping[str, Any] | None = None,
+    tenant: str | None = None,
 ) -> ClientSettings:
     """Resolve keywords over ``config`` over the defaults. ``bootstrap_servers`` may be a
     comma-separated string; ``kafka_options`` may use Kafka's dotted names (``request.timeout.ms``),
-    which become kafka-python's (``request_timeout_ms``)."""
+    which become kafka-python's (``request_timeout_ms``). ``tenant`` names one of ``config``'s
+    tenants, whose ingest and responses topics become the defaults (``streaming.tenants``)."""
+    if tenant is not None:
+        ingest_topic, responses_topic = _tenant_topics(
+            config, tenant, ingest_topic, responses_topic
+        )
     options: dict[str, Any] = (
         config.kafka_python_options()
         if config is not None
@@ -71,3 +77,16 @@ def client_settings(
         or (config.responses_topic if config else DEFAULT_RESPONSES_TOPIC),
         options=options,
     )
+
+
+def _tenant_topics(
+    config: ClientConfig | None, name: str, ingest_topic: str | None, responses_topic: str | None
+) -> tuple[str, str]:
+    """The topics of ``config``'s tenant ``name`` (keywords still win), or a ValueError naming
+    the tenants there are."""
+    tenants = getattr(config, "tenants", ()) or ()
+    for tenant in tenants:
+        if tenant.name == name:
+            return ingest_topic or tenant.ingest_topic, responses_topic or tenant.responses_topic
+    known = ", ".join(t.name for t in tenants) or "none configured"
+    raise ValueError(f"tenant {name!r} is not in the configuration's tenants ({known})")

@@ -146,21 +146,45 @@ STATUS_COLUMNS: Final = (
 PROGRESS_COLUMNS: Final = STATUS_COLUMNS[2:13]
 
 
-def encode_ingest_offsets(offsets: Mapping[int, int]) -> str:
-    """The ingest offsets as the JSON text stored in the status row (partitions sorted)."""
-    return json.dumps({str(int(p)): int(o) for p, o in sorted(offsets.items())})
+#: The key of the status row's ingest-offsets JSON under which tenants' topics are kept.
+TENANTS_KEY: Final = "tenants"
+
+
+def _partition_offsets(offsets: Mapping[int, int]) -> dict[str, int]:
+    return {str(int(p)): int(o) for p, o in sorted(offsets.items())}
+
+
+def encode_ingest_offsets(
+    offsets: Mapping[int, int], tenant_offsets: Mapping[str, Mapping[int, int]] | None = None
+) -> str:
+    """The ingest offsets as the JSON text stored in the status row (partitions sorted): the
+    job's ingest topic's partitions at the top, each tenant's topic under ``"tenants"``."""
+    data: dict[str, object] = dict(_partition_offsets(offsets))
+    if tenant_offsets:
+        data[TENANTS_KEY] = {
+            topic: _partition_offsets(by_partition)
+            for topic, by_partition in sorted(tenant_offsets.items())
+        }
+    return json.dumps(data)
 
 
 def decode_ingest_offsets(text: str | None) -> dict[int, int]:
-    """The inverse of :func:`encode_ingest_offsets`; no text means no offsets."""
-    return {int(p): int(o) for p, o in json.loads(text or "{}").items()}
+    """The ingest topic's offsets of :func:`encode_ingest_offsets`; no text means no offsets."""
+    data = json.loads(text or "{}")
+    return {int(p): int(o) for p, o in data.items() if p != TENANTS_KEY}
+
+
+def decode_tenant_offsets(text: str | None) -> dict[str, dict[int, int]]:
+    """The tenants' topics' offsets of :func:`encode_ingest_offsets`."""
+    tenants = json.loads(text or "{}").get(TENANTS_KEY, {})
+    return {t: {int(p): int(o) for p, o in by_p.items()} for t, by_p in tenants.items()}
 
 
 def progress_values(progress: BatchProgress, updated_at_ms: int) -> tuple[Any, ...]:
     """The values of :data:`PROGRESS_COLUMNS` for a committed batch, in that order."""
     return (
         progress.batch_id,
-        encode_ingest_offsets(progress.ingest_offsets),
+        encode_ingest_offsets(progress.ingest_offsets, progress.tenant_offsets),
         progress.input_rows,
         progress.commits_applied,
         progress.rejected,
@@ -179,11 +203,13 @@ def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
     # skipped_records (row[11]) stays in the table's layout; every record is stored now.
     tombstones, state_keys, duration_ms, batch_ts, _, updated_at, heartbeat = row[7:]
     offsets = decode_ingest_offsets(ingest)
+    tenant_offsets = decode_tenant_offsets(ingest)
     progress = None
     if last_batch_id >= 0:
         progress = BatchProgress(
             batch_id=last_batch_id,
             ingest_offsets=offsets,
+            tenant_offsets=tenant_offsets,
             input_rows=input_rows,
             commits_applied=commits,
             rejected=rejected,
@@ -200,4 +226,5 @@ def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
         updated_at_ms=updated_at,
         last_progress=progress,
         heartbeat_at_ms=heartbeat,
+        tenant_offsets=tenant_offsets,
     )

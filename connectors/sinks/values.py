@@ -46,10 +46,13 @@ class BatchProgress:
 
     ``ingest_offsets`` maps each ingest-topic partition to the *next* offset to read after this
     batch (Spark's end offsets); a restarted job without a checkpoint can start there.
+    ``tenant_offsets`` does the same for each tenant's ingest topic (topic → partition → next
+    offset); empty without tenants.
     """
 
     batch_id: int
     ingest_offsets: Mapping[int, int] = field(default_factory=dict)
+    tenant_offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     input_rows: int = 0
     commits_applied: int = 0
     rejected: int = 0
@@ -148,3 +151,5 @@ class CoordinatorStatus:
     updated_at_ms: int
     last_progress: BatchProgress | None
     heartbeat_at_ms: int | None = None
+    #: Each tenant's ingest topic → partition → the next offset the job reads there.
+    tenant_offsets: dict[str, dict[int, int]] = field(default_factory=dict)

@@ -72,9 +72,15 @@ class Context:
     def client(self) -> OffsetCommitClient:
         """Commits and deletes through the job, so Kafka's rules hold."""
         if self._client is None:
-            self._client = OffsetCommitClient(
-                self.config, client_id=CLIENT_ID, default_timeout_s=self.timeout_s
-            )
+            try:
+                self._client = OffsetCommitClient(
+                    self.config,
+                    client_id=CLIENT_ID,
+                    default_timeout_s=self.timeout_s,
+                    tenant=getattr(self.args, "tenant", None),
+                )
+            except ValueError as exc:  # a tenant the configuration does not have
+                raise UsageError(str(exc)) from None
         return self._client
 
     def close(self) -> None:

@@ -110,6 +110,16 @@ def _force(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _tenant(parser: argparse.ArgumentParser) -> None:
+    """``--tenant NAME``: write as one of the configuration's tenants."""
+    parser.add_argument(
+        "--tenant",
+        metavar="NAME",
+        help="send through this tenant's ingest and responses topics (the config file's "
+        "[[tenants]]); its ACLs decide, as Kafka's would for its principal",
+    )
+
+
 def _group_choice(parser: argparse.ArgumentParser, what: str) -> None:
     """``--group G`` (repeatable) or ``--all-groups``, exactly one."""
     choice = parser.add_mutually_exclusive_group(required=True)
@@ -184,21 +194,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metadata", default="", help="commit metadata (default empty)")
     p.add_argument("--leader-epoch", type=int, default=-1)
     _force(p)
+    _tenant(p)
 
     p = command(
         "reset-offsets", cmd_reset_offsets, "move a group's offsets (dry run unless --execute)"
     )
     _add_reset_arguments(p)
     _force(p)
+    _tenant(p)
 
     p = command("delete-offsets", cmd_delete_offsets, "delete some of a group's offsets")
     p.add_argument("--group", required=True)
     p.add_argument("--topic", action="append", required=True, metavar="T[:P,P]")
     _force(p)
+    _tenant(p)
 
     p = command("delete", cmd_delete, "delete empty groups and their offsets")
     p.add_argument("--group", action="append", required=True, metavar="G", help="(repeatable)")
     _force(p)
+    _tenant(p)
 
     p = command("export", cmd_export, "write committed offsets as CSV")
     _group_choice(p, "group to export")
@@ -219,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--execute", action="store_true", help="commit the offsets")
     _force(p)
+    _tenant(p)
 
     p = command("history", cmd_history, "a group's applied commits, newest first")
     p.add_argument("--group", required=True)

@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -76,12 +77,26 @@ def _answer(response: dict[str, object]) -> Answer:
 class JobCoordinator:
     """Requests to a running offsets job configured by ``config``."""
 
-    def __init__(self, config: JobConfig, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        config: JobConfig,
+        timeout_s: float = 120.0,
+        *,
+        tenant: str | None = None,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        """Requests go to ``config``'s ingest topic, or its ``tenant``'s, as the principal of
+        ``client_options`` (kafka-python's; default the config's)."""
         self._config = config
         self._timeout_s = timeout_s
-        self._producer = KafkaProducer(**config.kafka_python_options(), acks="all")
-        self._responses = KafkaConsumer(**config.kafka_python_options(), enable_auto_commit=False)
-        tps = [KafkaTopicPartition(config.responses_topic, p) for p in range(config.partitions)]
+        self._ingest_topic, responses_topic = config.ingest_topic, config.responses_topic
+        if tenant is not None:
+            (chosen,) = [t for t in config.tenants if t.name == tenant]
+            self._ingest_topic, responses_topic = chosen.ingest_topic, chosen.responses_topic
+        options = client_options or config.kafka_python_options()
+        self._producer = KafkaProducer(**options, acks="all")
+        self._responses = KafkaConsumer(**options, enable_auto_commit=False)
+        tps = [KafkaTopicPartition(responses_topic, p) for p in range(config.partitions)]
         self._responses.assign(tps)
         # Only answers to this harness's requests matter; start after what is there.
         for tp, end in consumer_end_offsets(self._responses, tps).items():
@@ -106,7 +121,7 @@ class JobCoordinator:
 
     def _send(self, request: Request) -> str:
         self._producer.send(
-            self._config.ingest_topic,
+            self._ingest_topic,
             key=request.group_id.encode("utf-8"),
             value=encode_request(request),
             partition=partition_for(request.group_id, self._config.partitions),

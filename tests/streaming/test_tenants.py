@@ -1,0 +1,311 @@
+"""Tenants against a broker with Kafka's ``StandardAuthorizer``, SASL_SSL with SCRAM users and
+ACLs created through Kafka's Admin API; the job itself runs as the super user.
+
+The broker keeps each tenant on its own topics; the job answers a tenant's requests as Kafka's
+own coordinator answers the same principal under the same ACLs (the differential cases run
+against both), writes nothing its rules refuse, and sends each tenant's answers to its own
+responses topic. The commit client and the CLI speak as a tenant and print Kafka's error names.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    NewTopic,
+    ResourcePattern,
+    ResourceType,
+)
+from kafka.errors import TopicAuthorizationFailedError
+
+from connectors.client import CommitFailedError, OffsetCommitClient
+from state.coordinator.acls import AclBinding
+from state.coordinator.model import OffsetCommitKey
+from streaming.config import JobConfig
+from streaming.job import OffsetsJob
+from streaming.tenants import Tenant
+from tests.conformance.job_coordinator import JobCoordinator
+from tests.conformance.kafka_coordinator import KafkaCoordinator
+from tests.conformance.operations import (
+    Answer,
+    Commit,
+    CommitPartition,
+    DeleteGroup,
+    DeleteOffsets,
+    Sequence,
+)
+from tests.fixtures.job import new_job_config, prepare_topics, write_config_file
+from tests.fixtures.kafka_secured import AuthorizingKafka, running_authorizing_kafka
+from tests.streaming.helpers import compacted, read_offsets_topic, sink_offsets, wait_for
+
+pytestmark = pytest.mark.slow
+
+A, B = "team-a", "team-b"
+#: Topics the commits name: Kafka's coordinator answers UNKNOWN_TOPIC_OR_PARTITION for others.
+ORDERS, SECRET = "orders", "secret"
+
+
+def _rules(*rows: tuple[str, str, str, str, str]) -> tuple[AclBinding, ...]:
+    keys = ("resource_type", "pattern_type", "resource_name", "operation", "permission_type")
+    return tuple(AclBinding.parse(dict(zip(keys, row, strict=True))) for row in rows)
+
+
+#: Team A: its prefix's groups, one literal group, deletes only of its cleanup group, the
+#: orders topic but not the secret one, and a DENY that beats its prefix's ALLOW.
+TEAM_A_RULES = _rules(
+    ("GROUP", "PREFIXED", "team-a.", "READ", "ALLOW"),
+    ("GROUP", "LITERAL", "shared", "READ", "ALLOW"),
+    ("GROUP", "LITERAL", "team-a.cleanup", "DELETE", "ALLOW"),
+    ("GROUP", "LITERAL", "team-a.billing", "READ", "DENY"),
+    ("TOPIC", "PREFIXED", "ord", "READ", "ALLOW"),
+)
+TEAM_B_RULES = _rules(
+    ("GROUP", "PREFIXED", "team-b.", "ALL", "ALLOW"), ("TOPIC", "LITERAL", "*", "READ", "ALLOW")
+)
+
+
+def _kafka_acl(principal: str, binding: AclBinding) -> ACL:
+    """The tenant rule as a Kafka ACL of ``principal``, any host."""
+    return ACL(
+        principal=f"User:{principal}",
+        host="*",
+        operation=ACLOperation[binding.operation.value],
+        permission_type=ACLPermissionType[binding.permission_type.value],
+        resource_pattern=ResourcePattern(
+            ResourceType[binding.resource_type.value],
+            binding.resource_name,
+            ACLResourcePatternType[binding.pattern_type.value],
+        ),
+    )
+
+
+def _topic_acl(principal: str, topic: str, operation: str) -> ACL:
+    return ACL(
+        f"User:{principal}",
+        "*",
+        ACLOperation[operation],
+        ACLPermissionType.ALLOW,
+        ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL),
+    )
+
+
+@dataclass
+class TenantJob:
+    config: JobConfig
+    kafka: AuthorizingKafka
+
+    def tenant(self, name: str) -> Tenant:
+        (tenant,) = [t for t in self.config.tenants if t.name == name]
+        return tenant
+
+    def tenant_config(self, name: str) -> JobConfig:
+        """The configuration a tenant holds: the job's, with its own login on SASL_SSL."""
+        return replace(
+            self.config,
+            bootstrap_servers=self.kafka.sasl_ssl,
+            kafka_options=self.kafka.kafka_options(name),
+        )
+
+
+@pytest.fixture(scope="module")
+def tenant_job(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TenantJob]:
+    folder = tmp_path_factory.mktemp("tenants")
+    with running_authorizing_kafka(folder, [A, B]) as kafka:
+        name = uuid.uuid4().hex[:8]
+        tenants = tuple(
+            Tenant(t, f"{t}.{name}.commits", f"{t}.{name}.responses", rules)
+            for t, rules in ((A, TEAM_A_RULES), (B, TEAM_B_RULES))
+        )
+        config = new_job_config(kafka.plaintext, folder, tenants=tenants)
+        admin = KafkaAdminClient(bootstrap_servers=kafka.plaintext)
+        try:
+            admin.create_topics([NewTopic(ORDERS, 2, 1), NewTopic(SECRET, 2, 1)])
+            acls = []
+            for tenant in tenants:
+                # What Kafka must let the tenant do for the job to hear it: write its ingest
+                # topic, read its responses; and its rules, for Kafka's own coordinator.
+                acls += [
+                    _topic_acl(tenant.name, tenant.ingest_topic, "WRITE"),
+                    _topic_acl(tenant.name, tenant.responses_topic, "READ"),
+                    *(_kafka_acl(tenant.name, b) for b in tenant.acls),
+                ]
+            result = admin.create_acls(acls)
+            assert not result["failed"], result["failed"]
+        finally:
+            admin.close()
+        prepare_topics(config)
+        job = OffsetsJob.create(config, spark)
+        try:
+            job.start()
+            running = TenantJob(config, kafka)
+            # Warm up through the operators' topic: the job answers once the query runs.
+            with OffsetCommitClient(config, client_id="tenants-warm-up") as client:
+                deadline = time.monotonic() + 180
+                while True:
+                    try:
+                        client.commit("warm-up", {(ORDERS, 0): 1}, timeout_s=10)
+                        break
+                    except CommitFailedError:
+                        if time.monotonic() > deadline:
+                            raise
+            yield running
+        finally:
+            job.stop()
+            job.sink.close()
+
+
+def test_the_broker_keeps_a_tenant_off_another_tenants_topic(tenant_job: TenantJob) -> None:
+    options = tenant_job.kafka.kafka_python_options(A)
+    producer = KafkaProducer(**options, acks="all", max_block_ms=20_000)
+    try:
+        own = tenant_job.tenant(A).ingest_topic
+        producer.send(own, b"x", partition=0).get(timeout=30)  # its own: accepted
+        other = tenant_job.tenant(B).ingest_topic
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send(other, b"x", partition=0).get(timeout=30)
+    finally:
+        producer.close(timeout=5)
+
+
+def _sequences(suffix: str) -> list[Sequence]:
+    def commit(*parts: tuple[str, int, int]) -> Commit:
+        return Commit(tuple(CommitPartition(t, p, o) for t, p, o in parts))
+
+    return [
+        Sequence(f"team-a.reader-{suffix}", (commit((ORDERS, 0, 5), (ORDERS, 1, 6)),), "allowed"),
+        Sequence(f"team-b.reader-{suffix}", (commit((ORDERS, 0, 5)),), "another tenant's group"),
+        Sequence(
+            f"team-a.mixed-{suffix}",
+            (commit((ORDERS, 0, 7), (SECRET, 0, 8), (SECRET, 1, 9)),),
+            "a topic it may not read: 29 for its partitions only",
+        ),
+        Sequence(f"team-a.billing{suffix}", (commit((ORDERS, 0, 1)),), "PREFIXED ALLOW"),
+        Sequence("team-a.billing", (commit((ORDERS, 0, 1)),), "LITERAL DENY beats ALLOW"),
+        Sequence("shared", (commit((ORDERS, 1, 3)),), "LITERAL: the name"),
+        Sequence(f"shared-{suffix}", (commit((ORDERS, 1, 3)),), "LITERAL: not a prefix"),
+        Sequence(
+            f"team-a.reader-{suffix}",
+            (DeleteOffsets(((ORDERS, 0),)), DeleteGroup()),
+            "no DELETE on the group",
+        ),
+        Sequence(
+            "team-a.cleanup",
+            (commit((ORDERS, 0, 2), (ORDERS, 1, 2)), DeleteOffsets(((ORDERS, 0), (SECRET, 0)))),
+            "DELETE on the group, READ on one topic only",
+        ),
+    ]
+
+
+def _run_on_kafka(kafka: AuthorizingKafka, sequences: list[Sequence]) -> list[list[Answer]]:
+    options = kafka.kafka_python_options(A)
+    coordinator = KafkaCoordinator(str(options.pop("bootstrap_servers")), **options)
+    try:
+        return [[coordinator.apply(s.group_id, op) for op in s.operations] for s in sequences]
+    finally:
+        coordinator.close()
+
+
+def _run_on_job(job: TenantJob, sequences: list[Sequence]) -> list[list[Answer]]:
+    coordinator = JobCoordinator(
+        job.config, tenant=A, client_options=job.kafka.kafka_python_options(A)
+    )
+    try:
+        # One sequence at a time: a group's requests in order, as on Kafka's side.
+        return [coordinator.run([s])[0] for s in sequences]
+    finally:
+        coordinator.close()
+
+
+def test_a_tenant_gets_what_kafkas_coordinator_answers_under_the_same_acls(
+    tenant_job: TenantJob,
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    sequences = _sequences(suffix)
+    kafka_answers = _run_on_kafka(tenant_job.kafka, sequences)
+    job_answers = _run_on_job(tenant_job, sequences)
+    for sequence, theirs, ours in zip(sequences, kafka_answers, job_answers, strict=True):
+        assert ours == theirs, f"{sequence.label} ({sequence.group_id}): job {ours}, Kafka {theirs}"
+    # The cases did what they claim, on both sides.
+    codes = {s.label: a for s, a in zip(sequences, job_answers, strict=True)}
+    assert codes["another tenant's group"][0].partitions == ((ORDERS, 0, 30),)
+    assert codes["a topic it may not read: 29 for its partitions only"][0].partitions == (
+        (ORDERS, 0, 0),
+        (SECRET, 0, 29),
+        (SECRET, 1, 29),
+    )
+    assert codes["LITERAL DENY beats ALLOW"][0].partitions == ((ORDERS, 0, 30),)
+    assert codes["no DELETE on the group"] == [Answer(30), Answer(30)]
+
+
+def test_refused_requests_change_neither_the_sink_nor_the_offsets_topic(
+    tenant_job: TenantJob,
+) -> None:
+    config = tenant_job.config
+    suffix = uuid.uuid4().hex[:6]
+    allowed, refused = f"team-a.ok-{suffix}", f"team-b.no-{suffix}"
+    coordinator = JobCoordinator(
+        config, tenant=A, client_options=tenant_job.kafka.kafka_python_options(A)
+    )
+    try:
+        commit = Commit((CommitPartition(ORDERS, 0, 11), CommitPartition(SECRET, 0, 12)))
+        answers = coordinator.run([Sequence(allowed, (commit,)), Sequence(refused, (commit,))])
+    finally:
+        coordinator.close()
+    assert answers == [
+        [Answer(0, ((ORDERS, 0, 0), (SECRET, 0, 29)))],
+        [Answer(0, ((ORDERS, 0, 30), (SECRET, 0, 30)))],
+    ]
+    assert sink_offsets(config.sink_url, allowed) == {(ORDERS, 0): 11}
+    assert sink_offsets(config.sink_url, refused) == {}
+    latest = compacted(read_offsets_topic(config.bootstrap_servers, config.offsets_topic))
+    offset_keys = [key for key in latest if isinstance(key, OffsetCommitKey)]
+    assert {(k.topic, k.partition) for k in offset_keys if k.group == allowed} == {(ORDERS, 0)}
+    assert not [k for k in offset_keys if k.group == refused]
+
+
+def test_the_client_and_the_cli_speak_as_a_tenant(tenant_job: TenantJob, tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    tenant_config = tenant_job.tenant_config(A)
+    with OffsetCommitClient(tenant_config, tenant=A, client_id="tenant-a") as client:
+        assert client.ingest_topic == tenant_job.tenant(A).ingest_topic
+        client.commit(f"team-a.client-{suffix}", {(ORDERS, 1): 4}, timeout_s=60)
+        with pytest.raises(CommitFailedError, match="GROUP_AUTHORIZATION_FAILED"):
+            client.commit(f"team-b.client-{suffix}", {(ORDERS, 1): 4}, timeout_s=60)
+        with pytest.raises(CommitFailedError, match="TOPIC_AUTHORIZATION_FAILED"):
+            client.commit(f"team-a.client-{suffix}", {(SECRET, 1): 4}, timeout_s=60)
+    wait_for(
+        lambda: sink_offsets(tenant_config.sink_url, f"team-a.client-{suffix}"),
+        lambda got: got == {(ORDERS, 1): 4},
+    )
+
+    config_file = write_config_file(tenant_config, tmp_path / "tenant-a.toml")
+    script = Path(sys.executable).with_name("consumer-offsets")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "streaming.cli"]
+    base = [*command, "commit", "--config", str(config_file), "--tenant", A]
+    refused = subprocess.run(
+        [*base, "--group", f"team-b.cli-{suffix}", "--topic", ORDERS, "--partition", "0",
+         "--offset", "3"],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused
+    assert "GROUP_AUTHORIZATION_FAILED" in refused.stdout + refused.stderr
+    unknown = subprocess.run(
+        [*command, "commit", "--config", str(config_file), "--tenant", "team-z", "--group", "g",
+         "--topic", ORDERS, "--partition", "0", "--offset", "3"],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert unknown.returncode == 2 and "tenant 'team-z'" in unknown.stderr, unknown
