@@ -175,6 +175,29 @@ class PostgresSink(Sink):
                         raise SinkError(f"{self.url}: {action}: {exc}") from exc
             raise AssertionError("unreachable")
 
+    def _read_chunks(
+        self, statement: sql.Composed, consume: Callable[[list[tuple[Any, ...]]], None], size: int
+    ) -> None:
+        """As :meth:`_run`: retried once on a fresh connection if it was broken before any
+        row was handed on."""
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                handed = False
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(statement)
+                        while found := cur.fetchmany(size):
+                            handed = True
+                            consume(found)
+                        return
+                except psycopg.Error as exc:
+                    lost = self._lost(conn)
+                    if lost:
+                        self._discard()
+                    if not lost or attempt == 2 or handed:
+                        raise SinkError(f"{self.url}: read failed: {exc}") from exc
+
     def _fetch_partitions(
         self, group_id: str, wanted: Sequence[tuple[str, int]]
     ) -> list[tuple[Any, ...]]:
@@ -509,6 +532,13 @@ class PostgresSink(Sink):
                 'SELECT topic, "partition", log_end_offset, first_seen_ms, last_seen_ms FROM {}'
                 ' WHERE last_seen_ms >= %s ORDER BY topic, "partition", log_end_offset'
             ).format(t["samples"]),
+            "groups_recent_commits": _q(
+                'SELECT group_id, topic, "partition", committed_offset, commit_timestamp_ms'
+                " FROM (SELECT *, row_number() OVER (PARTITION BY"
+                ' group_id, topic, "partition" ORDER BY batch_id DESC, seq DESC) AS newest'
+                " FROM {} WHERE group_id = ANY(%s::text[])) AS h WHERE newest <= %s"
+                ' ORDER BY group_id, topic, "partition", batch_id DESC, seq DESC'
+            ).format(t["history"]),
             "all_offsets": _q(
                 'SELECT group_id, topic, "partition", committed_offset, commit_timestamp_ms'
                 ' FROM {} ORDER BY group_id, topic, "partition"'
@@ -559,6 +589,11 @@ class PostgresSink(Sink):
             " FROM {} WHERE group_id = %s) AS h WHERE newest <= %s"
             ' ORDER BY topic, "partition", batch_id DESC, seq DESC'
         ).format(self._t["history"])
+
+    def _groups_recent_commits(
+        self, group_ids: Sequence[str], per_partition: int
+    ) -> list[tuple[Any, ...]]:
+        return self._run(self._sql["groups_recent_commits"], (list(group_ids), per_partition))
 
     def _history_query(self, conditions: Sequence[str]) -> sql.Composed:
         # The conditions are the base's fixed column names, not user input.

@@ -55,6 +55,17 @@ _COMMIT_DDL: Final = """group_id TEXT NOT NULL,
             metadata TEXT NOT NULL,
             commit_timestamp_ms INTEGER NOT NULL,"""
 
+# Each partition's newest rows numbered over the key index alone (it holds the primary key),
+# then only those rows read from the table: a fraction of the table lookups.
+_GROUPS_RECENT_COMMITS: Final = (
+    'SELECT h.group_id, h.topic, h."partition", h.committed_offset, h.commit_timestamp_ms'
+    " FROM (SELECT batch_id, seq, ROW_NUMBER() OVER"
+    ' (PARTITION BY group_id, topic, "partition" ORDER BY batch_id DESC, seq DESC) AS newest'
+    " FROM {history} WHERE group_id IN ({marks})) AS k JOIN {history} AS h"
+    " ON h.batch_id = k.batch_id AND h.seq = k.seq WHERE k.newest <= ?"
+    ' ORDER BY h.group_id, h.topic, h."partition", h.batch_id DESC, h.seq DESC'
+)
+
 
 def quote_identifier(name: str) -> str:
     """A double-quoted SQLite identifier (names are validated upstream: defence in depth)."""
@@ -166,6 +177,18 @@ class SqliteSink(Sink):
             except sqlite3.Error as exc:
                 self._discard()
                 raise SinkError(f"{self.url}: {action}: {exc}") from exc
+
+    def _read_chunks(
+        self, statement: str, consume: Callable[[list[tuple[Any, ...]]], None], size: int
+    ) -> None:
+        with self._lock:
+            try:
+                cursor = self._connection().execute(statement)
+                while found := cursor.fetchmany(size):
+                    consume(found)
+            except sqlite3.Error as exc:
+                self._discard()
+                raise SinkError(f"{self.url}: read failed: {exc}") from exc
 
     def reclaim_space(self) -> None:
         """Give up to :data:`_VACUUM_PAGES` free pages back to the file system (a file created
@@ -459,6 +482,31 @@ class SqliteSink(Sink):
             f" FROM {self._t['history']} WHERE group_id = ?) AS h WHERE newest <= ?"
             ' ORDER BY topic, "partition", batch_id DESC, seq DESC'
         )
+
+    def _groups_recent_commits(
+        self, group_ids: Sequence[str], per_partition: int
+    ) -> list[tuple[Any, ...]]:
+        found: list[tuple[Any, ...]] = []
+        with self._lock:
+            conn = self._connection()
+            try:
+                if len(group_ids) > _IN_CHUNK:  # one snapshot for every chunk
+                    conn.execute("BEGIN DEFERRED")
+                for i in range(0, len(group_ids), _IN_CHUNK):
+                    chunk = group_ids[i : i + _IN_CHUNK]
+                    marks = ", ".join("?" * len(chunk))
+                    found.extend(
+                        conn.execute(
+                            _GROUPS_RECENT_COMMITS.format(history=self._t["history"], marks=marks),
+                            (*chunk, per_partition),
+                        )
+                    )
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._discard()
+                raise SinkError(f"{self.url}: read failed: {exc}") from exc
+        return found
 
     def _history_query(self, conditions: Sequence[str]) -> str:
         where = " AND ".join(f"{column} = ?" for column in conditions)

@@ -68,3 +68,10 @@ def stored_column(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Ar
         return values
     escaped = pc.replace_substring(values, ESCAPE, ESCAPE + ESCAPE)
     return pc.replace_substring(escaped, _NUL, ESCAPE + "0")
+
+
+def original_column(values: pa.Array) -> pa.Array:
+    """:func:`original_text` over a string column (unchanged when nothing is escaped)."""
+    if not pc.any(pc.match_substring(values, ESCAPE)).as_py():
+        return values
+    return pa.array([original_text(v) for v in values.to_pylist()], pa.string())

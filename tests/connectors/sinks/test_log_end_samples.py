@@ -133,6 +133,7 @@ def test_a_smaller_offset_starts_the_partition_over_and_stale_samples_are_ignore
 
 def test_every_offset_in_one_read_and_a_group_probe(make_sink: Callable[..., Sink]) -> None:
     from connectors.sinks import BatchProgress
+    from connectors.sinks.base import OFFSET_COLUMNS_SCHEMA
     from tests.connectors.sinks.record_frames import commit, frame, group_metadata
 
     sink = make_sink()
@@ -147,6 +148,9 @@ def test_every_offset_in_one_read_and_a_group_probe(make_sink: Callable[..., Sin
         ("a", "u", 0, 9, 12),
         ("g\x00", "t", 0, 4, 11),
         ("g\x00", "t", 1, 5, 10),
+    ]
+    assert sink.offset_columns().to_pylist() == [
+        dict(zip(OFFSET_COLUMNS_SCHEMA.names, row, strict=True)) for row in sink.all_offsets()
     ]
     assert sink.group_exists("g\x00") and sink.group_exists("empty")
     assert not sink.group_exists("nobody")

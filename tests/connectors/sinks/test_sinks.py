@@ -420,6 +420,29 @@ def test_recent_history_keeps_each_partitions_newest_commits(
         sink.recent_history("g", 0)
 
 
+def test_groups_recent_commits_are_each_groups_recent_history(
+    make_sink: Callable[..., Sink],
+) -> None:
+    sink = make_sink(keep_history=True)
+    sink.write_batch(0, frame(*(commit("g", "t", 0, i) for i in range(6))), progress(0))
+    sink.write_batch(
+        1,
+        frame(commit("g", "t", 1, 50), commit("h\x00", "t", 0, 99), commit("i", "t", 0, 7)),
+        progress(1),
+    )
+    groups = ["g", "h\x00", "nobody"]
+    windows = sink.groups_recent_commits(groups, 3)
+    assert windows == {
+        (group, tp[0], tp[1]): [(h.offset, h.commit_timestamp_ms) for h in entries]
+        for group in groups
+        for tp, entries in sink.recent_history(group, 3).items()
+    }
+    assert [o for o, _ in windows[("g", "t", 0)]] == [5, 4, 3]
+    assert sink.groups_recent_commits([], 3) == {}
+    with pytest.raises(ValueError, match="per_partition"):
+        sink.groups_recent_commits(groups, 0)
+
+
 def test_history_not_kept_by_default(sink: Sink) -> None:
     sink.write_batch(0, frame(commit("g", "t", 0, 1)), progress(0))
 
