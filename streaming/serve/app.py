@@ -6,6 +6,7 @@ log-end samples it reads from the cluster (lag in seconds), shared with the othe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,11 +22,14 @@ from connectors.sinks import Sink, SinkError, open_sink
 from streaming.serve.burrow import BurrowApi
 from streaming.serve.dashboard import Dashboard
 from streaming.serve.evaluation import DEFAULT_INTERVALS
-from streaming.serve.exposition import Granularity, lag_text
+from streaming.serve.exposition import Granularity
+from streaming.serve.lag_frame import frame_of
 from streaming.serve.lag_view import LagView
 from streaming.serve.log_end_cache import DEFAULT_INTERVAL_S, LogEndCache
+from streaming.serve.memo import Memo
 from streaming.serve.metrics import registry_for
-from streaming.serve.snapshot import DEFAULT_EVALUATION_INTERVAL_S, GroupEvaluator, snapshot
+from streaming.serve.scrape import LagExposition
+from streaming.serve.snapshot import DEFAULT_EVALUATION_INTERVAL_S, GroupEvaluator
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +74,35 @@ def create_app(config: ServeConfig) -> Starlette:
     )
     view = LagView(sink, log_ends, config.cluster_name, config.intervals)
     registry = registry_for(view)
-    evaluator = GroupEvaluator(view, config.evaluation_interval_s, config.log_end_interval_s)
+    # Every group's lags, made at most once per log-end interval and again after each refresh
+    # of the log-end offsets: shared by the index's rows and /metrics (streaming.serve.scrape).
+    interval = config.log_end_interval_s
+    frames = Memo(
+        lambda: frame_of(view),
+        interval,
+        key=lambda: log_ends.generation,
+        clock=time.time,
+        as_of=lambda f: f.made_ms / 1000,
+    )
+    evaluator = GroupEvaluator(view, config.evaluation_interval_s, interval, frames=frames.get)
+    lag = LagExposition(
+        frames,
+        lambda: evaluator.statuses,
+        view.cluster,
+        config.granularity,
+        interval,
+        lambda: log_ends.generation,
+    )
 
     def metrics(request: Request) -> Response:
-        lag = lag_text(
-            snapshot(view), view.groups(), evaluator.statuses, view.cluster, config.granularity
-        )
-        return Response(lag.encode() + generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        progress = generate_latest(registry)
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(
+                lag.gzipped(progress),
+                media_type=CONTENT_TYPE_LATEST,
+                headers={"Content-Encoding": "gzip"},
+            )
+        return Response(lag.text(progress), media_type=CONTENT_TYPE_LATEST)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -97,4 +123,5 @@ def create_app(config: ServeConfig) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.view = view
     app.state.evaluator = evaluator
+    app.state.lag = lag
     return app

@@ -1,6 +1,8 @@
-"""The lag part of ``/metrics`` as Prometheus text, written directly: at 200,000 committed
-partitions a scrape has a million lines, which prometheus-client's object per sample would
-take seconds to build. Same format (text 0.0.4), same names as the collector had.
+"""The lag part of ``/metrics`` as Prometheus text, written directly and column by column: at
+200,000 committed partitions a scrape has a million lines, which prometheus-client's object per
+sample (or a Python string per line) would take seconds to build; each family's lines are made
+by pyarrow's string kernels over the whole :class:`~streaming.serve.lag_frame.LagFrame` at once.
+Same format (text 0.0.4), same names, same lines in the same order as the collector had.
 
 kafka_exporter's names and labels (``consumergroup``, ``topic``, ``partition``):
 ``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag``,
@@ -22,8 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, Literal
 
-from connectors.sinks import GroupListing
-from streaming.serve.snapshot import PartitionFigures
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.serve.lag_frame import LagFrame
 
 Granularity = Literal["partition", "topic"]
 GRANULARITIES: Final = ("partition", "topic")
@@ -80,110 +85,204 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+def _escape_column(values: pa.Array) -> pa.Array:
+    """:func:`_escape` over a string column."""
+    for raw, escaped in (("\\", "\\\\"), ("\n", "\\n"), ('"', '\\"')):
+        values = pc.replace_substring(values, raw, escaped)
+    return values
 
 
-def lag_text(
-    figures: Mapping[str, list[PartitionFigures]],
-    listings: list[GroupListing],
+Part = pa.Array | pa.ChunkedArray | str
+
+
+def _join(*parts: Part) -> pa.Array:
+    """Each row's parts concatenated (a ``str`` part is the same in every row)."""
+    args = [pa.scalar(p, pa.string()) if isinstance(p, str) else p for p in parts]
+    joined = pc.binary_join_element_wise(*args, pa.scalar("", pa.string()))
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def _integers(values: np.ndarray) -> pa.Array:
+    return pc.cast(pa.array(values, pa.int64()), pa.string())
+
+
+def _milliseconds_as_seconds(ms: np.ndarray) -> pa.Array:
+    """Whole milliseconds (>= 0) as seconds, written as ``repr(ms / 1000)`` writes them (and
+    without ``.0`` when whole): ``12``, ``12.5``, ``12.005``."""
+    whole = _integers(ms // 1000)
+    frac = pc.utf8_rtrim(pc.utf8_lpad(_integers(ms % 1000), width=3, padding="0"), characters="0")
+    return pc.if_else(pa.array(ms % 1000 == 0), whole, _join(whole, ".", frac))
+
+
+def _lines(name: str, labels: pa.Array, values: pa.Array) -> pa.Array:
+    return _join(name, labels, values, "\n")
+
+
+def _text(lines: pa.Array) -> bytes:
+    """The lines (each ending in a newline) as one text: their data buffer, as it is."""
+    if not len(lines):
+        return b""
+    offsets = np.frombuffer(lines.buffers()[1], np.int32)[
+        lines.offset : lines.offset + len(lines) + 1
+    ]
+    return memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])].tobytes()
+
+
+def render(
+    frame: LagFrame,
     statuses: Mapping[str, str],
     cluster: str,
     granularity: Granularity = "partition",
-) -> str:
+) -> bytes:
     """The lag families as exposition text, every family with its HELP and TYPE."""
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
-    out: dict[str, list[str]] = {name: [] for name in _HELP}
-    per_partition = granularity == "partition"
+    out: dict[str, bytes] = {}
     c = _escape(cluster)
-    latest: dict[tuple[str, int], int] = {}
-    for listing in listings:
-        g = _escape(listing.group_id)
-        out["kafka_consumergroup_members"].append(
-            f'kafka_consumergroup_members{{consumergroup="{g}"}} {listing.members or 0}'
-        )
-    current_offset = out["kafka_consumergroup_current_offset"].append
-    group_offset = out["kafka_consumergroup_group_offset"].append
-    exporter_lag = out["kafka_consumergroup_lag"].append
-    group_lag = out["kafka_consumergroup_group_lag"].append
-    lag_seconds = out["kafka_consumergroup_group_lag_seconds"].append
-    bounded = out["consumer_offsets_group_lag_seconds_bounded"].append
-    last_commit = out["consumer_offsets_group_last_commit_timestamp_seconds"].append
-    for group, parts in figures.items():
-        g = _escape(group)
-        kle = f'cluster_name="{c}",group="{g}"'
-        max_seconds, max_lag, sum_lag = 0.0, 0, 0
-        by_topic: dict[str, tuple[int, float]] = {}
-        for p in parts:
-            t = _escape(p.topic)
-            seconds = None if p.time_lag is None else p.time_lag.lag_ms / 1000
-            if p.lag is not None:
-                max_lag = max(max_lag, p.lag)
-                sum_lag += p.lag
-            if seconds is not None:
-                max_seconds = max(max_seconds, seconds)
-            if p.log_end is not None:
-                latest[(p.topic, p.partition)] = p.log_end
-            topic_sum, topic_seconds = by_topic.get(t, (0, 0.0))
-            by_topic[t] = (topic_sum + (p.lag or 0), max(topic_seconds, seconds or 0.0))
-            if not per_partition:
-                continue
-            ke = f'{{consumergroup="{g}",topic="{t}",partition="{p.partition}"}} '
-            kl = f'{{{kle},topic="{t}",partition="{p.partition}"}} '
-            current_offset(f"kafka_consumergroup_current_offset{ke}{p.offset}")
-            group_offset(f"kafka_consumergroup_group_offset{kl}{p.offset}")
-            if p.lag is not None:
-                exporter_lag(f"kafka_consumergroup_lag{ke}{p.lag}")
-                group_lag(f"kafka_consumergroup_group_lag{kl}{p.lag}")
-            if seconds is not None:
-                lag_seconds(f"kafka_consumergroup_group_lag_seconds{kl}{_number(seconds)}")
-                if p.time_lag is not None and p.time_lag.bounded:
-                    bounded(f"consumer_offsets_group_lag_seconds_bounded{kl}1")
-            if p.commit_timestamp_ms >= 0:
-                last_commit(
-                    "consumer_offsets_group_last_commit_timestamp_seconds"
-                    f"{kl}{_number(p.commit_timestamp_ms / 1000)}"
-                )
-        for t, (topic_sum, topic_seconds) in sorted(by_topic.items()):
-            out["kafka_consumergroup_lag_sum"].append(
-                f'kafka_consumergroup_lag_sum{{consumergroup="{g}",topic="{t}"}} {topic_sum}'
-            )
-            if not per_partition:
-                out["kafka_consumergroup_group_topic_sum_lag"].append(
-                    f'kafka_consumergroup_group_topic_sum_lag{{{kle},topic="{t}"}} {topic_sum}'
-                )
-                out["consumer_offsets_group_topic_max_lag_seconds"].append(
-                    f'consumer_offsets_group_topic_max_lag_seconds{{{kle},topic="{t}"}} '
-                    f"{_number(topic_seconds)}"
-                )
-        out["kafka_consumergroup_group_max_lag_seconds"].append(
-            f"kafka_consumergroup_group_max_lag_seconds{{{kle}}} {_number(max_seconds)}"
-        )
-        out["kafka_consumergroup_group_max_lag"].append(
-            f"kafka_consumergroup_group_max_lag{{{kle}}} {max_lag}"
-        )
-        out["kafka_consumergroup_group_sum_lag"].append(
-            f"kafka_consumergroup_group_sum_lag{{{kle}}} {sum_lag}"
-        )
-        status = statuses.get(group)
-        if status:
-            out["consumer_offsets_group_status"].append(
-                f'consumer_offsets_group_status{{{kle},status="{_escape(status)}"}} 1'
-            )
-    for (topic, partition), end in sorted(latest.items()):
-        t = _escape(topic)
-        out["kafka_topic_partition_current_offset"].append(
-            f'kafka_topic_partition_current_offset{{topic="{t}",partition="{partition}"}} {end}'
-        )
-        out["kafka_partition_latest_offset"].append(
-            f'kafka_partition_latest_offset{{cluster_name="{c}",topic="{t}",'
-            f'partition="{partition}"}} {end}'
-        )
+    out["kafka_consumergroup_members"] = "".join(
+        f'kafka_consumergroup_members{{consumergroup="{_escape(listing.group_id)}"}} '
+        f"{listing.members or 0}\n"
+        for listing in frame.listings
+    ).encode()
+    if frame.rows:
+        out.update(_partition_families(frame, c) if granularity == "partition" else {})
+        out.update(_group_families(frame, statuses, c, granularity))
+        out.update(_topic_families(frame, c))
     chunks = []
-    for name, lines in out.items():
-        if lines:
-            chunks.append(f"# HELP {name} {_HELP[name]}\n# TYPE {name} gauge\n")
-            chunks.append("\n".join(lines))
-            chunks.append("\n")
-    return "".join(chunks)
+    for name in _HELP:
+        if out.get(name):
+            chunks.append(f"# HELP {name} {_HELP[name]}\n# TYPE {name} gauge\n".encode())
+            chunks.append(out[name])
+    return b"".join(chunks)
+
+
+def _partition_families(frame: LagFrame, c: str) -> dict[str, bytes]:
+    """One series per committed partition (``granularity="partition"``)."""
+    g = _escape_column(frame.groups).take(pa.array(frame.group_index))
+    t = _escape_column(frame.topics).take(pa.array(frame.topic_index))
+    p = _integers(frame.partition)
+    ke = _join('{consumergroup="', g, '",topic="', t, '",partition="', p, '"} ')
+    kl = _join(f'{{cluster_name="{c}",group="', g, '",topic="', t, '",partition="', p, '"} ')
+    offset = _integers(frame.offset)
+    has_end = pa.array(frame.has_end)
+    lag = _integers(frame.lag).filter(has_end)
+    timed = pa.array(frame.has_time)
+    bounded = pa.array(frame.has_time & frame.bounded)
+    committed = frame.commit_timestamp_ms >= 0
+    families = {
+        "kafka_consumergroup_current_offset": (ke, offset),
+        "kafka_consumergroup_lag": (ke.filter(has_end), lag),
+        "kafka_consumergroup_group_offset": (kl, offset),
+        "kafka_consumergroup_group_lag": (kl.filter(has_end), lag),
+        "kafka_consumergroup_group_lag_seconds": (
+            kl.filter(timed),
+            _milliseconds_as_seconds(frame.lag_ms[frame.has_time]),
+        ),
+        "consumer_offsets_group_lag_seconds_bounded": (
+            kl.filter(bounded),
+            pa.array(np.full(int(np.count_nonzero(frame.has_time & frame.bounded)), "1")),
+        ),
+        "consumer_offsets_group_last_commit_timestamp_seconds": (
+            kl.filter(pa.array(committed)),
+            _milliseconds_as_seconds(frame.commit_timestamp_ms[committed]),
+        ),
+    }
+    return {
+        name: _text(_lines(name, labels, values)) for name, (labels, values) in families.items()
+    }
+
+
+def _group_families(
+    frame: LagFrame, statuses: Mapping[str, str], c: str, granularity: Granularity
+) -> dict[str, bytes]:
+    """Per group, and per group and topic: sums and maxima of the partitions' lags."""
+    starts = frame.group_starts()[:-1]
+    lag = np.where(frame.has_end, frame.lag, 0)
+    lag_ms = np.where(frame.has_time, frame.lag_ms, 0)
+    kle = _join(f'{{cluster_name="{c}",group="', _escape_column(frame.groups), '"} ')
+    out = {
+        "kafka_consumergroup_group_max_lag_seconds": _lines(
+            "kafka_consumergroup_group_max_lag_seconds",
+            kle,
+            _milliseconds_as_seconds(np.maximum.reduceat(lag_ms, starts)),
+        ),
+        "kafka_consumergroup_group_max_lag": _lines(
+            "kafka_consumergroup_group_max_lag", kle, _integers(np.maximum.reduceat(lag, starts))
+        ),
+        "kafka_consumergroup_group_sum_lag": _lines(
+            "kafka_consumergroup_group_sum_lag", kle, _integers(np.add.reduceat(lag, starts))
+        ),
+    }
+    text = {name: _text(lines) for name, lines in out.items()}
+    text["consumer_offsets_group_status"] = "".join(
+        f'consumer_offsets_group_status{{cluster_name="{c}",group="{_escape(group)}",'
+        f'status="{_escape(status)}"}} 1\n'
+        for group in frame.groups.to_pylist()
+        if (status := statuses.get(group))
+    ).encode()
+    # Per group and topic: the runs of rows with one group and topic, by escaped topic.
+    key = frame.group_index * (len(frame.topics) + 1) + frame.topic_index
+    runs = np.concatenate(([0], np.flatnonzero(np.diff(key)) + 1)).astype(np.int64)
+    g = _escape_column(frame.groups).take(pa.array(frame.group_index[runs]))
+    t = _escape_column(frame.topics).take(pa.array(frame.topic_index[runs]))
+    order = pa.table(
+        {"group": pa.array(frame.group_index[runs]), "topic": t, "run": np.arange(len(runs))}
+    ).sort_by([("group", "ascending"), ("topic", "ascending")])["run"]
+    g, t = g.take(order), t.take(order)
+    topic_sum = _integers(np.add.reduceat(lag, runs)).take(order)
+    exporter = _join('kafka_consumergroup_lag_sum{consumergroup="', g, '",topic="', t, '"} ')
+    text["kafka_consumergroup_lag_sum"] = _text(_join(exporter, topic_sum, "\n"))
+    if granularity == "topic":
+        labels = _join(f'{{cluster_name="{c}",group="', g, '",topic="', t, '"} ')
+        seconds = _milliseconds_as_seconds(np.maximum.reduceat(lag_ms, runs)).take(order)
+        for name, values in (
+            ("kafka_consumergroup_group_topic_sum_lag", topic_sum),
+            ("consumer_offsets_group_topic_max_lag_seconds", seconds),
+        ):
+            text[name] = _text(_lines(name, labels, values))
+    return text
+
+
+def _topic_families(frame: LagFrame, c: str) -> dict[str, bytes]:
+    """Each committed partition's log-end offset, by topic and partition."""
+    rows = np.flatnonzero(frame.has_end)
+    if not len(rows):
+        return {}
+    key = frame.topic_index[rows] * (int(frame.partition.max()) + 1) + frame.partition[rows]
+    _, first = np.unique(key, return_index=True)
+    rows = rows[first]
+    table = pa.table(
+        {
+            "topic": frame.topics.take(pa.array(frame.topic_index[rows])),
+            "partition": pa.array(frame.partition[rows]),
+            "row": pa.array(rows),
+        }
+    ).sort_by([("topic", "ascending"), ("partition", "ascending")])
+    rows = table["row"].to_numpy()
+    t = _escape_column(frame.topics).take(pa.array(frame.topic_index[rows]))
+    p = _integers(frame.partition[rows])
+    end = _integers(frame.log_end[rows])
+    return {
+        "kafka_topic_partition_current_offset": _text(
+            _join(
+                'kafka_topic_partition_current_offset{topic="',
+                t,
+                '",partition="',
+                p,
+                '"} ',
+                end,
+                "\n",
+            )
+        ),
+        "kafka_partition_latest_offset": _text(
+            _join(
+                f'kafka_partition_latest_offset{{cluster_name="{c}",topic="',
+                t,
+                '",partition="',
+                p,
+                '"} ',
+                end,
+                "\n",
+            )
+        ),
+    }

@@ -23,7 +23,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from connectors.client.offsets_reader import BrokerOffsets
 from connectors.sinks import Sink, SinkError
@@ -38,6 +41,41 @@ DEFAULT_INTERVAL_S = 10.0
 DEFAULT_KEEP = 360
 #: Seconds between two loads of the whole sampled table (in between, only what changed).
 FULL_RELOAD_S = 600.0
+
+
+def _time_of(observation: tuple[int, int]) -> int:
+    return observation[0]
+
+
+@dataclass(frozen=True)
+class SampleColumns:
+    """Every partition's sampled points, oldest first, concatenated: partition ``tp``'s are
+    rows ``bounds[tp][0]`` to ``bounds[tp][1]`` (exclusive) of ``offsets``, ``first_seen_ms``
+    and ``last_seen_ms``."""
+
+    bounds: dict[tuple[str, int], tuple[int, int]]
+    offsets: np.ndarray
+    first_seen_ms: np.ndarray
+    last_seen_ms: np.ndarray
+
+    @classmethod
+    def of(cls, points: Mapping[TopicPartition, list[LogEndSample]]) -> SampleColumns:
+        bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        offsets: list[int] = []
+        first: list[int] = []
+        last: list[int] = []
+        for tp, table in points.items():
+            if table:
+                bounds[(tp.topic, tp.partition)] = (len(offsets), len(offsets) + len(table))
+                offsets.extend(p.offset for p in table)
+                first.extend(p.first_seen_ms for p in table)
+                last.extend(p.last_seen_ms for p in table)
+        return cls(
+            bounds,
+            np.array(offsets, np.int64),
+            np.array(first, np.int64),
+            np.array(last, np.int64),
+        )
 
 
 class LogEndCache:
@@ -62,8 +100,11 @@ class LogEndCache:
         self._latest: dict[str, dict[int, int]] = {}
         self._samples_sink = samples_sink
         self._points: dict[TopicPartition, list[LogEndSample]] = {}
-        #: :meth:`tables`, made again after the points change.
+        #: :meth:`tables` and :meth:`columns`, made again after the points change.
         self._tables: dict[TopicPartition, tuple[list[LogEndSample], list[int]]] | None = None
+        self._columns: SampleColumns | None = None
+        #: Counts the refreshes: what a reader's cache of lags keys on (:attr:`generation`).
+        self._generation = 0
         self._keep_points = DEFAULT_KEEP_POINTS
         self._full_loaded_at: float | None = None
         self._loaded_ms = 0
@@ -85,6 +126,7 @@ class LogEndCache:
                     continue  # older, or the same reading again (a mirror's, not refreshed)
                 ring.append((at_ms, int(offset)))
                 self._latest.setdefault(tp.topic, {})[tp.partition] = int(offset)
+            self._generation += 1
 
     def latest(self, tp: TopicPartition) -> int | None:
         with self._lock:
@@ -102,8 +144,7 @@ class LogEndCache:
             ring = self._seen.get(tp)
             if not ring:
                 return None
-            times = [t for t, _ in ring]
-            i = bisect.bisect_right(times, timestamp_ms)
+            i = bisect.bisect_right(ring, timestamp_ms, key=_time_of)
             return ring[i - 1][1] if i else None
 
     def recent(self, tp: TopicPartition, count: int) -> list[int]:
@@ -133,9 +174,29 @@ class LogEndCache:
                 }
             return self._tables
 
+    def columns(self) -> SampleColumns:
+        """Every partition's points as columns (:class:`SampleColumns`), as last loaded: what a
+        vectorised pass over every group interpolates in."""
+        with self._lock:
+            if self._columns is None:
+                self._columns = SampleColumns.of(self._points)
+            return self._columns
+
+    @property
+    def generation(self) -> int:
+        """How many refreshes ended (successful or not): changes when the log-end offsets and
+        the sampled table may have."""
+        return self._generation
+
     def refresh(self) -> int:
         """Read the log-end offsets of the committed topics once, add them to the sampled
         table (when this server reads the cluster) and load the table; the partitions read."""
+        try:
+            return self._refresh()
+        finally:
+            self._generation += 1
+
+    def _refresh(self) -> int:
         if self._broker is None:
             stored = self.sink.log_end_offsets()
             for entry in stored.values():
@@ -157,7 +218,7 @@ class LogEndCache:
             self._load_points()
         else:
             with self._lock:
-                self._tables = None
+                self._tables, self._columns = None, None
                 for tp, offset in ends.items():
                     merged, _ = merge_sample(self._points.get(tp, []), offset, now)
                     self._points[tp] = thin(merged)
@@ -172,14 +233,14 @@ class LogEndCache:
             loaded = self.sink.log_end_samples()
             with self._lock:
                 self._points = loaded
-                self._tables = None
+                self._tables, self._columns = None, None
             self._full_loaded_at, self._loaded_ms = now, started_ms
             return
         since = self._loaded_ms - int(2 * self.interval_s * 1000)  # writers' clocks and lag
         self._loaded_ms = int(time.time() * 1000)
         changed = self.sink.log_end_samples_since(since)
         with self._lock:
-            self._tables = None
+            self._tables, self._columns = None, None
             for topic, partition, point in changed:
                 tp = TopicPartition(topic, partition)
                 points = self._points.setdefault(tp, [])

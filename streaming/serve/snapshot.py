@@ -1,11 +1,8 @@
-"""Every group's partitions at once, for the pages that show all groups (``/metrics``, the
-dashboard's index): one read of every committed offset (``Sink.all_offsets``), the log-end
-offsets and sampled tables the server already holds, and each partition's lag in messages and
-in seconds. A group's own page and Burrow's routes read one group instead (``lag_view``).
+"""What the pages over every group show, kept by a thread of its own: each group's Burrow
+status (its commit history: too dear to read per request over thousands of groups) and the
+dashboard index's rows, made from the lags of every group at once (``lag_frame``).
 
-:class:`GroupEvaluator` keeps, in a thread of its own, what is too dear to compute per
-request over thousands of groups: each group's Burrow status (its commit history) and the
-summary rows of the index (sorted by lag in seconds); requests read its last pass.
+:class:`GroupEvaluator` runs the passes; requests read its last one.
 """
 
 from __future__ import annotations
@@ -13,67 +10,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+
+import numpy as np
 
 from connectors.sinks import SinkError
-from connectors.sinks.log_end_samples import LogEndSample, TimeLag, lag_ms
+from streaming.serve.lag_frame import LagFrame, frame_of
 from streaming.serve.lag_view import LagView
 
 log = logging.getLogger(__name__)
 
 #: Seconds between two passes of the evaluator (statuses and the index's rows).
 DEFAULT_EVALUATION_INTERVAL_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionFigures:
-    """One committed partition of a group with its lag (None where the log end is unknown)."""
-
-    topic: str
-    partition: int
-    offset: int
-    commit_timestamp_ms: int
-    log_end: int | None
-    lag: int | None
-    time_lag: TimeLag | None
-
-
-def snapshot(view: LagView, now_ms: int | None = None) -> dict[str, list[PartitionFigures]]:
-    """Every group's partitions (by group, sorted by group, topic, partition) with their lag."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    offsets = view.sink.all_offsets()
-    ends = view.log_end_map({topic for _, topic, _, _, _ in offsets})
-    tables = view.log_ends.tables()
-    none: tuple[list[LogEndSample], list[int]] = ([], [])
-    groups: dict[str, list[PartitionFigures]] = {}
-    current, parts = None, []
-    for group, topic, partition, offset, committed_at in offsets:
-        if group != current:  # rows come sorted by group
-            current, parts = group, groups.setdefault(group, [])
-        tp = (topic, partition)  # equal to (and hashed as) TopicPartition(topic, partition)
-        end = ends.get(tp)  # type: ignore[call-overload]
-        if end is not None and offset >= end:
-            parts.append(
-                PartitionFigures(topic, partition, offset, committed_at, end, 0, _CAUGHT_UP)
-            )
-            continue
-        points, bisected = tables.get(tp, none)  # type: ignore[call-overload]
-        parts.append(
-            PartitionFigures(
-                topic,
-                partition,
-                offset,
-                committed_at,
-                end,
-                None if end is None else end - offset,
-                lag_ms(points, offset, end, now, bisected),
-            )
-        )
-    return groups
-
-
-_CAUGHT_UP: Final = TimeLag(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,23 +41,35 @@ class GroupSummary:
     status: str
 
 
-def summarise(
-    view: LagView, figures: dict[str, list[PartitionFigures]], statuses: dict[str, str]
-) -> list[GroupSummary]:
-    """The index's rows, sorted by lag in seconds (largest first, unknown last), then group."""
+def summarise(frame: LagFrame, statuses: dict[str, str]) -> list[GroupSummary]:
+    """The index's rows, sorted by lag in seconds (largest first, unknown last), then group:
+    every listed group, its total lag, and its largest lag in seconds (the first partition
+    with it says whether it is a bound)."""
+    starts = frame.group_starts()
+    lag = np.where(frame.has_end, frame.lag, 0)
+    total = np.add.reduceat(lag, starts[:-1]) if frame.rows else np.zeros(0, np.int64)
+    worst = np.where(frame.has_time, frame.lag_ms, -1)
+    figures: dict[str, tuple[int, float | None, bool]] = {}
+    for k, group in enumerate(frame.groups.to_pylist()):
+        rows = worst[starts[k] : starts[k + 1]]
+        top = int(rows.argmax())
+        known = rows[top] >= 0
+        figures[group] = (
+            int(total[k]),
+            float(rows[top]) / 1000 if known else None,
+            bool(known and frame.bounded[starts[k] + top]),
+        )
     rows = []
-    for listing in view.groups():
-        parts = figures.get(listing.group_id, [])
-        known = [p.time_lag for p in parts if p.time_lag is not None]
-        worst = max(known, key=lambda t: t.lag_ms, default=None)
+    for listing in frame.listings:
+        lag, seconds, bounded = figures.get(listing.group_id, (0, None, False))
         rows.append(
             GroupSummary(
                 listing.group_id,
                 listing.partitions,
                 listing.members,
-                sum(p.lag or 0 for p in parts),
-                None if worst is None else worst.lag_ms / 1000,
-                worst is not None and worst.bounded,
+                lag,
+                seconds,
+                bounded,
                 statuses.get(listing.group_id, ""),
             )
         )
@@ -119,19 +80,24 @@ def summarise(
 @dataclass
 class GroupEvaluator:
     """Every ``interval_s``: each group's Burrow status; every ``rows_interval_s``: the
-    index's rows."""
+    index's rows (from ``frames``, every group's lags: shared with ``/metrics``)."""
 
     view: LagView
     interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
     #: Seconds between two computations of the index's rows (lags change with every log-end
     #: reading, statuses more slowly): the server's log-end interval.
     rows_interval_s: float = 10.0
+    #: Every group's lags now (or as recently as the caller allows).
+    frames: Callable[[], LagFrame] | None = None
     statuses: dict[str, str] = field(default_factory=dict)
     summaries: list[GroupSummary] | None = None
     #: Seconds the last pass took (statuses and rows).
     last_pass_s: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+
+    def _frame(self) -> LagFrame:
+        return self.frames() if self.frames is not None else frame_of(self.view)
 
     def evaluate(self) -> None:
         """One pass, synchronously: every group's status, then the index's rows."""
@@ -147,13 +113,13 @@ class GroupEvaluator:
 
     def refresh_rows(self) -> None:
         """The index's rows from the current lags and the last statuses."""
-        self.summaries = summarise(self.view, snapshot(self.view), self.statuses)
+        self.summaries = summarise(self._frame(), self.statuses)
 
     def rows(self) -> list[GroupSummary]:
         """The index's rows of the last pass; computed now (without statuses) before the first."""
         found = self.summaries
         if found is None:
-            found = summarise(self.view, snapshot(self.view), self.statuses)
+            found = summarise(self._frame(), self.statuses)
         return found
 
     def start(self) -> None:
