@@ -111,6 +111,7 @@ def create_app(config: ServeConfig) -> Starlette:
         try:
             yield
         finally:
+            lag.stop()
             evaluator.stop()
             log_ends.stop()
             sink.close()

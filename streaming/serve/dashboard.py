@@ -58,8 +58,9 @@ def _seconds_series(
     """The partition's lag in seconds at each of its commits (the commit's time minus when the
     log end passed its offset, from the sampled table) and now."""
     series = {}
+    offsets = [point.offset for point in points]
     for commit in p.window:
-        found = offset_time_ms(points, commit.offset)
+        found = offset_time_ms(points, commit.offset, offsets)
         if found is not None:
             series[commit.timestamp_ms] = max(0, commit.timestamp_ms - found[0]) // 1000
     if p.time_lag is not None:

@@ -9,7 +9,9 @@ a partition's lag in seconds is interpolated in its sampled (offset, time) table
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from connectors.sinks import CommitHistoryEntry, CommittedOffset, GroupListing, Sink
 from connectors.sinks.log_end_samples import TimeLag, lag_ms
@@ -22,6 +24,9 @@ from streaming.serve.evaluation import (
     partition_status,
 )
 from streaming.serve.log_end_cache import LogEndCache
+
+#: Groups whose commit history one query of :meth:`LagView.statuses` reads.
+STATUS_CHUNK: Final = 200
 
 
 @dataclass(frozen=True)
@@ -98,16 +103,20 @@ class LagView:
     ) -> list[ConsumerOffset]:
         """The partition's commits (``history``, newest first, or the current offset alone
         when the sink keeps no history), oldest first, each with its lag at the time."""
-        tp = committed.topic_partition
-        points = [(h.offset, h.commit_timestamp_ms) for h in reversed(history)]
+        points = [(h.offset, h.commit_timestamp_ms) for h in history]
+        return self._window_of(committed, points)
+
+    def _window_of(
+        self, committed: CommittedOffset, points: list[tuple[int, int]]
+    ) -> list[ConsumerOffset]:
+        """:meth:`_window` of commits given as (offset, commit time ms), newest first."""
         if not points:
             points = [(committed.offset, committed.commit_timestamp_ms)]
-        window = []
-        for offset, timestamp in points:
-            log_end = self.log_ends.at(tp, timestamp)
-            lag = None if log_end is None else max(0, log_end - offset)
-            window.append(ConsumerOffset(offset, timestamp, timestamp, lag))
-        return window
+        ends = self.log_ends.at_each(committed.topic_partition, [t for _, t in reversed(points)])
+        return [
+            ConsumerOffset(offset, at, at, None if end is None else max(0, end - offset))
+            for (offset, at), end in zip(reversed(points), ends, strict=True)
+        ]
 
     def partitions(self, group_id: str, window: int | None = None) -> list[PartitionView]:
         """The group's partitions with their log-end offsets and each one's last ``window``
@@ -135,6 +144,38 @@ class LagView:
         return lag_ms(
             self.log_ends.points(committed.topic_partition), committed.offset, log_end, now_ms
         )
+
+    def statuses(
+        self, chunk: int = STATUS_CHUNK, between: Callable[[float], bool] | None = None
+    ) -> Iterator[tuple[str, GroupStatus]]:
+        """Every listed group's Burrow status, as :meth:`status` gives it, from one read of
+        every committed offset and one history query per ``chunk`` groups. ``between`` is
+        called after each chunk with the seconds it took (it may pause, so other threads get
+        the interpreter) and ends the pass by returning False."""
+        groups = [g.group_id for g in self.groups()]
+        committed: dict[str, list[CommittedOffset]] = {}
+        for group, topic, partition, offset, at in self.sink.all_offsets():
+            committed.setdefault(group, []).append(
+                CommittedOffset(group, topic, partition, offset, commit_timestamp_ms=at)
+            )
+        ends = self.log_end_map({c.topic for parts in committed.values() for c in parts})
+        for i in range(0, len(groups), chunk):
+            started = time.monotonic()
+            ids = groups[i : i + chunk]
+            windows = self.sink.groups_recent_commits(ids, self.intervals)
+            now = int(time.time() * 1000)
+            for group in ids:
+                partitions = [
+                    PartitionView(
+                        c,
+                        ends.get(c.topic_partition),
+                        self._window_of(c, windows.get((group, c.topic, c.partition), [])),
+                    )
+                    for c in committed.get(group, [])
+                ]
+                yield group, self.status_of(group, partitions, now)
+            if between is not None and not between(time.monotonic() - started):
+                return
 
     def status(self, group_id: str, now_ms: int | None = None) -> GroupStatus:
         return self.status_of(group_id, self.partitions(group_id), now_ms)

@@ -147,6 +147,18 @@ class LogEndCache:
             i = bisect.bisect_right(ring, timestamp_ms, key=_time_of)
             return ring[i - 1][1] if i else None
 
+    def at_each(self, tp: TopicPartition, timestamps: list[int]) -> list[int | None]:
+        """:meth:`at` of each of ``timestamps`` (one lock for all)."""
+        with self._lock:
+            ring = self._seen.get(tp)
+            if not ring:
+                return [None] * len(timestamps)
+            found = []
+            for timestamp in timestamps:
+                i = bisect.bisect_right(ring, timestamp, key=_time_of)
+                found.append(ring[i - 1][1] if i else None)
+            return found
+
     def recent(self, tp: TopicPartition, count: int) -> list[int]:
         """The last ``count`` observed log-end offsets, oldest first."""
         with self._lock:

@@ -6,21 +6,29 @@ families, then the few lines of the job's progress compressed on a copy of the c
 
 The text is at most two log-end intervals old (``streaming.serve.memo``): it is made again
 when the log-end offsets are refreshed, while scrapes get the last one; a scrape that would
-get text older than that waits for the next.
+get text older than that waits for the next. So that scrapes further apart than that (every
+15 to 60 s is usual) do not each wait for a new text, a thread keeps it made while someone
+scrapes (:data:`WARM_S` after the last scrape).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.serve.exposition import Granularity, render
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.memo import Memo
 
+log = logging.getLogger(__name__)
+
+#: Seconds after the last scrape the text is still kept made.
+WARM_S = 600.0
 #: zlib's fastest level: the text is repetitive (labels), so it still shrinks about tenfold.
 _GZIP_LEVEL = 1
 
@@ -43,13 +51,20 @@ class Gzipped:
         return self.head + tail.compress(more) + tail.flush()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Exposition:
-    """The lag families made from ``frame``; ``gzipped`` when asked for."""
+    """The lag families made from ``frame``; ``gzipped`` when asked for (kept once made)."""
 
     frame: LagFrame
     text: bytes
-    gzipped: Gzipped | None
+    gzipped: Gzipped | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def zipped(self) -> Gzipped:
+        with self._lock:
+            if self.gzipped is None:
+                self.gzipped = Gzipped.of(self.text)
+            return self.gzipped
 
 
 class LagExposition:
@@ -68,6 +83,10 @@ class LagExposition:
         self._cluster, self._granularity = cluster, granularity
         #: Whether a scraper asked for gzip: every later text is gzipped as it is made.
         self.gzip_wanted = False
+        self._interval_s = interval_s
+        self._scraped_at: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self._made = Memo(
             self._make,
             interval_s,
@@ -82,15 +101,36 @@ class LagExposition:
         text = render(frame, self._statuses(), self._cluster, self._granularity)
         return Exposition(frame, text, Gzipped.of(text) if self.gzip_wanted else None)
 
+    def _scraped(self) -> Exposition:
+        self._scraped_at = time.monotonic()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._keep, name="lag-text", daemon=True)
+            self._thread.start()
+        return self._made.get()
+
     def text(self, more: bytes = b"") -> bytes:
         """The lag families, then ``more``."""
-        return self._made.get().text + more
+        return self._scraped().text + more
 
     def gzipped(self, more: bytes = b"") -> bytes:
         """:meth:`text` gzipped (compressed now for the first scraper that asks)."""
         self.gzip_wanted = True
-        made = self._made.get()
-        return (made.gzipped or Gzipped.of(made.text)).ended(more)
+        return self._scraped().zipped().ended(more)
+
+    def _keep(self) -> None:
+        """While scraped: the text made again as it ages, so that no scrape waits for it."""
+        while not self._stop.wait(self._interval_s / 2):
+            scraped = self._scraped_at
+            if scraped is not None and time.monotonic() - scraped < WARM_S:
+                try:
+                    self._made.get()
+                except Exception as exc:  # the next scrape makes it and sees the error
+                    log.warning("lag families not made: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
 
     def join(self) -> None:
         """Wait for a text being made (tests)."""

@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two passes of the evaluator (statuses and the index's rows).
 DEFAULT_EVALUATION_INTERVAL_S = 30.0
+#: The share of the time a pass over every group's status runs (pure Python: it holds the
+#: interpreter, which the requests share): it pauses between chunks for the rest.
+EVALUATION_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +106,18 @@ class GroupEvaluator:
         """One pass, synchronously: every group's status, then the index's rows."""
         started = time.monotonic()
         statuses = {}
-        for listing in self.view.groups():
-            if self._stop.is_set():
-                return
-            statuses[listing.group_id] = self.view.status(listing.group_id).status.name
+        for group_id, status in self.view.statuses(between=self._pause):
+            statuses[group_id] = status.status.name
+        if self._stop.is_set():
+            return
         self.statuses = statuses
         self.refresh_rows()
         self.last_pass_s = time.monotonic() - started
+
+    def _pause(self, took_s: float) -> bool:
+        """Between two chunks of a pass: leave the interpreter to the requests for as long as
+        the chunk took (the pass runs at most half the time); False once stopped."""
+        return not self._stop.wait(took_s * (1 - EVALUATION_SHARE) / EVALUATION_SHARE)
 
     def refresh_rows(self) -> None:
         """The index's rows from the current lags and the last statuses."""

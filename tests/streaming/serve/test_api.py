@@ -237,6 +237,20 @@ def test_a_stale_heartbeat_is_not_responding_in_the_metrics_and_the_header(
     assert "NOT RESPONDING (last seen" in header and "60 min ago)" in header
 
 
+def test_the_pass_over_every_group_gives_each_groups_own_status(client: TestClient) -> None:
+    view = client.app.state.view  # type: ignore[attr-defined]
+    chunks: list[float] = []
+    every = dict(view.statuses(chunk=2, between=lambda took: chunks.append(took) or True))
+    assert set(every) == {*HISTORIES, STOPPED} and len(chunks) == 3
+    for group, status in every.items():
+        alone = view.status(group)
+        assert status.status == alone.status, group
+        assert [p.as_burrow() for p in status.partitions] == [
+            p.as_burrow() for p in alone.partitions
+        ]
+    assert len(dict(view.statuses(chunk=2, between=lambda took: False))) == 2  # stopped
+
+
 def test_gzip_and_plain_scrapes_carry_the_same_text(client: TestClient) -> None:
     plain = client.get("/metrics", headers={"Accept-Encoding": "identity"})
     assert "content-encoding" not in plain.headers

@@ -116,3 +116,18 @@ def test_a_commit_shows_in_metrics_within_two_log_end_intervals(tmp_path: Path) 
                 assert value == 6 or started - committed < 2 * interval
                 time.sleep(0.05)
             assert seen is not None and seen < 2 * interval
+
+
+def test_the_text_is_kept_made_between_scrapes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    with open_sink(url) as sink:
+        sink.reset("ACTIVE", "test")
+        sink.write_batch(0, frame(commit("g", "t", 0, 5)), BatchProgress(batch_id=0))
+        app = create_app(ServeConfig(sink_url=url, log_end_interval_s=0.5))
+        with TestClient(app) as client:
+            client.get("/metrics")
+            made = app.state.lag._made.made
+            sink.write_batch(1, frame(commit("g", "t", 0, 6)), BatchProgress(batch_id=1))
+            time.sleep(2.5)  # five intervals without a scrape: the thread made it again
+            assert app.state.lag._made.made > made
+            assert _lag(client.get("/metrics").text, "g") == 6
