@@ -50,7 +50,13 @@ QUERY_NAME = "consumer-offsets"
 #: from 50 partitions took 14 s; with 10 ms, 1.7 s; 1 ms took the Kafka source stage of a small
 #: batch from 0.3-0.4 s to 0.2-0.3 s (ack p50 at 1k offsets/s, three quick runs each: 1.96 ->
 #: 1.72 s on average; no clear change at 10k/s).
-SOURCE_CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "1"}
+#: The Spark Kafka source's consumer group ids start with this (``groupIdPrefix``): the job's
+#: principal needs READ on GROUP PREFIXED ``consumer-offsets-job`` where Kafka has ACLs.
+SOURCE_GROUP_ID_PREFIX = "consumer-offsets-job"
+SOURCE_CONSUMER_DEFAULTS = {
+    "kafka.fetch.max.wait.ms": "1",
+    "groupIdPrefix": SOURCE_GROUP_ID_PREFIX,
+}
 
 
 def ensure_topics(config: JobConfig) -> list[str]:

@@ -239,6 +239,35 @@ def _sink_frames(
     return frame, consumer.members
 
 
+#: Kafka's TOPIC_AUTHORIZATION_FAILED.
+_TOPIC_AUTHORIZATION_FAILED = 29
+#: The Spark Kafka source's consumer group ids start with this (``groupIdPrefix``).
+SOURCE_GROUP_ID_PREFIX = "consumer-offsets-mirror"
+#: What the mirror's principal needs on the source cluster (README, "Mirroring").
+SOURCE_ACLS = (
+    "READ on topic __consumer_offsets, DESCRIBE on topic * (log-end offsets of the groups' "
+    f"topics) and READ on group prefix {SOURCE_GROUP_ID_PREFIX} (Spark's source consumers)"
+)
+
+
+class SourceAccessError(RuntimeError):
+    """The source cluster's ACLs keep the mirror's principal from ``__consumer_offsets``."""
+
+
+def check_source_access(admin: KafkaAdmin) -> None:
+    """Fail at once, naming Kafka's error and the ACLs to grant, when the principal may not
+    see ``__consumer_offsets`` (Kafka hides such a topic: Spark's source would otherwise fail
+    later with "not assigned any partitions")."""
+    code = admin.topic_error(CONSUMER_OFFSETS)
+    if code == _TOPIC_AUTHORIZATION_FAILED:
+        raise SourceAccessError(
+            f"TOPIC_AUTHORIZATION_FAILED ({code}): the source cluster's ACLs do not let this "
+            f"principal describe {CONSUMER_OFFSETS}; grant it {SOURCE_ACLS}"
+        )
+    if code:
+        raise SourceAccessError(f"{CONSUMER_OFFSETS} cannot be described: Kafka error {code}")
+
+
 def _next_offsets(table: pa.Table) -> dict[int, int]:
     """Per partition, the offset after the last record of the batch."""
     if not table.num_rows:
@@ -280,6 +309,7 @@ class OffsetsMirror:
         config = self.config
         with KafkaAdmin(config.kafka_python_options()) as admin:
             cluster_id = admin.cluster_id()
+            check_source_access(admin)
         # Before anything is written: a sink that holds another cluster is left as it is.
         self.sink.bind_source_cluster(cluster_id, config.cluster_name)
         ends = end_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
@@ -313,6 +343,7 @@ class OffsetsMirror:
             # Compaction and retention remove records of __consumer_offsets all the time.
             .option("failOnDataLoss", "false")
             .option("kafka.fetch.max.wait.ms", "1")
+            .option("groupIdPrefix", SOURCE_GROUP_ID_PREFIX)
             .option("maxOffsetsPerTrigger", str(MAX_RECORDS_PER_BATCH))
             .load()
         )

@@ -17,6 +17,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.protocol.metadata import MetadataRequest
 
 from connectors.closing import CloseOnExit
 
@@ -123,6 +124,18 @@ class KafkaAdmin(CloseOnExit):
     def broker_count(self) -> int:
         """How many brokers the cluster has now (DescribeCluster)."""
         return len(self._admin.describe_cluster()["brokers"])
+
+    def topic_error(self, name: str) -> int:
+        """Kafka's error code for describing topic ``name`` as this client's principal
+        (Metadata): 0 when it can see the topic, 29 (TOPIC_AUTHORIZATION_FAILED) when its ACLs
+        hide it, 3 (UNKNOWN_TOPIC_OR_PARTITION) when there is none."""
+        # Metadata v7, without authorized operations: kafka-python 2.3 cannot decode the
+        # operations bit field Kafka returns for a topic the principal may not describe.
+        response = self._admin.send_request(
+            MetadataRequest[7](topics=[name], allow_auto_topic_creation=False)
+        )
+        (topic,) = response.topics
+        return int(topic[0])
 
     def cluster_id(self) -> str:
         """The cluster's id (DescribeCluster): what tells two clusters apart, whatever their

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaProducer
 from kafka.admin import (
     ACL,
@@ -37,6 +38,12 @@ from state.coordinator.acls import AclBinding
 from state.coordinator.model import OffsetCommitKey
 from streaming.config import JobConfig
 from streaming.job import OffsetsJob
+from streaming.mirror import (
+    SOURCE_GROUP_ID_PREFIX,
+    MirrorConfig,
+    OffsetsMirror,
+    SourceAccessError,
+)
 from streaming.tenants import Tenant
 from tests.conformance.job_coordinator import JobCoordinator
 from tests.conformance.kafka_coordinator import KafkaCoordinator
@@ -48,6 +55,7 @@ from tests.conformance.operations import (
     DeleteOffsets,
     Sequence,
 )
+from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.job import new_job_config, prepare_topics, write_config_file
 from tests.fixtures.kafka_secured import AuthorizingKafka, running_authorizing_kafka
 from tests.streaming.helpers import compacted, read_offsets_topic, sink_offsets, wait_for
@@ -55,6 +63,8 @@ from tests.streaming.helpers import compacted, read_offsets_topic, sink_offsets,
 pytestmark = pytest.mark.slow
 
 A, B = "team-a", "team-b"
+#: The mirror's user: no ACL at first, then the ones the README documents.
+MIRROR = "offsets-mirror"
 #: Topics the commits name: Kafka's coordinator answers UNKNOWN_TOPIC_OR_PARTITION for others.
 ORDERS, SECRET = "orders", "secret"
 
@@ -122,50 +132,62 @@ class TenantJob:
 
 
 @pytest.fixture(scope="module")
-def tenant_job(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TenantJob]:
-    folder = tmp_path_factory.mktemp("tenants")
-    with running_authorizing_kafka(folder, [A, B]) as kafka:
-        name = uuid.uuid4().hex[:8]
-        tenants = tuple(
-            Tenant(t, f"{t}.{name}.commits", f"{t}.{name}.responses", rules)
-            for t, rules in ((A, TEAM_A_RULES), (B, TEAM_B_RULES))
-        )
-        config = new_job_config(kafka.plaintext, folder, tenants=tenants)
-        admin = KafkaAdminClient(bootstrap_servers=kafka.plaintext)
+def authorizing_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthorizingKafka]:
+    with running_authorizing_kafka(tmp_path_factory.mktemp("kafka-acls"), [A, B, MIRROR]) as k:
+        admin = KafkaAdminClient(bootstrap_servers=k.plaintext)
         try:
             admin.create_topics([NewTopic(ORDERS, 2, 1), NewTopic(SECRET, 2, 1)])
-            acls = []
-            for tenant in tenants:
-                # What Kafka must let the tenant do for the job to hear it: write its ingest
-                # topic, read its responses; and its rules, for Kafka's own coordinator.
-                acls += [
-                    _topic_acl(tenant.name, tenant.ingest_topic, "WRITE"),
-                    _topic_acl(tenant.name, tenant.responses_topic, "READ"),
-                    *(_kafka_acl(tenant.name, b) for b in tenant.acls),
-                ]
-            result = admin.create_acls(acls)
-            assert not result["failed"], result["failed"]
         finally:
             admin.close()
-        prepare_topics(config)
-        job = OffsetsJob.create(config, spark)
-        try:
-            job.start()
-            running = TenantJob(config, kafka)
-            # Warm up through the operators' topic: the job answers once the query runs.
-            with OffsetCommitClient(config, client_id="tenants-warm-up") as client:
-                deadline = time.monotonic() + 180
-                while True:
-                    try:
-                        client.commit("warm-up", {(ORDERS, 0): 1}, timeout_s=10)
-                        break
-                    except CommitFailedError:
-                        if time.monotonic() > deadline:
-                            raise
-            yield running
-        finally:
-            job.stop()
-            job.sink.close()
+        yield k
+
+
+@pytest.fixture(scope="module")
+def tenant_job(
+    spark: Any, authorizing_kafka: AuthorizingKafka, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TenantJob]:
+    folder = tmp_path_factory.mktemp("tenants")
+    kafka = authorizing_kafka
+    name = uuid.uuid4().hex[:8]
+    tenants = tuple(
+        Tenant(t, f"{t}.{name}.commits", f"{t}.{name}.responses", rules)
+        for t, rules in ((A, TEAM_A_RULES), (B, TEAM_B_RULES))
+    )
+    config = new_job_config(kafka.plaintext, folder, tenants=tenants)
+    admin = KafkaAdminClient(bootstrap_servers=kafka.plaintext)
+    try:
+        acls = []
+        for tenant in tenants:
+            # What Kafka must let the tenant do for the job to hear it: write its ingest
+            # topic, read its responses; and its rules, for Kafka's own coordinator.
+            acls += [
+                _topic_acl(tenant.name, tenant.ingest_topic, "WRITE"),
+                _topic_acl(tenant.name, tenant.responses_topic, "READ"),
+                *(_kafka_acl(tenant.name, b) for b in tenant.acls),
+            ]
+        result = admin.create_acls(acls)
+        assert not result["failed"], result["failed"]
+    finally:
+        admin.close()
+    prepare_topics(config)
+    job = OffsetsJob.create(config, spark)
+    try:
+        job.start()
+        running = TenantJob(config, kafka)
+        # Warm up through the operators' topic: the job answers once the query runs.
+        with OffsetCommitClient(config, client_id="tenants-warm-up") as client:
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    client.commit("warm-up", {(ORDERS, 0): 1}, timeout_s=10)
+                    break
+                except CommitFailedError:
+                    if time.monotonic() > deadline:
+                        raise
+        yield running
+    finally:
+        job.stop()
+        job.sink.close()
 
 
 def test_the_broker_keeps_a_tenant_off_another_tenants_topic(tenant_job: TenantJob) -> None:
@@ -309,3 +331,68 @@ def test_the_client_and_the_cli_speak_as_a_tenant(tenant_job: TenantJob, tmp_pat
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert unknown.returncode == 2 and "tenant 'team-z'" in unknown.stderr, unknown
+
+
+def _mirror_config(kafka: AuthorizingKafka, folder: Path) -> MirrorConfig:
+    return MirrorConfig(
+        source_bootstrap_servers=kafka.sasl_ssl,
+        source_kafka_options=kafka.kafka_options(MIRROR),
+        sink_url=f"sqlite:///{folder / 'mirror.db'}",
+        checkpoint_location=str(folder / "checkpoint"),
+        trigger_interval="500 milliseconds",
+        log_end_interval_s=0.5,
+    )
+
+
+#: The ACLs the README gives the mirror's principal on the source cluster.
+MIRROR_ACLS = [
+    ("TOPIC", "LITERAL", "__consumer_offsets", "READ"),
+    ("TOPIC", "LITERAL", "*", "DESCRIBE"),
+    ("GROUP", "PREFIXED", SOURCE_GROUP_ID_PREFIX, "READ"),
+]
+
+
+def test_the_mirror_fails_loudly_without_its_acls_and_runs_with_them(
+    spark: Any, authorizing_kafka: AuthorizingKafka, tmp_path: Path
+) -> None:
+    kafka = authorizing_kafka
+    group = f"mirrored-{uuid.uuid4().hex[:6]}"
+    admin_commit(AdminClient({"bootstrap.servers": kafka.plaintext}), group, {(ORDERS, 0): 9})
+    mirror = OffsetsMirror.create(_mirror_config(kafka, tmp_path / "denied"), spark)
+    try:
+        with pytest.raises(SourceAccessError, match=r"TOPIC_AUTHORIZATION_FAILED .* READ on topic"):
+            mirror.start()
+        assert mirror.query is None  # refused before any query started
+    finally:
+        mirror.stop()
+        mirror.sink.close()
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka.plaintext)
+    try:
+        acls = [
+            ACL(
+                f"User:{MIRROR}",
+                "*",
+                ACLOperation[operation],
+                ACLPermissionType.ALLOW,
+                ResourcePattern(ResourceType[kind], name, ACLResourcePatternType[pattern]),
+            )
+            for kind, pattern, name, operation in MIRROR_ACLS
+        ]
+        assert not admin.create_acls(acls)["failed"]
+    finally:
+        admin.close()
+    config = _mirror_config(kafka, tmp_path / "allowed")
+    mirror = OffsetsMirror.create(config, spark)
+    try:
+        mirror.start()
+
+        def mirrored() -> dict[tuple[str, int], int] | None:
+            query = mirror.query
+            assert query is not None and query.isActive, query and query.exception()
+            return sink_offsets(config.sink_url, group)
+
+        wait_for(mirrored, lambda got: got == {(ORDERS, 0): 9})
+    finally:
+        mirror.stop()
+        mirror.sink.close()
