@@ -5,6 +5,8 @@
 #   bash deploy/setup.sh --postgres   # ... and PostgreSQL's server binaries (apt), for its tests
 #   bash deploy/setup.sh --test-tools # ... and Prometheus and Chromium (apt), for the server's tests
 #   bash deploy/setup.sh --python 3.13 # .venv-3.13 instead of .venv, from that Python (CI's others)
+#   bash deploy/setup.sh --python 3.13 --venv-only  # only that virtualenv: no apt, no jars (for
+#                                     # installs running beside a full setup, which owns those)
 #
 # Python packages come from requirements.lock (exact versions with hashes: the tested set), then
 # the project itself with --no-deps. Phases that are already done are skipped: the virtualenv's
@@ -21,9 +23,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 with_postgres=false
 with_test_tools=false
 python_version=""
+venv_only=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --postgres) with_postgres=true ;;
+    --venv-only) venv_only=true ;;
     --test-tools) with_test_tools=true ;;
     --python)
       python_version="${2:-}"
@@ -120,17 +124,22 @@ apt_install() {
 }
 
 # -- JVM toolchain: Java runs Spark and the broker, Maven resolves their jars ----------------------
-phase "java, maven and openssl"
-missing=()
-command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
-command -v mvn >/dev/null || missing+=(maven)
-# openssl makes the certificates of the tests' SASL_SSL broker.
-command -v openssl >/dev/null || missing+=(openssl)
-if [ ${#missing[@]} -gt 0 ]; then
-  apt_install "${missing[@]}"
-  phase_done "installed ${missing[*]}"
+if $venv_only; then
+  phase "java, maven and openssl"
+  phase_done "skipped (--venv-only)"
 else
-  phase_done "present"
+  phase "java, maven and openssl"
+  missing=()
+  command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+  command -v mvn >/dev/null || missing+=(maven)
+  # openssl makes the certificates of the tests' SASL_SSL broker.
+  command -v openssl >/dev/null || missing+=(openssl)
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt_install "${missing[@]}"
+    phase_done "installed ${missing[*]}"
+  else
+    phase_done "present"
+  fi
 fi
 
 # -- Python virtualenv ----------------------------------------------------------------------------
@@ -178,6 +187,11 @@ else
   }
   echo "$py_key" >"$py_stamp"
   phase_done "installed from $lock"
+fi
+
+if $venv_only; then
+  printf '==> setup: done in %d s (virtualenv only)\n' $((($(date +%s%N) - setup_t0) / 1000000000))
+  exit 0
 fi
 
 # -- JVM jars (Maven Central, once) ---------------------------------------------------------------

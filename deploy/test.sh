@@ -4,8 +4,9 @@
 #   bash deploy/test.sh [pytest arguments...]
 #
 # Every test runs on Python 3.11 (.venv). Without pytest arguments the other supported Pythons
-# (OTHER_PYTHONS, default "3.12 3.13"; each in its own .venv-X.Y from the same lock) then run the
-# tests that start no Spark (-m "not spark") and one end-to-end job test. A missing interpreter
+# (OTHER_PYTHONS, default "3.12 3.13"; each in its own .venv-X.Y from the same lock, installed
+# beside the main setup) then run the tests that start no Spark (-m "not spark") and one
+# end-to-end job test, the Pythons side by side (each session has its own broker and PostgreSQL). A missing interpreter
 # fails the run (deploy/setup.sh says where it looked); OTHER_PYTHONS="" leaves them out.
 # The whole suite includes the PostgreSQL sink, so setup also installs PostgreSQL's server
 # binaries (apt) when they are missing.
@@ -47,29 +48,77 @@ run_phase() {
   return "$status"
 }
 
-run_phase setup bash deploy/setup.sh "${setup_args[@]}"
+# run_parallel NAME-PREFIX COMMAND-TEMPLATE VERSION...: one phase per version at once (the other
+# Pythons' phases share nothing but the machine), each phase's output kept in a file and printed
+# whole when all are done, so logs do not interleave. "{}" in the template is the version. Sets
+# parallel_failed to the versions whose phase failed.
+run_parallel() {
+  local prefix="$1" template="$2" version
+  shift 2
+  local -A pids=() started=() logs=()
+  parallel_failed=()
+  for version in "$@"; do
+    logs[$version]=$(mktemp)
+    started[$version]=$(date +%s%N)
+    # shellcheck disable=SC2086 # the template is split into words on purpose
+    bash -c "${template//\{\}/$version}" >"${logs[$version]}" 2>&1 &
+    pids[$version]=$!
+  done
+  for version in "$@"; do
+    local status=0
+    wait "${pids[$version]}" || status=$?
+    local ms=$((($(date +%s%N) - started[$version]) / 1000000))
+    echo "==> test: $prefix-$version (in parallel)"
+    cat "${logs[$version]}"
+    rm -f "${logs[$version]}"
+    timings+=("$(printf '%-14s %4d.%01d s  exit %d' "$prefix-$version" $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
+    [ "$status" -eq 0 ] || parallel_failed+=("$version")
+  done
+}
 
 failed=()
-# The other Pythons' virtualenvs first, so a missing interpreter shows in the first minute.
+# The other Pythons' virtualenvs install in the background while the main one does (pip is
+# mostly waiting on downloads and disk), so a missing interpreter still shows early.
+other_setups=""
+if [ ${#other_pythons[@]} -gt 0 ]; then
+  other_setups=$(mktemp)
+  (
+    run_parallel setup "bash deploy/setup.sh --python {} --venv-only" "${other_pythons[@]}"
+    printf '%s\n' "${timings[@]}" >"$other_setups.timings"
+    printf '%s\n' "${parallel_failed[@]}" >"$other_setups.failed"
+  ) >"$other_setups" 2>&1 &
+  other_setups_pid=$!
+fi
+run_phase setup bash deploy/setup.sh "${setup_args[@]}"
 ready_pythons=()
-for version in "${other_pythons[@]}"; do
-  if run_phase "setup-$version" bash deploy/setup.sh --python "$version"; then
-    ready_pythons+=("$version")
-  else
-    failed+=("setup-$version")
-  fi
-done
+if [ -n "$other_setups" ]; then
+  wait "$other_setups_pid" || true
+  cat "$other_setups"
+  while read -r line; do [ -n "$line" ] && timings+=("$line"); done <"$other_setups.timings"
+  for version in "${other_pythons[@]}"; do
+    if grep -qx "$version" "$other_setups.failed"; then
+      failed+=("setup-$version")
+    else
+      ready_pythons+=("$version")
+    fi
+  done
+  rm -f "$other_setups" "$other_setups.timings" "$other_setups.failed"
+fi
 run_phase ruff-check .venv/bin/ruff check . || failed+=(ruff-check)
 run_phase ruff-fmt .venv/bin/ruff format --check . || failed+=(ruff-format)
 # The one-way layers and acyclic packages declared in pyproject.toml ([tool.importlinter]).
 run_phase imports .venv/bin/lint-imports || failed+=(import-layers)
 # pytest's own exit status stands: 5 ("no tests collected") is a failure too.
 run_phase pytest .venv/bin/python -m pytest -q "${pytest_args[@]}" || failed+=(pytest)
-for version in "${ready_pythons[@]}"; do
-  python=".venv-$version/bin/python"
-  run_phase "no-spark-$version" "$python" -m pytest -q -m "not spark" || failed+=("no-spark-$version")
-  run_phase "e2e-$version" "$python" -m pytest -q "$e2e_test" || failed+=("e2e-$version")
-done
+# The other Pythons at once: each session starts its own broker and PostgreSQL on free ports.
+if [ ${#ready_pythons[@]} -gt 0 ]; then
+  run_parallel no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark"' \
+    "${ready_pythons[@]}"
+  for version in "${parallel_failed[@]}"; do failed+=("no-spark-$version"); done
+  run_parallel e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
+    "${ready_pythons[@]}"
+  for version in "${parallel_failed[@]}"; do failed+=("e2e-$version"); done
+fi
 if [ ${#pytest_args[@]} -gt 0 ]; then
   echo "==> test: Python 3.11 only (pytest arguments given)"
 fi
