@@ -25,7 +25,7 @@ once it reads something there) — :func:`wait_until_applied` raises
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -66,14 +66,17 @@ def wait_until_applied(
     group_id: str,
     *,
     ingest_topic: str = DEFAULT_INGEST_TOPIC,
+    tenant_topics: Sequence[str] = (),
     timeout_s: float = 60.0,
     client_options: Mapping[str, Any] | None = None,
     poll_s: float = DEFAULT_POLL_S,
 ) -> AppliedPosition:
     """Wait until ``reader``'s sink holds every commit of ``group_id`` sent before this call.
 
-    ``ingest_topic`` is the job's (``JobConfig.ingest_topic``); it is read on the cluster of
-    ``client_options`` (kafka-python options), by default the reader's. Waits through LOADING.
+    ``ingest_topic`` is the job's (``JobConfig.ingest_topic``) and ``tenant_topics`` its
+    tenants' ingest topics, through which the group's commits may come too; they are read on the
+    cluster of ``client_options`` (kafka-python options), by default the reader's. Waits through
+    LOADING.
     Raises :class:`SinkNotCurrentError` when it cannot know (see the module docstring),
     ValueError for a timeout that is not > 0.
     """
@@ -88,25 +91,38 @@ def wait_until_applied(
             "be known from it",
         )
     shard, log_end = _ingest_log_end(reader, group_id, ingest_topic, client_options, timeout_s)
+    ends = {ingest_topic: log_end} | {
+        topic: _ingest_log_end(reader, group_id, topic, client_options, timeout_s)[1]
+        for topic in tenant_topics
+    }
     while True:
         status = reader.status()
-        progress = status.ingest_offsets.get(shard, 0 if log_end == 0 else -1)
-        if progress >= log_end and status.status != "LOADING":
-            return AppliedPosition(group_id, shard, log_end, progress)
+        covered = {ingest_topic: status.ingest_offsets} | {
+            topic: status.tenant_offsets.get(topic, {}) for topic in tenant_topics
+        }
+        progress_of = {
+            topic: covered[topic].get(shard, 0 if end == 0 else -1) for topic, end in ends.items()
+        }
+        behind = [topic for topic, end in ends.items() if progress_of[topic] < end]
+        if not behind and status.status != "LOADING":
+            return AppliedPosition(group_id, shard, log_end, progress_of[ingest_topic])
+        # What the messages name: the first topic not covered yet (else the job's own).
+        topic = behind[0] if behind else ingest_topic
+        progress, end = progress_of[topic], ends[topic]
         if status.status == "STOPPED":
             raise SinkNotCurrentError(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                f"the offsets job is STOPPED ({status.detail}) having applied {ingest_topic!r} "
+                f"the offsets job is STOPPED ({status.detail}) having applied {topic!r} "
                 f"partition {shard} (group {group_id!r}'s shard) up to offset "
-                f"{_shown(progress)} of {log_end}: the sink may lack the group's last commits",
+                f"{_shown(progress)} of {end}: the sink may lack the group's last commits",
             )
         if time.monotonic() >= deadline:
             where = f"loading ({status.detail})" if status.status == "LOADING" else "running"
             raise SinkNotCurrentError(
                 ErrorCode.REQUEST_TIMED_OUT,
                 f"cannot know whether the sink holds group {group_id!r}'s last commits: after "
-                f"{timeout_s:g} s the job ({where}) has applied {ingest_topic!r} partition "
-                f"{shard} up to offset {_shown(progress)}, its log end was {log_end}",
+                f"{timeout_s:g} s the job ({where}) has applied {topic!r} partition "
+                f"{shard} up to offset {_shown(progress)}, its log end was {end}",
             )
         time.sleep(poll_s)
 

@@ -108,6 +108,7 @@ def start_from_group(
     checkpoint_location: str,
     source_options: Mapping[str, str] | None = None,
     ingest_topic: str = DEFAULT_INGEST_TOPIC,
+    tenant_topics: Sequence[str] = (),
     missing: str = "earliest",
     unknown_group: str = "error",
     start: Literal["auto", "group"] = "auto",
@@ -127,7 +128,8 @@ def start_from_group(
     ``OffsetsReader.spark_starting_offsets``.
 
     Before reading the group it waits up to ``wait_timeout_s`` until the job has applied every
-    commit the group sent (``ingest_topic`` is the job's, read on ``ingest_client_options``'
+    commit the group sent (``ingest_topic`` is the job's and ``tenant_topics`` its tenants'
+    ingest topics, read on ``ingest_client_options``'
     cluster, by default the reader's), raising ``SinkNotCurrentError`` when it cannot know.
     Call it after the group's last commit was sent: a ``commit`` returned, the previous
     query's ``CommitProgressListener.flush()``, or its client closed. ``start="group"``
@@ -166,6 +168,7 @@ def start_from_group(
             reader,
             group_id,
             ingest_topic=ingest_topic,
+            tenant_topics=tenant_topics,
             timeout_s=wait_timeout_s,
             client_options=ingest_client_options,
         )

@@ -33,9 +33,13 @@ from kafka.admin import (
 )
 from kafka.errors import TopicAuthorizationFailedError
 
-from connectors.client import CommitFailedError, OffsetCommitClient
+from connectors.client import CommitFailedError, OffsetCommitClient, OffsetsReader
+from connectors.client.sink_currency import wait_until_applied
 from state.coordinator.acls import AclBinding
 from state.coordinator.model import OffsetCommitKey
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.formats.request_codec import encode_request
 from streaming.config import JobConfig
 from streaming.job import OffsetsJob
 from streaming.mirror import (
@@ -396,3 +400,32 @@ def test_the_mirror_fails_loudly_without_its_acls_and_runs_with_them(
     finally:
         mirror.stop()
         mirror.sink.close()
+
+
+def test_the_sink_is_current_for_a_group_only_once_tenants_topics_are_applied(
+    tenant_job: TenantJob,
+) -> None:
+    """``wait_until_applied`` (``describe --starting-offsets``, the Spark resume helper) covers
+    commits a tenant sent through its own topic: the offset is readable when it returns."""
+    config = tenant_job.config
+    group = f"team-a.resume-{uuid.uuid4().hex[:6]}"
+    producer = KafkaProducer(**tenant_job.kafka.kafka_python_options(A), acks="all")
+    try:
+        request = OffsetCommitRequest(uuid.uuid4().hex, group, (PartitionCommit(ORDERS, 1, 21),))
+        producer.send(
+            tenant_job.tenant(A).ingest_topic,
+            value=encode_request(request),
+            partition=partition_for(group, config.partitions),
+        ).get(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    with OffsetsReader(config.sink_url, config.kafka_python_options()) as reader:
+        applied = wait_until_applied(
+            reader,
+            group,
+            ingest_topic=config.ingest_topic,
+            tenant_topics=[t.ingest_topic for t in config.tenants],
+            timeout_s=120,
+        )
+        assert applied.ingest_partition == partition_for(group, config.partitions)
+        assert [(o.topic, o.partition, o.offset) for o in reader.fetch(group)] == [(ORDERS, 1, 21)]

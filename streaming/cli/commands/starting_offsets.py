@@ -28,7 +28,11 @@ def cmd_starting_offsets(ctx: Context) -> int:
         ctx.err("note: a mirror's sink: showing the offsets it last copied")
     else:
         wait_until_applied(
-            reader, group, ingest_topic=ctx.config.ingest_topic, timeout_s=ctx.timeout_s
+            reader,
+            group,
+            ingest_topic=ctx.config.ingest_topic,
+            tenant_topics=[t.ingest_topic for t in ctx.config.tenants],
+            timeout_s=ctx.timeout_s,
         )
     topics = ctx.args.topic or None
     try:
