@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def _status_kb(pid: int) -> tuple[int, int]:
+def status_kb(pid: int) -> tuple[int, int]:
     """(VmHWM, VmRSS) in kB of a live process; (0, 0) when it is gone."""
     try:
         text = Path(f"/proc/{pid}/status").read_text()
@@ -23,7 +23,7 @@ def _status_kb(pid: int) -> tuple[int, int]:
     return values.get("VmHWM", 0), values.get("VmRSS", 0)
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = defaultdict(list)
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -58,12 +58,12 @@ class MemorySampler(threading.Thread):
         self._stop_event = threading.Event()
 
     def sample(self) -> None:
-        self.peaks["jvm"] = max(self.peaks["jvm"], _status_kb(self.jvm_pid)[0])
-        self.peaks["bench_python"] = max(self.peaks["bench_python"], _status_kb(os.getpid())[0])
+        self.peaks["jvm"] = max(self.peaks["jvm"], status_kb(self.jvm_pid)[0])
+        self.peaks["bench_python"] = max(self.peaks["bench_python"], status_kb(os.getpid())[0])
         rss_sum = 0
         phase = self.phase
-        for pid in _descendants(self.jvm_pid):
-            hwm, rss = _status_kb(pid)
+        for pid in descendants(self.jvm_pid):
+            hwm, rss = status_kb(pid)
             self.peaks["python_worker_max"] = max(self.peaks["python_worker_max"], hwm)
             self.worker_rss_by_phase[phase] = max(self.worker_rss_by_phase.get(phase, 0), rss)
             rss_sum += rss

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient
 
 from connectors.sinks import open_sink
 from state.coordinator.model import OffsetCommitKey
@@ -201,3 +202,13 @@ class QueryWatch:
             if time.monotonic() >= deadline:
                 raise AssertionError(f"the query died: {query and query.exception()}")
             time.sleep(0.2)
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition -> the node leading it now, for ``topic``."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        (described,) = admin.describe_topics([topic])
+        return {p["partition"]: p["leader"] for p in described["partitions"]}
+    finally:
+        admin.close()

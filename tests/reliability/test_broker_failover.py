@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.admin import KafkaAdminClient
 
 from connectors.kafka.local import LocalKafkaCluster, free_port_block
 from streaming.job import OffsetsJob
@@ -25,6 +24,7 @@ from tests.reliability.load import CommitLoad, acknowledged
 from tests.reliability.support import (
     QueryWatch,
     diff,
+    leaders,
     offsets_topic_offsets,
     reliability_config,
     wait_for_sink,
@@ -45,15 +45,6 @@ def three_nodes(tmp_path: Path) -> Iterator[LocalKafkaCluster]:
         yield cluster
     finally:
         cluster.stop()
-
-
-def leaders(bootstrap: str, topic: str) -> dict[int, int]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
-    try:
-        (described,) = admin.describe_topics([topic])
-        return {p["partition"]: p["leader"] for p in described["partitions"]}
-    finally:
-        admin.close()
 
 
 def test_broker_kill_in_three_node_cluster_loses_nothing(

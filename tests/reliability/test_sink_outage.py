@@ -17,18 +17,16 @@ Either way every produced commit is answered, and sink and offsets topic converg
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from streaming.job import OffsetsJob
 from tests.fixtures.job import prepare_topics
-from tests.fixtures.postgres import find_postgres_bin, local_postgres
+from tests.fixtures.postgres import PostgresServer, find_postgres_bin, local_postgres
 from tests.reliability.load import CommitLoad, acknowledged
 from tests.reliability.support import (
     QueryWatch,
@@ -43,48 +41,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 OUTAGE_S = 8.0
 MAX_OUTAGE_S = 60.0
-
-
-class PostgresServer:
-    """Stop and start a running local PostgreSQL cluster, found through its own settings."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        bindir = find_postgres_bin()
-        assert bindir is not None
-        self.pg_ctl = str(bindir / "pg_ctl")
-        with psycopg.connect(url, autocommit=True) as conn:
-            settings = {
-                name: str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
-                for name in (
-                    "data_directory",
-                    "port",
-                    "listen_addresses",
-                    "unix_socket_directories",
-                )
-            }
-        self.data = settings["data_directory"]
-        self.options = (
-            f"-p {settings['port']} -c listen_addresses={settings['listen_addresses']} "
-            f"-c unix_socket_directories={settings['unix_socket_directories']}"
-        )
-        # The server refuses to run as root: local_postgres runs it as the postgres user.
-        self.prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-
-    def _pg_ctl(self, *args: str) -> None:
-        subprocess.run(
-            [*self.prefix, self.pg_ctl, f"--pgdata={self.data}", *args],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-
-    def stop(self) -> None:
-        self._pg_ctl("--mode=fast", "--wait", "stop")
-
-    def start(self) -> None:
-        log = str(Path(self.data).parent / "restart.log")
-        self._pg_ctl(f"--log={log}", f"--options={self.options}", "--wait", "start")
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.reliability.test_broker_failover import leaders
+from tests.reliability.support import leaders
 from tests.soak.load import LoadHandle
 from tests.soak.services import Services
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory import _descendants, _status_kb
+from tests.bench.memory import descendants, status_kb
 from tests.soak.services import MIRROR_PREFIX, Services
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -64,7 +64,7 @@ def _rss_mb(pids: list[int]) -> float | None:
     """Summed RSS of ``pids``; None when there are none (a JVM not started yet)."""
     if not pids:
         return None
-    return sum(_status_kb(pid)[1] for pid in pids) / 1024
+    return sum(status_kb(pid)[1] for pid in pids) / 1024
 
 
 def dir_bytes(path: Path) -> int:
@@ -78,9 +78,9 @@ def dir_bytes(path: Path) -> int:
 
 def spark_tree(pid: int) -> dict[str, list[int]]:
     """A Spark driver's tree: its Python, the JVM under it, the Python workers under the JVM."""
-    children = _descendants(pid)
+    children = descendants(pid)
     jvms = [c for c in children if _comm(c) == "java"]
-    workers = [c for jvm in jvms for c in _descendants(jvm)]
+    workers = [c for jvm in jvms for c in descendants(jvm)]
     return {"python": [pid], "jvm": jvms, "workers": workers}
 
 
@@ -127,7 +127,7 @@ class Sampler:
                     settled[name] = is_settled
                 counts[f"{role}_workers"] = len(tree["workers"])
             else:
-                pids = [pid, *_descendants(pid)]
+                pids = [pid, *descendants(pid)]
                 rss[role] = _rss_mb(pids)
                 settled[role] = is_settled
         for role, pid in (("load", self.load_pid), ("harness", os.getpid())):
@@ -144,7 +144,7 @@ class Sampler:
         for role in ("driver", "mirror"):
             last = self._written[role]
             pid = processes.get(role)
-            pids = [pid, *_descendants(pid)] if pid is not None else []
+            pids = [pid, *descendants(pid)] if pid is not None else []
             now = {p: b for p in pids if (b := _write_bytes(p)) is not None}
             delta = sum(b - last.get(p, 0) for p, b in now.items())
             self._written[role] = now

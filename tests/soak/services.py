@@ -27,9 +27,8 @@ from connectors.kafka.local import LocalKafkaCluster, free_port_block
 from connectors.sinks import SinkError, open_sink
 from streaming.config import JobConfig
 from tests.fixtures.job import new_job_config, prepare_topics
-from tests.fixtures.postgres import local_postgres, with_query
+from tests.fixtures.postgres import PostgresServer, local_postgres, with_query
 from tests.reliability.load import DriverProcess
-from tests.reliability.test_sink_outage import PostgresServer
 from tests.streaming.helpers import mirror_command
 
 #: Table prefix of the mirror's tables in the job's sink database.
