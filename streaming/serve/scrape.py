@@ -29,13 +29,13 @@ log = logging.getLogger(__name__)
 
 #: Seconds after the last scrape the text is still kept made.
 WARM_S = 600.0
-#: zlib's fastest level: the text is repetitive (labels), so it still shrinks about tenfold.
+#: zlib's fastest level: the text is repetitive (labels), so it still shrinks some thirtyfold.
 _GZIP_LEVEL = 1
 
 
 @dataclass(frozen=True)
 class Gzipped:
-    """A gzip stream begun: ``head`` compresses the text so far, ``rest`` ends it."""
+    """A gzip stream begun: ``head`` compresses the text so far, :meth:`ended` ends it."""
 
     head: bytes
     compressor: Any
