@@ -121,13 +121,14 @@ def parse_tenants(data: Iterable[Any], reserved_topics: Iterable[str] = ()) -> t
     return tenants
 
 
-def load_tenants(path: str | Path) -> list[dict[str, Any]]:
+def load_tenants(path: str | Path, *, only_tenants: bool = True) -> list[dict[str, Any]]:
     """The ``[[tenants]]`` tables of the TOML file at ``path`` (for ``--tenants FILE`` and
-    ``CONSUMER_OFFSETS_TENANTS``)."""
+    ``CONSUMER_OFFSETS_TENANTS``); with ``only_tenants`` False other keys are ignored, so the
+    job's whole configuration file will do (``serve --tenants``)."""
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
     unknown = sorted(set(data) - {"tenants"})
-    if unknown:
+    if unknown and only_tenants:
         raise ValueError(f"{path}: unknown keys {unknown}: a tenants file holds [[tenants]] only")
     tenants = data.get("tenants", [])
     if not isinstance(tenants, list):

@@ -9,12 +9,15 @@ stored ones, which a mirror keeps.
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Any
 
 from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import UsageError
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.cli.run import add_log_level_argument, configure_logging
+
+log = logging.getLogger("streaming.serve")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +48,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         metavar="SECONDS",
         help="how often every group's Burrow status and the dashboard's index are computed",
+    )
+    parser.add_argument(
+        "--tenants",
+        metavar="FILE",
+        help="the job's [[tenants]] (its config file, or a file of them): a user named like a "
+        "tenant sees only the groups its rules let it DESCRIBE",
     )
     parser.add_argument(
         "--web-config-file",
@@ -99,7 +108,21 @@ def serve_config_from_args(args: argparse.Namespace) -> Any:
         log_end_interval_s=args.log_end_interval,
         granularity=args.granularity,
         evaluation_interval_s=args.evaluation_interval,
+        tenants=_tenants(args.tenants),
     )
+
+
+def _tenants(path: str | None) -> tuple[Any, ...]:
+    """The tenants of ``--tenants FILE`` (its ``[[tenants]]`` tables: a tenants file or the
+    job's configuration file), or none; a UsageError names what is wrong."""
+    from streaming.tenants import load_tenants, parse_tenants
+
+    if not path:
+        return ()
+    try:
+        return parse_tenants(load_tenants(path, only_tenants=False))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--tenants {path}: {exc}") from None
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -110,5 +133,14 @@ def run_serve(args: argparse.Namespace) -> int:
     config = serve_config_from_args(args)
     web = web_config_from_args(args)
     configure_logging(args.log_level)
+    if config.tenants:
+        users = set(web.basic_auth_users)
+        views = sorted(users & {t.name for t in config.tenants})
+        log.info(
+            "tenant views for %s; every other user sees every group",
+            ", ".join(views) or "no user (no user is named like a tenant)",
+        )
+        if not users:
+            log.warning("--tenants without users (--web-config-file): everyone sees every group")
     serve_forever(create_app(config), args.host, args.port, web, args.log_level)
     return 0

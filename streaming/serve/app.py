@@ -5,6 +5,7 @@ log-end samples it reads from the cluster (lag in seconds), shared with the othe
 
 from __future__ import annotations
 
+import gzip
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -30,6 +31,8 @@ from streaming.serve.memo import Memo
 from streaming.serve.metrics import registry_for
 from streaming.serve.scrape import LagExposition
 from streaming.serve.snapshot import DEFAULT_EVALUATION_INTERVAL_S, GroupEvaluator
+from streaming.serve.tenant_views import filter_exposition, viewer_of
+from streaming.tenants import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,9 @@ class ServeConfig:
     granularity: Granularity = "partition"
     #: Seconds between two evaluations of every group (Burrow's statuses, the index's rows).
     evaluation_interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
+    #: The job's tenants: a user named like one sees only the groups its rules let it
+    #: DESCRIBE (``tenant_views``); no tenants, or any other user: every group.
+    tenants: tuple[Tenant, ...] = ()
 
 
 def _samples_sink(config: ServeConfig) -> Sink | None:
@@ -94,8 +100,22 @@ def create_app(config: ServeConfig) -> Starlette:
         lambda: log_ends.generation,
     )
 
+    tenants = {tenant.name: tenant for tenant in config.tenants}
+
     def metrics(request: Request) -> Response:
         progress = generate_latest(registry)
+        viewer = viewer_of(request.scope, tenants)
+        if not viewer.sees_all:
+            # A tenant's user: its groups' and topics' series only, filtered from the shared
+            # text (the cached text and its gzip are every group's).
+            text = filter_exposition(lag.text(progress).decode(), viewer).encode()
+            if "gzip" in request.headers.get("accept-encoding", ""):
+                return Response(
+                    gzip.compress(text, compresslevel=1),
+                    media_type=CONTENT_TYPE_LATEST,
+                    headers={"Content-Encoding": "gzip"},
+                )
+            return Response(text, media_type=CONTENT_TYPE_LATEST)
         if "gzip" in request.headers.get("accept-encoding", ""):
             return Response(
                 lag.gzipped(progress),
@@ -118,8 +138,8 @@ def create_app(config: ServeConfig) -> Starlette:
 
     routes = [
         Route("/metrics", metrics),
-        *BurrowApi(view, config.bootstrap_servers).routes(),
-        *Dashboard(view, evaluator).routes(),
+        *BurrowApi(view, config.bootstrap_servers, tenants).routes(),
+        *Dashboard(view, evaluator, tenants).routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.view = view

@@ -3,12 +3,14 @@ dashboards (burrow-dashboard, Burrower, burrow_exporter) work unchanged.
 
 Every answer carries Burrow's envelope: ``error``, ``message`` and ``request`` (``url``,
 ``host``). Unknown clusters and groups answer 404 with ``error: true``, as Burrow does. One
-cluster per server: the sink's (``--cluster-name``).
+cluster per server: the sink's (``--cluster-name``). A user named like a tenant sees only the
+groups and topics its rules let it DESCRIBE; the others answer 404 (``tenant_views``).
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -16,6 +18,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from streaming.serve.lag_view import LagView
+from streaming.serve.tenant_views import viewer_of
+from streaming.tenants import Tenant
 
 _HOST = socket.gethostname()
 
@@ -29,9 +33,13 @@ def _answer(request: Request, message: str, status_code: int = 200, **body: Any)
 class BurrowApi:
     """The routes, bound to one view of the sink."""
 
-    def __init__(self, view: LagView, servers: list[str]) -> None:
+    def __init__(
+        self, view: LagView, servers: list[str], tenants: Mapping[str, Tenant] | None = None
+    ) -> None:
         self.view = view
         self.servers = servers
+        #: Tenants by name: a user named like one sees its groups only (``tenant_views``).
+        self.tenants = dict(tenants or {})
 
     def routes(self) -> list[Route]:
         base = "/v3/kafka"
@@ -57,7 +65,9 @@ class BurrowApi:
 
     def _unknown_group(self, request: Request) -> JSONResponse | None:
         missing = self._unknown_cluster(request)
-        if missing is None and not self.view.has_group(request.path_params["group"]):
+        group = request.path_params["group"]
+        visible = viewer_of(request.scope, self.tenants).may_see_group(group)
+        if missing is None and not (visible and self.view.has_group(group)):
             missing = _answer(request, "cluster or consumer not found", 404)
         return missing
 
@@ -86,7 +96,8 @@ class BurrowApi:
     def consumers(self, request: Request) -> Response:
         if missing := self._unknown_cluster(request):
             return missing
-        groups = [g.group_id for g in self.view.groups()]
+        viewer = viewer_of(request.scope, self.tenants)
+        groups = viewer.groups(g.group_id for g in self.view.groups())
         return _answer(request, "consumer list returned", consumers=groups)
 
     def consumer(self, request: Request) -> Response:
@@ -127,12 +138,16 @@ class BurrowApi:
     def topics(self, request: Request) -> Response:
         if missing := self._unknown_cluster(request):
             return missing
-        return _answer(request, "topic list returned", topics=self.view.sink.committed_topics())
+        viewer = viewer_of(request.scope, self.tenants)
+        topics = [t for t in self.view.sink.committed_topics() if viewer.may_see_topic(t)]
+        return _answer(request, "topic list returned", topics=topics)
 
     def topic(self, request: Request) -> Response:
         if missing := self._unknown_cluster(request):
             return missing
         topic = request.path_params["topic"]
+        if not viewer_of(request.scope, self.tenants).may_see_topic(topic):
+            return _answer(request, "topic not found", 404)
         ends = self.view.log_ends.offsets_of(topic)
         if not ends:
             stored = self.view.sink.log_end_offsets([topic])

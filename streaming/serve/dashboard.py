@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,8 @@ from connectors.sinks.log_end_samples import LogEndSample, offset_time_ms
 from streaming.serve.chart import chart_legend, lag_chart
 from streaming.serve.lag_view import LagView, PartitionView
 from streaming.serve.snapshot import GroupEvaluator
+from streaming.serve.tenant_views import viewer_of
+from streaming.tenants import Tenant
 
 #: Commits per partition drawn in the chart.
 CHART_COMMITS = 100
@@ -69,9 +72,18 @@ def _seconds_series(
 
 
 class Dashboard:
-    def __init__(self, view: LagView, evaluator: GroupEvaluator) -> None:
+    """The pages, bound to one view; a user named like a tenant sees its groups only (the
+    index lists them, any other group's page is 404: ``tenant_views``)."""
+
+    def __init__(
+        self,
+        view: LagView,
+        evaluator: GroupEvaluator,
+        tenants: Mapping[str, Tenant] | None = None,
+    ) -> None:
         self.view = view
         self.evaluator = evaluator
+        self.tenants = dict(tenants or {})
 
     def routes(self) -> list[Route]:
         return [Route("/", self.index), Route("/group/{group:path}", self.group)]
@@ -100,6 +112,9 @@ class Dashboard:
         except ValueError:
             page = 1
         every = self.evaluator.rows()
+        viewer = viewer_of(request.scope, self.tenants)
+        if not viewer.sees_all:
+            every = [r for r in every if viewer.may_see_group(r.group_id)]
         found = [r for r in every if query in r.group_id] if query else every
         pages = max(1, -(-len(found) // PAGE_SIZE))
         page = min(page, pages)
@@ -142,7 +157,8 @@ class Dashboard:
 
     def group(self, request: Request) -> Response:
         group_id = request.path_params["group"]
-        if not self.view.has_group(group_id):
+        visible = viewer_of(request.scope, self.tenants).may_see_group(group_id)
+        if not (visible and self.view.has_group(group_id)):
             return self._page(
                 "index.html",
                 status_code=404,

@@ -25,9 +25,11 @@ import uvicorn
 
 from connectors.kafka.local import free_port_block
 from connectors.sinks import BatchProgress, open_sink
+from state.coordinator.acls import AclBinding
 from streaming.serve import ServeConfig, create_app
 from streaming.serve.server import is_loopback, uvicorn_config
 from streaming.serve.web_config import WebConfig, load_web_config
+from streaming.tenants import Tenant
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.fixtures.kafka_secured import LEAF_EXTENSIONS, make_certificates
 from tests.streaming.helpers import wait_for
@@ -96,9 +98,10 @@ def _sink_with_a_group(folder: Path) -> str:
 
 
 @contextmanager
-def _serving(folder: Path, web: WebConfig) -> Iterator[str]:
-    """The app on a free port with ``web``'s TLS and users; yields its https URL."""
-    app = create_app(ServeConfig(sink_url=_sink_with_a_group(folder)))
+def _serving(folder: Path, web: WebConfig, config: ServeConfig | None = None) -> Iterator[str]:
+    """The app (``config``, by default over a sink of one group) on a free port with ``web``'s
+    TLS and users; yields its https URL."""
+    app = create_app(config or ServeConfig(sink_url=_sink_with_a_group(folder)))
     port = free_port_block(1)
     server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, web))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -245,18 +248,23 @@ def test_a_real_prometheus_scrapes_over_tls_with_a_user(
     if prometheus is None:
         pytest.fail("prometheus is not installed: bash deploy/setup.sh --test-tools")
     web = load_web_config(_write_config(tmp_path, certificates))
-    with _serving(tmp_path, web) as url:
+    serve_config = ServeConfig(sink_url=_sink_of_two_teams(tmp_path), tenants=(ALICE,))
+    with _serving(tmp_path, web, serve_config) as url:
         target = url.removeprefix("https://")
         config = tmp_path / "prometheus.yml"
-        jobs = {"with-user": PASSWORD, "wrong-password": "wrong"}
+        jobs = {
+            "with-user": ("ops", PASSWORD),
+            "wrong-password": ("ops", "wrong"),
+            "as-tenant": ("alice", "alice-secret"),  # sees alice.* only
+        }
         config.write_text(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n"
             + "".join(
                 f"  - job_name: {job}\n    scheme: https\n"
                 f"    tls_config:\n      ca_file: {certificates.ca}\n"
-                f"    basic_auth:\n      username: ops\n      password: '{password}'\n"
+                f"    basic_auth:\n      username: {user}\n      password: '{password}'\n"
                 f"    static_configs:\n      - targets: ['{target}']\n"
-                for job, password in jobs.items()
+                for job, (user, password) in jobs.items()
             )
         )
         port = free_port_block(1)
@@ -272,16 +280,120 @@ def test_a_real_prometheus_scrapes_over_tls_with_a_user(
             return None if body is None else json.loads(body)["data"]["result"]
 
         try:
-            offset = 'kafka_consumergroup_current_offset{consumergroup="payments"}'
-            found = wait_for(lambda: query(offset), lambda r: bool(r), 90)
-            assert {r["metric"]["job"] for r in found} == {"with-user"}
-            assert float(found[0]["value"][1]) == 42.0
-            up = wait_for(lambda: query("up"), lambda r: r is not None and len(r) == 2, 60)
+            up = wait_for(lambda: query("up"), lambda r: r is not None and len(r) == 3, 60)
             assert {r["metric"]["job"]: float(r["value"][1]) for r in up} == {
                 "with-user": 1.0,
                 "wrong-password": 0.0,
+                "as-tenant": 1.0,
+            }
+            offsets = "kafka_consumergroup_current_offset"
+            found = wait_for(
+                lambda: query(offsets),
+                lambda r: r is not None
+                and {x["metric"]["job"] for x in r} >= {"as-tenant", "with-user"},
+                90,
+            )
+            seen = {
+                (r["metric"]["job"], r["metric"]["consumergroup"], float(r["value"][1]))
+                for r in found
+            }
+            assert {(g, v) for job, g, v in seen if job == "as-tenant"} == {("alice.reader", 42.0)}
+            assert {(g, v) for job, g, v in seen if job == "with-user"} == {
+                ("alice.reader", 42.0),
+                ("bob.reader", 7.0),
+                ("payments", 9.0),
             }
         finally:
             process.terminate()
             _, err = process.communicate(timeout=30)
         assert process.returncode == 0, err.decode(errors="replace")[-2000:]
+
+
+# --- tenants' views ----------------------------------------------------------------------------
+
+#: alice is a tenant: its groups are alice.*, its topic orders; ops is no tenant (an operator).
+ALICE = Tenant(
+    "alice",
+    "alice.commits",
+    "alice.responses",
+    (
+        AclBinding.parse(
+            {"resource_type": "GROUP", "pattern_type": "PREFIXED", "resource_name": "alice.",
+             "operation": "READ", "permission_type": "ALLOW"}
+        ),
+        AclBinding.parse(
+            {"resource_type": "TOPIC", "pattern_type": "LITERAL", "resource_name": "orders",
+             "operation": "DESCRIBE", "permission_type": "ALLOW"}
+        ),
+    ),
+)  # fmt: skip
+
+
+def _sink_of_two_teams(folder: Path) -> str:
+    url = f"sqlite:///{folder / 'teams.db'}"
+    with open_sink(url) as sink:
+        sink.reset("ACTIVE", "test")
+        records = [
+            commit("alice.reader", "orders", 0, 42),
+            commit("bob.reader", "payments", 0, 7),
+            commit("payments", "orders", 1, 9),
+        ]
+        sink.write_batch(0, frame(*records), BatchProgress(batch_id=0))
+        sink.write_log_end_offsets({("orders", 0): 50, ("orders", 1): 10, ("payments", 0): 8})
+    return url
+
+
+def test_a_user_named_like_a_tenant_sees_only_its_groups(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    web = load_web_config(_write_config(tmp_path, certificates))
+    config = ServeConfig(sink_url=_sink_of_two_teams(tmp_path), tenants=(ALICE,))
+    context = ssl.create_default_context(cafile=certificates.ca)
+    with _serving(tmp_path, web, config) as url:
+        alice = httpx.Client(verify=context, timeout=30, auth=("alice", "alice-secret"))
+        ops = httpx.Client(verify=context, timeout=30, auth=("ops", PASSWORD))
+        with alice, ops:
+            assert httpx.get(f"{url}/metrics", verify=context).status_code == 401
+            wrong = httpx.get(f"{url}/metrics", verify=context, auth=("alice", "nope"))
+            assert wrong.status_code == 401
+
+            def wait_for_groups(client: httpx.Client) -> str:
+                return wait_for(
+                    lambda: client.get(f"{url}/metrics").text,
+                    lambda text: 'consumergroup="alice.reader"' in text,
+                    timeout_s=60,
+                )
+
+            theirs = wait_for_groups(alice)
+            assert "bob.reader" not in theirs and 'consumergroup="payments"' not in theirs
+            assert 'topic="payments"' not in theirs  # a topic it may not DESCRIBE
+            everything = wait_for_groups(ops)
+            assert "bob.reader" in everything and 'consumergroup="payments"' in everything
+            gzipped = alice.get(f"{url}/metrics", headers={"Accept-Encoding": "gzip"})
+            assert gzipped.headers["content-encoding"] == "gzip"
+            assert "bob.reader" not in gzipped.text and "alice.reader" in gzipped.text
+
+            burrow = f"{url}/v3/kafka/local/consumer"
+            assert alice.get(burrow).json()["consumers"] == ["alice.reader"]
+            assert sorted(ops.get(burrow).json()["consumers"]) == [
+                "alice.reader",
+                "bob.reader",
+                "payments",
+            ]
+            assert alice.get(f"{burrow}/alice.reader/lag").status_code == 200
+            for group in ("bob.reader", "payments"):
+                hidden = alice.get(f"{burrow}/{group}/lag")
+                assert hidden.status_code == 404 and hidden.json()["error"] is True
+                assert ops.get(f"{burrow}/{group}/lag").status_code == 200
+            assert alice.get(f"{url}/v3/kafka/local/topic").json()["topics"] == ["orders"]
+            assert alice.get(f"{url}/v3/kafka/local/topic/payments").status_code == 404
+
+            index = wait_for(
+                lambda: alice.get(f"{url}/").text,
+                lambda text: "alice.reader" in text,
+                timeout_s=60,
+            )
+            assert "bob.reader" not in index and ">payments<" not in index
+            assert alice.get(f"{url}/group/alice.reader").status_code == 200
+            assert alice.get(f"{url}/group/bob.reader").status_code == 404
+            assert ops.get(f"{url}/group/bob.reader").status_code == 200
