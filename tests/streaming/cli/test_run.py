@@ -70,3 +70,40 @@ def test_a_bad_sink_url_stops_the_job_before_spark_with_one_line() -> None:
         "sqlite:////absolute/path.db or postgresql://user:password@host:port/database "
         "(or postgres://)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("tenants", "message"),
+    [
+        (
+            '[[tenants]]\nname = "a"\ningest_topic = "a in"\nresponses_topic = "a.out"\n',
+            "tenants[0]: ingest_topic: 'a in' is not a valid Kafka topic name",
+        ),
+        (
+            '[[tenants]]\nname = "a"\ningest_topic = "consumer-offsets.commits"\n'
+            'responses_topic = "a.out"\n',
+            "tenants[0]: ingest_topic: 'consumer-offsets.commits' is already the job's",
+        ),
+        (
+            '[[tenants]]\nname = "a"\ningest_topic = "a.in"\nresponses_topic = "a.out"\n'
+            '[[tenants.acls]]\nresource_type = "GROUP"\npattern_type = "LITERAL"\n'
+            'resource_name = "g"\noperation = "READ"\n',
+            "tenants[0]: acls[0]: missing permission_type",
+        ),
+    ],
+)
+def test_bad_tenants_stop_the_job_before_spark_with_one_line(
+    tmp_path: Path, tenants: str, message: str
+) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_text(tenants)
+    done = subprocess.run(
+        [sys.executable, "-m", "streaming", "--tenants", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("consumer-offsets: error: configuration: ") and message in line, line

@@ -190,6 +190,24 @@ def test_the_cli_refuses_a_bad_file_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "basic_auth_users.ops must be a bcrypt hash" in lines[0], lines
 
 
+def test_the_cli_refuses_bad_tenants_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_text(
+        '[[tenants]]\nname = "a"\ningest_topic = "a.in"\nresponses_topic = "a.out"\n'
+        '[[tenants.acls]]\nresource_type = "GROUP"\npattern_type = "PREFIX"\n'
+        'resource_name = "a."\noperation = "READ"\npermission_type = "ALLOW"\n'
+    )
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "consumer-offsets"), "serve", "--sink-url",
+         f"sqlite:///{tmp_path / 'x.db'}", "--tenants", str(path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "tenants[0]: acls[0]: pattern_type: 'PREFIX' is not one of LITERAL, PREFIXED" in lines[0]
+
+
 # --- served --------------------------------------------------------------------------------------
 
 
