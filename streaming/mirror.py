@@ -182,6 +182,7 @@ class MirrorWriter:
             tombstones=tombstones,
             duration_ms=int((time.monotonic() - started) * 1000),
             timestamp_ms=int(time.time() * 1000),
+            group_commits=_commits_by_group(frame),
         )
         decoded = time.monotonic()
         # A sink outage is waited out, as the job waits: the batch is one idempotent
@@ -266,6 +267,17 @@ def check_source_access(admin: KafkaAdmin) -> None:
         )
     if code:
         raise SourceAccessError(f"{CONSUMER_OFFSETS} cannot be described: Kafka error {code}")
+
+
+def _commits_by_group(frame: pa.Table) -> dict[str, int]:
+    """OffsetCommit records per group in a batch's records (``RECORD_FRAME_SCHEMA``): Kafka
+    writes one per partition committed, as the job counts them."""
+    commits = pc.and_(pc.equal(frame["kind"], "offset"), pc.is_valid(frame["value"]))
+    groups = frame["group_id"].filter(commits)
+    if not len(groups):
+        return {}
+    counts = pc.value_counts(groups).flatten()
+    return dict(zip(counts[0].to_pylist(), counts[1].to_pylist(), strict=True))
 
 
 def _next_offsets(table: pa.Table) -> dict[int, int]:

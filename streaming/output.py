@@ -15,7 +15,9 @@ the apply order within the shard);
 "dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
 "stats": the per-shard counters (``next_offset``: in the job's own ingest topic);
 "position": with tenants, the next offset (``next_offset``) in a tenant's ingest topic
-(``topic``) after the shard's messages from it.
+(``topic``) after the shard's messages from it;
+"group_commits": a group's offset commits applied in the call (``group_id``,
+``commits_applied``), for the sink's commits counter.
 A response's ``tenant`` is the index of the tenant whose topic the request came from (its
 answer goes to that tenant's responses topic), null for the job's own ingest topic.
 """

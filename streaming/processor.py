@@ -156,6 +156,23 @@ def by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
     ]
 
 
+def group_commits(responses: pa.Table) -> pa.Table:
+    """Offset commits applied per group in a call's responses (``group_id``,
+    ``commits_applied``): its OffsetCommit partitions answered NONE, one per partition as Kafka
+    writes a record per partition (the sink's commits counter)."""
+    if not responses.num_rows:
+        return pa.table({})
+    applied = pc.and_(
+        pc.and_(pc.equal(responses["api"], "OffsetCommit"), pc.equal(responses["error_code"], 0)),
+        pc.is_valid(responses["topic"]),
+    )
+    groups = responses["group_id"].filter(applied)
+    if not len(groups):
+        return pa.table({})
+    counts = pc.value_counts(groups).flatten()
+    return pa.table({"group_id": counts[0], "commits_applied": counts[1]})
+
+
 def _output_table(
     shard: int,
     loaded: pa.Table,
@@ -164,9 +181,10 @@ def _output_table(
     dead_letters: pa.Table,
     stats: Mapping[str, int | None],
     positions: pa.Table | None = None,
+    commits: pa.Table | None = None,
 ) -> pa.Table:
-    """Stack loaded state, records, encoded responses and dead letters, tenants' positions and
-    the stats row into one ``OUTPUT_TABLE_SCHEMA`` table."""
+    """Stack loaded state, records, encoded responses and dead letters, tenants' positions,
+    commits per group and the stats row into one ``OUTPUT_TABLE_SCHEMA`` table."""
     parts = []
     offset = 0
     for out, table in (
@@ -175,6 +193,7 @@ def _output_table(
         ("response", answers),
         ("dead_letter", dead_letters),
         ("position", positions if positions is not None else pa.table({})),
+        ("group_commits", commits if commits is not None else pa.table({})),
     ):
         if table.num_rows:
             if out in ("loaded", "record"):
@@ -337,7 +356,16 @@ def make_state_function(
         answers, dead_letters = _encode_answers(answered, shard)
         lap("encode_responses")
         payload = encode_output(
-            _output_table(shard, loaded, records, answers, dead_letters, stats, pa.table(positions))
+            _output_table(
+                shard,
+                loaded,
+                records,
+                answers,
+                dead_letters,
+                stats,
+                pa.table(positions),
+                group_commits(responses),
+            )
         )
         lap("output_table")
         if sections is not None:

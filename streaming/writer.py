@@ -134,6 +134,7 @@ class BatchWriter:
         responses = local.filter(pc.equal(kinds, "response"))
         dead_letters = local.filter(pc.equal(kinds, "dead_letter"))
         positions = local.filter(pc.equal(kinds, "position"))
+        commits = local.filter(pc.equal(kinds, "group_commits"))
 
         if records.num_rows:
             # In apply order within a shard: its partition of the offsets topic.
@@ -164,6 +165,7 @@ class BatchWriter:
             batch_id=batch_id,
             ingest_offsets=dict(self.ingest_offsets),
             tenant_offsets={t: dict(by_p) for t, by_p in self.tenant_offsets.items()},
+            group_commits=_commits_by_group(commits),
             input_rows=counters["input_rows"],
             commits_applied=counters["commits_applied"],
             rejected=counters["rejected"],
@@ -250,3 +252,15 @@ def _sink_records(table: pa.Table) -> pa.Table:
         table["is_tombstone"], pa.scalar(None, pa.binary()), pc.fill_null(columns["value"], empty)
     )
     return pa.table(columns, schema=RECORD_FRAME_SCHEMA)
+
+
+def _commits_by_group(commits: pa.Table) -> dict[str, int]:
+    """The batch's applied commits per group, from every shard's ``group_commits`` rows (a
+    group lives on one shard, so each appears once)."""
+    return dict(
+        zip(
+            commits["group_id"].to_pylist(),
+            commits["commits_applied"].to_pylist(),
+            strict=True,
+        )
+    )

@@ -125,8 +125,8 @@ class Sink(ABC, CloseOnExit):
     ``upsert_log_end``, ``log_end``, ``clear_log_end``, ``samples``, ``upsert_sample``,
     ``delete_sample``, ``sample_heads``, ``partition_samples``, ``delete_partition_samples``,
     ``samples_since``, ``all_offsets``, ``group_exists``, ``committed_topics``,
-    ``upsert_member``, ``delete_member``, ``clear_members``,
-    ``source_cluster``, ``bind_source``), then calls
+    ``upsert_member``, ``delete_member``, ``clear_members``, ``add_group_commits``,
+    ``forget_group_commits``, ``group_commits``, ``source_cluster``, ``bind_source``), then calls
     :meth:`_open`.
     """
 
@@ -382,6 +382,7 @@ class Sink(ABC, CloseOnExit):
                 )
             if member_deletes.num_rows:
                 tx.executemany(self._sql["delete_member"], rows(member_deletes, MEMBER_KEY_COLUMNS))
+            self._count_commits(tx, progress, prepared)
             self._record_progress(tx, progress)
             return True
 
@@ -511,6 +512,31 @@ class Sink(ABC, CloseOnExit):
         """Insert ``count`` history rows ``(batch_id, seq, *HISTORY_COLUMNS)`` (a backend may
         bulk)."""
         tx.executemany(self._sql["insert_history"], history)
+
+    def _count_commits(self, tx: Statements, progress: BatchProgress, batch: PreparedBatch) -> None:
+        """Add the batch's commits to each group's counter; forget the counter of a group whose
+        last offset this batch deleted (its rows stay bounded by the groups there are)."""
+        if progress.group_commits:
+            now = self._clock()
+            tx.executemany(
+                self._sql["add_group_commits"],
+                [
+                    (stored_text(group), int(count), now)
+                    for group, count in sorted(progress.group_commits.items())
+                    if count > 0
+                ],
+            )
+        if batch.offset_deletes.num_rows:
+            deleted = set(batch.offset_deletes.column("group_id").to_pylist())
+            tx.executemany(self._sql["forget_group_commits"], [(g, g) for g in sorted(deleted)])
+
+    def group_commits(self) -> dict[str, int]:
+        """Each group's commits counter: offset commits applied (one per partition) since the
+        group's offsets were last all deleted (schema step 4)."""
+        return {
+            original_text(group): int(count)
+            for group, count in self._run(self._sql["group_commits"])
+        }
 
     def _record_progress(self, tx: Statements, progress: BatchProgress) -> None:
         tx.execute(self._sql["progress"], progress_values(progress, self._clock()))

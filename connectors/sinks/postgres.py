@@ -345,6 +345,13 @@ class PostgresSink(Sink):
                     ' PRIMARY KEY (topic, "partition", log_end_offset))'
                 ).format(t["samples"])
             ]
+        if version == 4:
+            return [
+                _q(
+                    'CREATE TABLE IF NOT EXISTS {} (group_id text COLLATE "C" NOT NULL PRIMARY KEY,'
+                    " commits bigint NOT NULL, updated_at_ms bigint NOT NULL)"
+                ).format(t["commits"])
+            ]
         raise ValueError(f"no sink schema step to version {version}")
 
     def _table_exists_query(self, table: str) -> tuple[sql.Composed, Sequence[Any]]:
@@ -558,6 +565,16 @@ class PostgresSink(Sink):
                 t["members"]
             ),
             "clear_members": _q("DELETE FROM {}").format(t["members"]),
+            "add_group_commits": _q(
+                "INSERT INTO {} AS c (group_id, commits, updated_at_ms) VALUES (%s, %s, %s)"
+                " ON CONFLICT (group_id) DO UPDATE SET commits = c.commits + excluded.commits,"
+                " updated_at_ms = excluded.updated_at_ms"
+            ).format(t["commits"]),
+            "forget_group_commits": _q(
+                "DELETE FROM {} WHERE group_id = %s"
+                " AND NOT EXISTS (SELECT 1 FROM {} WHERE group_id = %s)"
+            ).format(t["commits"], t["offsets"]),
+            "group_commits": _q("SELECT group_id, commits FROM {}").format(t["commits"]),
             "committed_topics": _q("SELECT DISTINCT topic FROM {} ORDER BY topic").format(
                 t["offsets"]
             ),

@@ -46,6 +46,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "history indexed by commit time (history retention); status heartbeat (liveness)",
     ),
     Migration(3, "log-end offsets over time per partition (lag in seconds)"),
+    Migration(4, "offset commits counted per group (the commits counter)"),
 )
 
 #: The version this release writes.

@@ -319,6 +319,14 @@ class SqliteSink(Sink):
                     PRIMARY KEY (topic, "partition", log_end_offset)
                 ) WITHOUT ROWID"""
             ]
+        if version == 4:
+            return [
+                f"""CREATE TABLE IF NOT EXISTS {t["commits"]} (
+                    group_id TEXT NOT NULL PRIMARY KEY,
+                    commits INTEGER NOT NULL,
+                    updated_at_ms INTEGER NOT NULL
+                ) WITHOUT ROWID"""
+            ]
         raise ValueError(f"no sink schema step to version {version}")
 
     def _table_exists_query(self, table: str) -> tuple[str, Sequence[Any]]:
@@ -453,6 +461,16 @@ class SqliteSink(Sink):
             ),
             "delete_member": f"DELETE FROM {t['members']} WHERE group_id = ? AND member_id = ?",
             "clear_members": f"DELETE FROM {t['members']}",
+            "add_group_commits": (
+                f"INSERT INTO {t['commits']} (group_id, commits, updated_at_ms) VALUES (?, ?, ?)"
+                " ON CONFLICT (group_id) DO UPDATE SET commits = commits + excluded.commits,"
+                " updated_at_ms = excluded.updated_at_ms"
+            ),
+            "forget_group_commits": (
+                f"DELETE FROM {t['commits']} WHERE group_id = ?"
+                f" AND NOT EXISTS (SELECT 1 FROM {t['offsets']} WHERE group_id = ?)"
+            ),
+            "group_commits": f"SELECT group_id, commits FROM {t['commits']}",
             "committed_topics": f"SELECT DISTINCT topic FROM {t['offsets']} ORDER BY topic",
             "source_cluster": (
                 f"SELECT cluster_id, cluster_name, updated_at_ms FROM {t['source']} WHERE id = 1"

@@ -43,6 +43,7 @@ _NAMES: Final = {
     "source": "source_cluster",
     "members": "consumer_group_members",
     "schema": "sink_schema_version",
+    "commits": "consumer_group_commit_counts",
 }
 
 #: Roles that name an index, not a table.
@@ -79,6 +80,7 @@ class TableNames:
     source: str = field(init=False)
     members: str = field(init=False)
     schema: str = field(init=False)
+    commits: str = field(init=False)
 
     def __post_init__(self) -> None:
         validate_table_prefix(self.prefix)
@@ -87,7 +89,7 @@ class TableNames:
 
     def tables(self) -> dict[str, str]:
         """The tables' names by role ("offsets", "groups", "status", "history", "log_end",
-        "samples", "source", "members", "schema")."""
+        "samples", "source", "members", "schema", "commits")."""
         return {role: getattr(self, role) for role in _NAMES if role not in _INDEXES}
 
 

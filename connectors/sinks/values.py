@@ -53,6 +53,9 @@ class BatchProgress:
     batch_id: int
     ingest_offsets: Mapping[int, int] = field(default_factory=dict)
     tenant_offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    #: Offset commits applied in this batch per group (one per partition, as Kafka writes one
+    #: record per partition): added to the group's commits counter with the batch.
+    group_commits: Mapping[str, int] = field(default_factory=dict)
     input_rows: int = 0
     commits_applied: int = 0
     rejected: int = 0

@@ -5,11 +5,13 @@ kafka_exporter's names, so existing dashboards and alerts work unchanged:
 ``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag`` (per partition, labels
 ``consumergroup``, ``topic``, ``partition``), ``kafka_consumergroup_lag_sum`` (per group and
 topic), ``kafka_consumergroup_members`` and ``kafka_topic_partition_current_offset`` (the
-log-end offset). The progress metrics are ``consumer_offsets_*``; ``consumer_offsets_status``
-says ACTIVE (or LOADING) only while the job's heartbeat is fresh, else NOT_RESPONDING
-(``connectors.client.liveness``), and ``consumer_offsets_heartbeat_timestamp_seconds`` when
-it was last seen. The lag families (kafka_exporter's and kafka-lag-exporter's, lag in seconds
-and each group's Burrow status) are written as text by ``streaming.serve.exposition``.
+log-end offset). ``kafka_consumergroup_commits_total`` (labels ``cluster_name``, ``group``)
+counts each group's offset commits. The progress metrics are ``consumer_offsets_*``;
+``consumer_offsets_status`` says ACTIVE (or LOADING) only while the job's heartbeat is fresh,
+else NOT_RESPONDING (``connectors.client.liveness``), and
+``consumer_offsets_heartbeat_timestamp_seconds`` when it was last seen. The lag families
+(kafka_exporter's and kafka-lag-exporter's, lag in seconds and each group's Burrow status) are
+written as text by ``streaming.serve.exposition``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from connectors.client.liveness import NOT_RESPONDING, liveness
@@ -38,6 +40,24 @@ class SinkCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         # The lag families are written as text beside these (streaming.serve.exposition).
         yield from self._progress()
+        yield from self._commits()
+
+    def _commits(self) -> Iterator[Metric]:
+        """Each group's commits counter (the sink's, shared by every ``serve`` and kept
+        across restarts): offset commits applied, one per partition, as Kafka writes one
+        record per partition committed; it starts over when all the group's offsets go."""
+        try:
+            counts = self.view.sink.group_commits()
+        except SinkError:
+            return
+        family = CounterMetricFamily(
+            "kafka_consumergroup_commits",
+            "Offset commits applied for the group (one per partition committed)",
+            labels=["cluster_name", "group"],
+        )
+        for group, count in sorted(counts.items()):
+            family.add_metric([self.view.cluster, group], float(count))
+        yield family
 
     def _progress(self) -> Iterator[Metric]:
         try:

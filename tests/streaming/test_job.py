@@ -97,6 +97,9 @@ def test_commits_with_rewinds_land_as_latest_in_sink_and_offsets_topic(
     wait_for_responses(job_config, {"r1", "r2", "r3", "r4"})
     assert sink_offsets(job_config, "payments") == {("orders", 0): 15, ("orders", 1): 5}
     assert sink_offsets(job_config, "billing") == {("invoices", 3): 7}
+    # Every partition commit counts, also those a later one in the same batch overwrote.
+    with open_sink(job_config.sink_url, read_only=True) as sink:
+        assert sink.group_commits() == {"payments": 4, "billing": 1}
 
     records = read_offsets_topic(job_config.bootstrap_servers, job_config.offsets_topic)
     latest = compacted(records)
@@ -129,6 +132,8 @@ def test_oversized_metadata_is_rejected_for_its_partition_only(
     codes = {(p["topic"], p["partitionIndex"]): p["errorCode"] for p in response["partitions"]}
     assert codes == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): 0}
     assert sink_offsets(job_config, "g") == {("t", 1): 2}
+    with open_sink(job_config.sink_url, read_only=True) as sink:
+        assert sink.group_commits() == {"g": 1}  # the refused partition is no commit
 
 
 def test_short_retention_expires_offsets_into_tombstones(

@@ -135,6 +135,11 @@ def test_the_sink_follows_kafkas_committed_offsets(
             lambda got: got == {(topic, 0): 11, (topic, 1): 9},
         )
         wait_for(lambda: sink_offsets(sink_url, classic), lambda got: got == {})
+        with open_sink(sink_url, read_only=True) as sink:
+            counted = sink.group_commits()
+        # The admin group's three records (two partitions, then one); the deleted group's
+        # counter is gone with its offsets.
+        assert counted[admin_only] == 3 and classic not in counted, counted
         # An offset delete (OffsetDelete, as kafka-consumer-groups --delete-offsets) leaves the
         # group's other partition.
         delete_offsets(kafka_bootstrap, admin_only, topic, [0], tmp_path)

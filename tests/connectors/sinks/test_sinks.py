@@ -96,6 +96,24 @@ def test_tombstone_deletes_the_offset(sink: Sink) -> None:
     assert (answer.offset, answer.leader_epoch, answer.metadata) == (-1, -1, "")
 
 
+def test_commits_are_counted_per_group_once_per_batch_and_forgotten_with_the_group(
+    sink: Sink,
+) -> None:
+    two = frame(commit("g", "t", 0, 5), commit("g", "t", 1, 6), commit("h\x00", "t", 0, 1))
+    assert sink.write_batch(0, two, progress(0, group_commits={"g": 2, "h\x00": 1}))
+    assert sink.write_batch(1, frame(commit("g", "t", 0, 7)), progress(1, group_commits={"g": 1}))
+    # A replayed batch changes nothing, its commits included.
+    assert not sink.write_batch(
+        1, frame(commit("g", "t", 0, 7)), progress(1, group_commits={"g": 1})
+    )
+    assert sink.group_commits() == {"g": 3, "h\x00": 1}
+    # One of g's offsets deleted: its counter stays; all of h's: h's counter goes.
+    sink.write_batch(2, frame(tombstone("g", "t", 0), tombstone("h\x00", "t", 0)), progress(2))
+    assert sink.group_commits() == {"g": 3}
+    sink.write_batch(3, frame(commit("h\x00", "t", 0, 2)), progress(3, group_commits={"h\x00": 1}))
+    assert sink.group_commits() == {"g": 3, "h\x00": 1}
+
+
 @pytest.mark.parametrize(
     ("records", "expected"),
     [

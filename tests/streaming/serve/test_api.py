@@ -72,7 +72,7 @@ def client(sink_url: str) -> Iterator[TestClient]:
         at = now - 309_000 + i * 1000
         records = [commit(STOPPED, _topic(STOPPED), 0, 10 + i, commit_timestamp_ms=at)]
         observed.append((TopicPartition(_topic(STOPPED), 0), at, 100))
-        batch = _write(sink, batch, records, input_rows=1)
+        batch = _write(sink, batch, records, input_rows=1, group_commits={STOPPED: 1})
     batch = _write(
         sink,
         batch,
@@ -203,6 +203,8 @@ def test_metrics_carry_kafka_exporters_names_and_the_progress(client: TestClient
     assert value("consumer_offsets_last_batch_rejected") == 1
     assert value("consumer_offsets_state_keys") == 5
     assert value("consumer_offsets_last_batch_duration_seconds") == 0.25
+    # The sink's commits counter: ten batches of one commit each.
+    assert value("kafka_consumergroup_commits_total", cluster_name="local", group=STOPPED) == 10
 
 
 def test_dashboard_pages(client: TestClient) -> None:
