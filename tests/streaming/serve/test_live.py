@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -16,15 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from connectors.kafka.local import free_port_block
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
-from streaming.serve import ServeConfig, create_app
+from streaming.serve import ServeConfig
 from tests.connectors.sinks.record_frames import commit, frame, group_metadata
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.helpers import produce_raw, wait_for
+from tests.streaming.serve.support import get as _get
+from tests.streaming.serve.support import serving
 
 GROUP = "payments"
 MESSAGES = 30
@@ -61,35 +61,16 @@ def served(kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path) ->
     produce_raw(kafka_bootstrap, topic, ((i % 2, f"m{i}".encode()) for i in range(MESSAGES)))
     sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
     _commit_history(sink_url, topic)
-    app = create_app(
-        ServeConfig(
-            sink_url=sink_url,
-            client_options={"bootstrap_servers": kafka_bootstrap},
-            bootstrap_servers=[kafka_bootstrap],
-            log_end_interval_s=1.0,
-        )
+    config = ServeConfig(
+        sink_url=sink_url,
+        client_options={"bootstrap_servers": kafka_bootstrap},
+        bootstrap_servers=[kafka_bootstrap],
+        log_end_interval_s=1.0,
     )
-    port = free_port_block(1)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _get(f"{url}/burrow/admin"), lambda body: body == "GOOD", 30)
+    with serving(config) as url:
         # Lag from the broker's log-end offsets (ListOffsets), not from anything stored.
         wait_for(lambda: _get(f"{url}/metrics"), lambda text: "kafka_consumergroup_lag{" in text)
         yield Served(url, topic)
-    finally:
-        server.should_exit = True
-        thread.join(30)
-
-
-def _get(url: str) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
-    except OSError:
-        return None
 
 
 def _prometheus_binary() -> str:

@@ -16,22 +16,22 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-import uvicorn
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.kafka.local import free_port_block
 from connectors.sinks import BatchProgress, open_sink
-from streaming.serve import ServeConfig, create_app
+from streaming.serve import ServeConfig
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.helpers import wait_for
+from tests.streaming.serve.support import get as _get
+from tests.streaming.serve.support import serving
 
 pytestmark = pytest.mark.kafka
 
@@ -82,34 +82,14 @@ def _commit(sink_url: str, batch: int, group: str, topic: str, offset: int) -> N
         sink.write_batch(batch, records, BatchProgress(batch_id=batch, input_rows=1))
 
 
-@contextmanager
-def _serve(sink_url: str, bootstrap: str) -> Iterator[str]:
-    app = create_app(
+def _serve(sink_url: str, bootstrap: str) -> AbstractContextManager[str]:
+    return serving(
         ServeConfig(
             sink_url=sink_url,
             client_options={"bootstrap_servers": bootstrap},
             log_end_interval_s=INTERVAL_S,
         )
     )
-    port = free_port_block(1)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _get(f"{url}/burrow/admin"), lambda body: body == "GOOD", 30)
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(30)
-
-
-def _get(url: str) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
-    except OSError:
-        return None
 
 
 def _samples(url: str, name: str, group: str) -> float | None:
