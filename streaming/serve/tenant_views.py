@@ -44,22 +44,19 @@ class Viewer:
 
     def may_see_group(self, group: str) -> bool:
         """DESCRIBE on the group (decided once per group and viewer)."""
-        if self.authorizer is None:
-            return True
-        allowed = self._groups.get(group)
-        if allowed is None:
-            allowed = self.authorizer.authorize(ResourceType.GROUP, group, AclOperation.DESCRIBE)
-            self._groups[group] = allowed
-        return allowed
+        return self._describes(ResourceType.GROUP, group, self._groups)
 
     def may_see_topic(self, topic: str) -> bool:
         """DESCRIBE on the topic (its log-end offsets)."""
+        return self._describes(ResourceType.TOPIC, topic, self._topics)
+
+    def _describes(self, resource_type: ResourceType, name: str, seen: dict[str, bool]) -> bool:
         if self.authorizer is None:
             return True
-        allowed = self._topics.get(topic)
+        allowed = seen.get(name)
         if allowed is None:
-            allowed = self.authorizer.authorize(ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
-            self._topics[topic] = allowed
+            allowed = self.authorizer.authorize(resource_type, name, AclOperation.DESCRIBE)
+            seen[name] = allowed
         return allowed
 
     def groups(self, groups: Iterable[str]) -> list[str]:
