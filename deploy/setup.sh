@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one install script: everything this project needs on a fresh machine, idempotent.
 #
-#   bash deploy/setup.sh              # .venv + Python deps + JVM jars
+#   bash deploy/setup.sh              # .venv + Python deps + JVM jars + the driver's class archive
 #   bash deploy/setup.sh --postgres   # ... and PostgreSQL's server binaries (apt), for its tests
 #   bash deploy/setup.sh --test-tools # ... and Prometheus and Chromium (apt), for the server's tests
 #   bash deploy/setup.sh --python 3.13 # .venv-3.13 instead of .venv, from that Python (CI's others)
@@ -230,6 +230,16 @@ else
   fi
   echo "$jar_key" >"$jar_stamp"
   phase_done "$(find "$jars/spark" -name '*.jar' | wc -l) spark + $(find "$jars/kafka" -name '*.jar' | wc -l) kafka jars"
+fi
+
+# -- The driver JVM's class archive (streaming/class_archive.py): a restarted driver answers sooner --
+phase "jvm class archive"
+if "$venv/bin/python" -c \
+  'import sys; from streaming.class_archive import archive_path; sys.exit(not archive_path().is_file())'; then
+  phase_done "up to date"
+else
+  "$venv/bin/python" -m streaming.cli.archive_classes >/dev/null
+  phase_done "built"
 fi
 
 # -- Prometheus and headless Chromium: the HTTP server's tests scrape it and render its pages ------

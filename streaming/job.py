@@ -351,6 +351,7 @@ class OffsetsJob:
             .trigger(processingTime=config.trigger_interval)
         )
         self.query = _start_query(self.spark, writer, self._state_partitions)
+        log.info("query started (%s)", "from the checkpoint" if resumed else "new checkpoint")
         # Alive from here on, also while loading or idle (connectors.client.liveness).
         self.heartbeat = Heartbeat(
             self.sink, config.bootstrap_servers, "job", quiet_jvm=jvm_log_quieter(self.spark)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from connectors.runtime import spark_jars_dir
+from streaming import class_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,6 +74,7 @@ def spark_session(
     app_name: str = "consumer-offsets",
     master: str | None = None,
     extra_conf: dict[str, str] | None = None,
+    java_options: Sequence[str] | None = None,
 ) -> SparkSession:
     """Create (or return the running) SparkSession configured for this project.
 
@@ -84,6 +87,9 @@ def spark_session(
     changed keys instead of a full snapshot), :data:`DEFAULT_SHUFFLE_PARTITIONS` shuffle
     partitions, Arrow for pandas conversion, UTC session time zone, driver bound to 127.0.0.1
     for ``local`` masters, the Kafka connector jars from :func:`spark_jars`, log level WARN.
+
+    ``java_options``: more driver JVM options; by default those that map the class archive
+    ``deploy/setup.sh`` built (:mod:`streaming.class_archive`), when there is one.
 
     Like ``SparkSession.builder.getOrCreate()``, a second call in the same process returns the
     session that already runs; settings that only apply at JVM start (jars, driver memory,
@@ -117,7 +123,9 @@ def spark_session(
         "spark.ui.showConsoleProgress": "false",
         # A query stopped inside foreachBatch reports an error whose text embeds the whole plan;
         # Spark matches it with a regex that overflows the default 1 MB thread stack.
-        "spark.driver.extraJavaOptions": "-Xss16m",
+        "spark.driver.extraJavaOptions": " ".join(
+            ["-Xss16m", *(class_archive.java_options() if java_options is None else java_options)]
+        ),
         # pyspark's pandas serializer trips pandas' FutureWarnings in every Python worker, once
         # per task: noise in the job's log, nothing a user can act on.
         "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",

@@ -1,0 +1,126 @@
+"""``python -m streaming.cli.archive_classes``: build the driver JVM's class archive
+(:mod:`streaming.class_archive`), as ``deploy/setup.sh`` does once.
+
+The archive holds the classes a JVM loaded by the time it exits, so the JVM that writes it runs
+what a driver runs before and in its first micro-batch: a stateful pandas function over the
+RocksDB state store, a ``foreachBatch`` sink and the Kafka source's plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from streaming.class_archive import archive_path, dump_options
+
+
+def _exercise(path: Path) -> None:
+    """Run, in a JVM that archives its classes to ``path``, what a driver runs before and in its
+    first micro-batch; then stop the JVM, which writes the archive."""
+    import pandas as pd
+    from pyspark import SparkContext
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from streaming.session import spark_session
+
+    spark = spark_session(
+        app_name="class-archive",
+        master="local[2]",
+        extra_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+        java_options=dump_options(path),
+    )
+    # The Kafka source's plan (no broker is contacted before the query starts).
+    kafka = spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
+    _ = kafka.option("subscribe", "class-archive").load().selectExpr("CAST(value AS STRING)").schema
+
+    def count(
+        key: tuple[int], frames: Iterator[pd.DataFrame], state: object
+    ) -> Iterator[pd.DataFrame]:
+        rows = sum(len(frame) for frame in frames)
+        yield pd.DataFrame({"shard": [key[0]], "rows": [rows]})
+
+    def sink(frame: object, _batch_id: int) -> None:
+        frame.collect()  # type: ignore[attr-defined]
+
+    with tempfile.TemporaryDirectory(prefix="class-archive-") as checkpoint:
+        query = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", "200")
+            .load()
+            .selectExpr("CAST(value % 4 AS INT) AS shard", "value", "timestamp")
+            .groupBy("shard")
+            .applyInPandasWithState(
+                count,
+                "shard INT, rows LONG",
+                "rows LONG",
+                "update",
+                GroupStateTimeout.ProcessingTimeTimeout,
+            )
+            .writeStream.outputMode("update")
+            .foreachBatch(sink)
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
+        deadline = time.monotonic() + 120
+        while (query.lastProgress or {}).get("batchId", -1) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        query.stop()
+    gateway = SparkContext._gateway  # type: ignore[attr-defined]
+    spark.stop()
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        raise RuntimeError("the JVM's process is unknown: cannot stop it to write the archive")
+    gateway.shutdown()
+    # The gateway JVM exits when its stdin closes; exiting writes the archive.
+    process.stdin.close()
+    process.wait(timeout=300)
+
+
+def build(path: Path | None = None) -> float:
+    """Build the archive at ``path`` (default :func:`archive_path`); seconds taken. Written
+    to a temporary file first, so a failed or interrupted build never leaves a partial
+    archive where drivers look for it."""
+    target = path or archive_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="class-archive-", dir=target.parent) as folder:
+        partial = Path(folder) / target.name
+        result = subprocess.run(
+            [sys.executable, "-m", "streaming.cli.archive_classes", "--exercise", str(partial)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONWARNINGS="ignore"),
+        )
+        if result.returncode != 0 or not partial.is_file():
+            tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+            raise RuntimeError(f"the class archive was not written:\n{tail}")
+        shutil.move(partial, target)
+    return time.monotonic() - started
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the driver JVM's class archive.")
+    parser.add_argument("--exercise", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.exercise is not None:
+        _exercise(args.exercise)
+        return 0
+    try:
+        seconds = build()
+    except RuntimeError as error:
+        print(f"class archive: {error}", file=sys.stderr)
+        return 1
+    print(f"class archive: {archive_path()} built in {seconds:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
