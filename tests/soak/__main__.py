@@ -248,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             results["windows"],
             default_series(results["windows"], retention is not None),
             args.warmup_fraction * duration_s,
+            retention_s=None if retention is None else retention / 1000,
+            partitions_per_request=args.partitions_per_request,
         )
         results["growth"] = [asdict(v) for v in verdicts]
         problems = list(verification["problems"])

@@ -13,7 +13,11 @@ first ``warmup_fraction`` of the run, 20% by default):
 3. The **explained** growth: for resources that hold the state (``keys``: the driver's JVM and
    Python workers, ``serve``, the checkpoint, the sink's offsets table and size, bytes written),
    the level x the relative growth of the keys in state over the same span (the job's
-   ``state_keys``, fitted the same way); for the rest, none.
+   ``state_keys``, fitted the same way); for the job's history table under retention
+   (``retention``), the growth of the commits applied within the trailing retention period
+   (answered requests x partitions per request, summed over the windows inside it, fitted the
+   same way): history holds one row per commit of that period, so a faster or slower stretch
+   of the run moves it without anything leaking; for the rest, none.
 4. The resource **grows** when growth > explained + max(absolute tolerance, relative tolerance x
    level), the level being the median sample. Tolerances per unit: RSS 10% or 64 MB, disk 10% or
    32 MB, rows 5% or 1,000, MB written per window 25% or 32 MB, batch time 25% or 0.25 s.
@@ -86,9 +90,59 @@ def keys_growth(windows: Sequence[dict[str, Any]], start_s: float, end_s: float)
     return max(0.0, slope * (end_s - start_s) / at_start)
 
 
+def applied_commits(window: dict[str, Any], partitions_per_request: int) -> float:
+    """Partition commits the job applied in ``window``: its successful answers (neither timed
+    out nor an error) x partitions per request."""
+    load = window.get("load", {})
+    ok = load.get("answered", 0) - load.get("timed_out", 0) - load.get("error_answers", 0)
+    return max(0, ok) * partitions_per_request
+
+
+def retained_commits(
+    windows: Sequence[dict[str, Any]], retention_s: float, partitions_per_request: int
+) -> list[tuple[float, float]]:
+    """(t, commits applied within the retention period ending at t) per window."""
+    return [
+        (
+            w["t_s"],
+            sum(
+                applied_commits(v, partitions_per_request)
+                for v in windows
+                if w["t_s"] - retention_s < v["t_s"] <= w["t_s"]
+            ),
+        )
+        for w in windows
+    ]
+
+
+def retention_growth(
+    windows: Sequence[dict[str, Any]],
+    start_s: float,
+    end_s: float,
+    retention_s: float,
+    partitions_per_request: int,
+) -> float:
+    """Fitted growth, in rows, of the commits within the retention period over [start, end]."""
+    points = [
+        p
+        for p in retained_commits(windows, retention_s, partitions_per_request)
+        if start_s <= p[0] <= end_s
+    ]
+    if len(points) < 2:
+        return 0.0
+    slope, _ = fit(points)
+    return max(0.0, slope * (end_s - start_s))
+
+
 def check(
-    windows: Sequence[dict[str, Any]], series: Sequence[Series], warmup_s: float
+    windows: Sequence[dict[str, Any]],
+    series: Sequence[Series],
+    warmup_s: float,
+    retention_s: float | None = None,
+    partitions_per_request: int = 1,
 ) -> list[Verdict]:
+    """A verdict per series over ``windows`` after ``warmup_s``; ``retention_s`` (history's
+    retention) and ``partitions_per_request`` explain the ``retention`` series."""
     after = [w for w in windows if w["t_s"] >= warmup_s]
     verdicts = []
     for s in series:
@@ -112,11 +166,14 @@ def check(
         span = points[-1][0] - points[0][0]
         growth = slope * span
         assert level is not None
-        explained = (
-            abs(level) * keys_growth(after, points[0][0], points[-1][0])
-            if s.explained_by == "keys"
-            else 0.0
-        )
+        first, last = points[0][0], points[-1][0]
+        if s.explained_by == "keys":
+            explained = abs(level) * keys_growth(after, first, last)
+        elif s.explained_by == "retention" and retention_s is not None:
+            # The whole run: the period before the first settled sample counts too.
+            explained = retention_growth(windows, first, last, retention_s, partitions_per_request)
+        else:
+            explained = 0.0
         relative, absolute = TOLERANCES[s.unit]
         allowed = explained + max(absolute, relative * abs(level))
         verdicts.append(
@@ -196,6 +253,8 @@ def default_series(windows: Sequence[dict[str, Any]], history_retention: bool) -
         owner, base = table_role(table)
         if base == "offset_commit_history" and not history_retention:
             explained = no_retention
+        elif owner == "job" and base == "offset_commit_history":
+            explained = "retention"
         elif owner == "job" and base == "consumer_offsets":
             explained = "keys"
         else:

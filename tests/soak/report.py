@@ -108,7 +108,7 @@ def fault_table(faults: Sequence[dict[str, Any]]) -> str:
 
 def growth_table(verdicts: Sequence[dict[str, Any]]) -> str:
     lines = [
-        "| resource | unit | samples | level | growth after warm-up | explained by keys | allowed "
+        "| resource | unit | samples | level | growth after warm-up | explained | allowed "
         "| verdict |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -141,8 +141,9 @@ def render(results: dict[str, Any]) -> str:
         "",
         "Growth after warm-up (the first "
         f"{s['warmup_fraction']:.0%}): growth = the fitted slope x the span of settled samples; "
-        "allowed = what the keys' growth explains + max(absolute, relative x level); see "
-        "tests/soak/growth.py.",
+        "allowed = what the keys' growth explains (for history under retention: the growth of "
+        "the commits applied within the retention period) + max(absolute, relative x level); "
+        "see tests/soak/growth.py.",
         "",
         growth_table(results["growth"]),
         "",

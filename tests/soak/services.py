@@ -37,6 +37,12 @@ MIRROR_PREFIX = "mirror_"
 DATA_TOPIC = "soak-data"
 
 
+#: Heap of each broker, and of the job's and the mirror's driver JVMs (the job's executors run
+#: inside its driver, local mode).
+BROKER_HEAP = "512m"
+DRIVER_HEAP = "1g"
+
+
 class ServiceProcess(DriverProcess):
     """A command run as its own process group (the mirror, ``serve``): killed and restarted
     like the driver (:class:`tests.reliability.load.DriverProcess`)."""
@@ -107,9 +113,20 @@ class Services:
     # -- start -------------------------------------------------------------------------------
     def start(self, echo: Any = print) -> None:
         self.runtime.mkdir(parents=True, exist_ok=True)
+        # Every JVM runs with a fixed, pre-touched heap (-Xms = -Xmx), as long-running JVM
+        # services usually do: its RSS is then the heap plus native memory from the start, and
+        # what the growth rule sees growing is native (RocksDB, metaspace, buffers, threads), not
+        # the heap expanding towards -Xmx. The heap itself is bounded by -Xmx; a leak there ends
+        # in an OutOfMemoryError, an exit the harness reports.
+        os.environ["KAFKA_OPTS"] = f"-Xms{BROKER_HEAP} -XX:+AlwaysPreTouch"
+        os.environ["SPARK_DRIVER_MEMORY"] = DRIVER_HEAP
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (
+            f"--conf 'spark.driver.defaultJavaOptions=-Xms{DRIVER_HEAP} -XX:+AlwaysPreTouch'"
+            " pyspark-shell"
+        )
         self.cluster = LocalKafkaCluster(self.runtime / "kafka")
         self._exits.callback(self.cluster.stop)
-        result = self.cluster.start(nodes=3, port=free_port_block(6), heap="512m", echo=echo)
+        result = self.cluster.start(nodes=3, port=free_port_block(6), heap=BROKER_HEAP, echo=echo)
         self.bootstrap = result.config.bootstrap_servers
         if self.sink_kind == "postgres":
             self.database_url = self._exits.enter_context(local_postgres(durable=True))

@@ -77,3 +77,27 @@ def test_the_schedule_has_each_fault_the_asked_number_of_times_inside_the_run() 
     assert all(360 <= p.at_s <= 3240 for p in planned)
     assert [p.at_s for p in planned] == sorted(p.at_s for p in planned)
     assert plan(3600.0, [], rounds=2) == []
+
+
+def test_history_under_retention_may_follow_the_commit_rate_but_not_outgrow_it() -> None:
+    # 60 s windows, 3 min retention, 10 partitions per request; the rate doubles at minute 5,
+    # so the retained commits (and the history rows that hold them) rise for 3 minutes.
+    rates = [100] * 5 + [200] * 7
+    ws: list[dict[str, Any]] = []
+    for i, rate in enumerate(rates, start=1):
+        window = {"t_s": 60.0 * i, "load": {"answered": rate, "timed_out": 0, "error_answers": 0}}
+        ws.append(window)
+    for i, w in enumerate(ws):
+        kept = sum(10 * v["load"]["answered"] for v in ws[max(0, i - 2) : i + 1])
+        w["sink"] = {"rows": {"soak_offset_commit_history": kept}}
+    (series,) = [s for s in default_series(ws, True) if "history" in s.name]
+    (verdict,) = check(ws, [series], 120.0, retention_s=180.0, partitions_per_request=10)
+    assert verdict.verdict == "flat" and verdict.explained is not None and verdict.explained > 0
+    # The same rows without the rate that explains them: growth.
+    (unexplained,) = check(ws, [series], 120.0)
+    assert unexplained.verdict == "GROWS"
+    # Rows beyond what the period holds (a delete that stopped working): growth.
+    for i, w in enumerate(ws):
+        w["sink"]["rows"]["soak_offset_commit_history"] += 3_000 * i
+    (leaking,) = check(ws, [series], 120.0, retention_s=180.0, partitions_per_request=10)
+    assert leaking.verdict == "GROWS"
