@@ -16,14 +16,13 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from connectors.kafka.local import LocalKafkaCluster
 from connectors.runtime import runtime_dir
 from tests.soak.faults import KINDS, FaultRunner, plan, record_dict
-from tests.soak.growth import check, default_series
+from tests.soak.growth import judge
 from tests.soak.load import LoadHandle, LoadSettings
 from tests.soak.report import render
 from tests.soak.sampling import Sampler
@@ -244,24 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         results["load_final"] = {k: v for k, v in final.items() if k != "window"}
         verification = verify(services, {**final, "model": model}, args.native_groups)
         results["verification"] = verification
-        verdicts = check(
-            results["windows"],
-            default_series(results["windows"], retention is not None),
-            args.warmup_fraction * duration_s,
-            retention_s=None if retention is None else retention / 1000,
-            partitions_per_request=args.partitions_per_request,
-        )
-        results["growth"] = [asdict(v) for v in verdicts]
-        problems = list(verification["problems"])
-        problems += [
-            f"{v.name} keeps growing: {v.growth:,.1f} {v.unit} after warm-up "
-            f"(allowed {v.allowed:,.1f})"
-            for v in verdicts
-            if v.verdict == "GROWS"
-        ]
-        problems += [f"fault {r.kind} #{r.number}: {r.error}" for r in faults.records if r.error]
-        results["problems"] = problems
-        results["passed"] = not problems
+        judge(results)
         save()
         text = render(results)
         print(text)

@@ -8,8 +8,11 @@ first ``warmup_fraction`` of the run, 20% by default):
 1. Samples of a process that started less than ``settle_s`` ago are left out (a restarted JVM
    climbing back to its plateau is not a leak), as are windows where the value could not be read
    (the sink during a PostgreSQL outage).
-2. A least-squares line through the remaining samples gives the **growth**: slope x the span
-   between the first and the last of them. At least 3 samples are needed; fewer → "too few".
+2. A robust line through the remaining samples (Theil-Sen: the median of the slopes between
+   every two samples) gives the **growth**: slope x the span between the first and the last
+   of them. One spike or a few samples of a process still climbing back after a restart move
+   the median little; a steady trend moves every slope. At least 3 samples are needed;
+   fewer → "too few".
 3. The **explained** growth: for resources that hold the state (``keys``: the driver's JVM and
    Python workers, ``serve``, the checkpoint, the sink's offsets table and size, bytes written),
    the level x the relative growth of the keys in state over the same span (the job's
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 #: unit → (relative tolerance, absolute tolerance)
@@ -67,15 +70,18 @@ class Verdict:
 
 
 def fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares slope and intercept."""
+    """Theil-Sen slope (the median of the slopes between every two samples) and the median
+    intercept: a steady trend, which one spike (a Python worker forked at the moment of a
+    sample) or a few low samples (a process still climbing back after a restart) do not make."""
     n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_v = sum(v for _, v in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    if var == 0:
-        return 0.0, mean_v
-    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / var
-    return slope, mean_v - slope * mean_t
+    slopes = [
+        (points[j][1] - points[i][1]) / (points[j][0] - points[i][0])
+        for i in range(n)
+        for j in range(i + 1, n)
+        if points[j][0] != points[i][0]
+    ]
+    slope = statistics.median(slopes) if slopes else 0.0
+    return slope, statistics.median(v - slope * t for t, v in points)
 
 
 def keys_growth(windows: Sequence[dict[str, Any]], start_s: float, end_s: float) -> float:
@@ -189,6 +195,34 @@ def check(
             )
         )
     return verdicts
+
+
+def judge(results: dict[str, Any]) -> None:
+    """Set ``results``' "growth" verdicts, "problems" and "passed" from what the run recorded
+    (windows, settings, the end's verification, the faults), with the rule above."""
+    settings = results["settings"]
+    retention_ms = settings.get("history_retention_ms")
+    windows = results["windows"]
+    duration_s = settings["minutes"] * 60
+    verdicts = check(
+        windows,
+        default_series(windows, retention_ms is not None),
+        settings["warmup_fraction"] * duration_s,
+        retention_s=None if retention_ms is None else retention_ms / 1000,
+        partitions_per_request=settings["partitions_per_request"],
+    )
+    results["growth"] = [asdict(v) for v in verdicts]
+    problems = list(results["verification"]["problems"])
+    problems += [
+        f"{v.name} keeps growing: {v.growth:,.1f} {v.unit} after warm-up (allowed {v.allowed:,.1f})"
+        for v in verdicts
+        if v.verdict == "GROWS"
+    ]
+    problems += [
+        f"fault {f['kind']} #{f['number']}: {f['error']}" for f in results["faults"] if f["error"]
+    ]
+    results["problems"] = problems
+    results["passed"] = not problems
 
 
 def _path(*keys: str) -> Callable[[dict[str, Any]], float | None]:

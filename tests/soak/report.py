@@ -12,12 +12,14 @@ recovery times. Then the growth verdicts and the end checks.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from tests.soak.growth import table_role
+from tests.soak.growth import judge, table_role
 
 
 def _f(value: Any, digits: int = 1) -> str:
@@ -166,13 +168,21 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m tests.soak.report RESULTS.json", file=sys.stderr)
-        return 2
-    with open(args[0], encoding="utf-8") as handle:
-        print(render(json.load(handle)))
-    return 0
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.soak.report", description="A soak run's tables, from its JSON."
+    )
+    parser.add_argument("results", type=Path)
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="judge the recorded samples again with the current growth rule (tests/soak/growth.py)",
+    )
+    args = parser.parse_args(argv)
+    results = json.loads(args.results.read_text(encoding="utf-8"))
+    if args.rejudge:
+        judge(results)
+    print(render(results))
+    return 0 if results["passed"] else 1
 
 
 if __name__ == "__main__":
