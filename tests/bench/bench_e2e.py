@@ -51,13 +51,13 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
 from connectors.kafka.admin import KafkaAdmin, end_offsets, plain_topic_spec
-from connectors.kafka.local import LocalKafkaCluster
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
 from streaming.config import JobConfig
 from streaming.job import OffsetsJob, ensure_topics
 from streaming.processor import PROFILE_DIR_ENV
 from streaming.session import spark_session
+from tests.bench.broker import bench_broker
 from tests.bench.load import IngestTarget, check_encoding, in_child, paced_requests, produce_rounds
 from tests.bench.memory import MemorySampler
 from tests.bench.native import commit_through_kafka
@@ -717,14 +717,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     profile_dir = folder / "profile"
     profile_dir.mkdir()
     os.environ[PROFILE_DIR_ENV] = str(profile_dir)
-    cluster: LocalKafkaCluster | None = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        cluster = LocalKafkaCluster(runtime_dir() / "kafka-bench")
-        started = cluster.start(nodes=1, port=None, echo=log)
-        bootstrap = started.config.bootstrap_servers
-        if started.reused:
-            cluster = None  # not ours to stop
+    bootstrap, cluster = bench_broker(args.bootstrap, echo=log)
     config = new_job_config(
         bootstrap,
         folder,

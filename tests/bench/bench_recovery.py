@@ -34,13 +34,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from connectors.kafka.local import LocalKafkaCluster
 from connectors.runtime import runtime_dir
-from connectors.sinks import open_sink
+from tests.bench.broker import bench_broker
 from tests.bench.results import print_and_save
 from tests.fixtures.job import prepare_topics
 from tests.reliability.load import CommitLoad, DriverProcess, driver
-from tests.reliability.support import reliability_config, wait_until
+from tests.reliability.support import last_batch_id, reliability_config, wait_until
 from tests.streaming.helpers import read_all
 
 #: Python logging's timestamp at the start of the driver's log lines.
@@ -88,11 +87,6 @@ def first_answer_after(bootstrap: str, topic: str, after_s: float) -> float | No
     """CreateTime (epoch s) of the earliest answer produced after ``after_s``."""
     times = [r.timestamp / 1000 for r in read_all(bootstrap, topic) if r.timestamp / 1000 > after_s]
     return min(times) if times else None
-
-
-def last_batch_id(sink_url: str) -> int:
-    with open_sink(sink_url, read_only=True) as sink:
-        return sink.status().last_batch_id
 
 
 def measure(bootstrap: str, folder: Path, kills: int, rate: float) -> list[Recovery]:
@@ -199,14 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="bench-recovery-", dir=runtime_dir()))
     load_average_start = os.getloadavg()
-    cluster: LocalKafkaCluster | None = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        cluster = LocalKafkaCluster(runtime_dir() / "kafka-bench")
-        started = cluster.start(nodes=1, port=None, echo=print)
-        bootstrap = started.config.bootstrap_servers
-        if started.reused:
-            cluster = None  # not ours to stop
+    bootstrap, cluster = bench_broker(args.bootstrap)
     try:
         recoveries = measure(bootstrap, folder, args.kills, args.rate)
     finally:

@@ -29,6 +29,12 @@ from tests.streaming.helpers import compacted, read_all, read_offsets_topic
 OffsetState = dict[tuple[str, str, int], int]
 
 
+def last_batch_id(sink_url: str) -> int:
+    """The last micro-batch the job's sink recorded."""
+    with open_sink(sink_url, read_only=True) as sink:
+        return sink.status().last_batch_id
+
+
 def reliability_config(
     bootstrap: str, folder: Path, sink_url: str | None = None, **overrides: Any
 ) -> JobConfig:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from connectors.sinks import open_sink
 from tests.fixtures.job import prepare_topics
 from tests.reliability.load import CommitLoad, acknowledged, driver
 from tests.reliability.support import (
     diff,
+    last_batch_id,
     offsets_topic_offsets,
     reliability_config,
     wait_for_sink,
@@ -29,11 +29,6 @@ pytestmark = pytest.mark.slow
 KILLS = 2
 #: A cold driver (JVM, Spark, Kafka source, RocksDB) answers its first commit within this.
 START_TIMEOUT_S = 180.0
-
-
-def last_batch_id(sink_url: str) -> int:
-    with open_sink(sink_url, read_only=True) as sink:
-        return sink.status().last_batch_id
 
 
 def test_driver_sigkill_mid_batch_loses_no_acknowledged_commit(

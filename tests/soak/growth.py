@@ -169,10 +169,9 @@ def check(
             )
             continue
         slope, _ = fit(points)
-        span = points[-1][0] - points[0][0]
-        growth = slope * span
-        assert level is not None
         first, last = points[0][0], points[-1][0]
+        growth = slope * (last - first)
+        assert level is not None
         if s.explained_by == "keys":
             explained = abs(level) * keys_growth(after, first, last)
         elif s.explained_by == "retention" and retention_s is not None:

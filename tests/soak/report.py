@@ -178,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         help="judge the recorded samples again with the current growth rule (tests/soak/growth.py)",
     )
     args = parser.parse_args(argv)
-    results = json.loads(args.results.read_text(encoding="utf-8"))
+    try:
+        results = json.loads(args.results.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        parser.error(f"cannot read {args.results}: {error}")
     if args.rejudge:
         judge(results)
     print(render(results))

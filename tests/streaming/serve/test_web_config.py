@@ -33,6 +33,7 @@ from streaming.tenants import Tenant
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.fixtures.kafka_secured import LEAF_EXTENSIONS, make_certificates
 from tests.streaming.helpers import wait_for
+from tests.streaming.serve.support import get
 
 PASSWORD = "correct horse battery staple"
 
@@ -251,14 +252,6 @@ def test_client_certificates_when_required(tmp_path: Path, certificates: Certifi
             assert client.get(f"{url}/metrics", auth=("ops", PASSWORD)).status_code == 200
 
 
-def _get(url: str) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
-    except OSError:
-        return None
-
-
 def test_a_real_prometheus_scrapes_over_tls_with_a_user(
     tmp_path: Path, certificates: Certificates
 ) -> None:
@@ -294,7 +287,7 @@ def test_a_real_prometheus_scrapes_over_tls_with_a_user(
         api = f"http://127.0.0.1:{port}/api/v1/query?query="
 
         def query(promql: str) -> list[dict] | None:
-            body = _get(api + urllib.parse.quote(promql))
+            body = get(api + urllib.parse.quote(promql))
             return None if body is None else json.loads(body)["data"]["result"]
 
         try:
