@@ -12,7 +12,7 @@ timer it calls::
     frame = decode_request_messages(raw_messages)         # messages it could not parse itself
     result = apply_batch(state, frame, now_ms, config)    # or, when the timer fired:
     result = cleanup_group_metadata(state, now_ms, config)
-    blob = encode_state(result.state)
+    blob = encode_state(result.state, stamp)               # stamp: names the blob (0: none)
     answers, dead_letters = encode_responses(result.responses, shard_id)
 
 ``result.records`` go to the offsets topic (and the sinks) in order; ``result.next_expiry_ms`` is
@@ -39,6 +39,7 @@ from state.engine.loading import (
     replay_log_chunks,
     snapshot_records,
 )
+from state.engine.misrouted import refuse_misrouted
 from state.engine.request_frame import decode_request_messages, frame_from_requests
 from state.engine.shard_reads import GroupSnapshot, fetch_offsets, group_metadata, snapshot
 from state.engine.shard_state import (
@@ -49,8 +50,15 @@ from state.engine.shard_state import (
     next_expiry_ms,
     replay,
     replay_records,
+    state_nbytes,
 )
-from state.engine.state_codec import StateFormatError, decode_state, encode_state
+from state.engine.state_codec import (
+    StateFormatError,
+    blob_stamp,
+    decode_state,
+    encode_state,
+    encode_state_kept,
+)
 from state.formats.frames import (
     EXTENDED_REQUEST_FRAME_SCHEMA,
     MEMBER_FRAME_SCHEMA,
@@ -80,6 +88,7 @@ __all__ = [
     "ShardState",
     "StateFormatError",
     "apply_batch",
+    "blob_stamp",
     "classify_key",
     "cleanup_group_metadata",
     "consumer_group_records",
@@ -88,6 +97,7 @@ __all__ = [
     "empty_shard",
     "encode_responses",
     "encode_state",
+    "encode_state_kept",
     "expire",
     "fetch_offsets",
     "frame_from_requests",
@@ -95,10 +105,12 @@ __all__ = [
     "next_expiry_ms",
     "positioned_record_frame_of",
     "record_frame_of",
+    "refuse_misrouted",
     "replay",
     "replay_log",
     "replay_log_chunks",
     "replay_records",
     "snapshot",
     "snapshot_records",
+    "state_nbytes",
 ]

@@ -35,6 +35,9 @@ from streaming.tenants import Tenant, load_tenants, parse_tenants
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 
+#: The most partitions a new ingest topic gets by default (``JobConfig.ingest_partitions``).
+DEFAULT_INGEST_PARTITIONS = 2
+
 #: The values of ``JobConfig.rebuild_sink_writes``.
 REBUILD_SINK_WRITERS = ("auto", "executors", "driver")
 
@@ -62,8 +65,15 @@ class JobConfig:
     offsets_topic: str = DEFAULT_OFFSETS_TOPIC
     responses_topic: str = DEFAULT_RESPONSES_TOPIC
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
-    #: offsets.topic.num.partitions: the coordinator shard count. The ingest topic has as many.
+    #: offsets.topic.num.partitions: the coordinator shard count.
     partitions: int = 50
+    #: Partitions of the ingest topics the job creates: a divisor of ``partitions`` (a group's
+    #: requests go to ``partition_for(group, ingest_partitions)``, so each shard's requests are
+    #: on one partition). Spark reads every partition in every micro-batch, a fixed cost per
+    #: partition, so fewer are faster for small batches. None: the largest divisor of
+    #: ``partitions`` up to ``DEFAULT_INGEST_PARTITIONS``. An existing ingest topic keeps its
+    #: count, any divisor of ``partitions`` (one per shard, as before, included).
+    ingest_partitions: int | None = None
     #: offsets.topic.replication.factor (Kafka's default 3); the embedded default config uses 1.
     replication_factor: int = 3
     min_insync_replicas: int = 2
@@ -89,6 +99,9 @@ class JobConfig:
     #: Spark partitions of the shard state (tasks per micro-batch), fixed when the checkpoint is
     #: created; default: the cluster's cores, at most ``partitions``.
     state_partitions: int | None = None
+    #: MB of decoded shard states each Python worker keeps between micro-batches, so that a
+    #: shard's next call skips decoding its blob (``streaming.shard_cache``); 0 turns it off.
+    state_cache_mb: int = 256
     #: Where ingest reading starts when there is no checkpoint and the sink records no position.
     starting_offsets: str = "earliest"
     checkpoint_location: str = ".runtime/checkpoints/consumer-offsets"
@@ -124,8 +137,17 @@ class JobConfig:
             object.__setattr__(
                 self, "min_insync_replicas", min(self.min_insync_replicas, self.replication_factor)
             )
+        if self.ingest_partitions is not None and (
+            self.ingest_partitions < 1 or self.partitions % self.ingest_partitions
+        ):
+            raise ValueError(
+                f"ingest_partitions must divide partitions ({self.partitions}), "
+                f"got {self.ingest_partitions}"
+            )
         if self.state_partitions is not None and self.state_partitions < 1:
             raise ValueError(f"state_partitions must be >= 1, got {self.state_partitions}")
+        if self.state_cache_mb < 0:
+            raise ValueError(f"state_cache_mb must be >= 0, got {self.state_cache_mb}")
         if self.retention_check_interval_ms <= 0:
             raise ValueError(
                 f"retention_check_interval_ms must be > 0, got {self.retention_check_interval_ms}"
@@ -151,6 +173,13 @@ class JobConfig:
         if len(topics) != 4:
             raise ValueError("ingest, offsets, responses and dead-letter topics must differ")
         object.__setattr__(self, "tenants", parse_tenants(self.tenants, topics))
+
+    @property
+    def ingest_topic_partitions(self) -> int:
+        """Partitions of an ingest topic the job creates (``ingest_partitions``)."""
+        if self.ingest_partitions is not None:
+            return self.ingest_partitions
+        return max(d for d in range(1, DEFAULT_INGEST_PARTITIONS + 1) if self.partitions % d == 0)
 
     @property
     def coordinator(self) -> CoordinatorConfig:

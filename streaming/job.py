@@ -11,6 +11,7 @@ Start-up follows Kafka's coordinator:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -33,6 +34,7 @@ from connectors.kafka.admin import (
 )
 from connectors.sinks import Sink, absolute_sink_url, open_sink
 from connectors.sinks.retention import HistoryRetention
+from state.coordinator.partitioner import partition_for
 from streaming.config import JobConfig
 from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
@@ -62,18 +64,35 @@ SOURCE_CONSUMER_DEFAULTS = {
 def ensure_topics(config: JobConfig) -> list[str]:
     """Create the job's topics where missing; refuse a layout the cluster cannot serve."""
     rf, isr, n = config.replication_factor, config.min_insync_replicas, config.partitions
+    ingest = config.ingest_topic_partitions
     specs = [
-        ingest_topic_spec(config.ingest_topic, n, rf, isr),
+        ingest_topic_spec(config.ingest_topic, ingest, rf, isr, n),
         offsets_topic_spec(config.offsets_topic, n, rf, isr, config.compression),
         responses_topic_spec(config.responses_topic, n, rf),
         dead_letter_topic_spec(config.dead_letter_topic, 1, rf),
     ]
     for tenant in config.tenants:
-        # As many partitions as the job's: partition_for(group) picks the shard on every topic.
-        specs.append(ingest_topic_spec(tenant.ingest_topic, n, rf, isr))
+        specs.append(ingest_topic_spec(tenant.ingest_topic, ingest, rf, isr, n))
         specs.append(responses_topic_spec(tenant.responses_topic, n, rf))
     with KafkaAdmin(config.kafka_python_options()) as admin:
         return admin.ensure_topics(specs)
+
+
+def ingest_layout(config: JobConfig) -> dict[str, int]:
+    """The partition count of each of the job's ingest topics (they exist: ``ensure_topics``)."""
+    with KafkaAdmin(config.kafka_python_options()) as admin:
+        return admin.partition_counts(list(config.ingest_topics))
+
+
+@functools.lru_cache(maxsize=4096)
+def marker_key(shard: int, shards: int) -> bytes:
+    """A message key whose shard (``partition_for``) is ``shard``: the job's markers carry it,
+    so that on an ingest topic of fewer partitions than shards each marker wakes its shard."""
+    return next(
+        key.encode()
+        for key in (f"__consumer_offsets-marker-{shard}-{i}" for i in range(1_000_000))
+        if partition_for(key, shards) == shard
+    )
 
 
 def checkpoint_exists(spark: SparkSession, location: str) -> bool:
@@ -85,10 +104,13 @@ def checkpoint_exists(spark: SparkSession, location: str) -> bool:
 
 
 def _starting_offsets(
-    config: JobConfig, covered: dict[int, int], tenants_covered: dict[str, dict[int, int]]
+    config: JobConfig,
+    covered: dict[int, int],
+    tenants_covered: dict[str, dict[int, int]],
+    layout: dict[str, int],
 ) -> str:
     """Where ingest reading starts without a checkpoint: after what the sink last recorded, on
-    the job's ingest topic and each tenant's."""
+    the job's ingest topic and each tenant's (``layout``: each one's partition count)."""
     if not covered and not tenants_covered:
         return config.starting_offsets
     # Partitions the sink never saw start at the earliest offset (-2 in Spark's JSON form);
@@ -98,7 +120,7 @@ def _starting_offsets(
     }
     return json.dumps(
         {
-            topic: {str(p): offsets.get(p, -2) for p in range(config.partitions)}
+            topic: {str(p): offsets.get(p, -2) for p in range(layout[topic])}
             for topic, offsets in by_topic.items()
         }
     )
@@ -124,13 +146,24 @@ def _log_tenants(config: JobConfig) -> None:
     log.info("requests on %s are the operators': unchecked", config.ingest_topic)
 
 
-def _write_markers(config: JobConfig, marker: bytes, producer: KafkaProducer | None = None) -> None:
-    """Write ``marker`` to every ingest partition (acks=all), so every shard is called."""
+def _write_markers(
+    config: JobConfig,
+    marker: bytes,
+    ingest_partitions: int,
+    producer: KafkaProducer | None = None,
+) -> None:
+    """Write ``marker`` once per shard (acks=all) to the job's ingest topic of
+    ``ingest_partitions`` partitions, where that shard reads it, so every shard is called."""
     own = producer is None
     producer = producer or KafkaProducer(acks="all", **config.kafka_python_options())
     try:
-        for partition in range(config.partitions):
-            producer.send(config.ingest_topic, value=marker, partition=partition)
+        for shard in range(config.partitions):
+            producer.send(
+                config.ingest_topic,
+                key=marker_key(shard, config.partitions),
+                value=marker,
+                partition=shard % ingest_partitions,
+            )
         producer.flush(timeout=60)
     finally:
         if own:
@@ -233,6 +266,8 @@ class OffsetsJob:
     retention: HistoryRetention | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
     _state_partitions: int = 1
+    #: Each ingest topic's partition count, read when the job starts.
+    _ingest_layout: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def create(cls, config: JobConfig, spark: SparkSession | None = None) -> OffsetsJob:
@@ -251,6 +286,8 @@ class OffsetsJob:
         log.info("starting with %s", config.redacted())
         _log_tenants(config)
         ensure_topics(config)
+        self._ingest_layout = ingest_layout(config)
+        own_partitions = self._ingest_layout[config.ingest_topic]
 
         loading = False
         starting_offsets = config.starting_offsets
@@ -267,20 +304,23 @@ class OffsetsJob:
             tenants_covered = dict(status.tenant_offsets)
             loading = True
             self.sink.set_status("LOADING", "resuming the rebuild from the offsets topic")
-            _write_markers(config, LOAD_MARKER)
+            _write_markers(config, LOAD_MARKER, own_partitions)
         elif resumed:
             covered = dict(status.ingest_offsets)
             tenants_covered = dict(status.tenant_offsets)
             self.sink.set_status("ACTIVE", "resumed from checkpoint")
         else:
             starting_offsets = _starting_offsets(
-                config, dict(status.ingest_offsets), dict(status.tenant_offsets)
+                config,
+                dict(status.ingest_offsets),
+                dict(status.tenant_offsets),
+                self._ingest_layout,
             )
             loading = has_log
             # A new checkpoint restarts batch ids and state: the sink view starts over with it.
             if loading:
                 self.sink.reset("LOADING", "rebuilding state from the offsets topic")
-                _write_markers(config, LOAD_MARKER)
+                _write_markers(config, LOAD_MARKER, own_partitions)
             else:
                 self.sink.reset("ACTIVE", "new state")
 
@@ -296,6 +336,11 @@ class OffsetsJob:
             sink_write_timeout_s=config.sink_write_timeout_s,
             tenant_topics=tuple(t.ingest_topic for t in config.tenants),
             tenant_authorizers=tuple(t.authorizer for t in config.tenants),
+            state_cache_bytes=config.state_cache_mb * 1024 * 1024,
+            ingest_partitions=tuple(
+                self._ingest_layout[topic]
+                for topic in (config.ingest_topic, *(t.ingest_topic for t in config.tenants))
+            ),
         )
         self.writer = BatchWriter(
             WriterSettings(
@@ -325,14 +370,16 @@ class OffsetsJob:
         if config.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
 
-        # The source has a task per ingest partition (one per shard, 50 by default) and each task
-        # has a fixed cost; coalescing reads them in as many tasks as the state has, without a
-        # shuffle. Rows of a shard stay in log order within their task, and the state function
-        # orders a shard's rows by ingest offset anyway.
+        # The source has a task per ingest partition and each task has a fixed cost; coalescing
+        # reads them in as many tasks as the state has, without a shuffle. Rows of a shard stay
+        # in log order within their task, and the state function orders a shard's rows by
+        # ingest offset anyway.
         output = (
             ingest_messages(
                 reader.load().coalesce(self._state_partitions),
                 [t.ingest_topic for t in config.tenants],
+                config.partitions,
+                [t for t, count in self._ingest_layout.items() if count != config.partitions],
             )
             .groupBy("shard")
             .applyInPandasWithState(
@@ -393,7 +440,12 @@ class OffsetsJob:
                             producer = KafkaProducer(
                                 acks="all", **self.config.kafka_python_options()
                             )
-                        _write_markers(self.config, EXPIRY_TICK, producer)
+                        _write_markers(
+                            self.config,
+                            EXPIRY_TICK,
+                            self._ingest_layout[self.config.ingest_topic],
+                            producer,
+                        )
                     except Exception as error:  # keep ticking: the next tick covers this one
                         log.warning("expiry tick not written, retrying next interval: %s", error)
             finally:

@@ -13,9 +13,11 @@ the apply order within the shard);
 "response": one responses-topic message per answered request (``key``, ``value``,
 ``ingest_offset``; see ``state.formats.response_codec``);
 "dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
-"stats": the per-shard counters (``next_offset``: in the job's own ingest topic);
-"position": with tenants, the next offset (``next_offset``) in a tenant's ingest topic
-(``topic``) after the shard's messages from it;
+"stats": the per-shard counters (``next_offset``: in the job's own ingest topic, on the
+shard's partition);
+"position": the next offset (``next_offset``) after the call's messages in each ingest
+partition (``partition``) they came from, of a tenant's ingest topic (``topic``) or of the
+job's own (``topic`` null);
 "group_commits": a group's offset commits applied in the call (``group_id``,
 ``commits_applied``), for the sink's commits counter.
 A response's ``tenant`` is the index of the tenant whose topic the request came from (its

@@ -11,14 +11,15 @@ The state is one binary column, the versioned shard blob of ``state.shard.encode
 
 Each call is messages -> ``state.shard`` calls -> one output row:
 
-1. the shard: ``decode_state`` of the blob; for a shard without one, ``replay_log_chunks`` of its
+1. the shard: the blob's state, decoded (``decode_state``) or kept by this worker since it
+   encoded it (``streaming.shard_cache``); for a shard without one, ``replay_log_chunks`` of its
    offsets-topic partition (when the query starts over an existing topic; the rebuilt state then
    goes into the sink from here, or in the output for the driver to write) or ``empty_shard``;
 2. ingest messages (``streaming.ingest``) -> a request frame (``decode_request_messages``, the
    job's markers left out) -> ``apply_batch`` at the micro-batch's timestamp, which expires what
    is due first when an expiry tick is among the messages (Kafka expires in its periodic check
    only) and refuses the requests whose deadline that timestamp passed;
-3. ``encode_state`` of the new state;
+3. ``encode_state`` of the new state, unless it is the state the call started from;
 4. one ``streaming.output`` row whose payload holds the loaded shard as records
    (``snapshot_records``), the records for the offsets topic and the sink, the responses and
    dead letters (``encode_responses``), and one ``stats`` row.
@@ -51,15 +52,15 @@ from state.shard import (
     apply_batch,
     cleanup_group_metadata,
     decode_request_messages,
-    decode_state,
     empty_shard,
     encode_responses,
-    encode_state,
+    refuse_misrouted,
     replay_log_chunks,
     snapshot_records,
 )
 from streaming.ingest import EXPIRY_TICK, MARKERS, OPERATOR
 from streaming.output import OUTPUT_TABLE_SCHEMA, encode_output
+from streaming.shard_cache import DEFAULT_MAX_BYTES, DecodedShards
 from streaming.worker_imports import install as install_worker_imports
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,24 @@ class ProcessorSettings:
     #: column); empty without tenants.
     tenant_topics: tuple[str, ...] = ()
     tenant_authorizers: tuple[Authorizer, ...] = ()
+    #: Partition counts of the ingest topics: the job's, then each tenant's (by tenant index).
+    #: Empty: not known, and a shard takes every message keyed to it.
+    ingest_partitions: tuple[int, ...] = ()
+    #: Bytes of decoded shard states each Python worker keeps between calls
+    #: (``streaming.shard_cache``; ``JobConfig.state_cache_mb``); 0 decodes every blob.
+    state_cache_bytes: int = DEFAULT_MAX_BYTES
+
+
+#: This Python worker's decoded shard states (``streaming.shard_cache``), made at its first call.
+_decoded: DecodedShards | None = None
+
+
+def decoded_shards(max_bytes: int) -> DecodedShards:
+    """The worker's cache of decoded shard states, bounded by ``max_bytes``."""
+    global _decoded
+    if _decoded is None or _decoded.max_bytes != max_bytes:
+        _decoded = DecodedShards(max_bytes)
+    return _decoded
 
 
 def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
@@ -154,6 +173,42 @@ def by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
         (int(tenant), part.reset_index(drop=True))
         for tenant, part in messages.groupby("tenant", sort=True)
     ]
+
+
+def own_partition(settings: ProcessorSettings, tenant: int, shard: int) -> int | None:
+    """The partition of ``tenant``'s ingest topic (the job's for ``OPERATOR``) that holds
+    ``shard``'s requests: the shard modulo the topic's partition count (a divisor of the shard
+    count; ``streaming.ingest``). None when the layout is not known (every message counts)."""
+    counts = settings.ingest_partitions
+    index = 0 if tenant == OPERATOR else tenant + 1
+    if index >= len(counts):
+        return None
+    return shard % counts[index]
+
+
+def next_offsets(messages: pd.DataFrame) -> list[tuple[int | None, int]]:
+    """(ingest partition, the offset after its last message) for each partition among
+    ``messages``; partition None for rows without the column (every message is the shard's)."""
+    if not len(messages):
+        return []
+    if "ingest_partition" not in messages.columns:
+        return [(None, int(messages["ingest_offset"].max()) + 1)]
+    ends = messages.groupby("ingest_partition", sort=True)["ingest_offset"].max()
+    return [(int(p), int(o) + 1) for p, o in ends.items()]
+
+
+def split_misrouted(messages: pd.DataFrame, own: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``messages`` from the shard's own ingest partition, and those from another (answered
+    NOT_COORDINATOR: ``state.shard.refuse_misrouted``)."""
+    if own is None or "ingest_partition" not in messages.columns or not len(messages):
+        return messages, messages.iloc[0:0]
+    mine = messages["ingest_partition"] == own
+    if bool(mine.all()):
+        return messages, messages.iloc[0:0]
+    return (
+        messages[mine].reset_index(drop=True),
+        messages[~mine].reset_index(drop=True),
+    )
 
 
 def group_commits(responses: pa.Table) -> pa.Table:
@@ -264,8 +319,9 @@ def make_state_function(
         now_ms = int(group_state.getCurrentProcessingTimeMs())
         loaded_records: int | None = None
         loaded = RECORD_FRAME_SCHEMA.empty_table()
+        shards = decoded_shards(settings.state_cache_bytes)
         if group_state.exists:
-            shard_state = decode_state(bytes(group_state.get[0]))
+            shard_state = shards.decode(bytes(group_state.get[0]))
         elif settings.load_from_offsets_topic:
             shard_state, loaded_records = load_shard(settings, shard)
             lap("load_shard")
@@ -278,11 +334,14 @@ def make_state_function(
             lap("snapshot")
         else:
             shard_state = empty_shard(shard)
+        called_with = shard_state
         lap("decode_state")
 
         input_rows = 0
         next_offset: int | None = None
-        positions: dict[str, list] = {"topic": [], "next_offset": []}
+        # The next offset after this call's messages in each (topic, partition) they came from;
+        # topic null: the job's own ingest topic.
+        positions: dict[str, list] = {"topic": [], "partition": [], "next_offset": []}
         # (tenant index or OPERATOR, responses) of each apply_batch call.
         answered: list[tuple[int, pa.Table]] = []
         record_parts: list[pa.Table] = []
@@ -299,33 +358,50 @@ def make_state_function(
             expire_due = bool((messages["value"] == EXPIRY_TICK).any()) if len(messages) else False
             result = None
             for tenant, part in by_source(messages):
-                if len(part):
-                    end = int(part["ingest_offset"].max()) + 1
-                    if tenant == OPERATOR:
+                topic = None if tenant == OPERATOR else settings.tenant_topics[tenant]
+                own = own_partition(settings, tenant, shard)
+                for partition, end in next_offsets(part):
+                    positions["topic"].append(topic)
+                    positions["partition"].append(partition)
+                    positions["next_offset"].append(end)
+                    if tenant == OPERATOR and partition in (own, None):
                         next_offset = end
-                    else:
-                        positions["topic"].append(settings.tenant_topics[tenant])
-                        positions["next_offset"].append(end)
-                frame = request_frame(part)
-                input_rows += frame.num_rows
-                lap("decode_requests")
-                result = apply_batch(
-                    shard_state,
-                    frame,
-                    now_ms,
-                    config,
-                    expire_due=expire_due,
-                    authorizer=None if tenant == OPERATOR else settings.tenant_authorizers[tenant],
-                )
-                expire_due = False
-                shard_state = result.state
-                record_parts.append(result.records)
-                answered.append((tenant, result.responses))
-                lap("apply")
+                routed, misrouted = split_misrouted(part, own)
+                for piece, refused in ((routed, False), (misrouted, True)):
+                    if refused and not len(piece):
+                        continue
+                    frame = request_frame(piece)
+                    if refused:
+                        frame = refuse_misrouted(
+                            frame,
+                            f"shard {shard} reads its requests from partition {own} of its "
+                            "ingest topic: a request goes to partition_for(group id, partition "
+                            "count) with the group id as its key",
+                        )
+                    input_rows += frame.num_rows
+                    lap("decode_requests")
+                    result = apply_batch(
+                        shard_state,
+                        frame,
+                        now_ms,
+                        config,
+                        expire_due=expire_due,
+                        authorizer=(
+                            None if tenant == OPERATOR else settings.tenant_authorizers[tenant]
+                        ),
+                    )
+                    expire_due = False
+                    shard_state = result.state
+                    record_parts.append(result.records)
+                    answered.append((tenant, result.responses))
+                    lap("apply")
             assert result is not None
         lap("apply")
 
-        group_state.update((encode_state(result.state),))
+        # A call that changed nothing (no records: the state is the replay of its records)
+        # leaves the stored blob as it is: nothing to encode, nothing for the checkpoint.
+        if not (group_state.exists and result.state is called_with):
+            group_state.update((shards.encode(result.state, shard),))
         lap("encode_state")
 
         records = record_parts[0] if len(record_parts) == 1 else pa.concat_tables(record_parts)

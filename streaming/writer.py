@@ -142,19 +142,19 @@ class BatchWriter:
             self.send(self.settings.offsets_topic, records, partitions="shard")
 
         sink_records = _sink_records(pa.concat_tables([loaded, records]))
-        for shard, next_offset in zip(
-            stats["shard"].to_pylist(), stats["next_offset"].to_pylist(), strict=True
-        ):
-            if next_offset is not None:
-                self.ingest_offsets[shard] = max(self.ingest_offsets.get(shard, 0), next_offset)
-        for topic, shard, next_offset in zip(
+        # Several shards may read one ingest partition: it is covered up to the furthest.
+        for topic, partition, shard, next_offset in zip(
             positions["topic"].to_pylist(),
+            positions["partition"].to_pylist(),
             positions["shard"].to_pylist(),
             positions["next_offset"].to_pylist(),
             strict=True,
         ):
-            covered = self.tenant_offsets.setdefault(topic, {})
-            covered[shard] = max(covered.get(shard, 0), next_offset)
+            covered = (
+                self.ingest_offsets if topic is None else self.tenant_offsets.setdefault(topic, {})
+            )
+            at = shard if partition is None else partition
+            covered[at] = max(covered.get(at, 0), next_offset)
         # A called shard holds its state: a shard without state loads it on its first call.
         self.loading_shards.difference_update(stats["shard"].to_pylist())
         counters = {

@@ -43,6 +43,17 @@ class TopicSpec:
     partitions: int
     replication_factor: int
     configs: Mapping[str, str]
+    #: Partition counts an existing topic may have besides ``partitions`` (ingest topics: any
+    #: divisor of the shard count, see ``ingest_topic_spec``).
+    also_accepted: tuple[int, ...] = ()
+
+
+def ingest_partition_counts(shards: int) -> tuple[int, ...]:
+    """The partition counts an ingest topic of ``shards`` coordinator shards may have: the
+    divisors of ``shards``. Producers put a group's requests on ``partition_for(group, count)``,
+    which for a divisor is ``partition_for(group, shards) % count``: every request of a shard
+    is on one partition, in log order."""
+    return tuple(d for d in range(1, shards + 1) if shards % d == 0)
 
 
 def offsets_topic_spec(
@@ -65,9 +76,14 @@ def offsets_topic_spec(
 
 
 def ingest_topic_spec(
-    name: str, partitions: int, replication_factor: int, min_insync_replicas: int
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    min_insync_replicas: int,
+    shards: int | None = None,
 ) -> TopicSpec:
-    """The ingest topic: one partition per coordinator shard, broker append time as the commit
+    """An ingest topic of ``partitions`` partitions (a divisor of the ``shards`` coordinator
+    shards; an existing topic may have any divisor), broker append time as the commit
     timestamp (so a replayed micro-batch sees the same timestamps)."""
     return TopicSpec(
         name,
@@ -78,6 +94,7 @@ def ingest_topic_spec(
             "min.insync.replicas": str(min_insync_replicas),
             "unclean.leader.election.enable": "false",
         },
+        ingest_partition_counts(shards or partitions),
     )
 
 
@@ -160,12 +177,20 @@ class KafkaAdmin(CloseOnExit):
         """
         counts = self.partition_counts([s.name for s in specs])
         for spec in specs:
-            if spec.name in counts and counts[spec.name] != spec.partitions:
+            count = counts.get(spec.name)
+            if count is None or count == spec.partitions or count in spec.also_accepted:
+                continue
+            if spec.also_accepted:
                 raise TopicConfigurationError(
-                    f"topic {spec.name!r} has {counts[spec.name]} partitions, expected "
-                    f"{spec.partitions}: the partition count is the coordinator shard count and "
-                    "cannot change under an existing offsets state"
+                    f"ingest topic {spec.name!r} has {count} partitions: an ingest topic needs "
+                    f"a number of partitions that divides the {max(spec.also_accepted)} "
+                    f"coordinator shards ({', '.join(map(str, spec.also_accepted))})"
                 )
+            raise TopicConfigurationError(
+                f"topic {spec.name!r} has {count} partitions, expected "
+                f"{spec.partitions}: the partition count is the coordinator shard count and "
+                "cannot change under an existing offsets state"
+            )
         missing = [s for s in specs if s.name not in counts]
         if not missing:
             return []

@@ -9,7 +9,7 @@ all go through, so state rebuilt from the records a shard emitted equals that sh
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -75,6 +75,21 @@ def empty_shard(shard_id: int, config: CoordinatorConfig | None = None) -> Shard
     return ShardState(
         shard_id, GroupTable.empty(), StringDict.empty(), OffsetTable.empty(), retention
     )
+
+
+def state_nbytes(state: ShardState) -> int:
+    """Bytes of memory ``state``'s columns hold (arrays that share a buffer count it each time):
+    what a reader that keeps decoded states between calls weighs them by."""
+
+    def nbytes(part: object) -> int:
+        if isinstance(part, np.ndarray | pa.Array):
+            return int(part.nbytes)
+        if is_dataclass(part):
+            return sum(nbytes(getattr(part, f.name)) for f in fields(part))
+        return 0
+
+    sections = sum(len(view) for _, view in state.blob_sections.values())
+    return nbytes(state.groups) + nbytes(state.topics) + nbytes(state.offsets) + sections
 
 
 class ExpireResult(NamedTuple):

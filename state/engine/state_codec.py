@@ -11,7 +11,7 @@ Layout (format version 2; integers big-endian)::
     10      2     section count (uint16) = 4
     12      4     shard id (int32)
     16      8     offsets retention (ms) the stored deadlines were computed with (int64)
-    24      8     reserved (0)
+    24      8     stamp (uint64): 0, or a number the writer chose to name this blob (below)
     32      32    byte length of each section (4 x uint64)
     64      ...   the sections, in order, each an Arrow IPC stream padded with zeros to a
                   multiple of 8 bytes: groups, topics, base, delta
@@ -32,14 +32,19 @@ Layout (format version 2; integers big-endian)::
 computes it, a few milliseconds for 200k offsets, where storing it took 8 incompressible bytes
 per offset, most of a blob that crosses from Spark's JVM to Python and back at every call.
 Version 1 blobs, which stored it (and a permutation of the base in deadline order), are still
-read. Decoding views the decompressed columns in place; encoding reuses a section's bytes
-verbatim when that part of the state did not change since it was decoded (usually the base, by
-far the largest). Never pickle: a blob is data only.
+read. The stamp (reserved and always 0 before; readers ignore it, so it needs no new version)
+lets a reader that keeps decoded states recognise a blob it has already decoded without reading
+more than the header (``blob_stamp``): a writer that sets it must never give two different
+blobs the same stamp (the streaming job draws 64 random bits per blob). Decoding views the
+decompressed columns in place; encoding reuses a section's bytes verbatim when that part of the
+state did not change since it was decoded (usually the base, by far the largest). Never pickle:
+a blob is data only.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import pyarrow as pa
 
@@ -55,7 +60,9 @@ FORMAT_VERSION = 2
 #: Versions this code decodes; it encodes ``FORMAT_VERSION`` only.
 READABLE_VERSIONS = (1, 2)
 _SECTIONS = ("groups", "topics", "base", "delta")
-_HEADER = struct.Struct(">8sHHiqq4Q")
+_HEADER = struct.Struct(">8sHHiqQ4Q")
+_STAMP = struct.Struct(">Q")
+_STAMP_AT = 24
 
 
 class StateFormatError(ValueError):
@@ -150,8 +157,18 @@ def _rows_columns(rows: Rows) -> list[pa.Array]:
     ]
 
 
-def encode_state(state: ShardState) -> bytes:
-    """The blob of ``state`` (format ``FORMAT_VERSION``)."""
+def encode_state(state: ShardState, stamp: int = 0) -> bytes:
+    """The blob of ``state`` (format ``FORMAT_VERSION``), named by ``stamp`` (a uint64; 0: no
+    name, see the module's docstring)."""
+    return encode_state_kept(state, stamp)[0]
+
+
+def encode_state_kept(state: ShardState, stamp: int = 0) -> tuple[bytes, ShardState]:
+    """``encode_state``, and ``state`` as if decoded from that blob: its sections are the
+    blob's, so that encoding a state derived from it reuses every part that did not change (for
+    a caller that keeps the state instead of decoding the blob again)."""
+    if not 0 <= stamp < 1 << 64:
+        raise ValueError(f"stamp must be a uint64, got {stamp}")
     g, offsets = state.groups, state.offsets
     parts = {
         "groups": (
@@ -204,7 +221,7 @@ def encode_state(state: ShardState) -> bytes:
         len(_SECTIONS),
         state.shard_id,
         state.retention_ms,
-        0,
+        stamp,
         *lengths,
     )
     chunks: list[bytes | pa.Buffer | memoryview] = [header]
@@ -213,7 +230,14 @@ def encode_state(state: ShardState) -> bytes:
         pad = length - len(memoryview(section))
         if pad:
             chunks.append(b"\0" * pad)
-    return b"".join(chunks)
+    blob = b"".join(chunks)
+    view = memoryview(blob)
+    kept: dict[str, tuple[object, memoryview]] = {}
+    at = _HEADER.size
+    for name, length in zip(_SECTIONS, lengths, strict=True):
+        kept[name] = (parts[name][0], view[at : at + length])
+        at += length
+    return blob, replace(state, blob_sections=kept)
 
 
 def _padded(n: int) -> int:
@@ -223,6 +247,14 @@ def _padded(n: int) -> int:
 
 
 # --- decoding --------------------------------------------------------------------------------
+
+
+def blob_stamp(blob: bytes | bytearray | memoryview) -> int:
+    """The stamp in ``blob``'s header (0: none), without decoding or checking the rest."""
+    view = memoryview(blob)
+    if len(view) < _HEADER.size or bytes(view[:8]) != MAGIC:
+        return 0
+    return int(_STAMP.unpack_from(view, _STAMP_AT)[0])
 
 
 def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:

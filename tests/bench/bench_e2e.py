@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
@@ -58,6 +59,7 @@ from streaming.job import OffsetsJob, ensure_topics
 from streaming.processor import PROFILE_DIR_ENV
 from streaming.session import spark_session
 from tests.bench.broker import bench_broker
+from tests.bench.floor import FloorQuery, batch_ms, summarize_batches
 from tests.bench.load import IngestTarget, check_encoding, in_child, paced_requests, produce_rounds
 from tests.bench.memory import MemorySampler
 from tests.bench.native import commit_through_kafka
@@ -101,6 +103,8 @@ class Tap:
 
     events: list[BatchEvent] = field(default_factory=list)
     kafka_writes: list[tuple[float, str, float]] = field(default_factory=list)
+    #: (monotonic time, key + value bytes) of each write to the offsets topic.
+    record_bytes: list[tuple[float, int]] = field(default_factory=list)
     #: (monotonic start, seconds) of each rebuilt shard's snapshot write.
     snapshot_writes: list[tuple[float, float]] = field(default_factory=list)
 
@@ -150,6 +154,12 @@ class Tap:
             started = time.perf_counter()
             original(topic, messages, partitions)
             self.kafka_writes.append((time.monotonic(), topic, time.perf_counter() - started))
+            if topic == job.config.offsets_topic and messages.num_rows:
+                size = sum(
+                    int(pc.sum(pc.binary_length(messages[c])).as_py() or 0)
+                    for c in ("key", "value")
+                )
+                self.record_bytes.append((time.monotonic(), size))
 
         writer.send = send  # type: ignore[method-assign]
 
@@ -270,7 +280,7 @@ WORKS = {
 def _target(ctx: Context) -> IngestTarget:
     config = ctx.config
     return IngestTarget(
-        ctx.bootstrap, config.ingest_topic, config.partitions, config.responses_topic
+        ctx.bootstrap, config.ingest_topic, config.ingest_topic_partitions, config.responses_topic
     )
 
 
@@ -353,7 +363,7 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
     log(f"latency: {rate:,} offset commits/s = {request_rate:,.0f} requests/s for {seconds:.0f} s")
     for path in ctx.profile_dir.glob("*.jsonl"):
         path.unlink()
-    window_start = time.monotonic()
+    window_start, wall_start = time.monotonic(), time.time()
     outcomes, sending_s = in_child(
         paced_requests,
         _target(ctx),
@@ -364,6 +374,7 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
         count,
         f"lat{rate}",
     )
+    window_end, wall_end = time.monotonic(), time.time()
     acks = [o.answered_at - o.sent_at for o in outcomes if o.answered_at is not None]
     visible: list[float] = []
     for o in outcomes:
@@ -384,6 +395,8 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
         "ack_max_s": max(acks) if acks else float("nan"),
         "sink_p50_s": percentile(visible, 50),
         "sink_p99_s": percentile(visible, 99),
+        **summarize_batches(batch_ms(_progress_of(ctx.job), wall_start, wall_end)),
+        **checkpoint_writes(ctx, window_start, window_end, wall_start, wall_end),
         "stages": stage_summary(ctx.folder / "events", window_start, time.monotonic()),
         "state_function": summarize_sections(read_sections(ctx.profile_dir)),
     }
@@ -392,9 +405,91 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
     log(
         f"latency {rate:,}/s: ack p50 {result['ack_p50_s']:.3f} s p99 {result['ack_p99_s']:.3f} s, "
         f"sink p50 {result['sink_p50_s']:.3f} s p99 {result['sink_p99_s']:.3f} s "
-        f"({len(acks)}/{count} answered)"
+        f"({len(acks)}/{count} answered); batch p50 {result['batch_p50_s']:.3f} s; checkpoint "
+        f"{result['changelog_bytes_per_batch']:,.0f} B/batch for "
+        f"{result['record_bytes_per_batch']:,.0f} B of records"
     )
     return result
+
+
+def checkpoint_writes(
+    ctx: Context, start: float, end: float, wall_start: float, wall_end: float
+) -> dict[str, float]:
+    """Bytes the state store wrote to the checkpoint (its changelog files written in the wall
+    window) and bytes of offset records the writer produced (the monotonic window), per batch."""
+    batches = len(ctx.tap.batches(start, end)) or 1
+    state_dir = Path(ctx.config.checkpoint_location) / "state"
+    changelog = sum(
+        path.stat().st_size
+        for path in state_dir.rglob("*.changelog")
+        if wall_start <= path.stat().st_mtime <= wall_end + 1
+    )
+    records = sum(size for at, size in ctx.tap.record_bytes if start <= at <= end)
+    return {
+        "changelog_bytes_per_batch": changelog / batches,
+        "record_bytes_per_batch": records / batches,
+        "changelog_to_records": changelog / records if records else float("nan"),
+    }
+
+
+def phase_floor(ctx: Context) -> list[dict[str, Any]]:
+    """The engine's floor (``tests.bench.floor``) at each latency rate, with the job stopped so
+    that the two do not share the cores."""
+    args = ctx.args
+    ctx.stop_job()
+    assert ctx.job is None
+    from streaming.job import state_partitions
+
+    floor = FloorQuery(
+        ctx.spark,
+        ctx.bootstrap,
+        ctx.config.ingest_topic.removesuffix(".commits"),
+        ctx.config.ingest_topic_partitions,
+        state_partitions(ctx.config, ctx.spark),
+        ctx.config.trigger_interval,
+        ctx.folder,
+    )
+    target = IngestTarget(ctx.bootstrap, floor.ingest_topic, floor.partitions, floor.answers_topic)
+    floor.start()
+    out = []
+    try:
+        # The first batch starts the Python workers: answered, not measured.
+        in_child(paced_requests, target, ctx.topic, ["floor-warm"], 1, 1.0, 1, "floor-warm", True)
+        for rate in args.latency_rates:
+            request_rate = rate / args.latency_partitions
+            count = max(1, int(request_rate * args.latency_seconds))
+            groups = _groups(f"floor{rate}", min(count, 1000))
+            wall_start = time.time()
+            outcomes, _ = in_child(
+                paced_requests,
+                target,
+                ctx.topic,
+                groups,
+                args.latency_partitions,
+                request_rate,
+                count,
+                f"floor{rate}",
+                True,
+            )
+            acks = [o.answered_at - o.sent_at for o in outcomes if o.answered_at is not None]
+            progress = [json.loads(p.json) for p in floor.query.recentProgress]
+            result = {
+                "offsets_per_s": rate,
+                "requests": count,
+                "answered": len(acks),
+                "ack_p50_s": percentile(acks, 50),
+                "ack_p99_s": percentile(acks, 99),
+                **summarize_batches(batch_ms(progress, wall_start, time.time())),
+            }
+            log(
+                f"floor {rate:,}/s: ack p50 {result['ack_p50_s']:.3f} s "
+                f"p99 {result['ack_p99_s']:.3f} s, batch p50 {result['batch_p50_s']:.3f} s "
+                f"({len(acks)}/{count} answered)"
+            )
+            out.append(result)
+    finally:
+        floor.stop()
+    return out
 
 
 def phase_fetch(ctx: Context, throughput: Mapping[str, Any]) -> dict[str, Any]:
@@ -687,7 +782,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--fetches", type=int, default=1000)
     parser.add_argument("--scale-keys", type=int, default=None, help="grow the state this far")
     parser.add_argument("--scale-budget", type=float, default=None, help="seconds for growing")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["latency", "scale", "rebuild"])
+    parser.add_argument(
+        "--skip", nargs="*", default=[], choices=["latency", "floor", "scale", "rebuild"]
+    )
     parser.add_argument("--master", default="local[*]")
     parser.add_argument(
         "--spark-conf",
@@ -794,6 +891,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     phase_latency(ctx, rate, args.latency_seconds) for rate in args.latency_rates
                 ],
             ),
+            ("floor", lambda: phase_floor(ctx)),
             ("scale", lambda: phase_scale(ctx)),
             ("rebuild", lambda: phase_rebuild(ctx)),
         ]

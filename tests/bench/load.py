@@ -164,9 +164,12 @@ def paced_requests(
     request_rate: float,
     count: int,
     tag: str,
+    key_by_request: bool = False,
 ) -> tuple[list[Outcome], float]:
     """Send ``count`` requests at ``request_rate``/s and wait for each one's answer on the
-    responses topic; returns the outcomes and the seconds the sending took. Run it in a child."""
+    responses topic; returns the outcomes and the seconds the sending took. Run it in a child.
+    ``key_by_request``: the message key is the request id instead of the group (for the floor
+    query of ``tests.bench.floor``, which answers with the key it got)."""
     parts = partitions_json(range(per_request), 1)
     received: dict[str, float] = {}
     consumer = Consumer(
@@ -215,7 +218,7 @@ def paced_requests(
 
         producer.produce(
             target.ingest_topic,
-            key=group.encode(),
+            key=(request_id if key_by_request else group).encode(),
             value=commit_json(request_id, group, topic, parts),
             partition=partition_for(group, target.partitions),
             on_delivery=on_delivery,

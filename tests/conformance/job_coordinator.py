@@ -124,7 +124,7 @@ class JobCoordinator:
             self._ingest_topic,
             key=request.group_id.encode("utf-8"),
             value=encode_request(request),
-            partition=partition_for(request.group_id, self._config.partitions),
+            partition=partition_for(request.group_id, self._config.ingest_topic_partitions),
         )
         return request.request_id
 

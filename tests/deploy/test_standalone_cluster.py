@@ -102,7 +102,6 @@ def test_spark_submit_on_a_standalone_cluster(
         produce_requests(
             kafka_bootstrap,
             f"{prefix}.commits",
-            4,
             [OffsetCommitRequest("sa-1", "cluster-group", (PartitionCommit("o", 0, 42),))],
         )
         responses = wait_for(

@@ -102,7 +102,7 @@ class CommitLoad:
                     self.config.ingest_topic,
                     key=group.encode(),
                     value=encode_request(request),
-                    partition=partition_for(group, self.config.partitions),
+                    partition=partition_for(group, self.config.ingest_topic_partitions),
                 )
                 future.add_callback(self._on_sent, request.request_id, tuple(commits))
                 future.add_errback(self._on_failed, request.request_id)
@@ -147,6 +147,7 @@ def job_command(config: JobConfig) -> list[str]:
         f"--min-insync-replicas={config.min_insync_replicas}",
         f"--bootstrap-servers={config.bootstrap_servers}",
         f"--partitions={config.partitions}",
+        f"--ingest-partitions={config.ingest_topic_partitions}",
         f"--ingest-topic={config.ingest_topic}",
         f"--offsets-topic={config.offsets_topic}",
         f"--responses-topic={config.responses_topic}",

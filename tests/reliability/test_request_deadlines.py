@@ -76,7 +76,9 @@ def produce_requests(config: JobConfig, requests: list[Request]) -> dict[str, tu
     """Produce ``requests`` in one go; each one's (ingest partition, offset) by request id."""
     messages = [
         Message(
-            partition_for(r.group_id, config.partitions), encode_request(r), r.group_id.encode()
+            partition_for(r.group_id, config.ingest_topic_partitions),
+            encode_request(r),
+            r.group_id.encode(),
         )
         for r in requests
     ]

@@ -55,7 +55,8 @@ class LoadSettings:
     bootstrap: str
     ingest_topic: str
     responses_topic: str
-    shards: int
+    #: Partitions of the ingest topic: a group's requests go to partition_for(group, this).
+    ingest_partitions: int
     requests_per_s: float
     partitions_per_request: int
     groups: int
@@ -223,7 +224,7 @@ class LoadChild:
                         s.ingest_topic,
                         key=group.encode(),
                         value=value,
-                        partition=partition_for(group, s.shards),
+                        partition=partition_for(group, s.ingest_partitions),
                         on_delivery=lambda e, m, rid=request_id, k=key, adv=a: self._delivered(
                             e, m, rid, k, adv
                         ),

@@ -22,12 +22,12 @@ from state.formats.request_codec import encode_request
 T = TypeVar("T")
 
 
-def produce_requests(
-    bootstrap: str, topic: str, partitions: int, requests: Iterable[Request]
-) -> None:
-    """Write requests as the commit client does: keyed by group, at the group's shard."""
+def produce_requests(bootstrap: str, topic: str, requests: Iterable[Request]) -> None:
+    """Write requests as the commit client does: keyed by group, at ``partition_for(group,
+    the topic's partition count)``."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     try:
+        partitions = len(producer.partitions_for(topic))
         for request in requests:
             producer.send(
                 topic,

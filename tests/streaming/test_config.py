@@ -32,6 +32,10 @@ def test_defaults_follow_kafka() -> None:
     assert config.retention_ms == 7 * 24 * 3600 * 1000  # offsets.retention.minutes = 10080
     assert config.partitions == 50  # offsets.topic.num.partitions
     assert config.state_partitions is None
+    # New ingest topics: the largest divisor of the shard count up to 2.
+    assert config.ingest_topic_partitions == 2
+    assert JobConfig(partitions=7).ingest_topic_partitions == 1
+    assert JobConfig(partitions=50, ingest_partitions=25).ingest_topic_partitions == 25
 
 
 @pytest.mark.parametrize(
@@ -42,6 +46,9 @@ def test_defaults_follow_kafka() -> None:
         ("state_partitions", 0),
         ("partitions", 0),
         ("rebuild_sink_writes", "workers"),
+        ("ingest_partitions", 3),  # does not divide the 50 shards
+        ("ingest_partitions", 0),
+        ("state_cache_mb", -1),
     ],
 )
 def test_invalid_values_are_refused_naming_the_field(field: str, value: int | str) -> None:

@@ -41,7 +41,6 @@ def test_the_job_deletes_expired_history_and_keeps_offsets(
         produce_requests(
             config.bootstrap_servers,
             config.ingest_topic,
-            config.partitions,
             [_commit("r1", "payments", 10), _commit("r2", "billing", 7)],
         )
         wait_for(
@@ -59,7 +58,6 @@ def test_the_job_deletes_expired_history_and_keeps_offsets(
         produce_requests(
             config.bootstrap_servers,
             config.ingest_topic,
-            config.partitions,
             [_commit("r3", "payments", 11)],
         )
         wait_for(

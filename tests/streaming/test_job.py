@@ -10,18 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaProducer
 
+from connectors.kafka.admin import KafkaAdmin
 from connectors.sinks import Sink, open_sink
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, OffsetCommitKey, TopicPartition
+from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import (
     DeleteGroupsRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
     PartitionCommit,
 )
+from state.formats.request_codec import encode_request
 from streaming.config import JobConfig
-from streaming.job import OffsetsJob
+from streaming.job import OffsetsJob, ensure_topics
 from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import (
     compacted,
@@ -92,7 +96,7 @@ def test_commits_with_rewinds_land_as_latest_in_sink_and_offsets_topic(
         commit("r3", "payments", ("orders", 1, 5)),
         commit("r4", "billing", ("invoices", 3, 7)),
     ]
-    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, 4, requests)
+    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, requests)
 
     wait_for_responses(job_config, {"r1", "r2", "r3", "r4"})
     assert sink_offsets(job_config, "payments") == {("orders", 0): 15, ("orders", 1): 5}
@@ -109,8 +113,6 @@ def test_commits_with_rewinds_land_as_latest_in_sink_and_offsets_topic(
         OffsetCommitKey("billing", "invoices", 3): 7,
     }
     # Each record sits at the partition Kafka would use for its group.
-    from state.coordinator.partitioner import partition_for
-
     assert all(p == partition_for(r.key.group, 4) for p, r in records)
     assert all(isinstance(v, OffsetAndMetadata) for v in latest.values())
 
@@ -127,7 +129,7 @@ def test_oversized_metadata_is_rejected_for_its_partition_only(
             PartitionCommit("t", 1, 2, metadata="fine"),
         ),
     )
-    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, 4, [request])
+    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, [request])
     response = wait_for_responses(job_config, {"big"})["big"]
     codes = {(p["topic"], p["partitionIndex"]): p["errorCode"] for p in response["partitions"]}
     assert codes == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): 0}
@@ -148,7 +150,7 @@ def test_short_retention_expires_offsets_into_tombstones(
         ),
         commit("long", "kept", ("t", 0, 4)),
     ]
-    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, 4, requests)
+    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, requests)
     wait_for_responses(job_config, {"short", "long"})
     # An expiry tick wakes the shard after the deadline: the row leaves the sink...
     wait_for(lambda: sink_offsets(job_config, "expiring"), lambda got: got == {}, timeout_s=60)
@@ -167,14 +169,12 @@ def test_offset_delete_and_group_delete_write_tombstones(
     produce_requests(
         job_config.bootstrap_servers,
         job_config.ingest_topic,
-        4,
         [commit("c1", "g1", ("t", 0, 1), ("t", 1, 2)), commit("c2", "g2", ("t", 0, 9))],
     )
     wait_for_responses(job_config, {"c1", "c2"})
     produce_requests(
         job_config.bootstrap_servers,
         job_config.ingest_topic,
-        4,
         [
             OffsetDeleteRequest("d1", "g1", (TopicPartition("t", 0),)),
             DeleteGroupsRequest("d2", "g2"),
@@ -195,6 +195,7 @@ def test_malformed_input_is_answered_or_dead_lettered_and_the_query_keeps_runnin
     job_config: JobConfig, start_job: JobFactory
 ) -> None:
     job = start_job(job_config)
+    # On whichever partition: a decode error is answered with its own code wherever it lands.
     produce_raw(
         job_config.bootstrap_servers,
         job_config.ingest_topic,
@@ -202,16 +203,16 @@ def test_malformed_input_is_answered_or_dead_lettered_and_the_query_keeps_runnin
             (0, b"not json"),
             (1, None),
             (
-                2,
+                0,
                 b'{"version": 1, "api": "OffsetCommit", "requestId": "typed", "groupId": "g",'
                 b' "topics": [{"name": "t", "partitions": [{"partitionIndex": "zero",'
                 b' "committedOffset": 1}]}]}',
             ),
-            (3, b'{"version": 99, "api": "OffsetCommit", "requestId": "future", "groupId": "g"}'),
+            (1, b'{"version": 99, "api": "OffsetCommit", "requestId": "future", "groupId": "g"}'),
         ],
     )
     produce_requests(
-        job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("ok", "g", ("t", 0, 5))]
+        job_config.bootstrap_servers, job_config.ingest_topic, [commit("ok", "g", ("t", 0, 5))]
     )
     responses = wait_for_responses(job_config, {"typed", "future", "ok"})
     assert responses["typed"]["errorCode"] == ErrorCode.INVALID_REQUEST
@@ -227,22 +228,86 @@ def test_malformed_input_is_answered_or_dead_lettered_and_the_query_keeps_runnin
     assert job.query is not None and job.query.isActive
 
 
+def answer_codes(response: dict[str, Any]) -> set[int]:
+    """The error codes of a response: its partitions', or its own when it has none."""
+    codes = {p["errorCode"] for p in response.get("partitions") or []}
+    return codes or {response["errorCode"]}
+
+
+def test_requests_off_their_groups_partition_are_answered_not_coordinator(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    """4 shards read from 2 ingest partitions, each shard keyed by the message key (the group
+    id): a request on another partition than ``partition_for(group, 2)``, or keyed by another
+    group than its own, is answered NOT_COORDINATOR and changes nothing."""
+    ingest = job_config.ingest_topic_partitions
+    assert ingest == 2 < job_config.partitions
+    start_job(job_config)
+    group = "payments"
+    shards = job_config.partitions
+    other = next(
+        f"k{i}"
+        for i in range(100)
+        if partition_for(f"k{i}", shards) != partition_for(group, shards)
+    )
+    producer = KafkaProducer(bootstrap_servers=job_config.bootstrap_servers, acks="all")
+    try:
+        for request_id, key, partition in (
+            ("wrong-partition", group, 1 - partition_for(group, ingest)),
+            ("wrong-key", other, partition_for(other, ingest)),
+        ):
+            value = encode_request(commit(request_id, group, ("t", 0, 99)))
+            producer.send(
+                job_config.ingest_topic, key=key.encode(), value=value, partition=partition
+            )
+        producer.flush()
+    finally:
+        producer.close()
+    produce_requests(
+        job_config.bootstrap_servers, job_config.ingest_topic, [commit("right", group, ("t", 0, 2))]
+    )
+    responses = wait_for_responses(job_config, {"wrong-partition", "wrong-key", "right"})
+    assert answer_codes(responses["wrong-partition"]) == {ErrorCode.NOT_COORDINATOR}
+    assert answer_codes(responses["wrong-key"]) == {ErrorCode.NOT_COORDINATOR}
+    assert answer_codes(responses["right"]) == {0}
+    assert sink_offsets(job_config, group) == {("t", 0): 2}
+    latest = compacted(read_offsets_topic(job_config.bootstrap_servers, job_config.offsets_topic))
+    assert {k: v.offset for k, v in latest.items()} == {OffsetCommitKey(group, "t", 0): 2}
+
+
+def test_an_existing_ingest_topic_of_one_partition_per_shard_keeps_working(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    """The layout before ingest topics had fewer partitions than shards: a job configured for
+    new topics of 2 partitions serves an existing one of 4 (one per shard) as it always did."""
+    ensure_topics(replace(job_config, ingest_partitions=job_config.partitions))
+    start_job(job_config)
+    with KafkaAdmin(job_config.kafka_python_options()) as admin:
+        assert admin.partition_counts([job_config.ingest_topic]) == {job_config.ingest_topic: 4}
+    requests = [commit(f"r{g}", f"group-{g}", ("t", 0, g)) for g in range(8)]
+    produce_requests(job_config.bootstrap_servers, job_config.ingest_topic, requests)
+    responses = wait_for_responses(job_config, {r.request_id for r in requests})
+    assert all(answer_codes(responses[r.request_id]) == {0} for r in requests)
+    for g in range(8):
+        assert sink_offsets(job_config, f"group-{g}") == {("t", 0): g}
+
+
 def test_restart_from_checkpoint_loses_nothing(
     job_config: JobConfig, start_job: JobFactory
 ) -> None:
     first = start_job(job_config)
     produce_requests(
-        job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("a", "g", ("t", 0, 1))]
+        job_config.bootstrap_servers, job_config.ingest_topic, [commit("a", "g", ("t", 0, 1))]
     )
     wait_for_responses(job_config, {"a"})
     first.stop()
     # Produced while the job is down: picked up from the checkpoint's ingest offsets.
     produce_requests(
-        job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("b", "g", ("t", 1, 2))]
+        job_config.bootstrap_servers, job_config.ingest_topic, [commit("b", "g", ("t", 1, 2))]
     )
     start_job(job_config)
     produce_requests(
-        job_config.bootstrap_servers, job_config.ingest_topic, 4, [commit("c", "g", ("t", 0, 3))]
+        job_config.bootstrap_servers, job_config.ingest_topic, [commit("c", "g", ("t", 0, 3))]
     )
     wait_for_responses(job_config, {"b", "c"})
     wait_for(lambda: sink_offsets(job_config, "g"), lambda got: got == {("t", 0): 3, ("t", 1): 2})
@@ -270,7 +335,6 @@ def test_lost_checkpoint_rebuilds_state_from_the_offsets_topic(
     produce_requests(
         job_config.bootstrap_servers,
         job_config.ingest_topic,
-        4,
         [commit("a", "g", ("t", 0, 1), ("t", 1, 2)), commit("b", "h", ("u", 0, 7))],
     )
     wait_for_responses(job_config, {"a", "b"})
@@ -290,7 +354,6 @@ def test_lost_checkpoint_rebuilds_state_from_the_offsets_topic(
     produce_requests(
         job_config.bootstrap_servers,
         job_config.ingest_topic,
-        4,
         [DeleteGroupsRequest("del", "h"), commit("c", "g", ("t", 0, 4))],
     )
     responses = wait_for_responses(job_config, {"del", "c"})
@@ -310,7 +373,6 @@ def test_postgres_sink_receives_the_same_offsets(
     produce_requests(
         config.bootstrap_servers,
         config.ingest_topic,
-        4,
         [commit("p1", "pg", ("t", 0, 10)), commit("p2", "pg", ("t", 0, 8), ("t", 2, 1))],
     )
     wait_for_responses(config, {"p1", "p2"})

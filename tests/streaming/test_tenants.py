@@ -414,8 +414,9 @@ def test_the_sink_is_current_for_a_group_only_once_tenants_topics_are_applied(
         request = OffsetCommitRequest(uuid.uuid4().hex, group, (PartitionCommit(ORDERS, 1, 21),))
         producer.send(
             tenant_job.tenant(A).ingest_topic,
+            key=group.encode(),
             value=encode_request(request),
-            partition=partition_for(group, config.partitions),
+            partition=partition_for(group, config.ingest_topic_partitions),
         ).get(timeout=30)
     finally:
         producer.close(timeout=5)
@@ -427,5 +428,5 @@ def test_the_sink_is_current_for_a_group_only_once_tenants_topics_are_applied(
             tenant_topics=[t.ingest_topic for t in config.tenants],
             timeout_s=120,
         )
-        assert applied.ingest_partition == partition_for(group, config.partitions)
+        assert applied.ingest_partition == partition_for(group, config.ingest_topic_partitions)
         assert [(o.topic, o.partition, o.offset) for o in reader.fetch(group)] == [(ORDERS, 1, 21)]

@@ -632,7 +632,7 @@ def add_member(job: RunningJob, group: str, topic: str) -> None:
     member = MemberMetadata("member-1", client_id="c", subscribed_topics=(topic,))
     request = GroupMetadataRequest(request_id, group, generation_id=1, members=(member,))
     config = job.config
-    produce_requests(config.bootstrap_servers, config.ingest_topic, config.partitions, [request])
+    produce_requests(config.bootstrap_servers, config.ingest_topic, [request])
     answers = wait_for(
         lambda: read_responses(config.bootstrap_servers, config.responses_topic),
         lambda got: request_id in got,

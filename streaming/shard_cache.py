@@ -1,0 +1,85 @@
+"""Decoded shard states kept in a Python worker between micro-batches, found by the blob's stamp.
+
+Spark hands the state function a shard's blob at every call. Decoding it (decompressing and
+viewing its Arrow sections, recomputing key hashes) costs in proportion to the shard's state, not
+to the requests of the call; Spark reuses its Python workers, so the worker that encoded a blob
+usually decodes it at the shard's next call. ``encode`` names each blob with 64 random bits (the
+header's stamp, ``state.shard.blob_stamp``) and keeps the state it encoded under that name;
+``decode`` returns the kept state when the blob's stamp names one, else decodes. Correctness
+never depends on the cache: a blob names exactly one state (a new stamp per encode, never
+reused), Spark's store hands back whichever blob it committed — the last one, or an older one
+when a batch is retried or replayed — and a new worker, an evicted entry or a blob without a
+stamp (older versions) is simply decoded.
+
+Bounded: at most ``max_bytes`` of decoded columns per worker (``state.shard.state_nbytes``),
+least recently used first out; 0 keeps nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import OrderedDict
+
+from state.shard import ShardState, blob_stamp, decode_state, encode_state_kept, state_nbytes
+
+#: The default bound of decoded shard states per Python worker (``JobConfig.state_cache_mb``).
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+
+
+class DecodedShards:
+    """An LRU map from blob stamp to the decoded state, bounded in bytes of columns."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[int, tuple[ShardState, int]] = OrderedDict()
+        self._bytes = 0
+        # Spark may run a worker's tasks on threads of one process; keep the map consistent.
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def decode(self, blob: bytes) -> ShardState:
+        """The state ``blob`` encodes: the kept one when its stamp names one, else decoded."""
+        stamp = blob_stamp(blob)
+        if stamp:
+            with self._lock:
+                entry = self._entries.get(stamp)
+                if entry is not None:
+                    self._entries.move_to_end(stamp)
+                    self.hits += 1
+                    return entry[0]
+        self.misses += 1
+        return decode_state(blob)
+
+    def encode(self, state: ShardState, shard: int) -> bytes:
+        """``state``'s blob under a new stamp, keeping ``state`` for the blob's next decode (and
+        dropping what this worker kept for ``shard`` before: Spark's store holds its newest)."""
+        stamp = secrets.randbits(64) or 1
+        blob, state = encode_state_kept(state, stamp)
+        if not self.max_bytes:
+            return blob
+        size = state_nbytes(state)
+        with self._lock:
+            for old in [s for s, (kept, _) in self._entries.items() if kept.shard_id == shard]:
+                self._drop(old)
+            if size <= self.max_bytes:
+                self._entries[stamp] = (state, size)
+                self._bytes += size
+                while self._bytes > self.max_bytes:
+                    self._drop(next(iter(self._entries)))
+        return blob
+
+    def _drop(self, stamp: int) -> None:
+        _, size = self._entries.pop(stamp)
+        self._bytes -= size
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of decoded columns kept now."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,100 @@
+"""The Python worker's decoded shard states: found by stamp, never wrong, bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.shard import (
+    ShardState,
+    apply_batch,
+    blob_stamp,
+    empty_shard,
+    encode_state,
+    frame_from_requests,
+    snapshot,
+    state_nbytes,
+)
+from streaming.shard_cache import DecodedShards
+
+CONFIG = CoordinatorConfig(offsets_retention_ms=60_000)
+
+
+def group_of(shard: int, name: str) -> str:
+    """A group id that belongs to ``shard`` (50 shards, as ``CONFIG``), starting with ``name``."""
+    return next(f"{name}-{i}" for i in range(10_000) if partition_for(f"{name}-{i}") == shard)
+
+
+def committed(state: ShardState, name: str, offset: int, partitions: int = 10) -> ShardState:
+    """``state`` after a commit of ``offset`` to ``partitions`` partitions by a group of its shard
+    whose id starts with ``name``."""
+    group = group_of(state.shard_id, name)
+    request = OffsetCommitRequest(
+        f"r-{group}-{offset}",
+        group,
+        tuple(PartitionCommit("t", p, offset) for p in range(partitions)),
+    )
+    return apply_batch(state, frame_from_requests([request], offset, 100), 100, CONFIG).state
+
+
+def offsets(state: ShardState) -> dict[str, dict[tuple[str, int], int]]:
+    return {
+        group: {tp: o.offset for tp, o in snap.offsets.items()}
+        for group, snap in snapshot(state).items()
+    }
+
+
+def test_a_blob_this_worker_encoded_is_not_decoded_again() -> None:
+    cache = DecodedShards()
+    state = committed(empty_shard(3), "g", 5)
+    assert offsets(state)  # the commit was applied
+    blob = cache.encode(state, 3)
+    assert blob_stamp(blob) != 0
+    kept = cache.decode(blob)
+    assert (cache.hits, cache.misses) == (1, 0)
+    assert offsets(kept) == offsets(state)
+    # A second blob of the same state gets another stamp: stamps name blobs, not contents.
+    assert blob_stamp(cache.encode(kept, 3)) != blob_stamp(blob)
+
+
+def test_an_older_blob_of_the_shard_decodes_to_its_own_state() -> None:
+    """Spark hands back an older blob when a batch is retried or replayed: the kept newer state
+    must not answer for it."""
+    cache = DecodedShards()
+    first = cache.encode(committed(empty_shard(3), "g", 5), 3)
+    second = cache.encode(committed(cache.decode(first), "g", 9), 3)
+    group = group_of(3, "g")
+    assert offsets(cache.decode(first))[group][("t", 0)] == 5
+    assert offsets(cache.decode(second))[group][("t", 0)] == 9
+    assert cache.misses == 1  # the older blob, no longer kept
+
+
+def test_blobs_without_a_stamp_and_other_workers_blobs_are_decoded() -> None:
+    state = committed(empty_shard(3), "g", 5)
+    here, elsewhere = DecodedShards(), DecodedShards()
+    for blob in (encode_state(state), elsewhere.encode(state, 3)):
+        assert offsets(here.decode(blob)) == offsets(state)
+    assert (here.hits, here.misses) == (0, 2)
+
+
+def test_kept_states_stay_within_the_bound() -> None:
+    states = {s: committed(empty_shard(s), f"g{s}", 5, partitions=200) for s in range(6)}
+    one = DecodedShards()
+    one.encode(states[0], 0)
+    size = one.nbytes  # the columns and the blob sections the kept state holds
+    assert size >= state_nbytes(states[0]) > 0
+    bound = int(3.5 * size)  # room for three such states, not four
+    cache = DecodedShards(max_bytes=bound)
+    blobs = {s: cache.encode(state, s) for s, state in states.items()}
+    assert len(cache) == 3 and cache.nbytes <= bound
+    # The least recently used went first; what was dropped still decodes, from its blob.
+    for shard, blob in blobs.items():
+        assert offsets(cache.decode(blob)) == offsets(states[shard])
+    assert cache.hits == 3 and cache.misses == 3
+    off = DecodedShards(max_bytes=0)
+    off.decode(off.encode(states[0], 0))
+    assert len(off) == 0 and off.misses == 1
+    with pytest.raises(ValueError, match="max_bytes"):
+        DecodedShards(max_bytes=-1)
