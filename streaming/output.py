@@ -72,17 +72,22 @@ OUTPUT_TABLE_SCHEMA = pa.schema(
 )
 
 
-#: LZ4-compressed IPC (the reader needs no flag). Spark packs the payloads of a task's shards
-#: into one Arrow batch by row count, and a payload is one row: a shard's rebuilt state is
-#: tens of MB plain, and 25 of them outgrew the JVM's direct memory when a rebuild of 11M
-#: records came to the driver; compressed they are about a sixth.
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+#: LZ4-compressed IPC above ``_COMPRESS_FROM`` bytes (the reader needs no flag). Spark packs the
+#: payloads of a task's shards into one Arrow batch by row count, and a payload is one row: a
+#: shard's rebuilt state is tens of MB plain, and 25 of them outgrew the JVM's direct memory
+#: when a rebuild of 11M records came to the driver; compressed they are about a sixth. A small
+#: call's payload (a few KB) is left plain: compressing each of its 27 column buffers cost ~1 ms
+#: per call, a tenth of a small call's Python.
+_LZ4 = pa.ipc.IpcWriteOptions(compression="lz4")
+_PLAIN = pa.ipc.IpcWriteOptions()
+_COMPRESS_FROM = 256 * 1024
 
 
 def encode_output(table: pa.Table) -> bytes:
     """One call's output table (:data:`OUTPUT_TABLE_SCHEMA`) as an Arrow IPC stream."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, OUTPUT_TABLE_SCHEMA, options=_IPC_OPTIONS) as writer:
+    options = _LZ4 if table.nbytes >= _COMPRESS_FROM else _PLAIN
+    with pa.ipc.new_stream(sink, OUTPUT_TABLE_SCHEMA, options=options) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 

@@ -1,12 +1,13 @@
 """The engine's floor: the cheapest stateful query of the job's shape, measured in the same run.
 
-Kafka source (the job's source options, ``--shards`` partitions, coalesced to the job's state
-partitions) → ``applyInPandasWithState`` keyed by source partition that only counts its rows and
-passes the message keys through → ``foreachBatch`` that produces one message per row (acks=all,
-librdkafka, flushed), keyed by the request id. Same trigger, state store, shuffle partitions and
-no-data-batch setting as the job. What the job does beyond this — decoding, the coordinator's
-rules, the offsets topic, the sink — is its own cost; what this costs, no job of this shape on
-this engine and machine avoids. The benchmark prints the job's latency figures beside it.
+Kafka source (the job's source options and ingest partitions, coalesced to the job's state
+partitions) → ``applyInPandasWithState`` keyed by the coordinator shard as the job keys it
+(``streaming.ingest.shard_of_key`` of the message key, the group id) that only counts its rows
+and passes the request ids through → ``foreachBatch`` that produces one message per row
+(acks=all, librdkafka, flushed), keyed by the request id. Same trigger, state store, shuffle
+partitions and no-data-batch setting as the job. What the job does beyond this (decoding, the
+coordinator's rules, the offsets topic, the sink) is its own cost; what this costs, no job of
+this shape on this engine and machine avoids. The benchmark prints the job's figures beside it.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from typing import Any
 import pandas as pd
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from connectors.kafka.admin import KafkaAdmin, plain_topic_spec
+from streaming.ingest import shard_of_key
 from streaming.job import SOURCE_CONSUMER_DEFAULTS
 
 _OUTPUT = T.StructType(
-    [T.StructField("shard", T.IntegerType()), T.StructField("request_id", T.BinaryType())]
+    [T.StructField("partition", T.IntegerType()), T.StructField("request_id", T.BinaryType())]
 )
 _STATE = T.StructType([T.StructField("rows", T.LongType())])
 
@@ -35,12 +38,12 @@ _STATE = T.StructType([T.StructField("rows", T.LongType())])
 def _count(
     key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
-    """Count the shard's rows into its state; pass each message's key (the request id) on."""
-    keys = [frame["key"] for frame in frames]
-    request_ids = pd.concat(keys, ignore_index=True) if keys else pd.Series([], dtype=object)
+    """Count the shard's rows into its state; pass each message's request id (the header the
+    load sets) on, with its ingest partition."""
+    rows = pd.concat(list(frames), ignore_index=True)
     seen = int(state.get[0]) if state.exists else 0
-    state.update((seen + len(request_ids),))
-    yield pd.DataFrame({"shard": [int(key[0])] * len(request_ids), "request_id": request_ids})
+    state.update((seen + len(rows),))
+    yield pd.DataFrame({"partition": rows["partition"], "request_id": rows["request_id"]})
 
 
 class _Answer:
@@ -61,10 +64,10 @@ class _Answer:
                 }
             )
         table = batch.toArrow()
-        for shard, request_id in zip(
-            table["shard"].to_pylist(), table["request_id"].to_pylist(), strict=True
+        for partition, request_id in zip(
+            table["partition"].to_pylist(), table["request_id"].to_pylist(), strict=True
         ):
-            self._producer.produce(self.topic, key=request_id, value=b"", partition=shard)
+            self._producer.produce(self.topic, key=request_id, value=b"", partition=partition)
         left = self._producer.flush(60)
         if left:
             raise RuntimeError(f"floor: {left} answers not acknowledged")
@@ -78,6 +81,7 @@ class FloorQuery:
         spark: SparkSession,
         bootstrap: str,
         prefix: str,
+        shards: int,
         partitions: int,
         state_partitions: int,
         trigger: str,
@@ -86,7 +90,8 @@ class FloorQuery:
         self.spark, self.bootstrap = spark, bootstrap
         self.ingest_topic = f"{prefix}.floor.ingest"
         self.answers_topic = f"{prefix}.floor.answers"
-        self.partitions, self.state_partitions = partitions, state_partitions
+        self.shards, self.partitions = shards, partitions
+        self.state_partitions = state_partitions
         self.trigger, self.folder = trigger, folder
         self.query: Any = None
 
@@ -105,9 +110,14 @@ class FloorQuery:
             reader.option("kafka.bootstrap.servers", self.bootstrap)
             .option("subscribe", self.ingest_topic)
             .option("startingOffsets", "latest")
+            .option("includeHeaders", "true")
             .load()
             .coalesce(self.state_partitions)
-            .selectExpr("partition AS shard", "key")
+        )
+        source = source.select(
+            shard_of_key(F.col("key"), self.shards).alias("shard"),
+            F.col("partition"),
+            F.element_at(F.col("headers"), 1)["value"].alias("request_id"),
         )
         output = source.groupBy("shard").applyInPandasWithState(
             _count, _OUTPUT, _STATE, "update", GroupStateTimeout.NoTimeout
@@ -133,26 +143,27 @@ class FloorQuery:
             self.query = None
 
 
-def batch_ms(progress: list[dict[str, Any]], start: float, end: float) -> list[float]:
-    """``triggerExecution`` ms of the batches with input that started in [start, end] (wall-clock
-    epoch seconds), from a query's progress events."""
-    out = []
-    for p in progress:
-        at = pd.Timestamp(p["timestamp"]).timestamp()
-        if start <= at <= end and p.get("numInputRows"):
-            out.append(float(p["durationMs"]["triggerExecution"]))
-    return out
-
-
-def summarize_batches(durations: list[float]) -> dict[str, float]:
-    """Median and p90 of batch durations, seconds (NaN without batches)."""
-    if not durations:
+def summarize_batches(progress: list[dict[str, Any]], start: float, end: float) -> dict[str, Any]:
+    """Median and p90 of the durations of the batches with input that started in [start, end]
+    (wall-clock epoch seconds), seconds (NaN without batches), and the median of each part
+    Spark times (``durationMs``: planning, offsets, ``addBatch`` = the state stage and the
+    writer, commit)."""
+    batches = [
+        p
+        for p in progress
+        if start <= pd.Timestamp(p["timestamp"]).timestamp() <= end and p.get("numInputRows")
+    ]
+    if not batches:
         return {"batches": 0, "batch_p50_s": float("nan"), "batch_p90_s": float("nan")}
-    ordered = sorted(durations)
+    ordered = sorted(float(p["durationMs"]["triggerExecution"]) for p in batches)
+    parts = sorted({name for p in batches for name in p["durationMs"]})
     return {
         "batches": len(ordered),
         "batch_p50_s": statistics.median(ordered) / 1000,
         "batch_p90_s": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] / 1000,
+        "batch_parts_p50_ms": {
+            name: statistics.median(p["durationMs"].get(name, 0) for p in batches) for name in parts
+        },
     }
 
 

@@ -76,7 +76,8 @@ def in_child(fn: Callable[..., Any], *args: Any) -> Any:
 
 @dataclass(frozen=True)
 class IngestTarget:
-    """Where requests go: the job's ingest topic and its partition count."""
+    """Where requests go: the job's ingest topic and its partition count (a group's requests go
+    to ``partition_for(group, partitions)``), and where answers come."""
 
     bootstrap: str
     ingest_topic: str
@@ -164,12 +165,12 @@ def paced_requests(
     request_rate: float,
     count: int,
     tag: str,
-    key_by_request: bool = False,
+    request_id_header: bool = False,
 ) -> tuple[list[Outcome], float]:
     """Send ``count`` requests at ``request_rate``/s and wait for each one's answer on the
     responses topic; returns the outcomes and the seconds the sending took. Run it in a child.
-    ``key_by_request``: the message key is the request id instead of the group (for the floor
-    query of ``tests.bench.floor``, which answers with the key it got)."""
+    ``request_id_header``: each message carries its request id in a header too (for the floor
+    query of ``tests.bench.floor``, which answers with it and parses nothing)."""
     parts = partitions_json(range(per_request), 1)
     received: dict[str, float] = {}
     consumer = Consumer(
@@ -183,7 +184,8 @@ def paced_requests(
     )
     # Start at the end of every partition: only this run's answers count.
     ends = []
-    for p in range(target.partitions):
+    topic_metadata = consumer.list_topics(target.responses_topic, timeout=30)
+    for p in sorted(topic_metadata.topics[target.responses_topic].partitions):
         _low, high = consumer.get_watermark_offsets(
             TopicPartition(target.responses_topic, p), timeout=30
         )
@@ -218,10 +220,11 @@ def paced_requests(
 
         producer.produce(
             target.ingest_topic,
-            key=(request_id if key_by_request else group).encode(),
+            key=group.encode(),
             value=commit_json(request_id, group, topic, parts),
             partition=partition_for(group, target.partitions),
             on_delivery=on_delivery,
+            **({"headers": [("request_id", request_id.encode())]} if request_id_header else {}),
         )
         producer.poll(0)
         sent.append((request_id, at))

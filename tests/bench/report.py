@@ -37,7 +37,8 @@ def _verdict(ok: bool | None) -> str:
 def _per_call_lines(title: str, worker: Mapping[str, Any]) -> list[str]:
     """A state-function summary (:func:`summarize_sections`) as milliseconds per call."""
     calls = worker["calls"]
-    lines = [f"{title}: {calls} calls, {worker['rows']:,} rows, per call (ms):"]
+    kept = f", state kept by the worker in {worker['state_kept']}" if "state_kept" in worker else ""
+    lines = [f"{title}: {calls} calls{kept}, {worker['rows']:,} rows, per call (ms):"]
     lines += [
         f"  {section:<18} {1000 * sec / calls:7.2f}"
         for section, sec in worker["seconds"].items()
@@ -134,6 +135,17 @@ def report(results: dict[str, Any]) -> str:
                     _verdict(ratio <= TARGETS["batch_vs_floor"]) if gated else "",
                 )
             )
+        for who, figures in (("job", lat), ("floor", floor or {})):
+            parts = figures.get("batch_parts_p50_ms")
+            if parts:
+                rows.append(
+                    (
+                        f"batch parts p50 at {rate:,}/s, {who} (ms)",
+                        ", ".join(f"{name} {ms:,.0f}" for name, ms in parts.items() if ms),
+                        "",
+                        "",
+                    )
+                )
         if "changelog_bytes_per_batch" in lat:
             ratio = lat["changelog_to_records"]
             rows.append(
