@@ -11,15 +11,21 @@ reused), Spark's store hands back whichever blob it committed — the last one, 
 when a batch is retried or replayed — and a new worker, an evicted entry or a blob without a
 stamp (older versions) is simply decoded.
 
-Bounded: at most ``max_bytes`` of decoded columns per worker (``state.shard.state_nbytes``),
-least recently used first out; 0 keeps nothing.
+Bounded: at most ``max_bytes`` of decoded columns per worker (``state.shard.state_nbytes``); 0
+keeps nothing. A worker calls its shards in turn, every micro-batch: least-recently-used eviction
+would throw out each state just before its next call when they do not all fit (at 10M keys not
+one call of 250 found its state). So a state is admitted only while there is room, and only an
+entry unused for ``idle_s`` (a shard this worker no longer serves, a stopped query's) makes room;
+a shard already kept keeps its place for its new state.
 """
 
 from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from state.shard import ShardState, blob_stamp, decode_state, encode_state_kept, state_nbytes
 
@@ -30,11 +36,17 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 class DecodedShards:
     """An LRU map from blob stamp to the decoded state, bounded in bytes of columns."""
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        idle_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[int, tuple[ShardState, int]] = OrderedDict()
+        self.max_bytes, self.idle_s, self._clock = max_bytes, idle_s, clock
+        # stamp -> (state, its bytes, when last used), least recently used first.
+        self._entries: OrderedDict[int, tuple[ShardState, int, float]] = OrderedDict()
         self._bytes = 0
         # Spark may run a worker's tasks on threads of one process; keep the map consistent.
         self._lock = threading.Lock()
@@ -48,6 +60,7 @@ class DecodedShards:
             with self._lock:
                 entry = self._entries.get(stamp)
                 if entry is not None:
+                    self._entries[stamp] = (entry[0], entry[1], self._clock())
                     self._entries.move_to_end(stamp)
                     self.hits += 1
                     return entry[0]
@@ -62,18 +75,23 @@ class DecodedShards:
         if not self.max_bytes:
             return blob
         size = state_nbytes(state)
+        now = self._clock()
         with self._lock:
-            for old in [s for s, (kept, _) in self._entries.items() if kept.shard_id == shard]:
+            for old in [s for s, (kept, _, _) in self._entries.items() if kept.shard_id == shard]:
                 self._drop(old)
-            if size <= self.max_bytes:
-                self._entries[stamp] = (state, size)
+            # Room from entries left idle, oldest first; never from states in use.
+            while self._bytes + size > self.max_bytes and self._entries:
+                oldest = next(iter(self._entries))
+                if now - self._entries[oldest][2] < self.idle_s:
+                    break
+                self._drop(oldest)
+            if self._bytes + size <= self.max_bytes:
+                self._entries[stamp] = (state, size, now)
                 self._bytes += size
-                while self._bytes > self.max_bytes:
-                    self._drop(next(iter(self._entries)))
         return blob
 
     def _drop(self, stamp: int) -> None:
-        _, size = self._entries.pop(stamp)
+        _, size, _ = self._entries.pop(stamp)
         self._bytes -= size
 
     @property

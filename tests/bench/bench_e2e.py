@@ -774,6 +774,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--max-offsets-per-trigger", type=int, default=2000, help="ingest requests per batch"
     )
     parser.add_argument(
+        "--ingest-partitions",
+        type=int,
+        default=None,
+        help="partitions of the job's ingest topic (default the job's: a divisor of --shards)",
+    )
+    parser.add_argument(
+        "--state-cache-mb",
+        type=int,
+        default=JobConfig.state_cache_mb,
+        help="decoded shard states each Python worker keeps (0: decode every call)",
+    )
+    parser.add_argument(
         "--latency-rates",
         type=int,
         nargs="*",
@@ -825,6 +837,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         partitions=args.shards,
         trigger_interval=args.trigger,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
+        ingest_partitions=args.ingest_partitions,
+        state_cache_mb=args.state_cache_mb,
     )
     prefix = config.ingest_topic.removesuffix(".commits")
     results: dict[str, Any] = {

@@ -79,20 +79,34 @@ def test_blobs_without_a_stamp_and_other_workers_blobs_are_decoded() -> None:
     assert (here.hits, here.misses) == (0, 2)
 
 
-def test_kept_states_stay_within_the_bound() -> None:
+def test_kept_states_stay_within_the_bound_and_keep_their_place() -> None:
+    """Shards called in turn, more than fit: the first ones admitted stay and are found every
+    time (least-recently-used would evict each just before its next call); the rest are
+    decoded. An entry left idle gives its room up."""
+    now = [0.0]
     states = {s: committed(empty_shard(s), f"g{s}", 5, partitions=200) for s in range(6)}
     one = DecodedShards()
     one.encode(states[0], 0)
     size = one.nbytes  # the columns and the blob sections the kept state holds
     assert size >= state_nbytes(states[0]) > 0
     bound = int(3.5 * size)  # room for three such states, not four
-    cache = DecodedShards(max_bytes=bound)
+    cache = DecodedShards(max_bytes=bound, idle_s=60, clock=lambda: now[0])
     blobs = {s: cache.encode(state, s) for s, state in states.items()}
     assert len(cache) == 3 and cache.nbytes <= bound
-    # The least recently used went first; what was dropped still decodes, from its blob.
-    for shard, blob in blobs.items():
-        assert offsets(cache.decode(blob)) == offsets(states[shard])
-    assert cache.hits == 3 and cache.misses == 3
+    for _ in range(3):  # three micro-batches calling every shard in turn
+        for shard in states:
+            now[0] += 1
+            state = cache.decode(blobs[shard])
+            assert offsets(state) == offsets(states[shard])
+            states[shard] = committed(state, f"g{shard}", 6 + int(now[0]))
+            blobs[shard] = cache.encode(states[shard], shard)
+        assert cache.nbytes <= bound
+    assert (cache.hits, cache.misses) == (9, 9)  # shards 0-2 every time, 3-5 never
+    # Shards 0-2 stop being called (another worker serves them now): after idle_s, 3-5 get in.
+    now[0] += 61
+    for shard in (3, 4, 5):
+        blobs[shard] = cache.encode(cache.decode(blobs[shard]), shard)
+    assert {s for s in range(6) if blob_stamp(blobs[s]) in cache._entries} == {3, 4, 5}
     off = DecodedShards(max_bytes=0)
     off.decode(off.encode(states[0], 0))
     assert len(off) == 0 and off.misses == 1
