@@ -16,6 +16,7 @@ import pytest
 from connectors.kafka.admin import KafkaAdmin
 from connectors.sinks import open_sink
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from streaming.config import JobConfig
 from tests.streaming.helpers import produce_requests, read_responses, wait_for
 
 pytestmark = pytest.mark.slow
@@ -98,7 +99,9 @@ def test_spark_submit_on_a_standalone_cluster(
             with KafkaAdmin({"bootstrap_servers": kafka_bootstrap}) as admin:
                 return admin.partition_counts([f"{prefix}.commits"]).get(f"{prefix}.commits", 0)
 
-        wait_for(ingest_partitions, lambda n: n == 4, timeout_s=180)
+        # 4 shards: a new ingest topic gets the largest divisor up to 2 (JobConfig).
+        expected = JobConfig(partitions=4).ingest_topic_partitions
+        wait_for(ingest_partitions, lambda n: n == expected, timeout_s=180)
         produce_requests(
             kafka_bootstrap,
             f"{prefix}.commits",
