@@ -13,8 +13,7 @@ the apply order within the shard);
 "response": one responses-topic message per answered request (``key``, ``value``,
 ``ingest_offset``; see ``state.formats.response_codec``);
 "dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
-"stats": the per-shard counters (``next_offset``: in the job's own ingest topic, on the
-shard's partition);
+"stats": the per-shard counters;
 "position": the next offset (``next_offset``) after the call's messages in each ingest
 partition (``partition``) they came from, of a tenant's ingest topic (``topic``) or of the
 job's own (``topic`` null);

@@ -346,7 +346,6 @@ def make_state_function(
         lap("decode_state")
 
         input_rows = 0
-        next_offset: int | None = None
         # The next offset after this call's messages in each (topic, partition) they came from;
         # topic null: the job's own ingest topic.
         positions: dict[str, list] = {"topic": [], "partition": [], "next_offset": []}
@@ -372,8 +371,6 @@ def make_state_function(
                     positions["topic"].append(topic)
                     positions["partition"].append(partition)
                     positions["next_offset"].append(end)
-                    if tenant == OPERATOR and partition in (own, None):
-                        next_offset = end
                 routed, misrouted = split_misrouted(part, own)
                 for piece, refused in ((routed, False), (misrouted, True)):
                     if refused and not len(piece):
@@ -434,7 +431,6 @@ def make_state_function(
             else 0,
             "state_keys": result.state.num_offsets,
             "loaded_records": loaded_records,
-            "next_offset": next_offset,
             "next_expiry_ms": result.next_expiry_ms,
         }
         answers, dead_letters = _encode_answers(answered, shard)

@@ -13,7 +13,6 @@ this shape on this engine and machine avoids. The benchmark prints the job's fig
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -165,10 +164,3 @@ def summarize_batches(progress: list[dict[str, Any]], start: float, end: float) 
             name: statistics.median(p["durationMs"].get(name, 0) for p in batches) for name in parts
         },
     }
-
-
-def wait_idle(query: Any, seconds: float = 30.0) -> None:
-    """Wait until ``query`` has run at least one batch (its first one plans the sources)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and query.lastProgress is None:
-        time.sleep(0.1)
