@@ -56,6 +56,26 @@ def ingest_partition_counts(shards: int) -> tuple[int, ...]:
     return tuple(d for d in range(1, shards + 1) if shards % d == 0)
 
 
+def check_partition_counts(specs: Sequence[TopicSpec], counts: dict[str, int]) -> None:
+    """Raise TopicConfigurationError for an existing topic whose partition count its spec does not
+    accept (a shard's state would be split or misrouted); topics absent from ``counts`` pass."""
+    for spec in specs:
+        count = counts.get(spec.name)
+        if count is None or count == spec.partitions or count in spec.also_accepted:
+            continue
+        if spec.also_accepted:
+            raise TopicConfigurationError(
+                f"ingest topic {spec.name!r} has {count} partitions: an ingest topic needs "
+                f"a number of partitions that divides the {max(spec.also_accepted)} "
+                f"coordinator shards ({', '.join(map(str, spec.also_accepted))})"
+            )
+        raise TopicConfigurationError(
+            f"topic {spec.name!r} has {count} partitions, expected "
+            f"{spec.partitions}: the partition count is the coordinator shard count and "
+            "cannot change under an existing offsets state"
+        )
+
+
 def offsets_topic_spec(
     name: str, partitions: int, replication_factor: int, min_insync_replicas: int, compression: str
 ) -> TopicSpec:
@@ -176,21 +196,7 @@ class KafkaAdmin(CloseOnExit):
         (a shard's state would be split or misrouted).
         """
         counts = self.partition_counts([s.name for s in specs])
-        for spec in specs:
-            count = counts.get(spec.name)
-            if count is None or count == spec.partitions or count in spec.also_accepted:
-                continue
-            if spec.also_accepted:
-                raise TopicConfigurationError(
-                    f"ingest topic {spec.name!r} has {count} partitions: an ingest topic needs "
-                    f"a number of partitions that divides the {max(spec.also_accepted)} "
-                    f"coordinator shards ({', '.join(map(str, spec.also_accepted))})"
-                )
-            raise TopicConfigurationError(
-                f"topic {spec.name!r} has {count} partitions, expected "
-                f"{spec.partitions}: the partition count is the coordinator shard count and "
-                "cannot change under an existing offsets state"
-            )
+        check_partition_counts(specs, counts)
         missing = [s for s in specs if s.name not in counts]
         if not missing:
             return []
@@ -206,10 +212,12 @@ class KafkaAdmin(CloseOnExit):
             NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
             for s in missing
         ]
-        # Created concurrently by another instance: the count check above reruns next start.
+        # Created meanwhile by another client (or not yet in the metadata this client read): the
+        # topic that exists is checked like any existing one once its metadata is there.
         with contextlib.suppress(TopicAlreadyExistsError):
             self._admin.create_topics(new_topics, validate_only=False)
         self._wait_for_metadata([s.name for s in missing])
+        check_partition_counts(missing, self.partition_counts([s.name for s in missing]))
         for spec in missing:
             log.info(
                 "created topic %s (%d partitions, rf %d)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import random
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -123,17 +124,34 @@ def default_data_dir() -> Path:
     return runtime_dir() / "kafka"
 
 
-def free_port_block(count: int, host: str = HOST, attempts: int = 50) -> int:
+#: Where listeners' ports are drawn from: below the kernel's ephemeral range, which outbound
+#: connections take their local ports from. A port probed free inside that range can be taken by
+#: any client's connection (a Spark task's, a producer's) before the broker binds it.
+LISTENER_PORTS = range(20000, 32768)
+
+
+def ephemeral_ports() -> range:
+    """The kernel's range for outbound connections' local ports (Linux; 32768-60999 elsewhere)."""
+    with contextlib.suppress(OSError, ValueError):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return range(int(low), int(high) + 1)
+    return range(32768, 61000)
+
+
+def free_port_block(count: int, host: str = HOST, attempts: int = 200) -> int:
     """First port of ``count`` consecutive ports that are free now on ``host``.
 
-    Starts from an ephemeral port the kernel hands out, so parallel callers rarely collide; the
-    broker binds the ports moments later, and a port lost in between makes its start fail loudly.
+    Drawn at random from ``LISTENER_PORTS`` outside the ephemeral range, so that neither parallel
+    callers nor outbound connections take a port between this check and the broker's bind; a port
+    lost anyway makes its start fail loudly.
     """
-    for _ in range(attempts):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((host, 0))
-            first = probe.getsockname()[1]
-        if first + count <= 65536 and all(port_free(host, p) for p in range(first, first + count)):
+    ephemeral = ephemeral_ports()
+    starts = range(LISTENER_PORTS.start, LISTENER_PORTS.stop - count + 1)
+    outside = [p for p in starts if p + count <= ephemeral.start or p >= ephemeral.stop]
+    candidates = outside or list(starts)  # a kernel whose ephemeral range covers them all
+    # The system's generator: Hypothesis seeds the ``random`` module inside its tests.
+    for first in random.SystemRandom().sample(candidates, min(attempts, len(candidates))):
+        if all(port_free(host, p) for p in range(first, first + count)):
             return first
     raise KafkaLocalError(f"no block of {count} free ports found on {host}")
 

@@ -19,6 +19,7 @@ from connectors.kafka.local import (
     main,
     new_cluster_id,
 )
+from connectors.kafka.local.config import HOST, ephemeral_ports, port_free
 from connectors.runtime import HOME_ENV
 
 
@@ -52,6 +53,17 @@ def test_cluster_id_never_looks_like_an_option() -> None:
     # One random id in 64 would start with "-" (kafka-storage then fails: "expected one
     # argument"); 3,000 draws would see one with near certainty.
     assert not any(new_cluster_id().startswith("-") for _ in range(3000))
+
+
+def test_listener_ports_stay_out_of_the_ephemeral_range() -> None:
+    # Outbound connections take their local ports from the ephemeral range: a broker port there,
+    # free when probed, was taken by a parallel run's client before the broker bound it.
+    ephemeral = ephemeral_ports()
+    for _ in range(50):
+        first = free_port_block(6)
+        block = range(first, first + 6)
+        assert block[-1] < ephemeral.start or block[0] >= ephemeral.stop
+        assert all(port_free(HOST, p) for p in block)
 
 
 def test_a_stale_pid_file_is_not_a_running_broker(tmp_path: Path) -> None:
