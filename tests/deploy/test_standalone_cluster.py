@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka.admin import KafkaAdmin
+from connectors.kafka.local import free_port_block
 from connectors.sinks import open_sink
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
 from streaming.config import JobConfig
@@ -24,18 +24,12 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def standalone_master() -> Iterator[str]:
     env = dict(
         os.environ,
-        SPARK_MASTER_PORT=str(_free_port()),
-        SPARK_MASTER_WEBUI_PORT=str(_free_port()),
+        SPARK_MASTER_PORT=str(free_port_block(1)),
+        SPARK_MASTER_WEBUI_PORT=str(free_port_block(1)),
         SPARK_WORKER_CORES="1",
         SPARK_WORKER_MEMORY="2g",
     )

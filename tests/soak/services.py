@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -81,12 +80,6 @@ def history_retention_supported() -> bool:
         if "--history-retention-ms" not in text:
             return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -173,7 +166,7 @@ class Services:
         self._exits.callback(self.mirror.stop)
         self.mirror.start()
 
-        self.serve_port = free_port()
+        self.serve_port = free_port_block(1)
         cli = str(Path(sys.executable).parent / "consumer-offsets")
         serve = [
             cli,
