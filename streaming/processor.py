@@ -233,6 +233,12 @@ def group_commits(responses: pa.Table) -> pa.Table:
     return pa.table({"group_id": counts[0], "commits_applied": counts[1]})
 
 
+#: A call's output of up to this many rows is built row by row (``_output_by_row``): a small
+#: call's handful of rows costs ~0.3 ms that way against ~1.3 ms of fixed cost in the column
+#: build's per-part appends, schema promotion and 27 casts. Both build equal tables (tested).
+ROW_BY_ROW_UP_TO = 64
+
+
 def _output_table(
     shard: int,
     loaded: pa.Table,
@@ -245,33 +251,65 @@ def _output_table(
 ) -> pa.Table:
     """Stack loaded state, records, encoded responses and dead letters, tenants' positions,
     commits per group and the stats row into one ``OUTPUT_TABLE_SCHEMA`` table."""
-    parts = []
-    offset = 0
-    for out, table in (
-        ("loaded", loaded),
-        ("record", records),
-        ("response", answers),
-        ("dead_letter", dead_letters),
-        ("position", positions if positions is not None else pa.table({})),
-        ("group_commits", commits if commits is not None else pa.table({})),
-    ):
-        if table.num_rows:
+    parts = [
+        (out, table)
+        for out, table in (
+            ("loaded", loaded),
+            ("record", records),
+            ("response", answers),
+            ("dead_letter", dead_letters),
+            ("position", positions),
+            ("group_commits", commits),
+        )
+        if table is not None and table.num_rows
+    ]
+    if sum(table.num_rows for _, table in parts) < ROW_BY_ROW_UP_TO:
+        return _output_by_row(shard, parts, stats)
+    return _output_by_column(shard, parts, stats)
+
+
+def _output_by_row(
+    shard: int, parts: list[tuple[str, pa.Table]], stats: Mapping[str, int | None]
+) -> pa.Table:
+    """``_output_by_column`` through Python rows, for a few rows."""
+    rows: list[dict[str, Any]] = []
+    for out, table in parts:
+        for row in table.to_pylist():
             if out in ("loaded", "record"):
-                table = table.append_column("is_tombstone", pc.is_null(table["value"]))
+                row["is_tombstone"] = row["value"] is None
             if out == "loaded":
-                # Only the sink reads a loaded shard, and it needs the decoded columns: the
-                # record bytes would double what a rebuild carries to the driver.
-                table = table.drop_columns(["key", "value"])
-            table = table.append_column("out", pa.array([out] * table.num_rows, pa.string()))
-            table = table.append_column(
-                "seq", pa.array(range(offset, offset + table.num_rows), pa.int64())
-            )
-            offset += table.num_rows
-            parts.append(table)
+                del row["key"], row["value"]
+            row.update(out=out, seq=len(rows), shard=shard)
+            rows.append(row)
+    rows.append({**stats, "out": "stats", "seq": len(rows), "shard": shard})
+    batch = pa.RecordBatch.from_pylist(rows, schema=OUTPUT_TABLE_SCHEMA)
+    return pa.Table.from_batches([batch], schema=OUTPUT_TABLE_SCHEMA)
+
+
+def _output_by_column(
+    shard: int, parts: list[tuple[str, pa.Table]], stats: Mapping[str, int | None]
+) -> pa.Table:
+    """The output table built column by column (any number of rows)."""
+    tables = []
+    offset = 0
+    for out, part in parts:
+        table = part
+        if out in ("loaded", "record"):
+            table = table.append_column("is_tombstone", pc.is_null(table["value"]))
+        if out == "loaded":
+            # Only the sink reads a loaded shard, and it needs the decoded columns: the
+            # record bytes would double what a rebuild carries to the driver.
+            table = table.drop_columns(["key", "value"])
+        table = table.append_column("out", pa.array([out] * table.num_rows, pa.string()))
+        table = table.append_column(
+            "seq", pa.array(range(offset, offset + table.num_rows), pa.int64())
+        )
+        offset += table.num_rows
+        tables.append(table)
     stats_row = {"out": ["stats"], "seq": [offset]}
     stats_row.update({k: [v] for k, v in stats.items()})
-    parts.append(pa.table(stats_row))
-    combined = pa.concat_tables(parts, promote_options="permissive")
+    tables.append(pa.table(stats_row))
+    combined = pa.concat_tables(tables, promote_options="permissive")
     combined = combined.append_column("shard", pa.array([shard] * combined.num_rows, pa.int32()))
     columns = []
     for field in OUTPUT_TABLE_SCHEMA:
