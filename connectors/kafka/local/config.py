@@ -141,9 +141,9 @@ def ephemeral_ports() -> range:
 def free_port_block(count: int, host: str = HOST, attempts: int = 200) -> int:
     """First port of ``count`` consecutive ports that are free now on ``host``.
 
-    Drawn at random from ``LISTENER_PORTS`` outside the ephemeral range, so that neither parallel
-    callers nor outbound connections take a port between this check and the broker's bind; a port
-    lost anyway makes its start fail loudly.
+    Drawn at random from ``LISTENER_PORTS`` outside the ephemeral range: no outbound connection
+    takes a port between this check and the broker's bind, and parallel callers rarely draw the
+    same block; a port lost anyway makes its start fail loudly.
     """
     ephemeral = ephemeral_ports()
     starts = range(LISTENER_PORTS.start, LISTENER_PORTS.stop - count + 1)
