@@ -400,6 +400,7 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
         "stages": stage_summary(ctx.folder / "events", window_start, time.monotonic()),
         "state_function": summarize_sections(read_sections(ctx.profile_dir)),
     }
+    result["task_run_s_per_batch"] = task_run_per_batch(result["stages"], result["batches"])
     for stage in result["stages"]:
         log(f"  stage {stage}")
     log(
@@ -460,7 +461,7 @@ def phase_floor(ctx: Context) -> list[dict[str, Any]]:
             request_rate = rate / args.latency_partitions
             count = max(1, int(request_rate * args.latency_seconds))
             groups = _groups(f"floor{rate}", min(count, 1000))
-            wall_start = time.time()
+            wall_start, window_start = time.time(), time.monotonic()
             outcomes, _ = in_child(
                 paced_requests,
                 target,
@@ -482,6 +483,8 @@ def phase_floor(ctx: Context) -> list[dict[str, Any]]:
                 "ack_p99_s": percentile(acks, 99),
                 **summarize_batches(progress, wall_start, time.time()),
             }
+            stages = stage_summary(ctx.folder / "events", window_start, time.monotonic())
+            result["task_run_s_per_batch"] = task_run_per_batch(stages, result["batches"])
             log(
                 f"floor {rate:,}/s: ack p50 {result['ack_p50_s']:.3f} s "
                 f"p99 {result['ack_p99_s']:.3f} s, batch p50 {result['batch_p50_s']:.3f} s "
@@ -709,6 +712,12 @@ def driver_sections(ctx: Context, start: float, end: float) -> dict[str, float]:
         out["sink"] += event.sink_ms / 1000
         out["writer_total_before_sink"] += event.writer_ms / 1000
     return dict(out)
+
+
+def task_run_per_batch(stages: Sequence[Mapping[str, Any]], batches: int) -> float:
+    """Spark's task run time (every stage, both cores) per micro-batch with input: what a batch
+    costs the executors, comparable between the job and the floor query."""
+    return sum(stage["run_s"] for stage in stages) / batches if batches else float("nan")
 
 
 def stage_summary(event_log: Path, start: float, end: float) -> list[dict[str, Any]]:

@@ -135,6 +135,15 @@ def report(results: dict[str, Any]) -> str:
                     _verdict(ratio <= TARGETS["batch_vs_floor"]) if gated else "",
                 )
             )
+        if "task_run_s_per_batch" in lat and floor and "task_run_s_per_batch" in floor:
+            rows.append(
+                (
+                    f"Spark task time per batch at {rate:,}/s, job / floor (s)",
+                    f"{lat['task_run_s_per_batch']:.2f} / {floor['task_run_s_per_batch']:.2f}",
+                    "",
+                    "",
+                )
+            )
         for who, figures in (("job", lat), ("floor", floor or {})):
             parts = figures.get("batch_parts_p50_ms")
             if parts:
