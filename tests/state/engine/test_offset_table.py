@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from state.engine.groups import StringDict
+from state.engine.hashing import string_hash
 from state.engine.offset_rows import Rows
 from state.engine.offset_table import NEVER, OffsetTable
 
@@ -84,3 +87,38 @@ def test_dictionary_lookup_with_colliding_hashes() -> None:
     d = StringDict.build(names, np.array([5, 5, 6], np.uint64))
     query = pa.array(["b", "a", "z", "c"], pa.large_string())
     assert d.lookup(query, np.array([5, 5, 5, 6], np.uint64)).tolist() == [1, 0, -1, 2]
+
+
+names_strategy = st.lists(
+    st.sampled_from(["a", "b", "c", "d", "é", "", "grp-1", "grp-2"]), max_size=40
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(names_strategy, names_strategy, st.integers(1, 4))
+def test_dictionary_lookups_and_codes_follow_first_appearance(
+    existing: list[str], query: list[str], buckets: int
+) -> None:
+    # Queries of up to ONE_AT_A_TIME_UP_TO names take the one-at-a-time path, longer ones the
+    # Arrow kernels: both against the plain statement.
+    known = list(dict.fromkeys(existing))
+    query_array = pa.array(query, pa.large_string())
+    expected = [known.index(q) if q in known else -1 for q in query]
+
+    # Hashes squeezed into a few buckets: most lookups meet collisions.
+    def squeezed(values: list[str]) -> np.ndarray:
+        return np.array([len(v.encode()) % buckets for v in values], np.uint64)
+
+    colliding = StringDict.build(pa.array(known, pa.large_string()), squeezed(known))
+    assert colliding.lookup(query_array, squeezed(query)).tolist() == expected
+
+    d = StringDict.build(
+        pa.array(known, pa.large_string()), string_hash(pa.array(known, pa.large_string()))
+    )
+    assert d.lookup(query_array, string_hash(query_array)).tolist() == expected
+    grown, codes = d.encode(query_array)
+    order = known + [q for q in dict.fromkeys(query) if q not in known]
+    assert codes.tolist() == [order.index(q) for q in query]
+    assert grown.names.to_pylist() == order
+    everything = pa.array(order, pa.large_string())
+    assert grown.lookup(everything, string_hash(everything)).tolist() == list(range(len(order)))
