@@ -35,6 +35,7 @@ from streaming.processor import (
     ProcessorSettings,
     make_state_function,
 )
+from tests.bench.bench_e2e import read_sections
 from tests.bench.bench_shard import loaded_shard, shard_groups
 from tests.bench.load import commit_json, partitions_json
 
@@ -121,11 +122,10 @@ def main() -> None:
             blob, _ = call(i, blob)
         del os.environ[PROFILE_DIR_ENV]
         sections: dict[str, list[float]] = defaultdict(list)
-        for path in Path(profile_dir).glob("sections-*.jsonl"):
-            for line in path.read_text().splitlines():
-                for name, seconds in json.loads(line).items():
-                    if name not in ("pid", "rows", "state_keys", "state_kept"):
-                        sections[name].append(seconds * 1000)
+        for row in read_sections(Path(profile_dir)):
+            for name, seconds in row.items():
+                if name not in ("pid", "rows", "state_keys", "state_kept"):
+                    sections[name].append(seconds * 1000)
 
     per_call = statistics.median(times) * 1000
     medians = {name: statistics.median(values) for name, values in sections.items()}
