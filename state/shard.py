@@ -41,6 +41,13 @@ from state.engine.loading import (
 )
 from state.engine.misrouted import refuse_misrouted
 from state.engine.request_frame import decode_request_messages, frame_from_requests
+from state.engine.shard_log import (
+    LOG_FLOOR_BYTES,
+    encode_log_chunk,
+    replay_log_chunk,
+    replay_log_chunks_on,
+    rewrite_base,
+)
 from state.engine.shard_reads import GroupSnapshot, fetch_offsets, group_metadata, snapshot
 from state.engine.shard_state import (
     ExpireResult,
@@ -71,6 +78,7 @@ from state.formats.response_codec import encode_responses
 
 __all__ = [
     "EXTENDED_REQUEST_FRAME_SCHEMA",
+    "LOG_FLOOR_BYTES",
     "MEMBER_FRAME_SCHEMA",
     "RECORD_FRAME_SCHEMA",
     "RECORD_TYPES",
@@ -95,6 +103,7 @@ __all__ = [
     "decode_request_messages",
     "decode_state",
     "empty_shard",
+    "encode_log_chunk",
     "encode_responses",
     "encode_state",
     "encode_state_kept",
@@ -108,8 +117,11 @@ __all__ = [
     "refuse_misrouted",
     "replay",
     "replay_log",
+    "replay_log_chunk",
     "replay_log_chunks",
+    "replay_log_chunks_on",
     "replay_records",
+    "rewrite_base",
     "snapshot",
     "snapshot_records",
     "state_nbytes",

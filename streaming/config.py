@@ -41,6 +41,9 @@ DEFAULT_INGEST_PARTITIONS = 2
 #: The values of ``JobConfig.rebuild_sink_writes``.
 REBUILD_SINK_WRITERS = ("auto", "executors", "driver")
 
+#: The values of ``JobConfig.state_operator``.
+STATE_OPERATORS = ("auto", "value-states", "group-state")
+
 #: A settings dataclass ``load_settings`` builds (``JobConfig``, the mirror's config).
 Settings = TypeVar("Settings")
 
@@ -120,6 +123,13 @@ class JobConfig:
     #: the batch has loaded: for executors that cannot reach the sink, such as a SQLite file on
     #: another machine) or "auto" (executors when Spark runs in local mode, else the driver).
     rebuild_sink_writes: str = "auto"
+    #: The Spark operator that keeps the shards' state: "value-states"
+    #: (``transformWithStateInPandas`` with a base, a log and a head per shard,
+    #: ``streaming.value_states``: a batch writes what it changed to the checkpoint),
+    #: "group-state" (``applyInPandasWithState`` with one blob per shard, the operator of
+    #: checkpoints made before "value-states" existed) or "auto" (what the checkpoint holds;
+    #: "value-states" for a new one). The checkpoint fixes it.
+    state_operator: str = "auto"
     spark_master: str | None = None
     #: Teams sharing the job, each with its own ingest and responses topics and Kafka-shaped
     #: ACLs (``streaming.tenants``): ``[[tenants]]`` tables in the TOML file, or a TOML file of
@@ -158,6 +168,11 @@ class JobConfig:
             raise ValueError(
                 f"rebuild_sink_writes must be one of {', '.join(REBUILD_SINK_WRITERS)}, "
                 f"got {self.rebuild_sink_writes!r}"
+            )
+        if self.state_operator not in STATE_OPERATORS:
+            raise ValueError(
+                f"state_operator must be one of {', '.join(STATE_OPERATORS)}, "
+                f"got {self.state_operator!r}"
             )
         if self.retention_ms <= 0:
             raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")

@@ -40,6 +40,8 @@ from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
 from streaming.output import OUTPUT_SCHEMA
 from streaming.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
+from streaming.value_states import OPERATOR_NAME as VALUE_STATES_OPERATOR
+from streaming.value_states import ShardProcessor
 from streaming.writer import BatchWriter, WriterSettings
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,52 @@ def checkpoint_exists(spark: SparkSession, location: str) -> bool:
     path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/offsets")
     fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
+
+
+#: Spark's name for the group-state operator in a checkpoint's state metadata.
+GROUP_STATE_OPERATOR = "applyInPandasWithState"
+
+
+def checkpoint_operator(spark: SparkSession, location: str) -> str | None:
+    """The state operator (``JobConfig.state_operator``'s names) whose state the checkpoint at
+    ``location`` holds, from Spark's state metadata; None when it holds no state yet."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    root = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/state/0/_metadata")
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    if not fs.exists(root):
+        return None
+    files = [s.getPath() for s in fs.listStatus(root) if s.isFile()]
+    v2 = jvm.org.apache.hadoop.fs.Path(root, "v2")
+    if fs.exists(v2):
+        files += [s.getPath() for s in fs.listStatus(v2) if s.isFile()]
+    for path in files:
+        if path.getName().startswith("."):
+            continue
+        stream = fs.open(path)
+        try:
+            text = str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+        if f'"{VALUE_STATES_OPERATOR}"' in text:
+            return "value-states"
+        if f'"{GROUP_STATE_OPERATOR}"' in text:
+            return "group-state"
+    return None
+
+
+def choose_state_operator(chosen: str, held: str | None, location: str) -> str:
+    """The operator to run: ``chosen`` (``JobConfig.state_operator``) for a checkpoint that holds
+    ``held`` (None: no state yet). A checkpoint cannot change operators: Spark would refuse its
+    state, so a mismatch fails here in one line that says what to do."""
+    if chosen == "auto":
+        return held or "value-states"
+    if held is not None and held != chosen:
+        raise ValueError(
+            f"state_operator is {chosen!r} but the checkpoint at {location} holds the {held!r} "
+            f"operator's state: set state_operator to {held!r} or 'auto', or move the checkpoint "
+            f"away to rebuild the state with {chosen!r} from the offsets topic"
+        )
+    return chosen
 
 
 def _starting_offsets(
@@ -264,6 +312,8 @@ class OffsetsJob:
     writer: BatchWriter | None = None
     heartbeat: Heartbeat | None = None
     retention: HistoryRetention | None = None
+    #: The operator that keeps the state (``JobConfig.state_operator``), decided at start.
+    state_operator: str | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
     _state_partitions: int = 1
     #: Each ingest topic's partition count, read when the job starts.
@@ -374,22 +424,30 @@ class OffsetsJob:
         # reads them in as many tasks as the state has, without a shuffle. Rows of a shard stay
         # in log order within their task, and the state function orders a shard's rows by
         # ingest offset anyway.
-        output = (
-            ingest_messages(
-                reader.load().coalesce(self._state_partitions),
-                [t.ingest_topic for t in config.tenants],
-                config.partitions,
-                [t for t, count in self._ingest_layout.items() if count != config.partitions],
+        output = ingest_messages(
+            reader.load().coalesce(self._state_partitions),
+            [t.ingest_topic for t in config.tenants],
+            config.partitions,
+            [t for t, count in self._ingest_layout.items() if count != config.partitions],
+        ).groupBy("shard")
+        self.state_operator = choose_state_operator(
+            config.state_operator,
+            checkpoint_operator(self.spark, config.checkpoint_location) if resumed else None,
+            config.checkpoint_location,
+        )
+        log.info("state operator: %s", self.state_operator)
+        if self.state_operator == "value-states":
+            output = output.transformWithStateInPandas(
+                ShardProcessor(settings), OUTPUT_SCHEMA, "update", "ProcessingTime"
             )
-            .groupBy("shard")
-            .applyInPandasWithState(
+        else:
+            output = output.applyInPandasWithState(
                 make_state_function(settings),
                 OUTPUT_SCHEMA,
                 STATE_SCHEMA,
                 "update",
                 GroupStateTimeout.ProcessingTimeTimeout,
             )
-        )
         writer = (
             output.writeStream.queryName(QUERY_NAME)
             .outputMode("update")

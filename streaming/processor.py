@@ -33,7 +33,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,7 @@ from state.shard import (
     Authorizer,
     CoordinatorConfig,
     LoadedShard,
+    ShardState,
     apply_batch,
     cleanup_group_metadata,
     decode_request_messages,
@@ -320,30 +321,93 @@ def _output_by_column(
     return pa.Table.from_arrays(columns, schema=OUTPUT_TABLE_SCHEMA)
 
 
+class StoredShard(Protocol):
+    """Where a shard's state lives between calls, as one call of the state function sees it:
+    Spark's ``GroupState`` holding the blob (``GroupStateStore``), or the value-state operator's
+    base, log and head (``streaming.value_states``)."""
+
+    def batch_time_ms(self) -> int:
+        """The micro-batch's timestamp (Spark's offset log keeps it; a replay sees the same)."""
+        ...
+
+    def timed_out(self) -> bool:
+        """Whether this call is the shard's timer firing (no input rows)."""
+        ...
+
+    def read(self, shards: DecodedShards) -> ShardState | None:
+        """The stored state (kept by this worker when ``shards`` has it), or None: none yet."""
+        ...
+
+    def write(
+        self, shards: DecodedShards, shard: int, state: ShardState, records: pa.Table
+    ) -> None:
+        """Store ``state``: the state read (or none) with ``records`` replayed."""
+        ...
+
+
+@dataclass(frozen=True)
+class GroupStateStore:
+    """A shard's state as one blob in ``applyInPandasWithState``'s ``GroupState``."""
+
+    group_state: GroupState
+
+    def batch_time_ms(self) -> int:
+        return int(self.group_state.getCurrentProcessingTimeMs())
+
+    def timed_out(self) -> bool:
+        return bool(self.group_state.hasTimedOut)
+
+    def read(self, shards: DecodedShards) -> ShardState | None:
+        if not self.group_state.exists:
+            return None
+        return shards.decode(bytes(self.group_state.get[0]))
+
+    def write(
+        self, shards: DecodedShards, shard: int, state: ShardState, records: pa.Table
+    ) -> None:
+        self.group_state.update((shards.encode(state, shard),))
+
+
+ShardCall = Callable[[int, Iterator[pd.DataFrame], StoredShard], Iterator[pd.DataFrame]]
+
+
 def make_state_function(
     settings: ProcessorSettings,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """Build the function passed to ``applyInPandasWithState`` for these settings."""
-    config = settings.coordinator
+    call = make_shard_call(settings)
 
     def process(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], group_state: GroupState
     ) -> Iterator[pd.DataFrame]:
+        yield from call(int(key[0]), frames, GroupStateStore(group_state))
+
+    return process
+
+
+def make_shard_call(settings: ProcessorSettings) -> ShardCall:
+    """Build one shard call (the module's docstring) for these settings, whatever stores the
+    shard's state between calls."""
+    config = settings.coordinator
+
+    def call(
+        shard: int, frames: Iterator[pd.DataFrame], store: StoredShard
+    ) -> Iterator[pd.DataFrame]:
         profile_dir = os.environ.get(PROFILE_DIR_ENV)
         if not profile_dir:
-            yield from _process(key, frames, group_state, None)
+            yield from _process(shard, frames, store, None)
             return
         sections: dict[str, float] = {}
-        yield from _process(key, frames, group_state, sections)
+        yield from _process(shard, frames, store, sections)
         sections["pid"] = os.getpid()
         path = os.path.join(profile_dir, f"sections-{os.getpid()}.jsonl")
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(sections) + "\n")
 
     def _process(
-        key: tuple[Any, ...],
+        shard: int,
         frames: Iterator[pd.DataFrame],
-        group_state: GroupState,
+        store: StoredShard,
         sections: dict[str, float] | None,
     ) -> Iterator[pd.DataFrame]:
         clock = time.perf_counter()
@@ -355,17 +419,17 @@ def make_state_function(
                 sections[name] = sections.get(name, 0.0) + now - clock
                 clock = now
 
-        shard = int(key[0])
         # The micro-batch's timestamp, which Spark writes in its offset log when it plans the
         # batch and reads back when it replays it: expiry and request deadlines are decided
         # against it, never against the wall clock, so a replayed batch decides as it did.
-        now_ms = int(group_state.getCurrentProcessingTimeMs())
+        now_ms = store.batch_time_ms()
         loaded_records: int | None = None
         loaded = RECORD_FRAME_SCHEMA.empty_table()
         shards = decoded_shards(settings.state_cache_bytes)
-        if group_state.exists:
-            hits = shards.hits
-            shard_state = shards.decode(bytes(group_state.get[0]))
+        hits = shards.hits
+        stored = store.read(shards)
+        if stored is not None:
+            shard_state = stored
             if sections is not None:
                 sections["state_kept"] = float(shards.hits - hits)
         elif settings.load_from_offsets_topic:
@@ -390,7 +454,7 @@ def make_state_function(
         # (tenant index or OPERATOR, responses) of each apply_batch call.
         answered: list[tuple[int, pa.Table]] = []
         record_parts: list[pa.Table] = []
-        if group_state.hasTimedOut:
+        if store.timed_out():
             # Timers are no longer set (expiry follows the ticks); one a checkpoint of an
             # earlier version holds still fires once, and is a tick.
             result = cleanup_group_metadata(shard_state, now_ms, config)
@@ -441,13 +505,13 @@ def make_state_function(
             assert result is not None
         lap("apply")
 
+        records = record_parts[0] if len(record_parts) == 1 else pa.concat_tables(record_parts)
         # A call that changed nothing (no records: the state is the replay of its records)
-        # leaves the stored blob as it is: nothing to encode, nothing for the checkpoint.
-        if not (group_state.exists and result.state is called_with):
-            group_state.update((shards.encode(result.state, shard),))
+        # leaves the stored state as it is: nothing to encode, nothing for the checkpoint.
+        if not (stored is not None and result.state is called_with):
+            store.write(shards, shard, result.state, records)
         lap("encode_state")
 
-        records = record_parts[0] if len(record_parts) == 1 else pa.concat_tables(record_parts)
         responses = (
             RESPONSE_FRAME_SCHEMA.empty_table()
             if not answered
@@ -492,7 +556,7 @@ def make_state_function(
         yield pd.DataFrame({"shard": [shard], "payload": [payload]})
         lap("emit")
 
-    return process
+    return call
 
 
 def _encode_answers(answered: list[tuple[int, pa.Table]], shard: int) -> tuple[pa.Table, pa.Table]:
@@ -517,6 +581,10 @@ def _encode_answers(answered: list[tuple[int, pa.Table]], shard: int) -> tuple[p
 __all__ = [
     "RECORD_FRAME_SCHEMA",
     "STATE_SCHEMA",
+    "GroupStateStore",
     "ProcessorSettings",
+    "ShardCall",
+    "StoredShard",
+    "make_shard_call",
     "make_state_function",
 ]

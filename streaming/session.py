@@ -149,8 +149,11 @@ def spark_session(
 
 
 #: Spark warnings that a streaming query of this project logs in normal operation: a batch that
-#: takes longer than a short trigger interval, AQE being off in streaming. Logged at ERROR only.
+#: takes longer than a short trigger interval, AQE being off in streaming, and the value-state
+#: operator's state server (a shard's first read of a state not written yet, a task's end).
+#: Logged at ERROR only.
 _EXPECTED_WARNINGS = (
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
     "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
     "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",
     "org.apache.spark.sql.execution.streaming.ResolveWriteToStream",

@@ -33,6 +33,11 @@ from state.shard import ShardState, blob_stamp, decode_state, encode_state_kept,
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 
+def new_stamp() -> int:
+    """A new name for a state: 64 random bits, never 0 (0 names nothing)."""
+    return secrets.randbits(64) or 1
+
+
 class DecodedShards:
     """An LRU map from blob stamp to the decoded state, bounded in bytes of columns."""
 
@@ -55,25 +60,38 @@ class DecodedShards:
 
     def decode(self, blob: bytes) -> ShardState:
         """The state ``blob`` encodes: the kept one when its stamp names one, else decoded."""
-        stamp = blob_stamp(blob)
-        if stamp:
-            with self._lock:
-                entry = self._entries.get(stamp)
-                if entry is not None:
-                    self._entries[stamp] = (entry[0], entry[1], self._clock())
-                    self._entries.move_to_end(stamp)
-                    self.hits += 1
-                    return entry[0]
+        kept = self.kept(blob_stamp(blob))
+        if kept is not None:
+            return kept
         self.misses += 1
         return decode_state(blob)
+
+    def kept(self, stamp: int) -> ShardState | None:
+        """The state kept under ``stamp`` (a hit), or None (0 names nothing)."""
+        if not stamp:
+            return None
+        with self._lock:
+            entry = self._entries.get(stamp)
+            if entry is None:
+                return None
+            self._entries[stamp] = (entry[0], entry[1], self._clock())
+            self._entries.move_to_end(stamp)
+            self.hits += 1
+            return entry[0]
 
     def encode(self, state: ShardState, shard: int) -> bytes:
         """``state``'s blob under a new stamp, keeping ``state`` for the blob's next decode (and
         dropping what this worker kept for ``shard`` before: Spark's store holds its newest)."""
-        stamp = secrets.randbits(64) or 1
+        stamp = new_stamp()
         blob, state = encode_state_kept(state, stamp)
+        self.keep(stamp, state, shard)
+        return blob
+
+    def keep(self, stamp: int, state: ShardState, shard: int) -> None:
+        """Keep ``state`` under ``stamp`` (which must name it alone, see the module's docstring)
+        while there is room, in place of what this worker kept for ``shard`` before."""
         if not self.max_bytes:
-            return blob
+            return
         size = state_nbytes(state)
         now = self._clock()
         with self._lock:
@@ -88,7 +106,6 @@ class DecodedShards:
             if self._bytes + size <= self.max_bytes:
                 self._entries[stamp] = (state, size, now)
                 self._bytes += size
-        return blob
 
     def _drop(self, stamp: int) -> None:
         _, size, _ = self._entries.pop(stamp)

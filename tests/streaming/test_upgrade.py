@@ -96,6 +96,8 @@ def test_a_checkpoint_of_the_previous_release_resumes_with_its_state(
             tar.extractall(tmp_path, filter="data")
         job = OffsetsJob.create(config, spark)
         job.start()
+        # The release's checkpoint keeps its operator: "auto" reads which from the checkpoint.
+        assert job.state_operator == "group-state"
         try:
             produce_requests(
                 config.bootstrap_servers,
