@@ -12,7 +12,12 @@ with the batch):
 
 A call reads the head; when this Python worker kept the state the head names
 (``streaming.shard_cache``), that is the state, and neither base nor log crosses from the JVM.
-Otherwise it reads the base (checked against the head's base stamp) and replays the log. A call
+Otherwise it reads the log, whose chunks each carry the stamp of the state they lead to, and
+replays the chunks after the latest of those states this worker kept (Spark hands a shard's
+calls to either of its Python workers, so the other one usually appended a few chunks since);
+without one, it reads the base (checked against the head's base stamp) and replays the whole
+log. A stamp that names a kept state is in the log only if its chunk was committed: an
+attempt of a batch that failed leaves stamps no committed chunk carries. A call
 that changed the shard appends its records to the log, or, when the log would outgrow the
 base, writes the state as a new base and clears the log. Stamps are the shard cache's: 64
 random bits naming exactly one state, stored as signed 64-bit integers.
@@ -63,7 +68,13 @@ HEAD_SCHEMA = T.StructType(
     ]
 )
 BASE_SCHEMA = T.StructType([T.StructField("blob", T.BinaryType(), False)])
-LOG_SCHEMA = T.StructType([T.StructField("chunk", T.BinaryType(), False)])
+LOG_SCHEMA = T.StructType(
+    [
+        T.StructField("chunk", T.BinaryType(), False),
+        # The stamp of the state this chunk leads to (the head's stamp when it was appended).
+        T.StructField("stamp", T.LongType(), False),
+    ]
+)
 
 _U64 = 1 << 64
 _I64_MAX = (1 << 63) - 1
@@ -132,6 +143,34 @@ class ValueStateStore:
         kept = shards.kept(head.stamp)
         if kept is not None:
             return kept
+        log = (
+            [(bytes(chunk), _unsigned(int(stamp))) for chunk, stamp in self._log.get()]
+            if head.log_chunks
+            else []
+        )
+        if len(log) != head.log_chunks or (log and log[-1][1] != head.stamp):
+            raise StateFormatError(
+                f"corrupt shard state: the head counts {head.log_chunks} log chunks up to state "
+                f"{head.stamp:#x}, the store holds {len(log)}"
+            )
+        # The latest state of this log this worker kept (another worker appended the chunks
+        # after it), else the base: only the chunks after it are replayed.
+        start, state = 0, None
+        for at in range(len(log) - 1, -1, -1):
+            state = shards.kept(log[at][1])
+            if state is not None:
+                start = at + 1
+                break
+        if state is None:
+            state = self._read_base(shards, head)
+        state = replay_log_chunks_on(state, [chunk for chunk, _ in log[start:]])
+        shards.keep(head.stamp, state, state.shard_id)
+        return state
+
+    def _read_base(self, shards: DecodedShards, head: Head) -> ShardState:
+        kept = shards.kept(head.base_stamp)
+        if kept is not None:
+            return kept
         base = self._base.get()
         if base is None:
             raise StateFormatError("corrupt shard state: a head without a base")
@@ -141,16 +180,7 @@ class ValueStateStore:
                 f"corrupt shard state: the head names base {head.base_stamp:#x}, "
                 f"the store holds {blob_stamp(blob):#x}"
             )
-        state = shards.decode(blob)
-        chunks = [bytes(row[0]) for row in self._log.get()] if head.log_chunks else []
-        if len(chunks) != head.log_chunks:
-            raise StateFormatError(
-                f"corrupt shard state: the head counts {head.log_chunks} log chunks, "
-                f"the store holds {len(chunks)}"
-            )
-        state = replay_log_chunks_on(state, chunks)
-        shards.keep(head.stamp, state, state.shard_id)
-        return state
+        return shards.decode(blob)
 
     def write(
         self, shards: DecodedShards, shard: int, state: ShardState, records: pa.Table
@@ -170,7 +200,7 @@ class ValueStateStore:
             self._head = Head(stamp, stamp, 0, 0, len(blob))
         else:
             stamp = new_stamp()
-            self._log.appendValue((chunk,))
+            self._log.appendValue((chunk, _signed(stamp)))
             shards.keep(stamp, state, shard)
             self._head = Head(
                 stamp,

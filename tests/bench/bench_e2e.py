@@ -54,7 +54,7 @@ from confluent_kafka.admin import AdminClient
 from connectors.kafka.admin import KafkaAdmin, end_offsets, plain_topic_spec
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
-from streaming.config import JobConfig
+from streaming.config import STATE_OPERATORS, JobConfig
 from streaming.job import OffsetsJob, ensure_topics
 from streaming.processor import PROFILE_DIR_ENV
 from streaming.session import spark_session
@@ -408,7 +408,8 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
         f"sink p50 {result['sink_p50_s']:.3f} s p99 {result['sink_p99_s']:.3f} s "
         f"({len(acks)}/{count} answered); batch p50 {result['batch_p50_s']:.3f} s; checkpoint "
         f"{result['changelog_bytes_per_batch']:,.0f} B/batch for "
-        f"{result['record_bytes_per_batch']:,.0f} B of records"
+        f"{result['record_bytes_per_batch']:,.0f} B of records "
+        f"({result['state_file_bytes_per_batch']:,.0f} B/batch with snapshots)"
     )
     return result
 
@@ -417,19 +418,25 @@ def checkpoint_writes(
     ctx: Context, start: float, end: float, wall_start: float, wall_end: float
 ) -> dict[str, float]:
     """Bytes the state store wrote to the checkpoint (its changelog files written in the wall
-    window) and bytes of offset records the writer produced (the monotonic window), per batch."""
+    window; and all its files, with RocksDB's snapshots and their SST files) and bytes of offset
+    records the writer produced (the monotonic window), per batch."""
     batches = len(ctx.tap.batches(start, end)) or 1
     state_dir = Path(ctx.config.checkpoint_location) / "state"
-    changelog = sum(
-        path.stat().st_size
-        for path in state_dir.rglob("*.changelog")
-        if wall_start <= path.stat().st_mtime <= wall_end + 1
-    )
+    written = [
+        path
+        for path in state_dir.rglob("*")
+        if path.is_file()
+        and not path.name.endswith(".crc")
+        and wall_start <= path.stat().st_mtime <= wall_end + 1
+    ]
+    changelog = sum(p.stat().st_size for p in written if p.name.endswith(".changelog"))
+    every_file = sum(p.stat().st_size for p in written)
     records = sum(size for at, size in ctx.tap.record_bytes if start <= at <= end)
     return {
         "changelog_bytes_per_batch": changelog / batches,
         "record_bytes_per_batch": records / batches,
         "changelog_to_records": changelog / records if records else float("nan"),
+        "state_file_bytes_per_batch": every_file / batches,
     }
 
 
@@ -795,6 +802,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="decoded shard states each Python worker keeps (0: decode every call)",
     )
     parser.add_argument(
+        "--state-operator",
+        choices=STATE_OPERATORS,
+        default=JobConfig.state_operator,
+        help="the operator that keeps the state (JobConfig.state_operator)",
+    )
+    parser.add_argument(
         "--latency-rates",
         type=int,
         nargs="*",
@@ -848,6 +861,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         ingest_partitions=args.ingest_partitions,
         state_cache_mb=args.state_cache_mb,
+        state_operator=args.state_operator,
     )
     prefix = config.ingest_topic.removesuffix(".commits")
     results: dict[str, Any] = {

@@ -166,6 +166,15 @@ def report(results: dict[str, Any]) -> str:
                     _verdict(ratio <= TARGETS["changelog_to_records"]),
                 )
             )
+            if "state_file_bytes_per_batch" in lat:
+                rows.append(
+                    (
+                        f"checkpoint per batch at {rate:,}/s, with RocksDB snapshots (KB)",
+                        f"{lat['state_file_bytes_per_batch'] / 1024:,.0f}",
+                        "",
+                        "",
+                    )
+                )
     fetch = results.get("fetch")
     if fetch:
         rows.append(

@@ -28,8 +28,9 @@ COMMITS = 26
 
 @pytest.fixture
 def job_config(tmp_path: Path, kafka_bootstrap: str) -> JobConfig:
-    # No kept states: every call reads the head, the base and the log from the state store.
-    return new_job_config(kafka_bootstrap, tmp_path, state_cache_mb=0)
+    return new_job_config(
+        kafka_bootstrap, tmp_path, state_operator="value-states", state_cache_mb=0
+    )
 
 
 @pytest.fixture
@@ -72,9 +73,13 @@ def _heads(spark: Any, config: JobConfig) -> list[dict[str, Any]]:
     return [row["value"].asDict() for row in rows]
 
 
+# 0: every call reads the base and the whole log; 256: a worker replays only the chunks the
+# other worker appended since the state it kept (or takes its kept state as it is).
+@pytest.mark.parametrize("cache_mb", [0, 256])
 def test_a_shard_reads_back_whole_from_base_and_log_across_rewrites_and_restarts(
-    job_config: JobConfig, spark: Any, jobs: list[OffsetsJob]
+    job_config: JobConfig, spark: Any, jobs: list[OffsetsJob], cache_mb: int
 ) -> None:
+    job_config = replace(job_config, state_cache_mb=cache_mb)
     job = _start(job_config, spark, jobs)
     assert job.state_operator == "value-states"
     # One commit per micro-batch (each waits for its answer): one log chunk per call.
@@ -119,6 +124,8 @@ def test_a_checkpoint_keeps_the_operator_it_was_made_with(
     job = _start(job_config, spark, jobs)
     _send(job_config, OffsetCommitRequest("c", "g", (PartitionCommit("t", 0, 1),)))
     job.stop()
+    # "auto" too runs what the checkpoint holds, not the default for new checkpoints.
+    assert choose_state_operator("auto", "value-states", "/cp") == "value-states"
     refused = OffsetsJob.create(replace(job_config, state_operator="group-state"), spark)
     try:
         with pytest.raises(ValueError, match="holds the 'value-states' operator's state"):
@@ -131,7 +138,7 @@ def test_a_checkpoint_keeps_the_operator_it_was_made_with(
 @pytest.mark.parametrize(
     ("chosen", "held", "runs"),
     [
-        ("auto", None, "value-states"),
+        ("auto", None, "group-state"),
         ("auto", "group-state", "group-state"),
         ("auto", "value-states", "value-states"),
         ("group-state", None, "group-state"),
