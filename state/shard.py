@@ -15,6 +15,10 @@ timer it calls::
     blob = encode_state(result.state, stamp)               # stamp: names the blob (0: none)
     answers, dead_letters = encode_responses(result.responses, shard_id)
 
+A shard may also be kept as a base blob and a log of the records applied since
+(``encode_log_chunk`` of each call's records, ``replay_log_chunks_on`` the decoded base,
+``rewrite_base`` to decide when to fold the log into a new base).
+
 ``result.records`` go to the offsets topic (and the sinks) in order; ``result.next_expiry_ms`` is
 when to call again without input; ``snapshot_records(state)`` is a loaded shard as records, to
 refill a sink. Frames are Arrow tables of the ``state.formats.frames`` schemas, re-exported here.

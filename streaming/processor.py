@@ -1,4 +1,6 @@
-"""The ``applyInPandasWithState`` function: a thin adapter from Spark rows to ``state.shard`` calls.
+"""The shard call: a thin adapter from Spark rows to ``state.shard`` calls, and its
+``applyInPandasWithState`` function (``streaming.value_states`` runs the same call on
+``transformWithStateInPandas``; ``StoredShard`` is what differs: where the state lives).
 
 Spark keys the state by coordinator shard (the ingest partition, equal to the offsets-topic
 partition ``partition_for(group)``): about 50 keys per micro-batch whatever the number of groups,
