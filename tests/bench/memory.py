@@ -23,6 +23,14 @@ def status_kb(pid: int) -> tuple[int, int]:
     return values.get("VmHWM", 0), values.get("VmRSS", 0)
 
 
+def command_line(pid: int) -> bytes:
+    """A live process's command line (b"" when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = defaultdict(list)
     for entry in Path("/proc").iterdir():
@@ -62,7 +70,12 @@ class MemorySampler(threading.Thread):
         self.peaks["bench_python"] = max(self.peaks["bench_python"], status_kb(os.getpid())[0])
         rss_sum = 0
         phase = self.phase
+        jvm_command = command_line(self.jvm_pid)
         for pid in descendants(self.jvm_pid):
+            # A child the JVM is spawning (a new Python worker before its exec) still shows the
+            # JVM's command line and, sharing its pages, the JVM's resident memory: not a worker.
+            if command_line(pid) == jvm_command:
+                continue
             hwm, rss = status_kb(pid)
             self.peaks["python_worker_max"] = max(self.peaks["python_worker_max"], hwm)
             self.worker_rss_by_phase[phase] = max(self.worker_rss_by_phase.get(phase, 0), rss)
