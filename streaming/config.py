@@ -123,11 +123,12 @@ class JobConfig:
     #: the batch has loaded: for executors that cannot reach the sink, such as a SQLite file on
     #: another machine) or "auto" (executors when Spark runs in local mode, else the driver).
     rebuild_sink_writes: str = "auto"
-    #: The Spark operator that keeps the shards' state: "group-state" (``applyInPandasWithState``
-    #: with one blob per shard), "value-states" (``transformWithStateInPandas`` with a base, a
-    #: log and a head per shard, ``streaming.value_states``: a batch writes what it changed to the
-    #: checkpoint; opt-in while its Python workers' peak memory is unexplained, see the README) or
-    #: "auto" (what the checkpoint holds; "group-state" for a new one). The checkpoint fixes it.
+    #: The Spark operator that keeps the shards' state: "value-states"
+    #: (``transformWithStateInPandas`` with a base, a log and a head per shard,
+    #: ``streaming.value_states``: a batch writes what it changed to the checkpoint),
+    #: "group-state" (``applyInPandasWithState`` with one blob per shard, the operator of
+    #: checkpoints made before "value-states" existed) or "auto" (what the checkpoint holds;
+    #: "value-states" for a new one). The checkpoint fixes it.
     state_operator: str = "auto"
     spark_master: str | None = None
     #: Teams sharing the job, each with its own ingest and responses topics and Kafka-shaped

@@ -141,7 +141,7 @@ def choose_state_operator(chosen: str, held: str | None, location: str) -> str:
     ``held`` (None: no state yet). A checkpoint cannot change operators: Spark would refuse its
     state, so a mismatch fails here in one line that says what to do."""
     if chosen == "auto":
-        return held or "group-state"
+        return held or "value-states"
     if held is not None and held != chosen:
         raise ValueError(
             f"state_operator is {chosen!r} but the checkpoint at {location} holds the {held!r} "

@@ -138,7 +138,7 @@ def test_a_checkpoint_keeps_the_operator_it_was_made_with(
 @pytest.mark.parametrize(
     ("chosen", "held", "runs"),
     [
-        ("auto", None, "group-state"),
+        ("auto", None, "value-states"),
         ("auto", "group-state", "group-state"),
         ("auto", "value-states", "value-states"),
         ("group-state", None, "group-state"),
