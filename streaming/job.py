@@ -344,6 +344,13 @@ class OffsetsJob:
         covered: dict[int, int] = {}
         tenants_covered: dict[str, dict[int, int]] = {}
         resumed = checkpoint_exists(self.spark, config.checkpoint_location)
+        # Before anything is written (the sink's status, markers): a mismatch fails here.
+        self.state_operator = choose_state_operator(
+            config.state_operator,
+            checkpoint_operator(self.spark, config.checkpoint_location) if resumed else None,
+            config.checkpoint_location,
+        )
+        log.info("state operator: %s", self.state_operator)
         stored = end_offsets(config.kafka_python_options(), config.offsets_topic)
         has_log = sum(stored.values()) > 0
         status = self.sink.status()
@@ -430,12 +437,6 @@ class OffsetsJob:
             config.partitions,
             [t for t, count in self._ingest_layout.items() if count != config.partitions],
         ).groupBy("shard")
-        self.state_operator = choose_state_operator(
-            config.state_operator,
-            checkpoint_operator(self.spark, config.checkpoint_location) if resumed else None,
-            config.checkpoint_location,
-        )
-        log.info("state operator: %s", self.state_operator)
         if self.state_operator == "value-states":
             output = output.transformWithStateInPandas(
                 ShardProcessor(settings), OUTPUT_SCHEMA, "update", "ProcessingTime"

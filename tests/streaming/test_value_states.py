@@ -131,6 +131,8 @@ def test_a_checkpoint_keeps_the_operator_it_was_made_with(
         with pytest.raises(ValueError, match="holds the 'value-states' operator's state"):
             refused.start()
         assert refused.query is None
+        # Refused before writing anything: the sink still says the job stopped.
+        assert refused.sink.status().status == "STOPPED"
     finally:
         refused.sink.close()
 
