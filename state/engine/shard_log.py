@@ -49,12 +49,13 @@ def _parts(column: pa.Array | pa.ChunkedArray, n: int) -> tuple[np.ndarray, byte
     """A binary column's offsets from 0 and the bytes they index."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     array = array.cast(pa.binary())
+    if not n:
+        return np.zeros(1, "<i4"), b""
     _, offsets_buffer, data = array.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, array.offset * 4) if n else None
-    if offsets is None:
-        return np.zeros(1, np.int32), b""
+    offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, array.offset * 4)
     start, end = int(offsets[0]), int(offsets[-1])
-    payload = data.to_pybytes()[start:end] if data is not None else b""
+    # Only the bytes the column's rows index (a sliced column's buffer holds more).
+    payload = data.slice(start, end - start).to_pybytes() if data is not None else b""
     return (offsets - start).astype("<i4"), payload
 
 
