@@ -36,7 +36,7 @@ from streaming.processor import (
     make_state_function,
 )
 from tests.bench.bench_e2e import read_sections
-from tests.bench.bench_shard import loaded_shard, shard_groups
+from tests.bench.bench_shard import KEYS_PER_GROUP, loaded_shard, shard_groups
 from tests.bench.load import commit_json, partitions_json
 
 SHARD = 0
@@ -88,7 +88,8 @@ def main() -> None:
     args = parser.parse_args()
 
     config = CoordinatorConfig()
-    groups = shard_groups(50)
+    # Enough groups for --keys (each holds KEYS_PER_GROUP offsets), at least 50.
+    groups = shard_groups(max(50, -(-args.keys // KEYS_PER_GROUP)))
     blob = loaded_shard(groups, args.keys, config)
     settings = ProcessorSettings(
         coordinator=config,
