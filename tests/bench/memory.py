@@ -57,6 +57,8 @@ class MemorySampler(threading.Thread):
     def __init__(self, jvm_pid: int, interval_s: float = 0.25) -> None:
         super().__init__(daemon=True, name="memory-sampler")
         self.jvm_pid = jvm_pid
+        # A child the JVM is spawning shows this command line until its exec (``sample``).
+        self._jvm_command = command_line(jvm_pid)
         self.interval_s = interval_s
         self.peaks: dict[str, int] = {"jvm": 0, "python_worker_max": 0, "bench_python": 0}
         self.workers_rss_sum_peak = 0
@@ -70,11 +72,10 @@ class MemorySampler(threading.Thread):
         self.peaks["bench_python"] = max(self.peaks["bench_python"], status_kb(os.getpid())[0])
         rss_sum = 0
         phase = self.phase
-        jvm_command = command_line(self.jvm_pid)
         for pid in descendants(self.jvm_pid):
             # A child the JVM is spawning (a new Python worker before its exec) still shows the
             # JVM's command line and, sharing its pages, the JVM's resident memory: not a worker.
-            if command_line(pid) == jvm_command:
+            if command_line(pid) == self._jvm_command:
                 continue
             hwm, rss = status_kb(pid)
             self.peaks["python_worker_max"] = max(self.peaks["python_worker_max"], hwm)
