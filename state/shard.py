@@ -1,8 +1,10 @@
 """One coordinator shard: the single entry point of the state machine (Kafka's
 ``GroupCoordinatorShard``, offsets side).
 
-The streaming job keys its state by shard (offsets-topic partition, ``partition_for(group)``) and
-keeps each shard between micro-batches as an opaque blob. For each shard with input or a due
+The streaming job keys its state by shard (``CoordinatorConfig.state_shard_for(group)``: the
+offsets-topic partition, or that modulo ``state_shards`` when a shard holds several partitions;
+``record_partitions`` then gives each record's partition) and keeps each shard between
+micro-batches as an opaque blob. For each shard with input or a due
 timer it calls::
 
     state = decode_state(blob)                            # or, for a shard seen the first time:
@@ -39,6 +41,7 @@ from state.engine.loading import (
     LoadedShard,
     positioned_record_frame_of,
     record_frame_of,
+    record_partitions,
     replay_log,
     replay_log_chunks,
     snapshot_records,
@@ -118,6 +121,7 @@ __all__ = [
     "next_expiry_ms",
     "positioned_record_frame_of",
     "record_frame_of",
+    "record_partitions",
     "refuse_misrouted",
     "replay",
     "replay_log",

@@ -100,8 +100,13 @@ class JobConfig:
     trigger_interval: str = "100 milliseconds"
     max_offsets_per_trigger: int | None = None
     #: Spark partitions of the shard state (tasks per micro-batch), fixed when the checkpoint is
-    #: created; default: the cluster's cores, at most ``partitions``.
+    #: created; default: the cluster's cores, at most the state shards.
     state_partitions: int | None = None
+    #: States that hold the offsets-topic partitions, each ``partitions / state_shards`` of
+    #: them (``CoordinatorConfig.state_shards``): a divisor of ``partitions`` and a multiple of
+    #: every ingest topic's partition count, fixed when the checkpoint is created. Default: the
+    #: fewest such counts of at least 5 per state partition (``streaming.job.choose_state_shards``).
+    state_shards: int | None = None
     #: MB of decoded shard states each Python worker keeps between micro-batches, so that a
     #: shard's next call skips decoding its blob (``streaming.shard_cache``); 0 turns it off.
     state_cache_mb: int = 256
@@ -153,6 +158,12 @@ class JobConfig:
             raise ValueError(
                 f"ingest_partitions must divide partitions ({self.partitions}), "
                 f"got {self.ingest_partitions}"
+            )
+        if self.state_shards is not None and (
+            self.state_shards < 1 or self.partitions % self.state_shards
+        ):
+            raise ValueError(
+                f"state_shards must divide partitions ({self.partitions}), got {self.state_shards}"
             )
         if self.state_partitions is not None and self.state_partitions < 1:
             raise ValueError(f"state_partitions must be >= 1, got {self.state_partitions}")

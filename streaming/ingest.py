@@ -77,17 +77,18 @@ def ingest_messages(
     shards: int | None = None,
     keyed_topics: Sequence[str] = (),
 ) -> DataFrame:
-    """The Kafka source's rows as the state function takes them: ``shard`` (the coordinator
-    shard), ``ingest_partition``, ``ingest_offset``, ``timestamp_ms`` and ``value`` (the message
-    bytes, possibly null).
+    """The Kafka source's rows as the state function takes them: ``shard`` (the state shard,
+    ``CoordinatorConfig.state_shard_for`` of the group, of ``shards``), ``ingest_partition``,
+    ``ingest_offset``, ``timestamp_ms`` and ``value`` (the message bytes, possibly null).
 
-    On an ingest topic of one partition per shard the shard is the partition. On one of fewer
-    partitions (``keyed_topics``, their count a divisor of ``shards``) it is
+    On an ingest topic of one partition per state shard the shard is the partition. On one of
+    fewer partitions (``keyed_topics``, their count a divisor of ``shards``) it is
     ``partition_for(key, shards)`` of the message key, the group id (the partition of a message
     without a key): a group's requests are on partition ``partition_for(group, count)``, which
     is its shard modulo the count, so each shard's requests come from one partition, in order.
     The state function answers a message that is not on its shard's partition, or whose group
-    is not its shard's, NOT_COORDINATOR.
+    is not its shard's, NOT_COORDINATOR. (``shards`` divides the offsets topic's partitions, so
+    ``partition_for(key, shards)`` is the key's partition of that topic modulo ``shards``.)
 
     ``timestamp_ms`` is the message's timestamp, which for the ingest topic the job creates
     (``message.timestamp.type=LogAppendTime``) is the broker's append time: the commit timestamp,

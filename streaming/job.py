@@ -11,6 +11,7 @@ Start-up follows Kafka's coordinator:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -40,6 +41,11 @@ from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
 from streaming.output import OUTPUT_SCHEMA
 from streaming.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
+from streaming.state_shards import (
+    checkpoint_state_shards,
+    choose_state_shards,
+    record_state_shards,
+)
 from streaming.value_states import OPERATOR_NAME as VALUE_STATES_OPERATOR
 from streaming.value_states import ShardProcessor
 from streaming.writer import BatchWriter, WriterSettings
@@ -198,17 +204,18 @@ def _write_markers(
     config: JobConfig,
     marker: bytes,
     ingest_partitions: int,
+    shards: int,
     producer: KafkaProducer | None = None,
 ) -> None:
-    """Write ``marker`` once per shard (acks=all) to the job's ingest topic of
-    ``ingest_partitions`` partitions, where that shard reads it, so every shard is called."""
+    """Write ``marker`` once per state shard (of ``shards``; acks=all) to the job's ingest topic
+    of ``ingest_partitions`` partitions, where that shard reads it, so every shard is called."""
     own = producer is None
     producer = producer or KafkaProducer(acks="all", **config.kafka_python_options())
     try:
-        for shard in range(config.partitions):
+        for shard in range(shards):
             producer.send(
                 config.ingest_topic,
-                key=marker_key(shard, config.partitions),
+                key=marker_key(shard, shards),
                 value=marker,
                 partition=shard % ingest_partitions,
             )
@@ -218,11 +225,12 @@ def _write_markers(
             producer.close()
 
 
-def state_partitions(config: JobConfig, spark: SparkSession) -> int:
+def state_partitions(config: JobConfig, spark: SparkSession, shards: int | None = None) -> int:
     """Spark partitions of the shard state: ``config.state_partitions``, else the cluster's
-    cores (``defaultParallelism``); never more than the shards (more would sit empty)."""
+    cores (``defaultParallelism``); never more than the state ``shards`` (more would sit
+    empty; default: ``config.partitions``)."""
     wanted = config.state_partitions or spark.sparkContext.defaultParallelism
-    return max(1, min(int(wanted), config.partitions))
+    return max(1, min(int(wanted), shards or config.partitions))
 
 
 def _start_query(spark: SparkSession, writer: DataStreamWriter, partitions: int) -> StreamingQuery:
@@ -316,6 +324,8 @@ class OffsetsJob:
     state_operator: str | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
     _state_partitions: int = 1
+    #: States holding the offsets-topic partitions (``streaming.state_shards``), set by start.
+    state_shards: int = 0
     #: Each ingest topic's partition count, read when the job starts.
     _ingest_layout: dict[str, int] = field(default_factory=dict)
 
@@ -351,6 +361,21 @@ class OffsetsJob:
             config.checkpoint_location,
         )
         log.info("state operator: %s", self.state_operator)
+        self.state_shards = choose_state_shards(
+            config.partitions,
+            self._ingest_layout,
+            config.state_shards,
+            checkpoint_state_shards(self.spark, config.checkpoint_location) if resumed else None,
+            resumed,
+            state_partitions(config, self.spark),
+        )
+        if not resumed:
+            record_state_shards(self.spark, config.checkpoint_location, self.state_shards)
+        log.info(
+            "state shards: %d, each holding %d offsets-topic partitions",
+            self.state_shards,
+            config.partitions // self.state_shards,
+        )
         stored = end_offsets(config.kafka_python_options(), config.offsets_topic)
         has_log = sum(stored.values()) > 0
         status = self.sink.status()
@@ -361,7 +386,7 @@ class OffsetsJob:
             tenants_covered = dict(status.tenant_offsets)
             loading = True
             self.sink.set_status("LOADING", "resuming the rebuild from the offsets topic")
-            _write_markers(config, LOAD_MARKER, own_partitions)
+            _write_markers(config, LOAD_MARKER, own_partitions, self.state_shards)
         elif resumed:
             covered = dict(status.ingest_offsets)
             tenants_covered = dict(status.tenant_offsets)
@@ -377,12 +402,12 @@ class OffsetsJob:
             # A new checkpoint restarts batch ids and state: the sink view starts over with it.
             if loading:
                 self.sink.reset("LOADING", "rebuilding state from the offsets topic")
-                _write_markers(config, LOAD_MARKER, own_partitions)
+                _write_markers(config, LOAD_MARKER, own_partitions, self.state_shards)
             else:
                 self.sink.reset("ACTIVE", "new state")
 
         settings = ProcessorSettings(
-            coordinator=config.coordinator,
+            coordinator=dataclasses.replace(config.coordinator, state_shards=self.state_shards),
             offsets_topic=config.offsets_topic,
             bootstrap_servers=config.bootstrap_servers,
             kafka_options=config.kafka_options,
@@ -414,10 +439,10 @@ class OffsetsJob:
             self.sink,
             ingest_offsets=covered,
             tenant_offsets=tenants_covered,
-            loading_shards=set(range(config.partitions)) if loading else set(),
+            loading_shards=set(range(self.state_shards)) if loading else set(),
         )
 
-        self._state_partitions = state_partitions(config, self.spark)
+        self._state_partitions = state_partitions(config, self.spark, self.state_shards)
         reader = self.spark.readStream.format("kafka")
         for key, value in (SOURCE_CONSUMER_DEFAULTS | config.spark_kafka_options()).items():
             reader = reader.option(key, value)
@@ -434,8 +459,8 @@ class OffsetsJob:
         output = ingest_messages(
             reader.load().coalesce(self._state_partitions),
             [t.ingest_topic for t in config.tenants],
-            config.partitions,
-            [t for t, count in self._ingest_layout.items() if count != config.partitions],
+            self.state_shards,
+            [t for t, count in self._ingest_layout.items() if count != self.state_shards],
         ).groupBy("shard")
         if self.state_operator == "value-states":
             output = output.transformWithStateInPandas(
@@ -503,6 +528,7 @@ class OffsetsJob:
                             self.config,
                             EXPIRY_TICK,
                             self._ingest_layout[self.config.ingest_topic],
+                            self.state_shards,
                             producer,
                         )
                     except Exception as error:  # keep ticking: the next tick covers this one

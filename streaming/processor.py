@@ -2,9 +2,12 @@
 ``applyInPandasWithState`` function (``streaming.value_states`` runs the same call on
 ``transformWithStateInPandas``; ``StoredShard`` is what differs: where the state lives).
 
-Spark keys the state by coordinator shard (the ingest partition, equal to the offsets-topic
-partition ``partition_for(group)``): about 50 keys per micro-batch whatever the number of groups,
+Spark keys the state by shard (``CoordinatorConfig.state_shard_for``: the offsets-topic partition
+``partition_for(group)``, or that modulo ``state_shards`` when a shard holds several partitions,
+``streaming.state_shards``): at most that many keys per micro-batch whatever the number of groups,
 which is what makes the Python state affordable (see the operator measurements in the README).
+A shard of several partitions rebuilds from each of them, and gives each record its group's
+partition (``record_partitions``) for the writer.
 
 Calling contract (PySpark's, restated): the function is invoked first once for every shard that
 has input rows in the micro-batch (``state.hasTimedOut`` False, rows in ``frames``), then once for
@@ -29,6 +32,7 @@ Each call is messages -> ``state.shard`` calls -> one output row:
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -58,6 +62,7 @@ from state.shard import (
     decode_request_messages,
     empty_shard,
     encode_responses,
+    record_partitions,
     refuse_misrouted,
     replay_log_chunks,
     snapshot_records,
@@ -125,7 +130,7 @@ def decoded_shards(max_bytes: int) -> DecodedShards:
 
 
 def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
-    """Rebuild a shard by replaying its offsets-topic partition; returns (state, records read)."""
+    """Rebuild a shard by replaying its offsets-topic partitions; returns (state, records read)."""
     from connectors.kafka.offsets_log import read_partition_chunks
 
     def skip(error: Exception) -> None:
@@ -133,8 +138,12 @@ def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
         # skips what it does not understand. Log it with its position-free description.
         log.warning("shard %d: skipping unreadable offsets record: %s", shard, error)
 
-    chunks = read_partition_chunks(
-        settings.bootstrap_servers, settings.kafka_options, settings.offsets_topic, shard
+    # Partitions hold disjoint groups: replaying one after another is replaying each.
+    chunks = itertools.chain.from_iterable(
+        read_partition_chunks(
+            settings.bootstrap_servers, settings.kafka_options, settings.offsets_topic, partition
+        )
+        for partition in settings.coordinator.partitions_of(shard)
     )
     return replay_log_chunks(shard, chunks, on_unreadable=skip)
 
@@ -251,9 +260,12 @@ def _output_table(
     stats: Mapping[str, int | None],
     positions: pa.Table | None = None,
     commits: pa.Table | None = None,
+    record_shards: pa.Array | None = None,
 ) -> pa.Table:
     """Stack loaded state, records, encoded responses and dead letters, tenants' positions,
-    commits per group and the stats row into one ``OUTPUT_TABLE_SCHEMA`` table."""
+    commits per group and the stats row into one ``OUTPUT_TABLE_SCHEMA`` table. Every row's
+    ``shard`` is ``shard`` but a record's, which is its offsets-topic partition
+    (``record_shards``; None: ``shard``)."""
     parts = [
         (out, table)
         for out, table in (
@@ -267,22 +279,30 @@ def _output_table(
         if table is not None and table.num_rows
     ]
     if sum(table.num_rows for _, table in parts) < ROW_BY_ROW_UP_TO:
-        return _output_by_row(shard, parts, stats)
-    return _output_by_column(shard, parts, stats)
+        return _output_by_row(shard, parts, stats, record_shards)
+    return _output_by_column(shard, parts, stats, record_shards)
 
 
 def _output_by_row(
-    shard: int, parts: list[tuple[str, pa.Table]], stats: Mapping[str, int | None]
+    shard: int,
+    parts: list[tuple[str, pa.Table]],
+    stats: Mapping[str, int | None],
+    record_shards: pa.Array | None = None,
 ) -> pa.Table:
     """``_output_by_column`` through Python rows, for a few rows."""
     rows: list[dict[str, Any]] = []
     for out, table in parts:
-        for row in table.to_pylist():
+        shards = (
+            record_shards.to_pylist()
+            if out == "record" and record_shards is not None
+            else [shard] * table.num_rows
+        )
+        for row, row_shard in zip(table.to_pylist(), shards, strict=True):
             if out in ("loaded", "record"):
                 row["is_tombstone"] = row["value"] is None
             if out == "loaded":
                 del row["key"], row["value"]
-            row.update(out=out, seq=len(rows), shard=shard)
+            row.update(out=out, seq=len(rows), shard=row_shard)
             rows.append(row)
     rows.append({**stats, "out": "stats", "seq": len(rows), "shard": shard})
     batch = pa.RecordBatch.from_pylist(rows, schema=OUTPUT_TABLE_SCHEMA)
@@ -290,12 +310,21 @@ def _output_by_row(
 
 
 def _output_by_column(
-    shard: int, parts: list[tuple[str, pa.Table]], stats: Mapping[str, int | None]
+    shard: int,
+    parts: list[tuple[str, pa.Table]],
+    stats: Mapping[str, int | None],
+    record_shards: pa.Array | None = None,
 ) -> pa.Table:
     """The output table built column by column (any number of rows)."""
     tables = []
+    shards = []
     offset = 0
     for out, part in parts:
+        shards.append(
+            record_shards.cast(pa.int32())
+            if out == "record" and record_shards is not None
+            else pa.array(np.full(part.num_rows, shard, dtype=np.int32))
+        )
         table = part
         if out in ("loaded", "record"):
             table = table.append_column("is_tombstone", pc.is_null(table["value"]))
@@ -313,7 +342,8 @@ def _output_by_column(
     stats_row.update({k: [v] for k, v in stats.items()})
     tables.append(pa.table(stats_row))
     combined = pa.concat_tables(tables, promote_options="permissive")
-    combined = combined.append_column("shard", pa.array([shard] * combined.num_rows, pa.int32()))
+    shards.append(pa.array([shard], pa.int32()))
+    combined = combined.append_column("shard", pa.chunked_array(shards, pa.int32()))
     columns = []
     for field in OUTPUT_TABLE_SCHEMA:
         if field.name in combined.column_names:
@@ -549,6 +579,7 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
                 stats,
                 pa.table(positions),
                 group_commits(responses),
+                record_partitions(records, config),
             )
         )
         lap("output_table")

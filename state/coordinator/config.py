@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from state.coordinator.partitioner import partition_for
+
 #: ``offsets.retention.minutes`` default (10080 = 7 days) in milliseconds.
 DEFAULT_OFFSETS_RETENTION_MS = 10080 * 60 * 1000
 
@@ -23,6 +25,11 @@ class CoordinatorConfig:
     - ``offsets_topic_partitions``: ``offsets.topic.num.partitions``; a group lives on shard
       ``partition_for(group, offsets_topic_partitions)``. Like Kafka, changing it after groups exist
       moves groups to other shards, which this code does not support.
+    - ``state_shards``: how many states hold the partitions (a divisor of
+      ``offsets_topic_partitions``; None: one per partition). State ``k`` holds the groups of
+      every partition ``p`` with ``p % state_shards == k``, as a broker leads several partitions
+      of ``__consumer_offsets``: ``state_shard_for(group)`` (fewer, larger states cost fewer
+      calls per micro-batch).
     - ``offsets_retention_ms``: ``offsets.retention.minutes`` in ms; how long an offset without an
       explicit expire timestamp outlives its base timestamp once its group is empty.
     - ``offset_metadata_max_bytes``: ``offset.metadata.max.bytes``; longer commit metadata (counted
@@ -36,6 +43,7 @@ class CoordinatorConfig:
     offsets_retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS
     offset_metadata_max_bytes: int = 4096
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    state_shards: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -52,6 +60,16 @@ class CoordinatorConfig:
             raise ValueError(
                 f"offsets_topic_partitions must be >= 1, got {self.offsets_topic_partitions}"
             )
+        if self.state_shards is not None and (
+            not isinstance(self.state_shards, int)
+            or isinstance(self.state_shards, bool)
+            or self.state_shards < 1
+            or self.offsets_topic_partitions % self.state_shards
+        ):
+            raise ValueError(
+                f"state_shards must divide offsets_topic_partitions "
+                f"({self.offsets_topic_partitions}), got {self.state_shards!r}"
+            )
         if self.offsets_retention_ms < 1:
             raise ValueError(f"offsets_retention_ms must be >= 1, got {self.offsets_retention_ms}")
         if self.request_timeout_ms < 0:
@@ -63,3 +81,17 @@ class CoordinatorConfig:
                 f"offset_metadata_max_bytes must be in 0..{MAX_OFFSET_METADATA_MAX_BYTES}, "
                 f"got {self.offset_metadata_max_bytes}"
             )
+
+    @property
+    def shard_count(self) -> int:
+        """How many states hold the offsets-topic partitions (``state_shards``)."""
+        return self.state_shards or self.offsets_topic_partitions
+
+    def state_shard_for(self, group_id: str) -> int:
+        """The state that holds ``group_id``: its offsets-topic partition modulo
+        ``shard_count`` (the partition itself with one state per partition)."""
+        return partition_for(group_id, self.offsets_topic_partitions) % self.shard_count
+
+    def partitions_of(self, shard: int) -> range:
+        """The offsets-topic partitions whose groups the state ``shard`` holds."""
+        return range(shard, self.offsets_topic_partitions, self.shard_count)

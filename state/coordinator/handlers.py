@@ -21,7 +21,6 @@ from state.coordinator.model import (
     Record,
     TopicPartition,
 )
-from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import (
     DeleteGroupsRequest,
     GroupMetadataRequest,
@@ -118,7 +117,7 @@ def _group_id_error(
     if not is_valid_group_id(group_id, empty_allowed=empty_allowed):
         return ErrorCode.INVALID_GROUP_ID
     assert group_id is not None
-    if partition_for(group_id, config.offsets_topic_partitions) != shard_id:
+    if config.state_shard_for(group_id) != shard_id:
         return ErrorCode.NOT_COORDINATOR
     return ErrorCode.NONE
 

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.model import GroupMetadataKey, Record, UnknownKey
+from state.coordinator.partitioner import partition_for
 from state.engine.offset_table import NO_EXPIRE
 from state.engine.record_frame import offset_records, records_table
 from state.engine.shard_state import ShardState, empty_shard, replay_records
@@ -183,3 +184,16 @@ def snapshot_records(state: ShardState) -> pa.Table:
         ],
     )
     return table.take(index)
+
+
+def record_partitions(records: pa.Table, config: CoordinatorConfig) -> pa.Array | None:
+    """The offsets-topic partition of each record (its group's ``partition_for``); None when
+    a state holds one partition (the shard is the partition)."""
+    if config.shard_count == config.offsets_topic_partitions:
+        return None
+    groups = records["group_id"].combine_chunks().dictionary_encode()
+    partitions = [
+        partition_for(group, config.offsets_topic_partitions)
+        for group in groups.dictionary.to_pylist()
+    ]
+    return pa.array(partitions, pa.int32()).take(groups.indices)

@@ -63,6 +63,11 @@ def start_job(spark: Any) -> Iterator[JobFactory]:
         job.sink.close()
 
 
+#: One state per offsets-topic partition (the default with 4 partitions on a few cores), and
+#: two states of two partitions each (``JobConfig.state_shards``).
+STATE_SHARDS = pytest.mark.parametrize("state_shards", [None, 2])
+
+
 def commit(
     request_id: str, group: str, *parts: tuple[str, int, int], **kw: Any
 ) -> OffsetCommitRequest:
@@ -85,9 +90,11 @@ def wait_for_responses(config: JobConfig, request_ids: set[str]) -> dict[str, di
     )
 
 
+@STATE_SHARDS
 def test_commits_with_rewinds_land_as_latest_in_sink_and_offsets_topic(
-    job_config: JobConfig, start_job: JobFactory
+    job_config: JobConfig, start_job: JobFactory, state_shards: int | None
 ) -> None:
+    job_config = replace(job_config, state_shards=state_shards)
     start_job(job_config)
     requests = [
         commit("r1", "payments", ("orders", 0, 10), ("orders", 1, 20)),
@@ -234,21 +241,25 @@ def answer_codes(response: dict[str, Any]) -> set[int]:
     return codes or {response["errorCode"]}
 
 
+@STATE_SHARDS
 def test_requests_off_their_groups_partition_are_answered_not_coordinator(
-    job_config: JobConfig, start_job: JobFactory
+    job_config: JobConfig, start_job: JobFactory, state_shards: int | None
 ) -> None:
     """4 shards read from 2 ingest partitions, each shard keyed by the message key (the group
     id): a request on another partition than ``partition_for(group, 2)``, or keyed by another
     group than its own, is answered NOT_COORDINATOR and changes nothing."""
+    job_config = replace(job_config, state_shards=state_shards)
     ingest = job_config.ingest_topic_partitions
     assert ingest == 2 < job_config.partitions
     start_job(job_config)
     group = "payments"
     shards = job_config.partitions
+    # Another group's key, on another ingest partition too: with as many states as ingest
+    # partitions a state reads one partition, whatever the keys.
     other = next(
         f"k{i}"
         for i in range(100)
-        if partition_for(f"k{i}", shards) != partition_for(group, shards)
+        if partition_for(f"k{i}", shards) % ingest != partition_for(group, shards) % ingest
     )
     producer = KafkaProducer(bootstrap_servers=job_config.bootstrap_servers, acks="all")
     try:
@@ -292,9 +303,11 @@ def test_an_existing_ingest_topic_of_one_partition_per_shard_keeps_working(
         assert sink_offsets(job_config, f"group-{g}") == {("t", 0): g}
 
 
+@STATE_SHARDS
 def test_restart_from_checkpoint_loses_nothing(
-    job_config: JobConfig, start_job: JobFactory
+    job_config: JobConfig, start_job: JobFactory, state_shards: int | None
 ) -> None:
+    job_config = replace(job_config, state_shards=state_shards)
     first = start_job(job_config)
     produce_requests(
         job_config.bootstrap_servers, job_config.ingest_topic, [commit("a", "g", ("t", 0, 1))]
@@ -360,6 +373,59 @@ def test_lost_checkpoint_rebuilds_state_from_the_offsets_topic(
     assert responses["del"]["errorCode"] == 0
     wait_for(lambda: sink_offsets(job_config, "h"), lambda got: got == {})
     assert sink_offsets(job_config, "g") == {("t", 0): 4, ("t", 1): 2}
+
+
+def test_a_checkpoint_keeps_its_state_shards_and_a_rebuild_reads_every_partition(
+    job_config: JobConfig, start_job: JobFactory
+) -> None:
+    """Two states of two partitions each: the checkpoint records it, a restart keeps it (and
+    refuses another count), and a rebuild from the offsets topic, into two states or four,
+    finds every group in the partition Kafka would use."""
+    groups = [f"group-{g}" for g in range(12)]
+    assert {partition_for(g, job_config.partitions) for g in groups} == set(range(4))
+    two = replace(job_config, state_shards=2)
+    first = start_job(two)
+    produce_requests(
+        two.bootstrap_servers,
+        two.ingest_topic,
+        [commit(f"r{i}", g, ("t", 0, i)) for i, g in enumerate(groups)],
+    )
+    wait_for_responses(two, {f"r{i}" for i in range(len(groups))})
+    first.stop()
+    first.sink.close()
+    records = read_offsets_topic(two.bootstrap_servers, two.offsets_topic)
+    assert all(p == partition_for(r.key.group, 4) for p, r in records)
+
+    with pytest.raises(
+        ValueError, match="state_shards is 4 but the checkpoint's state is held in 2"
+    ):
+        start_job(replace(job_config, state_shards=4))
+    resumed = start_job(job_config)
+    assert resumed.state_shards == 2
+    resumed.stop()
+    resumed.sink.close()
+
+    committed = {g: i for i, g in enumerate(groups)}
+    for state_shards in (2, 4):
+        shutil.rmtree(job_config.checkpoint_location)
+        rebuilt = start_job(replace(job_config, state_shards=state_shards))
+        assert rebuilt.state_shards == state_shards
+        wait_for(lambda job=rebuilt: job.sink.status().status, lambda s: s == "ACTIVE")
+        for group, offset in committed.items():
+            assert sink_offsets(job_config, group) == {("t", 0): offset}
+        # The state was rebuilt, not just the sink: a delete of a rebuilt group succeeds.
+        deleted = groups[state_shards]
+        produce_requests(
+            job_config.bootstrap_servers,
+            job_config.ingest_topic,
+            [DeleteGroupsRequest(f"del-{state_shards}", deleted)],
+        )
+        responses = wait_for_responses(job_config, {f"del-{state_shards}"})
+        assert responses[f"del-{state_shards}"]["errorCode"] == 0
+        wait_for(lambda g=deleted: sink_offsets(job_config, g), lambda got: got == {})
+        rebuilt.stop()
+        rebuilt.sink.close()
+        del committed[deleted]
 
 
 def test_postgres_sink_receives_the_same_offsets(

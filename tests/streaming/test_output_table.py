@@ -124,3 +124,18 @@ def test_the_call_size_picks_the_build() -> None:
             tables["group_commits"],
         )
         assert built.equals(_output_by_column(SHARD, parts, stats))
+
+
+@pytest.mark.parametrize("commits", [2, 80])
+def test_records_of_a_state_of_several_partitions_carry_their_partition(commits: int) -> None:
+    """A record's ``shard`` is its offsets-topic partition (the writer's), every other row's
+    the call's shard; both builds agree."""
+    parts, stats = call_output(commits)
+    records = dict(parts)["record"]
+    partitions = pa.array([SHARD + 10 * (i % 3) for i in range(records.num_rows)], pa.int32())
+    by_row = _output_by_row(SHARD, parts, stats, partitions)
+    assert by_row.equals(_output_by_column(SHARD, parts, stats, partitions))
+    is_record = pa.compute.equal(by_row["out"], "record")
+    assert by_row.filter(is_record)["shard"].to_pylist() == partitions.to_pylist()
+    others = by_row.filter(pa.compute.invert(is_record))["shard"].to_pylist()
+    assert others == [SHARD] * (by_row.num_rows - records.num_rows)

@@ -1,7 +1,8 @@
 """Step 2 of ``apply_batch``: route rows to their group, and each group to a path.
 
 A row's group id must be valid (INVALID_GROUP_ID otherwise) and belong to this shard
-(NOT_COORDINATOR otherwise: the producer keyed the message wrongly). Groups left are numbered
+(``CoordinatorConfig.state_shard_for``; NOT_COORDINATOR otherwise: the producer keyed the message
+wrongly). Groups left are numbered
 within the batch ("local" group indexes) and split between the fast path (commits only, no
 members) and the exact path (everything else).
 """
@@ -16,7 +17,6 @@ import pyarrow.compute as pc
 
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.errors import ErrorCode
-from state.coordinator.partitioner import partition_for
 from state.coordinator.rules import MAX_RECORD_STRING_BYTES
 from state.engine.apply.accumulators import Answers
 from state.engine.apply.batch import DELETE_GROUPS, OFFSET_COMMIT, Batch
@@ -74,9 +74,7 @@ def route(
     # Groups in the shard's dictionary were routed here when they were added.
     routed_unique = unique_codes >= 0
     for i in np.flatnonzero(~routed_unique).tolist():
-        routed_unique[i] = (
-            partition_for(unique_names[i], config.offsets_topic_partitions) == state.shard_id
-        )
+        routed_unique[i] = config.state_shard_for(unique_names[i]) == state.shard_id
     routed = np.zeros(n, dtype=bool)
     routed[cand_idx] = routed_unique[local] if cand_idx.size else False
     # An invalid group id is never routed: it gets INVALID_GROUP_ID, not NOT_COORDINATOR.

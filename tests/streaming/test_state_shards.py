@@ -1,0 +1,70 @@
+"""How many states hold the offsets-topic partitions: the checkpoint's, the configured, or the
+default that follows the state's Spark partitions; refusals say what to do."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.config import JobConfig
+from streaming.state_shards import choose_state_shards
+
+INGEST_2 = {"ingest": 2}
+
+
+@pytest.mark.parametrize(
+    ("partitions", "ingest", "state_partitions", "expected"),
+    [
+        # 2 cores, Kafka's 50 partitions, the default ingest topic of 2: 10 states of 5.
+        (50, INGEST_2, 2, 10),
+        # More cores: the fewest valid counts of at least 5 per Spark partition.
+        (50, INGEST_2, 4, 50),
+        (50, INGEST_2, 1, 10),
+        (60, INGEST_2, 3, 20),
+        (4, INGEST_2, 2, 4),
+        # An ingest topic of one partition per offsets-topic partition: one state each.
+        (50, {"ingest": 50}, 2, 50),
+        # Tenants' topics of other counts: a multiple of each.
+        (60, {"ingest": 2, "team-a": 3}, 1, 6),
+        (60, {"ingest": 2, "team-a": 3}, 2, 12),
+    ],
+)
+def test_default_follows_the_state_partitions(
+    partitions: int, ingest: dict[str, int], state_partitions: int, expected: int
+) -> None:
+    assert choose_state_shards(partitions, ingest, None, None, False, state_partitions) == expected
+
+
+def test_a_checkpoint_keeps_what_it_records_and_an_old_one_holds_one_state_per_partition() -> None:
+    assert choose_state_shards(50, INGEST_2, None, 10, True, 8) == 10
+    assert choose_state_shards(50, INGEST_2, 10, 10, True, 8) == 10
+    assert choose_state_shards(50, INGEST_2, None, None, True, 2) == 50
+    assert choose_state_shards(50, INGEST_2, 50, None, True, 2) == 50
+
+
+def test_another_count_than_the_checkpoints_is_refused_saying_what_to_do() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"state_shards is 10 but the checkpoint's state is held "
+        r"in 50 state shards: unset state_shards or set it to 50",
+    ):
+        choose_state_shards(50, INGEST_2, 10, None, True, 2)
+    with pytest.raises(ValueError, match=r"state_shards is 25 but .* held in 10"):
+        choose_state_shards(50, INGEST_2, 25, 10, True, 2)
+
+
+@pytest.mark.parametrize(("wanted", "ingest"), [(5, INGEST_2), (25, INGEST_2), (10, {"i": 50})])
+def test_a_count_the_ingest_topics_cannot_feed_is_refused(
+    wanted: int, ingest: dict[str, int]
+) -> None:
+    with pytest.raises(
+        ValueError,
+        match=rf"{wanted} state shards cannot read the ingest topics.*"
+        r"valid: ",
+    ):
+        choose_state_shards(50, ingest, wanted, None, False, 2)
+
+
+def test_the_configured_count_must_divide_partitions() -> None:
+    with pytest.raises(ValueError, match=r"state_shards must divide partitions \(50\), got 7"):
+        JobConfig(state_shards=7)
+    assert JobConfig(state_shards=10).state_shards == 10
