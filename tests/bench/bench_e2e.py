@@ -214,6 +214,8 @@ class Context:
     profile_dir: Path
     tap: Tap = field(default_factory=Tap)
     job: OffsetsJob | None = None
+    #: States holding the offsets-topic partitions in the job's last start (``state_shards``).
+    state_shards: int = 0
     #: The groups that probe batches update, ``partitions`` partitions each (work A's).
     groups: list[str] = field(default_factory=list)
     partitions: int = 100
@@ -230,6 +232,7 @@ class Context:
         job.start()
         self.tap.attach_writer(job)
         self.job = job
+        self.state_shards = job.state_shards
         return job, started
 
     def stop_job(self) -> None:
@@ -452,9 +455,10 @@ def phase_floor(ctx: Context) -> list[dict[str, Any]]:
         ctx.spark,
         ctx.bootstrap,
         ctx.config.ingest_topic.removesuffix(".commits"),
-        ctx.config.partitions,
+        # As many keys as the job's state has: the same number of calls per micro-batch.
+        ctx.state_shards or ctx.config.partitions,
         ctx.config.ingest_topic_partitions,
-        state_partitions(ctx.config, ctx.spark),
+        state_partitions(ctx.config, ctx.spark, ctx.state_shards or None),
         ctx.config.trigger_interval,
         ctx.folder,
     )
@@ -784,7 +788,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument("--quick", action="store_true", help="~100k commits, smaller phases")
     parser.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
-    parser.add_argument("--shards", type=int, default=50, help="ingest/offsets topic partitions")
+    parser.add_argument("--shards", type=int, default=50, help="offsets topic partitions")
+    parser.add_argument(
+        "--state-shards", type=int, default=None, help="states holding them (default: the job's)"
+    )
     parser.add_argument("--trigger", default=JobConfig.trigger_interval)
     parser.add_argument(
         "--max-offsets-per-trigger", type=int, default=2000, help="ingest requests per batch"
@@ -857,6 +864,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         folder,
         prefix="bench",
         partitions=args.shards,
+        state_shards=args.state_shards,
         trigger_interval=args.trigger,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         ingest_partitions=args.ingest_partitions,
@@ -902,7 +910,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         in_child(produce_rounds, _target(ctx), ["warm-up"], ctx.topic, 1, 1, 1, "warm")
         ctx.tap.wait_covered(job, ctx.ingest_ends(), started_at, timeout_s=args.timeout)
         results["start_to_first_batch_s"] = time.monotonic() - started_at
-        log(f"job answering after {results['start_to_first_batch_s']:.1f} s")
+        results["state_shards"] = job.state_shards
+        log(
+            f"job answering after {results['start_to_first_batch_s']:.1f} s "
+            f"({args.shards} offsets-topic partitions in {job.state_shards} state shards)"
+        )
 
         results["throughput"] = {}
         results["profile"] = {}
