@@ -76,6 +76,7 @@ def ingest_messages(
     tenant_topics: Sequence[str] = (),
     shards: int | None = None,
     keyed_topics: Sequence[str] = (),
+    shard_keys: Sequence[int] | None = None,
 ) -> DataFrame:
     """The Kafka source's rows as the state function takes them: ``shard`` (the state shard,
     ``CoordinatorConfig.state_shard_for`` of the group, of ``shards``), ``ingest_partition``,
@@ -98,6 +99,10 @@ def ingest_messages(
     With tenants (``tenant_topics``, the tenants' ingest topics in configuration order), a
     ``tenant`` column says whose topic a message came from: the tenant's index, or
     :data:`OPERATOR` for the job's own topic.
+
+    With ``shard_keys`` (``streaming.state_shards.shard_keys``), the ``shard`` column holds
+    shard ``k``'s key ``shard_keys[k]``, which Spark places in the state partition meant for
+    it; the state function takes the key modulo the shard count.
     """
     shard = F.col("partition")
     if keyed_topics:
@@ -105,6 +110,8 @@ def ingest_messages(
             raise ValueError("keyed ingest topics need the shard count")
         by_key = F.coalesce(shard_of_key(F.col("key"), shards), F.col("partition"))
         shard = F.when(F.col("topic").isin(list(keyed_topics)), by_key).otherwise(shard)
+    if shard_keys is not None:
+        shard = F.element_at(F.array(*(F.lit(key) for key in shard_keys)), shard + 1)
     columns = [
         shard.alias("shard"),
         F.col("partition").alias("ingest_partition"),

@@ -5,7 +5,8 @@ Ingest topic → shard state → offsets topic + sink.
 Start-up follows Kafka's coordinator:
 - with a checkpoint, the query resumes from it (state, ingest offsets, batch ids);
 - without one, the sink (a view of the state) is reset, and if the offsets topic holds records
-  every shard rebuilds its state from its partition of that topic before serving. Meanwhile the
+  every shard rebuilds its state from its partitions of that topic before serving (a shard
+  holds ``partitions / state_shards`` of them: ``streaming.state_shards``). Meanwhile the
   sink's status is LOADING, which readers answer as COORDINATOR_LOAD_IN_PROGRESS.
 """
 
@@ -42,9 +43,10 @@ from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
 from streaming.output import OUTPUT_SCHEMA
 from streaming.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
 from streaming.state_shards import (
-    checkpoint_state_shards,
+    StateLayout,
+    checkpoint_layout,
     choose_state_shards,
-    record_state_shards,
+    record_layout,
 )
 from streaming.value_states import OPERATOR_NAME as VALUE_STATES_OPERATOR
 from streaming.value_states import ShardProcessor
@@ -326,6 +328,8 @@ class OffsetsJob:
     _state_partitions: int = 1
     #: States holding the offsets-topic partitions (``streaming.state_shards``), set by start.
     state_shards: int = 0
+    #: How the checkpoint keys them, set by start.
+    state_layout: StateLayout = field(default_factory=lambda: StateLayout(1))
     #: Each ingest topic's partition count, read when the job starts.
     _ingest_layout: dict[str, int] = field(default_factory=dict)
 
@@ -361,16 +365,24 @@ class OffsetsJob:
             config.checkpoint_location,
         )
         log.info("state operator: %s", self.state_operator)
+        held = checkpoint_layout(self.spark, config.checkpoint_location) if resumed else None
         self.state_shards = choose_state_shards(
             config.partitions,
             self._ingest_layout,
             config.state_shards,
-            checkpoint_state_shards(self.spark, config.checkpoint_location) if resumed else None,
+            held.shards if held else None,
             resumed,
             state_partitions(config, self.spark),
         )
-        if not resumed:
-            record_state_shards(self.spark, config.checkpoint_location, self.state_shards)
+        if resumed:
+            # A checkpoint made before layouts were recorded: one state per partition, each
+            # keyed by its partition.
+            self.state_layout = held or StateLayout(self.state_shards)
+        else:
+            self.state_layout = StateLayout(
+                self.state_shards, state_partitions(config, self.spark, self.state_shards)
+            )
+            record_layout(self.spark, config.checkpoint_location, self.state_layout)
         log.info(
             "state shards: %d, each holding %d offsets-topic partitions",
             self.state_shards,
@@ -442,7 +454,9 @@ class OffsetsJob:
             loading_shards=set(range(self.state_shards)) if loading else set(),
         )
 
-        self._state_partitions = state_partitions(config, self.spark, self.state_shards)
+        self._state_partitions = self.state_layout.spread_over or state_partitions(
+            config, self.spark, self.state_shards
+        )
         reader = self.spark.readStream.format("kafka")
         for key, value in (SOURCE_CONSUMER_DEFAULTS | config.spark_kafka_options()).items():
             reader = reader.option(key, value)
@@ -461,6 +475,7 @@ class OffsetsJob:
             [t.ingest_topic for t in config.tenants],
             self.state_shards,
             [t for t, count in self._ingest_layout.items() if count != self.state_shards],
+            self.state_layout.keys(),
         ).groupBy("shard")
         if self.state_operator == "value-states":
             output = output.transformWithStateInPandas(

@@ -408,11 +408,14 @@ def make_state_function(
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """Build the function passed to ``applyInPandasWithState`` for these settings."""
     call = make_shard_call(settings)
+    # A shard's key is the shard, or the shard plus a multiple of the count
+    # (``streaming.state_shards.shard_keys``).
+    shards = settings.coordinator.shard_count
 
     def process(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], group_state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        yield from call(int(key[0]), frames, GroupStateStore(group_state))
+        yield from call(int(key[0]) % shards, frames, GroupStateStore(group_state))
 
     return process
 

@@ -232,7 +232,9 @@ class ShardProcessor(StatefulProcessor):
         store = ValueStateStore(
             self._head, self._base, self._log, timerValues.getCurrentProcessingTimeInMs()
         )
-        yield from self._call(int(key[0]), rows, store)
+        # The key is the shard, or the shard plus a multiple of the count (``shard_keys``).
+        shard = int(key[0]) % self.settings.coordinator.shard_count
+        yield from self._call(shard, rows, store)
 
     def close(self) -> None:
         pass

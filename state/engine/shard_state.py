@@ -40,7 +40,8 @@ DEAD_ENTRY_FRACTION = 0.25
 
 @dataclass(frozen=True, eq=False)
 class ShardState:
-    """The offsets and group metadata of one coordinator shard (offsets-topic partition).
+    """The offsets and group metadata of one coordinator shard: the groups of the offsets-topic
+    partitions ``CoordinatorConfig.partitions_of(shard_id)`` (one partition by default).
 
     Opaque: use the functions of ``state.shard``. ``retention_ms`` is the ``offsets_retention_ms``
     the stored expiry deadlines were computed with; a different configured retention makes the next

@@ -402,6 +402,9 @@ def test_a_checkpoint_keeps_its_state_shards_and_a_rebuild_reads_every_partition
         start_job(replace(job_config, state_shards=4))
     resumed = start_job(job_config)
     assert resumed.state_shards == 2
+    # The keys as the first start spread them over the state's partitions.
+    assert resumed.state_layout == first.state_layout
+    assert first.state_layout.spread_over >= 1
     resumed.stop()
     resumed.sink.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streaming.config import JobConfig
-from streaming.state_shards import choose_state_shards
+from streaming.state_shards import StateLayout, choose_state_shards, shard_keys, spark_partition
 
 INGEST_2 = {"ingest": 2}
 
@@ -68,3 +68,22 @@ def test_the_configured_count_must_divide_partitions() -> None:
     with pytest.raises(ValueError, match=r"state_shards must divide partitions \(50\), got 7"):
         JobConfig(state_shards=7)
     assert JobConfig(state_shards=10).state_shards == 10
+
+
+@pytest.mark.parametrize(("shards", "partitions"), [(10, 2), (2, 2), (50, 2), (20, 3), (5, 8)])
+def test_shard_keys_spread_the_shards_evenly(shards: int, partitions: int) -> None:
+    keys = shard_keys(shards, partitions)
+    assert [key % shards for key in keys] == list(range(shards))
+    placed = [spark_partition(key, partitions) for key in keys]
+    assert placed == [shard % partitions for shard in range(shards)]
+    # Spark's own placement of the shards themselves is uneven: 10 over 2 lands 3 and 7.
+    if (shards, partitions) == (10, 2):
+        assert sorted([spark_partition(s, 2) for s in range(10)].count(p) for p in range(2)) == [
+            3,
+            7,
+        ]
+
+
+def test_a_layout_of_old_checkpoints_keys_each_shard_by_itself() -> None:
+    assert StateLayout(50).keys() is None
+    assert StateLayout(10, 2).keys() == shard_keys(10, 2)
