@@ -41,6 +41,7 @@ OUTPUT_SCHEMA = T.StructType(
 OUTPUT_TABLE_SCHEMA = pa.schema(
     [
         pa.field("out", pa.string(), nullable=False),
+        # The call's shard; a record's is its offsets-topic partition, where the writer sends it.
         pa.field("shard", pa.int32(), nullable=False),
         pa.field("seq", pa.int64(), nullable=False),
         pa.field("kind", pa.string()),

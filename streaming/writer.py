@@ -8,7 +8,7 @@ once its record is replicated (offsets topic) and readable (the sink), so the st
    else each worker wrote its shards already, ``Sink.write_loaded``), each rebuilt shard's state
    → sink (``Sink.write_snapshot``), one shard at a time, skipped if the batch id was already
    written; the sink stays LOADING meanwhile;
-1. records → offsets topic, at the shard's partition, in Kafka's binary format, and wait for
+1. records → offsets topic, at their group's partition, in Kafka's binary format, and wait for
    every acknowledgement;
 2. records + progress → sink, one transaction, skipped if the batch id was already written;
    while the sink is unreachable the write is retried with backoff for up to
@@ -137,7 +137,7 @@ class BatchWriter:
         commits = local.filter(pc.equal(kinds, "group_commits"))
 
         if records.num_rows:
-            # In apply order within a shard: its partition of the offsets topic.
+            # In apply order within a partition of the offsets topic (a record's ``shard``).
             records = records.sort_by([("shard", "ascending"), ("seq", "ascending")])
             self.send(self.settings.offsets_topic, records, partitions="shard")
 
