@@ -105,7 +105,7 @@ class JobConfig:
     #: States that hold the offsets-topic partitions, each ``partitions / state_shards`` of
     #: them (``CoordinatorConfig.state_shards``): a divisor of ``partitions`` and a multiple of
     #: every ingest topic's partition count, fixed when the checkpoint is created. Default: the
-    #: fewest such counts of at least 5 per state partition (``streaming.job.choose_state_shards``).
+    #: one nearest 5 per state partition (``streaming.state_shards.choose_state_shards``).
     state_shards: int | None = None
     #: MB of decoded shard states each Python worker keeps between micro-batches, so that a
     #: shard's next call skips decoding its blob (``streaming.shard_cache``); 0 turns it off.

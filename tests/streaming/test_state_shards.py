@@ -16,10 +16,14 @@ INGEST_2 = {"ingest": 2}
     [
         # 2 cores, Kafka's 50 partitions, the default ingest topic of 2: 10 states of 5.
         (50, INGEST_2, 2, 10),
-        # More cores: the fewest valid counts of at least 5 per Spark partition.
-        (50, INGEST_2, 4, 50),
+        # Other cores: the valid count nearest 5 per Spark partition (2, 10 or 50 here).
         (50, INGEST_2, 1, 10),
-        (60, INGEST_2, 3, 20),
+        (50, INGEST_2, 4, 10),
+        (50, INGEST_2, 6, 50),
+        (50, INGEST_2, 16, 50),
+        (60, INGEST_2, 3, 12),
+        # At least one per Spark partition: 2 would leave 10 of 12 idle.
+        (50, INGEST_2, 12, 50),
         (4, INGEST_2, 2, 4),
         # An ingest topic of one partition per offsets-topic partition: one state each.
         (50, {"ingest": 50}, 2, 50),
