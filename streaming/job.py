@@ -326,12 +326,16 @@ class OffsetsJob:
     state_operator: str | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
     _state_partitions: int = 1
-    #: States holding the offsets-topic partitions (``streaming.state_shards``), set by start.
-    state_shards: int = 0
-    #: How the checkpoint keys them, set by start.
+    #: How many states hold the offsets-topic partitions and how the checkpoint keys them
+    #: (``streaming.state_shards``), set by start.
     state_layout: StateLayout = field(default_factory=lambda: StateLayout(1))
     #: Each ingest topic's partition count, read when the job starts.
     _ingest_layout: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def state_shards(self) -> int:
+        """How many states hold the offsets-topic partitions (``state_layout``)."""
+        return self.state_layout.shards
 
     @classmethod
     def create(cls, config: JobConfig, spark: SparkSession | None = None) -> OffsetsJob:
@@ -366,22 +370,21 @@ class OffsetsJob:
         )
         log.info("state operator: %s", self.state_operator)
         held = checkpoint_layout(self.spark, config.checkpoint_location) if resumed else None
-        self.state_shards = choose_state_shards(
+        parallelism = state_partitions(config, self.spark)
+        shards = choose_state_shards(
             config.partitions,
             self._ingest_layout,
             config.state_shards,
             held.shards if held else None,
             resumed,
-            state_partitions(config, self.spark),
+            parallelism,
         )
         if resumed:
             # A checkpoint made before layouts were recorded: one state per partition, each
             # keyed by its partition.
-            self.state_layout = held or StateLayout(self.state_shards)
+            self.state_layout = held or StateLayout(shards)
         else:
-            self.state_layout = StateLayout(
-                self.state_shards, state_partitions(config, self.spark, self.state_shards)
-            )
+            self.state_layout = StateLayout(shards, min(parallelism, shards))
             record_layout(self.spark, config.checkpoint_location, self.state_layout)
         log.info(
             "state shards: %d, each holding %d offsets-topic partitions",
@@ -454,8 +457,8 @@ class OffsetsJob:
             loading_shards=set(range(self.state_shards)) if loading else set(),
         )
 
-        self._state_partitions = self.state_layout.spread_over or state_partitions(
-            config, self.spark, self.state_shards
+        self._state_partitions = self.state_layout.spread_over or min(
+            parallelism, self.state_shards
         )
         reader = self.spark.readStream.format("kafka")
         for key, value in (SOURCE_CONSUMER_DEFAULTS | config.spark_kafka_options()).items():

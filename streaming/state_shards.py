@@ -2,10 +2,11 @@
 where a checkpoint records it.
 
 A state is the unit of one Python call per micro-batch, and each call has a fixed cost (~4-5 ms
-of Python on the project's machine, whatever it applies: see the README's "Choosing
-`partitions`"). One state per partition (Kafka's 50) costs ~46 calls for a micro-batch of 100
-requests; states that hold several partitions each, as a broker leads several partitions of
-``__consumer_offsets``, cost fewer while the offsets topic keeps its partitions.
+of Python on the project's machine, whatever it applies: see the README's Benchmark, "Where
+the targets stand, and the shard count"). One state per partition (Kafka's 50) costs ~46
+calls for a micro-batch of 100 requests; states that hold several partitions each, as a broker
+leads several partitions of ``__consumer_offsets``, cost fewer while the offsets topic keeps its
+partitions.
 
 State ``k`` holds partitions ``p`` with ``p % state_shards == k``, and reads its requests from
 partition ``k % count`` of an ingest topic of ``count`` partitions; so ``state_shards`` divides
