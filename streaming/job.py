@@ -37,6 +37,7 @@ from connectors.kafka.admin import (
 from connectors.sinks import Sink, absolute_sink_url, open_sink
 from connectors.sinks.retention import HistoryRetention
 from state.coordinator.partitioner import partition_for
+from streaming.checkpoint_files import checkpoint_file_settings
 from streaming.config import JobConfig
 from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
@@ -235,7 +236,9 @@ def state_partitions(config: JobConfig, spark: SparkSession, shards: int | None 
     return max(1, min(int(wanted), shards or config.partitions))
 
 
-def _start_query(spark: SparkSession, writer: DataStreamWriter, partitions: int) -> StreamingQuery:
+def _start_query(
+    spark: SparkSession, writer: DataStreamWriter, partitions: int, checkpoint_location: str
+) -> StreamingQuery:
     """Start the query with the settings it needs, which Spark reads when a query starts (the
     session's own values are restored after):
 
@@ -248,10 +251,13 @@ def _start_query(spark: SparkSession, writer: DataStreamWriter, partitions: int)
       commits wait behind, and keeps a core busy on an idle job. Expiry is driven by ticks in
       the ingest log instead (:data:`streaming.ingest.EXPIRY_TICK`); timeouts still fire in
       batches with data.
+    - on a local checkpoint, the file manager that renames without child processes
+      (:mod:`streaming.checkpoint_files`).
     """
     settings = {
         "spark.sql.shuffle.partitions": str(partitions),
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        **checkpoint_file_settings(spark, checkpoint_location),
     }
     previous = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
@@ -499,7 +505,9 @@ class OffsetsJob:
             .option("checkpointLocation", config.checkpoint_location)
             .trigger(processingTime=config.trigger_interval)
         )
-        self.query = _start_query(self.spark, writer, self._state_partitions)
+        self.query = _start_query(
+            self.spark, writer, self._state_partitions, self.config.checkpoint_location
+        )
         log.info("query started (%s)", "from the checkpoint" if resumed else "new checkpoint")
         # Alive from here on, also while loading or idle (connectors.client.liveness).
         self.heartbeat = Heartbeat(
@@ -561,7 +569,9 @@ class OffsetsJob:
         """Restart the query after SPARK-55271 (see :func:`survive_replayed_batch_bug`)."""
 
         def restart() -> None:
-            self.query = _start_query(self.spark, writer, self._state_partitions)
+            self.query = _start_query(
+                self.spark, writer, self._state_partitions, self.config.checkpoint_location
+            )
 
         survive_replayed_batch_bug(lambda: self.query, restart, self._stopping)
 

@@ -57,6 +57,7 @@ from state.shard import (
     consumer_group_records,
     positioned_record_frame_of,
 )
+from streaming.checkpoint_files import checkpoint_file_settings
 from streaming.config import (
     load_settings,
     spark_kafka_options,
@@ -396,16 +397,24 @@ class OffsetsMirror:
         return self.query
 
     def _start_query(self, writer: DataStreamWriter) -> StreamingQuery:
-        key = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
-        previous = self.spark.conf.get(key, None)
-        self.spark.conf.set(key, "true")
+        """Start the query with the settings Spark reads when a query starts (the session's own
+        values are restored after): the consumer-based offset reader, and on a local checkpoint
+        the file manager that renames without child processes (``streaming.checkpoint_files``)."""
+        settings = {
+            "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "true",
+            **checkpoint_file_settings(self.spark, self.config.checkpoint_location),
+        }
+        previous = {key: self.spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            self.spark.conf.set(key, value)
         try:
             return writer.start()
         finally:
-            if previous is None:
-                self.spark.conf.unset(key)
-            else:
-                self.spark.conf.set(key, previous)
+            for key, value in previous.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
 
     def _checkpoint_exists(self) -> bool:
         return checkpoint_exists(self.spark, self.config.checkpoint_location)

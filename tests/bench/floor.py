@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from connectors.kafka.admin import KafkaAdmin, plain_topic_spec
+from streaming.checkpoint_files import checkpoint_file_settings
 from streaming.ingest import shard_of_key
 from streaming.job import SOURCE_CONSUMER_DEFAULTS
 
@@ -121,9 +122,12 @@ class FloorQuery:
         output = source.groupBy("shard").applyInPandasWithState(
             _count, _OUTPUT, _STATE, "update", GroupStateTimeout.NoTimeout
         )
+        checkpoint = str(self.folder / "floor-checkpoint")
+        # The job's settings at its query's start (``streaming.job._start_query``).
         settings = {
             "spark.sql.shuffle.partitions": str(self.state_partitions),
             "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+            **checkpoint_file_settings(self.spark, checkpoint),
         }
         for key, value in settings.items():
             self.spark.conf.set(key, value)
@@ -131,7 +135,7 @@ class FloorQuery:
             output.writeStream.queryName("floor")
             .outputMode("update")
             .foreachBatch(_Answer(self.bootstrap, self.answers_topic))
-            .option("checkpointLocation", str(self.folder / "floor-checkpoint"))
+            .option("checkpointLocation", checkpoint)
             .trigger(processingTime=self.trigger)
             .start()
         )

@@ -24,6 +24,7 @@ from state.coordinator.requests import (
     PartitionCommit,
 )
 from state.formats.request_codec import encode_request
+from streaming.checkpoint_files import FILE_MANAGER_KEY, LOCAL_FILE_MANAGER
 from streaming.config import JobConfig
 from streaming.job import OffsetsJob, ensure_topics
 from tests.fixtures.job import new_job_config
@@ -313,6 +314,12 @@ def test_restart_from_checkpoint_loses_nothing(
         job_config.bootstrap_servers, job_config.ingest_topic, [commit("a", "g", ("t", 0, 1))]
     )
     wait_for_responses(job_config, {"a"})
+    # The local checkpoint is written by the file manager that renames without child
+    # processes (streaming.checkpoint_files); the session's own setting is left as it was.
+    assert first.query is not None
+    stream = first.query._jsq.streamingQuery()
+    assert stream.sparkSessionForStream().conf().get(FILE_MANAGER_KEY) == LOCAL_FILE_MANAGER
+    assert first.spark.conf.get(FILE_MANAGER_KEY, None) is None
     first.stop()
     # Produced while the job is down: picked up from the checkpoint's ingest offsets.
     produce_requests(
