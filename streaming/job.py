@@ -259,6 +259,14 @@ def _start_query(
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
         **checkpoint_file_settings(spark, checkpoint_location),
     }
+    return start_with_settings(spark, writer, settings)
+
+
+def start_with_settings(
+    spark: SparkSession, writer: DataStreamWriter, settings: dict[str, str]
+) -> StreamingQuery:
+    """Start ``writer``'s query with ``settings``, which Spark reads when a query starts (the
+    query keeps them in a session of its own); the session's own values are restored after."""
     previous = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)

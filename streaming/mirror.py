@@ -63,7 +63,7 @@ from streaming.config import (
     spark_kafka_options,
 )
 from streaming.heartbeat import Heartbeat, jvm_log_quieter
-from streaming.job import checkpoint_exists, survive_replayed_batch_bug
+from streaming.job import checkpoint_exists, start_with_settings, survive_replayed_batch_bug
 
 log = logging.getLogger("consumer_offsets.mirror")
 
@@ -404,17 +404,7 @@ class OffsetsMirror:
             "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "true",
             **checkpoint_file_settings(self.spark, self.config.checkpoint_location),
         }
-        previous = {key: self.spark.conf.get(key, None) for key in settings}
-        for key, value in settings.items():
-            self.spark.conf.set(key, value)
-        try:
-            return writer.start()
-        finally:
-            for key, value in previous.items():
-                if value is None:
-                    self.spark.conf.unset(key)
-                else:
-                    self.spark.conf.set(key, value)
+        return start_with_settings(self.spark, writer, settings)
 
     def _checkpoint_exists(self) -> bool:
         return checkpoint_exists(self.spark, self.config.checkpoint_location)
