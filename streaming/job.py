@@ -236,7 +236,7 @@ def state_partitions(config: JobConfig, spark: SparkSession, shards: int | None 
     return max(1, min(int(wanted), shards or config.partitions))
 
 
-def _start_query(
+def start_query(
     spark: SparkSession, writer: DataStreamWriter, partitions: int, checkpoint_location: str
 ) -> StreamingQuery:
     """Start the query with the settings it needs, which Spark reads when a query starts (the
@@ -513,8 +513,8 @@ class OffsetsJob:
             .option("checkpointLocation", config.checkpoint_location)
             .trigger(processingTime=config.trigger_interval)
         )
-        self.query = _start_query(
-            self.spark, writer, self._state_partitions, self.config.checkpoint_location
+        self.query = start_query(
+            self.spark, writer, self._state_partitions, config.checkpoint_location
         )
         log.info("query started (%s)", "from the checkpoint" if resumed else "new checkpoint")
         # Alive from here on, also while loading or idle (connectors.client.liveness).
@@ -577,7 +577,7 @@ class OffsetsJob:
         """Restart the query after SPARK-55271 (see :func:`survive_replayed_batch_bug`)."""
 
         def restart() -> None:
-            self.query = _start_query(
+            self.query = start_query(
                 self.spark, writer, self._state_partitions, self.config.checkpoint_location
             )
 

@@ -4,10 +4,12 @@ Kafka source (the job's source options and ingest partitions, coalesced to the j
 partitions) → ``applyInPandasWithState`` keyed by the coordinator shard as the job keys it
 (``streaming.ingest.shard_of_key`` of the message key, the group id) that only counts its rows
 and passes the request ids through → ``foreachBatch`` that produces one message per row
-(acks=all, librdkafka, flushed), keyed by the request id. Same trigger, state store, shuffle
-partitions and no-data-batch setting as the job. What the job does beyond this (decoding, the
-coordinator's rules, the offsets topic, the sink) is its own cost; what this costs, no job of
-this shape on this engine and machine avoids. The benchmark prints the job's figures beside it.
+(acks=all, librdkafka, flushed), keyed by the request id. Same trigger and state store as the
+job, and its query starts as the job's does (``streaming.job.start_query``: shuffle
+partitions, no-data batches, checkpoint file manager). What the job does beyond this
+(decoding, the coordinator's rules, the offsets topic, the sink) is its own cost; what this
+costs, no job of this shape on this engine and machine avoids. The benchmark prints the job's
+figures beside it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,8 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from connectors.kafka.admin import KafkaAdmin, plain_topic_spec
-from streaming.checkpoint_files import checkpoint_file_settings
 from streaming.ingest import shard_of_key
-from streaming.job import SOURCE_CONSUMER_DEFAULTS
+from streaming.job import SOURCE_CONSUMER_DEFAULTS, start_query
 
 _OUTPUT = T.StructType(
     [T.StructField("partition", T.IntegerType()), T.StructField("request_id", T.BinaryType())]
@@ -123,22 +124,15 @@ class FloorQuery:
             _count, _OUTPUT, _STATE, "update", GroupStateTimeout.NoTimeout
         )
         checkpoint = str(self.folder / "floor-checkpoint")
-        # The job's settings at its query's start (``streaming.job._start_query``).
-        settings = {
-            "spark.sql.shuffle.partitions": str(self.state_partitions),
-            "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-            **checkpoint_file_settings(self.spark, checkpoint),
-        }
-        for key, value in settings.items():
-            self.spark.conf.set(key, value)
-        self.query = (
+        writer = (
             output.writeStream.queryName("floor")
             .outputMode("update")
             .foreachBatch(_Answer(self.bootstrap, self.answers_topic))
             .option("checkpointLocation", checkpoint)
             .trigger(processingTime=self.trigger)
-            .start()
         )
+        # With the job's settings at its query's start.
+        self.query = start_query(self.spark, writer, self.state_partitions, checkpoint)
 
     def stop(self) -> None:
         if self.query is not None:
