@@ -50,7 +50,8 @@ from streaming.state_shards import (
     record_layout,
 )
 from streaming.value_states import OPERATOR_NAME as VALUE_STATES_OPERATOR
-from streaming.value_states import ShardProcessor
+from streaming.value_states import TIME_MODE as VALUE_STATES_TIME_MODE
+from streaming.value_states import ShardProcessor, value_states_time_mode
 from streaming.writer import BatchWriter, WriterSettings
 
 log = logging.getLogger(__name__)
@@ -118,31 +119,64 @@ def checkpoint_exists(spark: SparkSession, location: str) -> bool:
 GROUP_STATE_OPERATOR = "applyInPandasWithState"
 
 
-def checkpoint_operator(spark: SparkSession, location: str) -> str | None:
-    """The state operator (``JobConfig.state_operator``'s names) whose state the checkpoint at
-    ``location`` holds, from Spark's state metadata; None when it holds no state yet."""
+def checkpoint_state_metadata(spark: SparkSession, location: str) -> list[str]:
+    """The texts of Spark's state metadata files of the checkpoint at ``location`` (its
+    stateful operator's, any Hadoop file system); empty when it holds no state yet."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     root = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/state/0/_metadata")
     fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     if not fs.exists(root):
-        return None
+        return []
     files = [s.getPath() for s in fs.listStatus(root) if s.isFile()]
     v2 = jvm.org.apache.hadoop.fs.Path(root, "v2")
     if fs.exists(v2):
         files += [s.getPath() for s in fs.listStatus(v2) if s.isFile()]
+    texts = []
     for path in files:
         if path.getName().startswith("."):
             continue
         stream = fs.open(path)
         try:
-            text = str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+            texts.append(str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")))
         finally:
             stream.close()
+    return texts
+
+
+def operator_in(metadata: list[str]) -> str | None:
+    """The state operator (``JobConfig.state_operator``'s names) that state metadata texts
+    (:func:`checkpoint_state_metadata`) name; None when none does."""
+    for text in metadata:
         if f'"{VALUE_STATES_OPERATOR}"' in text:
             return "value-states"
         if f'"{GROUP_STATE_OPERATOR}"' in text:
             return "group-state"
     return None
+
+
+def time_mode_in(metadata: list[str]) -> str | None:
+    """The time mode that state metadata texts (:func:`checkpoint_state_metadata`) record for
+    the value-state operator, in Spark's words (``ProcessingTime``, ``NoTime``); None when none
+    records one. Version 2 files are a ``v2`` line and a JSON object whose
+    ``operatorPropertiesJson`` is itself JSON."""
+    for text in metadata:
+        version, _, body = text.partition("\n")
+        if version.strip() != "v2":
+            continue
+        try:
+            properties = json.loads(json.loads(body)["operatorPropertiesJson"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        mode = properties.get("timeMode") if isinstance(properties, dict) else None
+        if isinstance(mode, str):
+            return mode
+    return None
+
+
+def checkpoint_operator(spark: SparkSession, location: str) -> str | None:
+    """The state operator whose state the checkpoint at ``location`` holds (:func:`operator_in`);
+    None when it holds no state yet."""
+    return operator_in(checkpoint_state_metadata(spark, location))
 
 
 def choose_state_operator(chosen: str, held: str | None, location: str) -> str:
@@ -338,6 +372,9 @@ class OffsetsJob:
     retention: HistoryRetention | None = None
     #: The operator that keeps the state (``JobConfig.state_operator``), decided at start.
     state_operator: str | None = None
+    #: The value-state operator's time mode (``streaming.value_states``), decided at start:
+    #: a checkpoint keeps the one it was made with.
+    time_mode: str = VALUE_STATES_TIME_MODE
     _stopping: threading.Event = field(default_factory=threading.Event)
     _state_partitions: int = 1
     #: How many states hold the offsets-topic partitions and how the checkpoint keys them
@@ -377,11 +414,13 @@ class OffsetsJob:
         tenants_covered: dict[str, dict[int, int]] = {}
         resumed = checkpoint_exists(self.spark, config.checkpoint_location)
         # Before anything is written (the sink's status, markers): a mismatch fails here.
-        self.state_operator = choose_state_operator(
-            config.state_operator,
-            checkpoint_operator(self.spark, config.checkpoint_location) if resumed else None,
-            config.checkpoint_location,
+        metadata = (
+            checkpoint_state_metadata(self.spark, config.checkpoint_location) if resumed else []
         )
+        self.state_operator = choose_state_operator(
+            config.state_operator, operator_in(metadata), config.checkpoint_location
+        )
+        self.time_mode = value_states_time_mode(time_mode_in(metadata))
         log.info("state operator: %s", self.state_operator)
         held = checkpoint_layout(self.spark, config.checkpoint_location) if resumed else None
         parallelism = state_partitions(config, self.spark)
@@ -493,10 +532,11 @@ class OffsetsJob:
             self.state_shards,
             [t for t, count in self._ingest_layout.items() if count != self.state_shards],
             self.state_layout.keys(),
+            batch_time=self.state_operator == "value-states",
         ).groupBy("shard")
         if self.state_operator == "value-states":
             output = output.transformWithStateInPandas(
-                ShardProcessor(settings), OUTPUT_SCHEMA, "update", "ProcessingTime"
+                ShardProcessor(settings), OUTPUT_SCHEMA, "update", self.time_mode
             )
         else:
             output = output.applyInPandasWithState(

@@ -23,12 +23,19 @@ base, writes the state as a new base and clears the log. Stamps are the shard ca
 random bits naming exactly one state, stored as signed 64-bit integers.
 
 No timers: expiry follows the job's ticks (``streaming.ingest``), so ``handleExpiredTimer`` is
-never called. The time mode is processing time for the batch's timestamp, which Spark keeps in
-its offset log: a replayed batch decides as it did.
+never called, and a new checkpoint runs in time mode ``None`` (:data:`TIME_MODE`). A call decides
+against the batch's timestamp, which every input row carries (``streaming.ingest``'s
+``batch_time_ms``: Spark turns ``current_timestamp()`` into the timestamp it keeps in its offset
+log), so a replayed batch decides as it did. Checkpoints made in processing-time mode
+(:data:`PROCESSING_TIME`) keep it, as Spark requires; their timer values name the same
+timestamp. Processing-time mode made Spark build the timers' key encoder (code generation) at
+every copy of the operator while it plans each micro-batch, and list expired timers in every
+task, for timers the job never sets.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +59,16 @@ from state.shard import (
     replay_log_chunks_on,
     rewrite_base,
 )
+from streaming.ingest import BATCH_TIME_COLUMN
 from streaming.processor import ProcessorSettings, ShardCall, make_shard_call
 from streaming.shard_cache import DecodedShards, new_stamp
 
 #: Spark's name for this operator in a checkpoint's state metadata.
 OPERATOR_NAME = "transformWithStateInPandasExec"
+#: The time mode of a new checkpoint: no timers, no clock of Spark's (the rows carry the time).
+TIME_MODE = "None"
+#: The time mode of checkpoints made before :data:`TIME_MODE`; Spark refuses to change it.
+PROCESSING_TIME = "ProcessingTime"
 
 HEAD_SCHEMA = T.StructType(
     [
@@ -75,6 +87,14 @@ LOG_SCHEMA = T.StructType(
         T.StructField("stamp", T.LongType(), False),
     ]
 )
+
+
+def value_states_time_mode(held: str | None) -> str:
+    """The time mode to run (``transformWithStateInPandas``' names) for a checkpoint whose
+    state metadata records ``held`` (Spark's names; None: a new checkpoint): Spark refuses a
+    checkpoint's time mode changed, so one made in processing-time mode keeps it."""
+    return PROCESSING_TIME if held == PROCESSING_TIME else TIME_MODE
+
 
 _U64 = 1 << 64
 _I64_MAX = (1 << 63) - 1
@@ -229,9 +249,15 @@ class ShardProcessor(StatefulProcessor):
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         assert self._call is not None, "init runs first"
+        first = next(rows, None)
+        if first is None:  # Spark calls a key with rows only
+            return
+        # Every row carries the batch's timestamp; in processing-time mode it is also
+        # ``timerValues``' time, and in time mode None that is -1.
         store = ValueStateStore(
-            self._head, self._base, self._log, timerValues.getCurrentProcessingTimeInMs()
+            self._head, self._base, self._log, int(first[BATCH_TIME_COLUMN].iloc[0])
         )
+        rows = itertools.chain([first], rows)
         # The key is the shard, or the shard plus a multiple of the count (``shard_keys``).
         shard = int(key[0]) % self.settings.coordinator.shard_count
         yield from self._call(shard, rows, store)
@@ -240,4 +266,14 @@ class ShardProcessor(StatefulProcessor):
         pass
 
 
-__all__ = ["BASE_SCHEMA", "HEAD_SCHEMA", "LOG_SCHEMA", "OPERATOR_NAME", "Head", "ShardProcessor"]
+__all__ = [
+    "BASE_SCHEMA",
+    "HEAD_SCHEMA",
+    "LOG_SCHEMA",
+    "OPERATOR_NAME",
+    "PROCESSING_TIME",
+    "TIME_MODE",
+    "Head",
+    "ShardProcessor",
+    "value_states_time_mode",
+]

@@ -1,8 +1,10 @@
-"""Upgrades in place: a checkpoint written by the previous release resumes with today's code.
+"""Upgrades in place: checkpoints written by earlier releases resume with today's code.
 
-The checkpoint under ``data/checkpoint-release-1`` (see its README) holds two groups' offsets in
-its shard state. The test rebuilds the ingest topic it read (same messages at the same offsets),
-leaves the offsets topic empty — so the state can only come from the checkpoint — and resumes.
+The checkpoints under ``data/checkpoint-release-*`` (see their READMEs) hold the same two
+groups' offsets in their shard state: release 1's in the group-state operator, release 2's in
+the value-state operator in processing-time mode. The test rebuilds the ingest topic each read
+(same messages at the same offsets), leaves the offsets topic empty — so the state can only come
+from the checkpoint — and resumes.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import json
 import tarfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +37,41 @@ from tests.streaming.helpers import (
 
 pytestmark = pytest.mark.slow
 
-RELEASE_1 = Path(__file__).parent / "data" / "checkpoint-release-1"
-#: The topics the checkpoint was written against (its offsets name them).
-TOPICS = "resume-release1"
+DATA = Path(__file__).parent / "data"
 
 
-def _config(bootstrap: str, folder: Path) -> JobConfig:
+@dataclass(frozen=True)
+class Release:
+    """A release's checkpoint and what it was made with."""
+
+    folder: Path
+    #: The topics the checkpoint was written against (its offsets name them).
+    topics: str
+    #: Its ingest topic's partitions (None: today's default for new ingest topics).
+    ingest_partitions: int | None
+    state_operator: str
+    #: The value-state operator's time mode it keeps (``OffsetsJob.time_mode``); None for the
+    #: group-state operator, which has none.
+    time_mode: str | None
+
+
+RELEASES = [
+    # An ingest topic of one partition per shard, the only layout then. The job runs with
+    # today's default for new ingest topics, and keeps that one.
+    Release(DATA / "checkpoint-release-1", "resume-release1", 4, "group-state", None),
+    Release(
+        DATA / "checkpoint-release-2", "resume-release2", None, "value-states", "ProcessingTime"
+    ),
+]
+
+
+def _config(bootstrap: str, folder: Path, topics: str) -> JobConfig:
     return embedded_default(
         bootstrap_servers=bootstrap,
-        ingest_topic=f"{TOPICS}.commits",
-        offsets_topic=f"{TOPICS}.offsets",
-        responses_topic=f"{TOPICS}.responses",
-        dead_letter_topic=f"{TOPICS}.dead-letters",
+        ingest_topic=f"{topics}.commits",
+        offsets_topic=f"{topics}.offsets",
+        responses_topic=f"{topics}.responses",
+        dead_letter_topic=f"{topics}.dead-letters",
         partitions=4,
         trigger_interval="200 milliseconds",
         checkpoint_location=str(folder / "checkpoint"),
@@ -54,20 +79,20 @@ def _config(bootstrap: str, folder: Path) -> JobConfig:
     )
 
 
-def _delete_topics(admin: KafkaAdminClient) -> None:
+def _delete_topics(admin: KafkaAdminClient, topics: str) -> None:
     """Topics of an earlier, interrupted run go first (the names are fixed by the checkpoint)."""
     for _ in range(60):
-        left = [t for t in admin.list_topics() if t.startswith(f"{TOPICS}.")]
+        left = [t for t in admin.list_topics() if t.startswith(f"{topics}.")]
         if not left:
             return
         with contextlib.suppress(Exception):  # being deleted already: wait for it
             admin.delete_topics(left)
         time.sleep(1)
-    raise AssertionError(f"topics {TOPICS}.* could not be deleted")
+    raise AssertionError(f"topics {topics}.* could not be deleted")
 
 
-def _rebuild_ingest_topic(config: JobConfig) -> None:
-    messages = json.loads((RELEASE_1 / "ingest-messages.json").read_text(encoding="utf-8"))
+def _rebuild_ingest_topic(config: JobConfig, release: Release) -> None:
+    messages = json.loads((release.folder / "ingest-messages.json").read_text(encoding="utf-8"))
     producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers, acks="all")
     try:
         for message in messages:  # in offset order per partition
@@ -82,22 +107,28 @@ def _rebuild_ingest_topic(config: JobConfig) -> None:
         producer.close()
 
 
-def test_a_checkpoint_of_the_previous_release_resumes_with_its_state(
-    tmp_path: Path, kafka_bootstrap: str, kafka_admin: KafkaAdminClient, spark: Any
+@pytest.mark.parametrize("release", RELEASES, ids=lambda r: r.folder.name)
+def test_a_checkpoint_of_an_earlier_release_resumes_with_its_state(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    kafka_admin: KafkaAdminClient,
+    spark: Any,
+    release: Release,
 ) -> None:
-    config = _config(kafka_bootstrap, tmp_path)
-    _delete_topics(kafka_admin)
-    # The release's topics: an ingest topic of one partition per shard, the only layout then.
-    # The job below runs with today's default for new ingest topics, and keeps that one.
-    ensure_topics(replace(config, ingest_partitions=config.partitions))
+    config = _config(kafka_bootstrap, tmp_path, release.topics)
+    _delete_topics(kafka_admin, release.topics)
+    ensure_topics(replace(config, ingest_partitions=release.ingest_partitions))
     try:
-        _rebuild_ingest_topic(config)
-        with tarfile.open(RELEASE_1 / "checkpoint.tar.gz") as tar:
+        _rebuild_ingest_topic(config, release)
+        with tarfile.open(release.folder / "checkpoint.tar.gz") as tar:
             tar.extractall(tmp_path, filter="data")
         job = OffsetsJob.create(config, spark)
         job.start()
-        # The release's checkpoint keeps its operator: "auto" reads which from the checkpoint.
-        assert job.state_operator == "group-state"
+        # The release's checkpoint keeps its operator and time mode: "auto" reads which from
+        # the checkpoint (Spark refuses either changed).
+        assert job.state_operator == release.state_operator
+        if release.time_mode is not None:
+            assert job.time_mode == release.time_mode
         try:
             produce_requests(
                 config.bootstrap_servers,
@@ -131,4 +162,4 @@ def test_a_checkpoint_of_the_previous_release_resumes_with_its_state(
             job.stop()
             job.sink.close()
     finally:
-        _delete_topics(kafka_admin)
+        _delete_topics(kafka_admin, release.topics)

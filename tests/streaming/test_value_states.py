@@ -3,6 +3,7 @@ back whole after base rewrites and restarts; a checkpoint keeps the operator it 
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import replace
@@ -16,7 +17,15 @@ from state.coordinator.model import OffsetCommitKey
 from state.coordinator.requests import DeleteGroupsRequest, OffsetCommitRequest, PartitionCommit
 from state.engine.shard_log import LOG_FLOOR_BYTES
 from streaming.config import JobConfig
-from streaming.job import OffsetsJob, checkpoint_operator, choose_state_operator
+from streaming.job import (
+    OffsetsJob,
+    checkpoint_operator,
+    checkpoint_state_metadata,
+    choose_state_operator,
+    operator_in,
+    time_mode_in,
+)
+from streaming.value_states import PROCESSING_TIME, TIME_MODE, value_states_time_mode
 from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import produce_requests, read_offsets_topic, read_responses, wait_for
 
@@ -99,6 +108,10 @@ def test_a_shard_reads_back_whole_from_base_and_log_across_rewrites_and_restarts
     job.stop()
     # A restart: new Python workers, and the shard read back from the base and the log.
     assert checkpoint_operator(spark, job_config.checkpoint_location) == "value-states"
+    # A new checkpoint runs without Spark's timers (the rows carry the batch's timestamp).
+    assert job.time_mode == TIME_MODE
+    metadata = checkpoint_state_metadata(spark, job_config.checkpoint_location)
+    assert time_mode_in(metadata) == "NoTime"
     _start(job_config, spark, jobs)
     again = OffsetCommitRequest("again", "g", (PartitionCommit("t", 0, 999),))
     assert _send(job_config, again)["errorCode"] == 0
@@ -156,3 +169,52 @@ def test_a_checkpoint_of_the_other_operator_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="move the checkpoint away") as failure:
         choose_state_operator("value-states", "group-state", "/cp")
     assert "\n" not in str(failure.value)
+
+
+def _metadata(operator: str, time_mode: str | None) -> str:
+    """A state metadata file as Spark 4.1 writes it (``state/0/_metadata/v2/0``)."""
+    properties = {"outputMode": "Update", "stateVariables": []}
+    if time_mode is not None:
+        properties["timeMode"] = time_mode
+    return "v2\n" + json.dumps(
+        {
+            "operatorInfo": {"operatorId": 0, "operatorName": operator},
+            "stateStoreInfo": [],
+            "operatorPropertiesJson": json.dumps(properties),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("metadata", "operator", "time_mode", "runs"),
+    [
+        ([], None, None, TIME_MODE),
+        (
+            [_metadata("transformWithStateInPandasExec", "NoTime")],
+            "value-states",
+            "NoTime",
+            TIME_MODE,
+        ),
+        (
+            [_metadata("transformWithStateInPandasExec", "ProcessingTime")],
+            "value-states",
+            "ProcessingTime",
+            PROCESSING_TIME,
+        ),
+        # The group-state operator's metadata is version 1, without operator properties.
+        (
+            ['{"operatorInfo":{"operatorName":"applyInPandasWithState"}}'],
+            "group-state",
+            None,
+            TIME_MODE,
+        ),
+        # Unreadable properties name no time mode.
+        (["v2\n{not json"], None, None, TIME_MODE),
+    ],
+)
+def test_a_checkpoint_keeps_the_time_mode_it_was_made_with(
+    metadata: list[str], operator: str | None, time_mode: str | None, runs: str
+) -> None:
+    assert operator_in(metadata) == operator
+    assert time_mode_in(metadata) == time_mode
+    assert value_states_time_mode(time_mode_in(metadata)) == runs
