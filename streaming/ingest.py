@@ -27,11 +27,6 @@ LOAD_MARKER = b'{"version":1,"api":"LoadCoordinator"}'
 #: at every trigger, each costing a whole micro-batch and delaying the next commits.
 EXPIRY_TICK = b'{"version":1,"api":"ExpireOffsets"}'
 
-#: The column with the micro-batch's timestamp (``ingest_messages(batch_time=True)``), in
-#: milliseconds: ``current_timestamp()``, which Spark replaces with the timestamp it keeps for
-#: the batch in its offset log, so a replayed batch carries the same one.
-BATCH_TIME_COLUMN = "batch_time_ms"
-
 #: Messages of the job's own, dropped by the state function after they woke their shard.
 MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
 
@@ -82,7 +77,6 @@ def ingest_messages(
     shards: int | None = None,
     keyed_topics: Sequence[str] = (),
     shard_keys: Sequence[int] | None = None,
-    batch_time: bool = False,
 ) -> DataFrame:
     """The Kafka source's rows as the state function takes them: ``shard`` (the state shard,
     ``CoordinatorConfig.state_shard_for`` of the group, of ``shards``), ``ingest_partition``,
@@ -109,9 +103,6 @@ def ingest_messages(
     With ``shard_keys`` (``streaming.state_shards.shard_keys``), the ``shard`` column holds
     shard ``k``'s key ``shard_keys[k]``, which Spark places in the state partition meant for
     it; the state function takes the key modulo the shard count.
-
-    With ``batch_time``, a :data:`BATCH_TIME_COLUMN` column holds the micro-batch's timestamp
-    (for an operator without Spark's processing-time clock: ``streaming.value_states``).
     """
     shard = F.col("partition")
     if keyed_topics:
@@ -133,6 +124,4 @@ def ingest_messages(
         for index, topic in reversed(list(enumerate(tenant_topics))):
             tenant = F.when(F.col("topic") == topic, F.lit(index)).otherwise(tenant)
         columns.append(tenant.cast("int").alias("tenant"))
-    if batch_time:
-        columns.append(F.unix_millis(F.current_timestamp()).alias(BATCH_TIME_COLUMN))
     return kafka_df.select(*columns)

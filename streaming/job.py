@@ -532,7 +532,6 @@ class OffsetsJob:
             self.state_shards,
             [t for t, count in self._ingest_layout.items() if count != self.state_shards],
             self.state_layout.keys(),
-            batch_time=self.state_operator == "value-states",
         ).groupBy("shard")
         if self.state_operator == "value-states":
             output = output.transformWithStateInPandas(

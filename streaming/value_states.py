@@ -23,19 +23,18 @@ base, writes the state as a new base and clears the log. Stamps are the shard ca
 random bits naming exactly one state, stored as signed 64-bit integers.
 
 No timers: expiry follows the job's ticks (``streaming.ingest``), so ``handleExpiredTimer`` is
-never called, and a new checkpoint runs in time mode ``None`` (:data:`TIME_MODE`). A call decides
-against the batch's timestamp, which every input row carries (``streaming.ingest``'s
-``batch_time_ms``: Spark turns ``current_timestamp()`` into the timestamp it keeps in its offset
-log), so a replayed batch decides as it did. Checkpoints made in processing-time mode
-(:data:`PROCESSING_TIME`) keep it, as Spark requires; their timer values name the same
-timestamp. Processing-time mode made Spark build the timers' key encoder (code generation) at
-every copy of the operator while it plans each micro-batch, and list expired timers in every
-task, for timers the job never sets.
+never called, and a new checkpoint runs in time mode ``None`` (:data:`TIME_MODE`).
+Processing-time mode made Spark build the timers' key encoder (code generation) at every copy
+of the operator while it plans each micro-batch, and list expired timers in every task, for
+timers the job never sets. A call decides against the micro-batch's timestamp, which Spark keeps
+in its offset log, so a replayed batch decides as it did: in time mode ``None`` PySpark's
+``TimerValues`` do not carry it, so the processor asks the task's state server once per task
+(:func:`batch_timestamp_ms`). Checkpoints made in processing-time mode (:data:`PROCESSING_TIME`)
+keep it, as Spark requires, and take the timestamp from ``TimerValues``.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +58,6 @@ from state.shard import (
     replay_log_chunks_on,
     rewrite_base,
 )
-from streaming.ingest import BATCH_TIME_COLUMN
 from streaming.processor import ProcessorSettings, ShardCall, make_shard_call
 from streaming.shard_cache import DecodedShards, new_stamp
 
@@ -87,6 +85,24 @@ LOG_SCHEMA = T.StructType(
         T.StructField("stamp", T.LongType(), False),
     ]
 )
+
+
+def batch_timestamp_ms(handle: StatefulProcessorHandle) -> int:
+    """The micro-batch's timestamp (ms), from the task's state server: what ``TimerValues``
+    carry in processing-time mode. PySpark 4.1 does not ask the server for it in time mode
+    ``None``, and gives it through no public method then, so this calls the handle's client as
+    ``TimerValues`` would (the pinned PySpark; the Spark tests fail loudly if it changes)."""
+    client = getattr(handle, "_statefulProcessorApiClient", None)
+    fetch = getattr(client, "_get_batch_timestamp", None)
+    if fetch is None:
+        raise RuntimeError(
+            "this PySpark's stateful processor handle does not give the micro-batch's timestamp "
+            "(_statefulProcessorApiClient._get_batch_timestamp): the value-state operator needs it"
+        )
+    timestamp = int(fetch())
+    if timestamp < 0:
+        raise RuntimeError(f"the state server gave no micro-batch timestamp ({timestamp})")
+    return timestamp
 
 
 def value_states_time_mode(held: str | None) -> str:
@@ -244,20 +260,20 @@ class ShardProcessor(StatefulProcessor):
         self._base = handle.getValueState("base", BASE_SCHEMA)
         self._log = handle.getListState("log", LOG_SCHEMA)
         self._call = make_shard_call(self.settings)
+        # A handle serves one task, and a task one micro-batch: its timestamp is asked once.
+        self._handle = handle
+        self._batch_time_ms: int | None = None
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         assert self._call is not None, "init runs first"
-        first = next(rows, None)
-        if first is None:  # Spark calls a key with rows only
-            return
-        # Every row carries the batch's timestamp; in processing-time mode it is also
-        # ``timerValues``' time, and in time mode None that is -1.
-        store = ValueStateStore(
-            self._head, self._base, self._log, int(first[BATCH_TIME_COLUMN].iloc[0])
-        )
-        rows = itertools.chain([first], rows)
+        now_ms = timerValues.getCurrentProcessingTimeInMs()
+        if now_ms < 0:  # time mode None
+            if self._batch_time_ms is None:
+                self._batch_time_ms = batch_timestamp_ms(self._handle)
+            now_ms = self._batch_time_ms
+        store = ValueStateStore(self._head, self._base, self._log, now_ms)
         # The key is the shard, or the shard plus a multiple of the count (``shard_keys``).
         shard = int(key[0]) % self.settings.coordinator.shard_count
         yield from self._call(shard, rows, store)
@@ -275,5 +291,6 @@ __all__ = [
     "TIME_MODE",
     "Head",
     "ShardProcessor",
+    "batch_timestamp_ms",
     "value_states_time_mode",
 ]
