@@ -173,12 +173,6 @@ def time_mode_in(metadata: list[str]) -> str | None:
     return None
 
 
-def checkpoint_operator(spark: SparkSession, location: str) -> str | None:
-    """The state operator whose state the checkpoint at ``location`` holds (:func:`operator_in`);
-    None when it holds no state yet."""
-    return operator_in(checkpoint_state_metadata(spark, location))
-
-
 def choose_state_operator(chosen: str, held: str | None, location: str) -> str:
     """The operator to run: ``chosen`` (``JobConfig.state_operator``) for a checkpoint that holds
     ``held`` (None: no state yet). A checkpoint cannot change operators: Spark would refuse its

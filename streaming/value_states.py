@@ -63,7 +63,7 @@ from streaming.shard_cache import DecodedShards, new_stamp
 
 #: Spark's name for this operator in a checkpoint's state metadata.
 OPERATOR_NAME = "transformWithStateInPandasExec"
-#: The time mode of a new checkpoint: no timers, no clock of Spark's (the rows carry the time).
+#: The time mode of a new checkpoint: no timers (the batch's timestamp: :func:`batch_timestamp_ms`).
 TIME_MODE = "None"
 #: The time mode of checkpoints made before :data:`TIME_MODE`; Spark refuses to change it.
 PROCESSING_TIME = "ProcessingTime"

@@ -19,7 +19,6 @@ from state.engine.shard_log import LOG_FLOOR_BYTES
 from streaming.config import JobConfig
 from streaming.job import (
     OffsetsJob,
-    checkpoint_operator,
     checkpoint_state_metadata,
     choose_state_operator,
     operator_in,
@@ -107,10 +106,10 @@ def test_a_shard_reads_back_whole_from_base_and_log_across_rewrites_and_restarts
 
     job.stop()
     # A restart: new Python workers, and the shard read back from the base and the log.
-    assert checkpoint_operator(spark, job_config.checkpoint_location) == "value-states"
-    # A new checkpoint runs without Spark's timers (the rows carry the batch's timestamp).
-    assert job.time_mode == TIME_MODE
     metadata = checkpoint_state_metadata(spark, job_config.checkpoint_location)
+    assert operator_in(metadata) == "value-states"
+    # A new checkpoint runs without Spark's timers (the processor asks for the batch's timestamp).
+    assert job.time_mode == TIME_MODE
     assert time_mode_in(metadata) == "NoTime"
     _start(job_config, spark, jobs)
     again = OffsetCommitRequest("again", "g", (PartitionCommit("t", 0, 999),))
