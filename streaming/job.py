@@ -43,13 +43,18 @@ from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
 from streaming.output import OUTPUT_SCHEMA
 from streaming.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
+from streaming.state_metadata import (
+    checkpoint_state_metadata,
+    operator_in,
+    relocate_state_metadata,
+    time_mode_in,
+)
 from streaming.state_shards import (
     StateLayout,
     checkpoint_layout,
     choose_state_shards,
     record_layout,
 )
-from streaming.value_states import OPERATOR_NAME as VALUE_STATES_OPERATOR
 from streaming.value_states import TIME_MODE as VALUE_STATES_TIME_MODE
 from streaming.value_states import ShardProcessor, value_states_time_mode
 from streaming.writer import BatchWriter, WriterSettings
@@ -113,64 +118,6 @@ def checkpoint_exists(spark: SparkSession, location: str) -> bool:
     path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/offsets")
     fs = path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
-
-
-#: Spark's name for the group-state operator in a checkpoint's state metadata.
-GROUP_STATE_OPERATOR = "applyInPandasWithState"
-
-
-def checkpoint_state_metadata(spark: SparkSession, location: str) -> list[str]:
-    """The texts of Spark's state metadata files of the checkpoint at ``location`` (its
-    stateful operator's, any Hadoop file system); empty when it holds no state yet."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    root = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/state/0/_metadata")
-    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
-    if not fs.exists(root):
-        return []
-    files = [s.getPath() for s in fs.listStatus(root) if s.isFile()]
-    v2 = jvm.org.apache.hadoop.fs.Path(root, "v2")
-    if fs.exists(v2):
-        files += [s.getPath() for s in fs.listStatus(v2) if s.isFile()]
-    texts = []
-    for path in files:
-        if path.getName().startswith("."):
-            continue
-        stream = fs.open(path)
-        try:
-            texts.append(str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")))
-        finally:
-            stream.close()
-    return texts
-
-
-def operator_in(metadata: list[str]) -> str | None:
-    """The state operator (``JobConfig.state_operator``'s names) that state metadata texts
-    (:func:`checkpoint_state_metadata`) name; None when none does."""
-    for text in metadata:
-        if f'"{VALUE_STATES_OPERATOR}"' in text:
-            return "value-states"
-        if f'"{GROUP_STATE_OPERATOR}"' in text:
-            return "group-state"
-    return None
-
-
-def time_mode_in(metadata: list[str]) -> str | None:
-    """The time mode that state metadata texts (:func:`checkpoint_state_metadata`) record for
-    the value-state operator, in Spark's words (``ProcessingTime``, ``NoTime``); None when none
-    records one. Version 2 files are a ``v2`` line and a JSON object whose
-    ``operatorPropertiesJson`` is itself JSON."""
-    for text in metadata:
-        version, _, body = text.partition("\n")
-        if version.strip() != "v2":
-            continue
-        try:
-            properties = json.loads(json.loads(body)["operatorPropertiesJson"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        mode = properties.get("timeMode") if isinstance(properties, dict) else None
-        if isinstance(mode, str):
-            return mode
-    return None
 
 
 def choose_state_operator(chosen: str, held: str | None, location: str) -> str:
@@ -407,6 +354,10 @@ class OffsetsJob:
         covered: dict[int, int] = {}
         tenants_covered: dict[str, dict[int, int]] = {}
         resumed = checkpoint_exists(self.spark, config.checkpoint_location)
+        if resumed:
+            # A checkpoint moved or restored here: Spark's state metadata names its schema
+            # files where it was (``streaming.state_metadata``).
+            relocate_state_metadata(self.spark, config.checkpoint_location)
         # Before anything is written (the sink's status, markers): a mismatch fails here.
         metadata = (
             checkpoint_state_metadata(self.spark, config.checkpoint_location) if resumed else []
