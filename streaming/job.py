@@ -43,12 +43,7 @@ from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
 from streaming.output import OUTPUT_SCHEMA
 from streaming.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
-from streaming.state_metadata import (
-    checkpoint_state_metadata,
-    operator_in,
-    relocate_state_metadata,
-    time_mode_in,
-)
+from streaming.state_metadata import operator_in, relocate_state_metadata, time_mode_in
 from streaming.state_shards import (
     StateLayout,
     checkpoint_layout,
@@ -354,13 +349,11 @@ class OffsetsJob:
         covered: dict[int, int] = {}
         tenants_covered: dict[str, dict[int, int]] = {}
         resumed = checkpoint_exists(self.spark, config.checkpoint_location)
-        if resumed:
-            # A checkpoint moved or restored here: Spark's state metadata names its schema
-            # files where it was (``streaming.state_metadata``).
-            relocate_state_metadata(self.spark, config.checkpoint_location)
-        # Before anything is written (the sink's status, markers): a mismatch fails here.
+        # Before anything is written (the sink's status, markers): a mismatch fails here. A
+        # checkpoint moved or restored here first gets its schema paths pointed at its own files
+        # (Spark's state metadata names them where it was: ``streaming.state_metadata``).
         metadata = (
-            checkpoint_state_metadata(self.spark, config.checkpoint_location) if resumed else []
+            relocate_state_metadata(self.spark, config.checkpoint_location) if resumed else []
         )
         self.state_operator = choose_state_operator(
             config.state_operator, operator_in(metadata), config.checkpoint_location

@@ -142,29 +142,33 @@ def relocated(text: str, checkpoint: str, exists: Callable[[str], bool]) -> str 
     return f"{version}\n{json.dumps(content, separators=(',', ':'))}"
 
 
-def relocate_state_metadata(spark: SparkSession, location: str) -> int:
+def relocate_state_metadata(spark: SparkSession, location: str) -> list[str]:
     """Point the checkpoint at ``location``'s state metadata at its own schema files where it
-    names those of the place it was moved from (see the module's docstring); returns how many
-    files were rewritten."""
+    names those of the place it was moved from (see the module's docstring); returns the
+    metadata texts as they now stand (what :func:`checkpoint_state_metadata` reads), so that
+    the job reads them once."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     hadoop = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
     Path = jvm.org.apache.hadoop.fs.Path
-    rewritten = 0
+    files = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+    checkpoint: str | None = None
+    texts, rewritten = [], 0
     for fs, path in list(_metadata_files(spark, location)):
-        checkpoint = str(fs.makeQualified(Path(location.rstrip("/"))).toString())
+        if checkpoint is None:  # every file is on the checkpoint's file system
+            checkpoint = str(fs.makeQualified(Path(location.rstrip("/"))).toString())
         text = _read_text(spark, fs, path)
         new = relocated(text, checkpoint, lambda p, fs=fs: bool(fs.exists(Path(p))))
-        if new is None:
-            continue
-        files = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
-        out = files.create(path.getParent(), hadoop).createAtomic(path, True)
-        try:
-            out.write(new.encode("utf-8"))
-        except Exception:
-            out.cancel()
-            raise
-        out.close()
-        rewritten += 1
+        if new is not None:
+            out = files.create(path.getParent(), hadoop).createAtomic(path, True)
+            try:
+                out.write(new.encode("utf-8"))
+            except Exception:
+                out.cancel()
+                raise
+            out.close()
+            rewritten += 1
+            text = new
+        texts.append(text)
     if rewritten:
         log.info(
             "the checkpoint at %s was moved here: %d state metadata files now name its own "
@@ -172,7 +176,7 @@ def relocate_state_metadata(spark: SparkSession, location: str) -> int:
             location,
             rewritten,
         )
-    return rewritten
+    return texts
 
 
 __all__ = [

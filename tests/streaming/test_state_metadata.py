@@ -105,15 +105,21 @@ def test_a_restored_checkpoint_starts_where_it_was_put(tmp_path: Path, spark: An
     checkpoint = tmp_path / "checkpoint"
     (before,) = checkpoint_state_metadata(spark, str(checkpoint))
     assert not any(p.startswith(f"file:{checkpoint}/") for p in _paths(before))
+    (metadata_file,) = (checkpoint / "state" / "0" / "_metadata" / "v2").glob("[!.]*")
+    inode = metadata_file.stat().st_ino
 
-    assert relocate_state_metadata(spark, str(checkpoint)) == 1
+    (relocated_text,) = relocate_state_metadata(spark, str(checkpoint))
 
-    # Read back through Hadoop, which checks the file against its new checksum.
-    (after,) = checkpoint_state_metadata(spark, str(checkpoint))
-    (schema,) = _paths(after)
+    # Rewritten (a new file renamed into place), and read back through Hadoop, which checks
+    # it against its new checksum, as what the call returned.
+    rewritten = metadata_file.stat().st_ino
+    assert rewritten != inode
+    assert checkpoint_state_metadata(spark, str(checkpoint)) == [relocated_text]
+    (schema,) = _paths(relocated_text)
     assert schema.startswith(f"file:{checkpoint}/state/0/_stateSchema/default/")
     assert Path(schema.removeprefix("file:")).is_file()
-    assert operator_in([after]) == "value-states"
-    assert time_mode_in([after]) == "ProcessingTime"
-    # Once pointed here, a second start changes nothing.
-    assert relocate_state_metadata(spark, str(checkpoint)) == 0
+    assert operator_in([relocated_text]) == "value-states"
+    assert time_mode_in([relocated_text]) == "ProcessingTime"
+    # Once pointed here, a second start reads the same and writes nothing.
+    assert relocate_state_metadata(spark, str(checkpoint)) == [relocated_text]
+    assert metadata_file.stat().st_ino == rewritten
