@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-#: Written by the job to every ingest partition when it starts without a checkpoint over a
-#: non-empty offsets topic, so that every shard is called, and so loads, in the first batches.
-#: Not a request: the state function drops it.
+#: Written by the job once per shard whenever it starts, so that every shard is called in the
+#: first batch, at once: it loads (without a checkpoint, over a non-empty offsets topic) and
+#: warms what a first batch pays. Not a request: the state function drops it.
 LOAD_MARKER = b'{"version":1,"api":"LoadCoordinator"}'
 
 #: Written by the job to every ingest partition every ``retention_check_interval_ms`` (Kafka's
@@ -27,7 +27,9 @@ LOAD_MARKER = b'{"version":1,"api":"LoadCoordinator"}'
 #: at every trigger, each costing a whole micro-batch and delaying the next commits.
 EXPIRY_TICK = b'{"version":1,"api":"ExpireOffsets"}'
 
-#: Messages of the job's own, dropped by the state function after they woke their shard.
+#: Messages of the job's own, dropped by the state function after they woke their shard. Only
+#: on the job's own ingest topic, which only operators may write: on a tenant's topic they are
+#: malformed requests (dead letters), so no tenant can force an expiry pass.
 MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
 
 

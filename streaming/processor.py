@@ -5,7 +5,7 @@
 Spark keys the state by shard (``CoordinatorConfig.state_shard_for``: the offsets-topic partition
 ``partition_for(group)``, or that modulo ``state_shards`` when a shard holds several partitions,
 ``streaming.state_shards``): at most that many keys per micro-batch whatever the number of groups,
-which is what makes the Python state affordable (see the operator measurements in the README).
+which is what makes the Python state affordable (measured in deploy/README.md, "How it works").
 A shard of several partitions rebuilds from each of them, and gives each record its group's
 partition (``record_partitions``) for the writer.
 
@@ -22,8 +22,8 @@ Each call is messages -> ``state.shard`` calls -> one output row:
    goes into the sink from here, or in the output for the driver to write) or ``empty_shard``;
 2. ingest messages (``streaming.ingest``) -> a request frame (``decode_request_messages``, the
    job's markers left out) -> ``apply_batch`` at the micro-batch's timestamp, which expires what
-   is due first when an expiry tick is among the messages (Kafka expires in its periodic check
-   only) and refuses the requests whose deadline that timestamp passed;
+   is due first when an expiry tick is among the messages of the job's own topic (Kafka expires
+   in its periodic check only) and refuses the requests whose deadline that timestamp passed;
 3. ``encode_state`` of the new state, unless it is the state the call started from;
 4. one ``streaming.output`` row whose payload holds the loaded shard as records
    (``snapshot_records``), the records for the offsets topic and the sink, the responses and
@@ -159,9 +159,10 @@ def write_loaded(sink_url: str, timeout_s: float, shard: int, records: pa.Table)
     with_sink_retries(write, timeout_s, f"shard {shard}'s rebuilt state", log)
 
 
-def request_frame(messages: pd.DataFrame) -> pa.Table:
+def request_frame(messages: pd.DataFrame, markers: frozenset[bytes] = MARKERS) -> pa.Table:
     """A shard's ingest messages (``streaming.ingest.ingest_messages`` rows) as a request frame,
-    in log order, without the job's own markers."""
+    in log order, without the job's own ``markers`` (none on a tenant's topic: there a marker is
+    a message like any other, refused as a malformed request)."""
     if len(messages) > 1 and not messages["ingest_offset"].is_monotonic_increasing:
         messages = messages.sort_values("ingest_offset", kind="stable")
     return decode_request_messages(
@@ -172,7 +173,7 @@ def request_frame(messages: pd.DataFrame) -> pa.Table:
             messages["value"].tolist(),
             strict=True,
         )
-        if value is None or bytes(value) not in MARKERS
+        if value is None or bytes(value) not in markers
     )
 
 
@@ -186,6 +187,18 @@ def by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
         (int(tenant), part.reset_index(drop=True))
         for tenant, part in messages.groupby("tenant", sort=True)
     ]
+
+
+def expiry_ticked(sources: list[tuple[int, pd.DataFrame]]) -> bool:
+    """Whether an expiry tick is among the messages of the job's own ingest topic (``by_source``
+    parts). The job writes its ticks there, where only operators may write; a tick a tenant
+    writes on its own topic must not start an expiry pass, and is refused like any malformed
+    request (``request_frame``)."""
+    return any(
+        tenant == OPERATOR and bool((part["value"] == EXPIRY_TICK).any())
+        for tenant, part in sources
+        if len(part)
+    )
 
 
 def own_partition(settings: ProcessorSettings, tenant: int, shard: int) -> int | None:
@@ -499,9 +512,10 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
             lap("read_input")
             # Offsets expire at expiry ticks only: Kafka's periodic check, not at every call.
             # Ticks come on the job's own topic, whose messages are applied first.
-            expire_due = bool((messages["value"] == EXPIRY_TICK).any()) if len(messages) else False
+            sources = by_source(messages)
+            expire_due = expiry_ticked(sources)
             result = None
-            for tenant, part in by_source(messages):
+            for tenant, part in sources:
                 topic = None if tenant == OPERATOR else settings.tenant_topics[tenant]
                 own = own_partition(settings, tenant, shard)
                 for partition, end in next_offsets(part):
@@ -512,7 +526,7 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
                 for piece, refused in ((routed, False), (misrouted, True)):
                     if refused and not len(piece):
                         continue
-                    frame = request_frame(piece)
+                    frame = request_frame(piece, MARKERS if tenant == OPERATOR else frozenset())
                     if refused:
                         frame = refuse_misrouted(
                             frame,

@@ -16,7 +16,7 @@ lists), shared with the CLI's ``reset-offsets``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,9 +256,12 @@ class OffsetsReader(CloseOnExit):
         """The group's listing (offset count, generation, members), None if unknown."""
         return next((g for g in self.list_groups() if g.group_id == group_id), None)
 
-    def max_lag_seconds(self, group_ids: Sequence[str]) -> dict[str, float | None]:
+    def max_lag_seconds(
+        self, group_ids: Sequence[str], topics: Callable[[str], bool] | None = None
+    ) -> dict[str, float | None]:
         """Each group's largest lag in seconds from the sink alone (its log-end samples, the
-        newest as the log end; no broker call): None for a group with none known."""
+        newest as the log end; no broker call), over the topics ``topics`` keeps (default
+        all): None for a group with none known."""
         samples = self.sink.log_end_samples()
         now = int(time.time() * 1000)
         found: dict[str, float | None] = {}
@@ -266,7 +269,8 @@ class OffsetsReader(CloseOnExit):
             lags = [
                 behind.lag_ms / 1000
                 for o in self.sink.fetch_offsets(group_id)
-                if (behind := lag_ms(samples.get(o.topic_partition, []), o.offset, None, now))
+                if (topics is None or topics(o.topic))
+                and (behind := lag_ms(samples.get(o.topic_partition, []), o.offset, None, now))
             ]
             found[group_id] = max(lags) if lags else None
         return found

@@ -38,9 +38,17 @@ def is_valid_topic(topic: str | None) -> bool:
     )
 
 
+#: The job answers UNKNOWN_TOPIC_OR_PARTITION for a partition index at or past this. Kafka has no
+#: hard limit (any int32 index), but no real topic comes near it; the cap bounds what any reader
+#: of the offsets allocates per topic, e.g. Burrow's positional list of a group's partitions (a
+#: commit of partition 2^31-1 would make it 2^31 entries long).
+MAX_PARTITIONS_PER_TOPIC = 100_000
+
+
 def is_valid_partition(partition: int | None) -> bool:
-    """A partition index Kafka can look up: not null, not negative."""
-    return partition is not None and partition >= 0
+    """A partition index the job takes: not null, not negative, below
+    :data:`MAX_PARTITIONS_PER_TOPIC`."""
+    return partition is not None and 0 <= partition < MAX_PARTITIONS_PER_TOPIC
 
 
 #: Longest string a record can hold (int16 length prefix), in UTF-8 bytes.

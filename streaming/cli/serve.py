@@ -3,65 +3,78 @@ sink, read-only (``streaming.serve``).
 
 Log-end offsets (for lag) come from the Kafka cluster when ``--bootstrap-server`` is given
 (client options as ``--kafka-option KEY=VALUE``, the Java client's names), else from the sink's
-stored ones, which a mirror keeps.
+stored ones, which a mirror keeps. Settings (``streaming.config.ServeSettings``) come from the
+``--config`` file's ``[serve]`` table, then ``CONSUMER_OFFSETS_SERVE_*`` variables, then flags.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import fields
 from typing import Any
 
 from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import UsageError
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
-from streaming.cli.run import add_log_level_argument, configure_logging
+from streaming.cli.run import (
+    EXAMPLE_CONFIG,
+    add_log_level_argument,
+    configure_logging,
+    setting_help,
+    settings_epilog,
+)
+from streaming.config import GRANULARITIES, SERVE_ENV_PREFIX, ServeSettings, load_serve_settings
 
 log = logging.getLogger("streaming.serve")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sink-url", required=True, help="the job's or the mirror's sink")
-    add_bootstrap_server(
-        parser, "the cluster to read log-end offsets from", dest="bootstrap_servers"
-    )
-    add_kafka_options(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--cluster-name", default="local", help="its name in Burrow's API")
+    """serve's flags, each one's help the setting's meaning and default (``ServeSettings``);
+    each overrides the environment and the ``--config`` file."""
     parser.add_argument(
-        "--log-end-interval",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="how often log-end offsets are read",
-    )
-    parser.add_argument(
-        "--granularity",
-        choices=("partition", "topic"),
-        default="partition",
-        help="/metrics' lag series per partition, or per group and topic (fewer series)",
-    )
-    parser.add_argument(
-        "--evaluation-interval",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="how often every group's Burrow status and the dashboard's index are computed",
-    )
-    parser.add_argument(
-        "--tenants",
+        "--config",
         metavar="FILE",
-        help="the job's [[tenants]] (its config file, or a file of them): a user named like a "
-        "tenant sees only the groups its rules let it DESCRIBE",
+        help=f"TOML file of settings, as {EXAMPLE_CONFIG}: its [serve] table, and the job's "
+        "sink_url, bootstrap_servers, kafka_options and [[tenants]] for those it does not set",
     )
-    parser.add_argument(
-        "--web-config-file",
-        metavar="FILE",
-        help="TLS and users, as Prometheus exporters' web config (tls_server_config, "
-        "basic_auth_users with bcrypt hashes)",
-    )
+    parser.epilog = settings_epilog(SERVE_ENV_PREFIX, "serve")
     add_log_level_argument(parser, default="warning")
+    settings = parser.add_argument_group("settings (ServeSettings)")
+    settings.add_argument("--sink-url", metavar="URL", help=setting_help(ServeSettings, "sink_url"))
+    add_bootstrap_server(
+        settings, setting_help(ServeSettings, "bootstrap_servers"), dest="bootstrap_servers"
+    )
+    add_kafka_options(
+        settings,
+        "one of kafka_options, repeatable: " + setting_help(ServeSettings, "kafka_options"),
+    )
+    settings.add_argument("--host", help=setting_help(ServeSettings, "host"))
+    settings.add_argument("--port", type=int, help=setting_help(ServeSettings, "port"))
+    settings.add_argument(
+        "--cluster-name", metavar="NAME", help=setting_help(ServeSettings, "cluster_name")
+    )
+    settings.add_argument(
+        "--log-end-interval",
+        dest="log_end_interval_s",
+        type=float,
+        metavar="SECONDS",
+        help=setting_help(ServeSettings, "log_end_interval_s"),
+    )
+    settings.add_argument(
+        "--granularity", choices=GRANULARITIES, help=setting_help(ServeSettings, "granularity")
+    )
+    settings.add_argument(
+        "--evaluation-interval",
+        dest="evaluation_interval_s",
+        type=float,
+        metavar="SECONDS",
+        help=setting_help(ServeSettings, "evaluation_interval_s"),
+    )
+    settings.add_argument("--tenants", metavar="FILE", help=setting_help(ServeSettings, "tenants"))
+    settings.add_argument(
+        "--web-config-file", metavar="FILE", help=setting_help(ServeSettings, "web_config_file")
+    )
 
 
 def web_config_from_args(args: argparse.Namespace) -> Any:
@@ -78,37 +91,45 @@ def web_config_from_args(args: argparse.Namespace) -> Any:
 
 
 def serve_config_from_args(args: argparse.Namespace) -> Any:
+    """The server's configuration (``ServeSettings``: flags over ``CONSUMER_OFFSETS_SERVE_*``
+    over the ``--config`` file); ``--tenants`` defaults to that file's ``[[tenants]]``. Sets
+    ``args.host``, ``args.port`` and ``args.web_config_file`` to the settings' (``run_serve``
+    reads them there). A :class:`UsageError` names what is wrong."""
     from connectors.kafka.kafka_python import kafka_python_options
-    from connectors.secrets import hide_in_logs, secret_values
     from streaming.serve import ServeConfig
 
-    options = dict(args.kafka_option)
-    hide_in_logs(secret_values(options))
-    if options and not args.bootstrap_servers:
-        raise UsageError("--kafka-option needs --bootstrap-server")
+    names = [f.name for f in fields(ServeSettings) if f.name != "kafka_options"]
+    overrides: dict[str, Any] = {name: getattr(args, name, None) for name in names}
+    if args.kafka_option:
+        overrides["kafka_options"] = dict(args.kafka_option)
     try:
-        parse_sink_url(args.sink_url)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if args.log_end_interval <= 0:
-        raise UsageError(f"--log-end-interval must be > 0, got {args.log_end_interval}")
-    if args.evaluation_interval <= 0:
-        raise UsageError(f"--evaluation-interval must be > 0, got {args.evaluation_interval}")
+        settings = load_serve_settings(args.config, overrides=overrides)
+        parse_sink_url(settings.sink_url)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"configuration: {exc}") from None
+    if settings.kafka_options and not settings.bootstrap_servers:
+        raise UsageError("--kafka-option needs --bootstrap-server")
     client_options = None
-    if args.bootstrap_servers:
+    if settings.bootstrap_servers:
         try:
-            client_options = kafka_python_options(args.bootstrap_servers, options)
+            client_options = kafka_python_options(
+                settings.bootstrap_servers, settings.kafka_options
+            )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+    args.host, args.port = settings.host, settings.port
+    args.web_config_file = settings.web_config_file
     return ServeConfig(
-        sink_url=args.sink_url,
+        sink_url=settings.sink_url,
         client_options=client_options,
-        bootstrap_servers=args.bootstrap_servers.split(",") if args.bootstrap_servers else [],
-        cluster_name=args.cluster_name,
-        log_end_interval_s=args.log_end_interval,
-        granularity=args.granularity,
-        evaluation_interval_s=args.evaluation_interval,
-        tenants=_tenants(args.tenants),
+        bootstrap_servers=settings.bootstrap_servers.split(",")
+        if settings.bootstrap_servers
+        else [],
+        cluster_name=settings.cluster_name,
+        log_end_interval_s=settings.log_end_interval_s,
+        granularity=settings.granularity,  # type: ignore[arg-type]
+        evaluation_interval_s=settings.evaluation_interval_s,
+        tenants=_tenants(settings.tenants or args.config),
     )
 
 
@@ -125,6 +146,34 @@ def _tenants(path: str | None) -> tuple[Any, ...]:
         raise UsageError(f"--tenants {path}: {exc}") from None
 
 
+def _check_views(tenants: tuple[Any, ...], users: set[str], operators: set[str]) -> None:
+    """Who sees what (``streaming.serve.tenant_views``): a user both a tenant and an operator is
+    a UsageError (which view would it get?); one WARNING names every user who is neither
+    (refused: 403 everywhere) and every tenant without a user."""
+    names = {t.name for t in tenants}
+    both = sorted(names & operators)
+    if both:
+        raise UsageError(
+            f"web config: operators {', '.join(both)} are tenants too: a user is either a "
+            "tenant (its view) or an operator (every group)"
+        )
+    if not users:
+        if tenants:
+            log.warning("--tenants without users (--web-config-file): everyone sees every group")
+        return
+    refused = sorted(users - names - operators)
+    lonely = sorted(names - users)
+    problems = []
+    if refused:
+        problems.append(
+            f"users {', '.join(refused)} are neither tenants nor operators: 403 on every route"
+        )
+    if lonely:
+        problems.append(f"tenants {', '.join(lonely)} have no user: no view")
+    if problems:
+        log.warning("%s", "; ".join(problems))
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted (uvicorn handles SIGINT/SIGTERM); 0 on a clean stop."""
     from streaming.serve import create_app
@@ -133,14 +182,6 @@ def run_serve(args: argparse.Namespace) -> int:
     config = serve_config_from_args(args)
     web = web_config_from_args(args)
     configure_logging(args.log_level)
-    if config.tenants:
-        users = set(web.basic_auth_users)
-        views = sorted(users & {t.name for t in config.tenants})
-        log.info(
-            "tenant views for %s; every other user sees every group",
-            ", ".join(views) or "no user (no user is named like a tenant)",
-        )
-        if not users:
-            log.warning("--tenants without users (--web-config-file): everyone sees every group")
+    _check_views(config.tenants, set(web.basic_auth_users), set(web.operators))
     serve_forever(create_app(config), args.host, args.port, web, args.log_level)
     return 0

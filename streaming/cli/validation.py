@@ -1,16 +1,18 @@
 """What can never succeed, refused before anything is sent (exit 2).
 
-Kafka's own rules (``state.coordinator.rules``): a partition index is never negative, a topic
-name is 1-249 characters of ``[a-zA-Z0-9._-]`` and neither ``.`` nor ``..``, and a group id
-fits in a record (and is not empty where Kafka refuses the empty group: OffsetDelete). The job
-would answer UNKNOWN_TOPIC_OR_PARTITION (3) or INVALID_GROUP_ID (24) to such a request; the
-CLI says so at once instead of sending it.
+Kafka's own rules (``state.coordinator.rules``): a partition index is never negative (nor at or
+past the job's cap, ``MAX_PARTITIONS_PER_TOPIC``), a topic name is 1-249 characters of
+``[a-zA-Z0-9._-]`` and neither ``.`` nor ``..``, and a group id fits in a record (and is not
+empty where Kafka refuses the empty group: OffsetDelete). The job would answer
+UNKNOWN_TOPIC_OR_PARTITION (3) or INVALID_GROUP_ID (24) to such a request; the CLI says so at
+once instead of sending it.
 """
 
 from __future__ import annotations
 
 from state.coordinator.errors import ErrorCode
 from state.coordinator.rules import (
+    MAX_PARTITIONS_PER_TOPIC,
     MAX_RECORD_STRING_BYTES,
     TOPIC_NAME_MAX_LENGTH,
     is_valid_group_id,
@@ -37,9 +39,10 @@ def check_topic(topic: str, where: str = "--topic") -> str:
 
 
 def check_partition(partition: int, where: str = "--partition") -> int:
-    """``partition`` when it is a partition index (>= 0), else a :class:`UsageError`."""
+    """``partition`` when the job takes it (0 up to the cap), else a :class:`UsageError`."""
     if not is_valid_partition(partition):
-        raise UsageError(f"{where} must be >= 0, got {partition}")
+        bound = ">= 0" if partition < 0 else f"< {MAX_PARTITIONS_PER_TOPIC:,} (the job's cap)"
+        raise UsageError(f"{where} must be {bound}, got {partition}")
     return partition
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -31,7 +32,7 @@ from streaming.serve.memo import Memo
 from streaming.serve.metrics import registry_for
 from streaming.serve.scrape import LagExposition
 from streaming.serve.snapshot import DEFAULT_EVALUATION_INTERVAL_S, GroupEvaluator
-from streaming.serve.tenant_views import filter_exposition, viewer_of
+from streaming.serve.tenant_views import ViewerMiddleware, viewer_in, visible
 from streaming.tenants import Tenant
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,8 @@ class ServeConfig:
     granularity: Granularity = "partition"
     #: Seconds between two evaluations of every group (Burrow's statuses, the index's rows).
     evaluation_interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
-    #: The job's tenants: a user named like one sees only the groups its rules let it
-    #: DESCRIBE (``tenant_views``); no tenants, or any other user: every group.
+    #: The job's tenants: a user named like one sees only what its rules let it DESCRIBE;
+    #: an operator every group; any other user nothing (``tenant_views``).
     tenants: tuple[Tenant, ...] = ()
 
 
@@ -100,29 +101,21 @@ def create_app(config: ServeConfig) -> Starlette:
         lambda: log_ends.generation,
     )
 
-    tenants = {tenant.name: tenant for tenant in config.tenants}
-
     def metrics(request: Request) -> Response:
-        progress = generate_latest(registry)
-        viewer = viewer_of(request.scope, tenants)
-        if not viewer.sees_all:
-            # A tenant's user: its groups' and topics' series only, filtered from the shared
-            # text (the cached text and its gzip are every group's).
-            text = filter_exposition(lag.text(progress).decode(), viewer).encode()
-            if "gzip" in request.headers.get("accept-encoding", ""):
-                return Response(
-                    gzip.compress(text, compresslevel=1),
-                    media_type=CONTENT_TYPE_LATEST,
-                    headers={"Content-Encoding": "gzip"},
-                )
-            return Response(text, media_type=CONTENT_TYPE_LATEST)
-        if "gzip" in request.headers.get("accept-encoding", ""):
-            return Response(
-                lag.gzipped(progress),
-                media_type=CONTENT_TYPE_LATEST,
-                headers={"Content-Encoding": "gzip"},
-            )
-        return Response(lag.text(progress), media_type=CONTENT_TYPE_LATEST)
+        viewer = viewer_in(request.scope)
+        gzipped = "gzip" in request.headers.get("accept-encoding", "")
+        if viewer.sees_all:
+            progress = generate_latest(registry)
+            body = lag.gzipped(progress) if gzipped else lag.text(progress)
+        else:
+            # A tenant: its rows of the shared frame, rendered for this scrape (the kept text
+            # and its gzip are every group's).
+            progress = generate_latest(registry_for(view, viewer.may_see_group))
+            statuses, reasons = evaluator.statuses, evaluator.reasons
+            body = lag.text_of(lambda f: visible(view, viewer, f, statuses, reasons)[:2], progress)
+            body = gzip.compress(body, compresslevel=1) if gzipped else body
+        headers = {"Content-Encoding": "gzip"} if gzipped else None
+        return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -138,10 +131,13 @@ def create_app(config: ServeConfig) -> Starlette:
 
     routes = [
         Route("/metrics", metrics),
-        *BurrowApi(view, config.bootstrap_servers, tenants).routes(),
-        *Dashboard(view, evaluator, tenants).routes(),
+        *BurrowApi(view, config.bootstrap_servers).routes(),
+        *Dashboard(view, evaluator, frames.get).routes(),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # Every request's viewer decided once, before any route; a refused user gets 403.
+    tenants = {tenant.name: tenant for tenant in config.tenants}
+    middleware = [Middleware(ViewerMiddleware, tenants=tenants)]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.view = view
     app.state.evaluator = evaluator
     app.state.lag = lag

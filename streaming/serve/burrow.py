@@ -3,14 +3,20 @@ dashboards (burrow-dashboard, Burrower, burrow_exporter) work unchanged.
 
 Every answer carries Burrow's envelope: ``error``, ``message`` and ``request`` (``url``,
 ``host``). Unknown clusters and groups answer 404 with ``error: true``, as Burrow does. One
-cluster per server: the sink's (``--cluster-name``). A user named like a tenant sees only the
-groups and topics its rules let it DESCRIBE; the others answer 404 (``tenant_views``).
+cluster per server: the sink's (``--cluster-name``). A tenant's user sees only the groups and,
+in them, the topics its rules let it DESCRIBE; other groups answer 404 as if absent, and a
+group's figures count its visible topics only (``tenant_views``).
+
+A consumer's topic lists its partitions by index, as Burrow does, up to the topic's partition
+count (the log-end offsets serve reads; a topic of unknown count: as many as the group
+committed), never beyond: a commit of a partition past it is left out of the list, as Burrow
+drops it, so no commit makes an answer larger than an honest group's.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections import Counter
 from typing import Any
 
 from starlette.requests import Request
@@ -18,8 +24,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from streaming.serve.lag_view import LagView
-from streaming.serve.tenant_views import viewer_of
-from streaming.tenants import Tenant
+from streaming.serve.tenant_views import group_status, viewer_in
 
 _HOST = socket.gethostname()
 
@@ -33,13 +38,9 @@ def _answer(request: Request, message: str, status_code: int = 200, **body: Any)
 class BurrowApi:
     """The routes, bound to one view of the sink."""
 
-    def __init__(
-        self, view: LagView, servers: list[str], tenants: Mapping[str, Tenant] | None = None
-    ) -> None:
+    def __init__(self, view: LagView, servers: list[str]) -> None:
         self.view = view
         self.servers = servers
-        #: Tenants by name: a user named like one sees its groups only (``tenant_views``).
-        self.tenants = dict(tenants or {})
 
     def routes(self) -> list[Route]:
         base = "/v3/kafka"
@@ -66,7 +67,7 @@ class BurrowApi:
     def _unknown_group(self, request: Request) -> JSONResponse | None:
         missing = self._unknown_cluster(request)
         group = request.path_params["group"]
-        visible = viewer_of(request.scope, self.tenants).may_see_group(group)
+        visible = viewer_in(request.scope).may_see_group(group)
         if missing is None and not (visible and self.view.has_group(group)):
             missing = _answer(request, "cluster or consumer not found", 404)
         return missing
@@ -96,22 +97,30 @@ class BurrowApi:
     def consumers(self, request: Request) -> Response:
         if missing := self._unknown_cluster(request):
             return missing
-        viewer = viewer_of(request.scope, self.tenants)
+        viewer = viewer_in(request.scope)
         groups = viewer.groups(g.group_id for g in self.view.groups())
         return _answer(request, "consumer list returned", consumers=groups)
 
     def consumer(self, request: Request) -> Response:
         if missing := self._unknown_group(request):
             return missing
+        viewer = viewer_in(request.scope)
+        committed = viewer.partitions(self.view.partitions(request.path_params["group"]))
+        counts = self._partition_counts(Counter(p.committed.topic for p in committed))
         topics: dict[str, list[dict[str, Any]]] = {}
         intervals = self.view.intervals
-        for p in self.view.partitions(request.path_params["group"]):
-            partitions = topics.setdefault(p.committed.topic, [])
+        for p in committed:
+            count = counts[p.committed.topic]
+            if p.committed.partition >= count:
+                continue  # not a partition of the topic: Burrow drops such a commit
             # Burrow lists partitions by index; a gap (no commit) is an entry with no offsets.
-            while len(partitions) <= p.committed.partition:
-                partitions.append(
+            partitions = topics.setdefault(
+                p.committed.topic,
+                [
                     {"offsets": [None] * intervals, "owner": "", "client_id": "", "current-lag": 0}
-                )
+                    for _ in range(count)
+                ],
+            )
             offsets: list[dict[str, Any] | None] = [o.as_burrow() for o in p.window]
             partitions[p.committed.partition] = {
                 "offsets": [None] * (intervals - len(offsets)) + offsets,
@@ -121,10 +130,21 @@ class BurrowApi:
             }
         return _answer(request, "consumer detail returned", topics=topics)
 
+    def _partition_counts(self, committed: Counter[str]) -> dict[str, int]:
+        """Each topic's partition count: from its log-end offsets, else (none read yet) the
+        number of its partitions the group committed, so a list is never longer than the
+        partitions that exist or were committed."""
+        counts = dict(committed)
+        known: dict[str, int] = {}
+        for tp in self.view.log_end_map(set(committed)):
+            known[tp.topic] = max(known.get(tp.topic, 0), tp.partition + 1)
+        counts.update(known)
+        return counts
+
     def _status(self, request: Request, only_problems: bool) -> Response:
         if missing := self._unknown_group(request):
             return missing
-        evaluated = self.view.status(request.path_params["group"])
+        evaluated = group_status(self.view, viewer_in(request.scope), request.path_params["group"])
         return _answer(
             request, "consumer status returned", status=evaluated.as_burrow(only_problems)
         )
@@ -138,7 +158,7 @@ class BurrowApi:
     def topics(self, request: Request) -> Response:
         if missing := self._unknown_cluster(request):
             return missing
-        viewer = viewer_of(request.scope, self.tenants)
+        viewer = viewer_in(request.scope)
         topics = [t for t in self.view.sink.committed_topics() if viewer.may_see_topic(t)]
         return _answer(request, "topic list returned", topics=topics)
 
@@ -146,7 +166,7 @@ class BurrowApi:
         if missing := self._unknown_cluster(request):
             return missing
         topic = request.path_params["topic"]
-        if not viewer_of(request.scope, self.tenants).may_see_topic(topic):
+        if not viewer_in(request.scope).may_see_topic(topic):
             return _answer(request, "topic not found", 404)
         ends = self.view.log_ends.offsets_of(topic)
         if not ends:

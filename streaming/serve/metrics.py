@@ -16,7 +16,7 @@ written as text by ``streaming.serve.exposition``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -27,15 +27,17 @@ from connectors.client.liveness import NOT_RESPONDING, liveness
 from connectors.sinks import SinkError
 from streaming.serve.lag_view import LagView
 
-#: The status label's values: the stored states, and a LOADING or ACTIVE job's stale heartbeat.
-STATUSES = ("LOADING", "ACTIVE", "STOPPED", NOT_RESPONDING.replace(" ", "_"))
+#: The status label's values: the stored states, and a live state's stale heartbeat.
+STATUSES = ("LOADING", "STARTING", "ACTIVE", "STOPPED", NOT_RESPONDING.replace(" ", "_"))
 
 
 class SinkCollector(Collector):
     """Collects every metric from the sink at scrape time (no state between scrapes)."""
 
-    def __init__(self, view: LagView) -> None:
+    def __init__(self, view: LagView, may_see_group: Callable[[str], bool] | None = None) -> None:
         self.view = view
+        #: The groups whose counters are shown (a tenant's: ``tenant_views``); None: all.
+        self.may_see_group = may_see_group
 
     def collect(self) -> Iterator[Metric]:
         # The lag families are written as text beside these (streaming.serve.exposition).
@@ -56,6 +58,8 @@ class SinkCollector(Collector):
             labels=["cluster_name", "group"],
         )
         for group, count in sorted(counts.items()):
+            if self.may_see_group is not None and not self.may_see_group(group):
+                continue
             family.add_metric([self.view.cluster, group], float(count))
         yield family
 
@@ -116,7 +120,9 @@ def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, help_text, value=float(value))
 
 
-def registry_for(view: LagView) -> CollectorRegistry:
+def registry_for(
+    view: LagView, may_see_group: Callable[[str], bool] | None = None
+) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SinkCollector(view))
+    registry.register(SinkCollector(view, may_see_group))
     return registry

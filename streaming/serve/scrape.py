@@ -112,6 +112,14 @@ class LagExposition:
         """The lag families, then ``more``."""
         return self._scraped().text + more
 
+    def text_of(
+        self, select: Callable[[LagFrame], tuple[LagFrame, Mapping[str, str]]], more: bytes = b""
+    ) -> bytes:
+        """The lag families of what ``select`` keeps of the latest frame, with the statuses it
+        gives (a tenant's view: made for this scrape, not kept), then ``more``."""
+        frame, statuses = select(self._scraped().frame)
+        return render(frame, statuses, self._cluster, self._granularity) + more
+
     def gzipped(self, more: bytes = b"") -> bytes:
         """:meth:`text` gzipped (compressed now for the first scraper that asks)."""
         self.gzip_wanted = True

@@ -1,56 +1,73 @@
-"""What a ``serve`` user may see: a user named like a tenant sees its groups only.
+"""What a ``serve`` user may see: what Kafka's OffsetFetch would answer its principal.
 
-Kafka filters ListGroups and OffsetFetch by DESCRIBE on the group (and ListOffsets by DESCRIBE
-on the topic); ``serve`` does the same with the tenants' rules (``streaming.tenants``,
-``state.coordinator.acls``): a user (``--web-config-file``'s ``basic_auth_users``) whose name is
-a tenant's sees in ``/metrics``, Burrow's routes and the dashboard only the groups that tenant's
-rules let it DESCRIBE (READ, DELETE and ALL imply it), and the topic series only of topics it
-may DESCRIBE; any other group answers 404 as if absent. A user with no tenant of its name is an
-operator and sees everything, as does every request when ``serve`` has no users.
+Kafka lists a group (ListGroups) and fetches its offsets (OffsetFetch) only with DESCRIBE on
+the group, and a whole group's OffsetFetch answers only the topics the principal may DESCRIBE.
+``serve`` decides the same, in one place (:class:`Viewer`, over the tenants' rules:
+``streaming.tenants``, ``state.coordinator.acls``), for every route:
+
+- no user in the request (``serve`` has no ``basic_auth_users``): every group, as a Kafka
+  without an authorizer;
+- a user named like a tenant: the groups that tenant may DESCRIBE (READ, DELETE and ALL imply
+  it) and, inside them, only the topics it may DESCRIBE; any other group answers 404 as if
+  absent, and every figure over a group (its partition count, total and largest lag, lag in
+  seconds, Burrow's status) is computed over the visible topics only;
+- a user the web config names an operator (``scope["operator"]``): every group;
+- any other user: refused, 403 on every route (:class:`ViewerMiddleware`): a typo or a user
+  added for a dashboard sees nothing until it is made a tenant or an operator.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import pyarrow as pa
 
 from state.coordinator.acls import AclOperation, Authorizer, ResourceType
+from state.coordinator.model import TopicPartition
+from streaming.serve.evaluation import GroupStatus
+from streaming.serve.lag_frame import LagFrame
+from streaming.serve.lag_view import LagView
 from streaming.tenants import Tenant
 
-__all__ = ["Viewer", "filter_exposition", "viewer_of"]
-
-#: The group (kafka-lag-exporter's ``group``, kafka_exporter's ``consumergroup``) and ``topic``
-#: labels of a sample line (label values are escaped: ``\\"``).
-_LABEL = re.compile(r'[{,](consumergroup|group|topic)="((?:[^"\\]|\\.)*)"')
+__all__ = ["Viewer", "ViewerMiddleware", "group_status", "viewer_in", "viewer_of", "visible"]
 
 
-def _unescape(value: str) -> str:
-    return value.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+class _OfTopic(Protocol):
+    @property
+    def topic_partition(self) -> TopicPartition: ...
+
+
+P = TypeVar("P", bound=_OfTopic)
 
 
 @dataclass
 class Viewer:
-    """One request's view: ``authorizer`` None for an operator (everything)."""
+    """One request's view: ``authorizer`` None and not ``refused``: everything."""
 
     authorizer: Authorizer | None = None
+    #: A user who is neither a tenant nor an operator: sees nothing (403).
+    refused: bool = False
     _groups: dict[str, bool] = field(default_factory=dict, repr=False)
     _topics: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @property
     def sees_all(self) -> bool:
-        return self.authorizer is None
+        return self.authorizer is None and not self.refused
 
     def may_see_group(self, group: str) -> bool:
         """DESCRIBE on the group (decided once per group and viewer)."""
         return self._describes(ResourceType.GROUP, group, self._groups)
 
     def may_see_topic(self, topic: str) -> bool:
-        """DESCRIBE on the topic (its log-end offsets)."""
+        """DESCRIBE on the topic: its offsets inside a visible group, its log-end offsets."""
         return self._describes(ResourceType.TOPIC, topic, self._topics)
 
     def _describes(self, resource_type: ResourceType, name: str, seen: dict[str, bool]) -> bool:
+        if self.refused:
+            return False
         if self.authorizer is None:
             return True
         allowed = seen.get(name)
@@ -63,33 +80,112 @@ class Viewer:
         """The visible ones of ``groups``, in their order."""
         return [g for g in groups if self.may_see_group(g)]
 
+    def partitions(self, partitions: Iterable[P]) -> list[P]:
+        """The ones of a visible group's ``partitions`` whose topic is visible, in order."""
+        return [p for p in partitions if self.may_see_topic(p.topic_partition.topic)]
+
+    def frame(self, frame: LagFrame) -> tuple[LagFrame, frozenset[str]]:
+        """The rows of ``frame`` this viewer may see (visible group and topic), the listings of
+        its visible groups (their partition counts less the hidden rows), and the visible
+        groups that had rows hidden (their Burrow status must be evaluated again:
+        :func:`group_status`)."""
+        if self.sees_all:
+            return frame, frozenset()
+        names = frame.groups.to_pylist()
+        shown_groups = np.array([self.may_see_group(g) for g in names], bool)
+        shown_topics = np.array([self.may_see_topic(t) for t in frame.topics.to_pylist()], bool)
+        keep = shown_groups[frame.group_index] & shown_topics[frame.topic_index]
+        # Every per-row column, whatever the frame holds, keeps the same rows.
+        changes: dict[str, Any] = {
+            f.name: value[keep]
+            for f in fields(frame)
+            if isinstance(value := getattr(frame, f.name), np.ndarray)
+            and value.shape[:1] == (frame.rows,)
+        }
+        for name, codes in (("groups", frame.group_index), ("topics", frame.topic_index)):
+            kept = np.unique(codes[keep])  # sorted: rows stay sorted by group
+            changes[name] = getattr(frame, name).take(pa.array(kept, pa.int64()))
+            index = f"{name[:-1]}_index"
+            changes[index] = np.searchsorted(kept, changes[index]).astype(np.int64)
+        dropped = shown_groups[frame.group_index] & ~keep  # a visible group's hidden topic
+        hidden = np.bincount(frame.group_index[dropped], minlength=len(names))
+        partial = {names[k]: int(n) for k, n in enumerate(hidden) if n}
+        changes["listings"] = [
+            replace(g, partitions=g.partitions - partial[g.group_id])
+            if g.group_id in partial
+            else g
+            for g in frame.listings
+            if self.may_see_group(g.group_id)
+        ]
+        return replace(frame, **changes), frozenset(partial)
+
+
+def group_status(view: LagView, viewer: Viewer, group: str) -> GroupStatus:
+    """Burrow's evaluation of ``group`` over the partitions ``viewer`` may see: its status,
+    maximum and total lag and partition count say nothing of the hidden topics."""
+    return view.status_of(group, viewer.partitions(view.partitions(group)))
+
+
+def visible(
+    view: LagView,
+    viewer: Viewer,
+    frame: LagFrame,
+    statuses: Mapping[str, str],
+    reasons: Mapping[str, str],
+) -> tuple[LagFrame, dict[str, str], dict[str, str]]:
+    """``frame`` (every group's lags) and the groups' Burrow ``statuses`` and their
+    ``reasons`` as ``viewer`` may see them: a group with hidden topics is evaluated again over
+    its visible ones (its status and reason say nothing of the others)."""
+    shown, partial = viewer.frame(frame)
+    again = {g: group_status(view, viewer, g) for g in partial}
+    return (
+        shown,
+        {**statuses, **{g: s.status.name for g, s in again.items()}},
+        {**reasons, **{g: s.reason for g, s in again.items()}},
+    )
+
 
 def viewer_of(scope: Mapping[str, Any], tenants: Mapping[str, Tenant]) -> Viewer:
-    """The view of the request whose ASGI ``scope`` this is: its authenticated user's tenant's
-    (``scope["user"]``, set by ``basic_auth``), else an operator's."""
-    user = scope.get("user")
-    tenant = tenants.get(user) if isinstance(user, str) else None
-    return Viewer(tenant.authorizer if tenant is not None else None)
+    """The view of the request whose ASGI ``scope`` this is (``scope["user"]`` and
+    ``scope["operator"]``, set by ``basic_auth``): no user, everything; a tenant's name, its
+    view; an operator, everything; anyone else, refused (module docstring)."""
+    if "user" not in scope:
+        return Viewer()
+    tenant = tenants.get(scope["user"])
+    if tenant is not None:
+        return Viewer(tenant.authorizer)
+    return Viewer() if scope.get("operator") is True else Viewer(refused=True)
 
 
-def filter_exposition(text: str, viewer: Viewer) -> str:
-    """``/metrics``' text with only the samples ``viewer`` may see: a sample with a ``group``
-    label only for a visible group, one with a ``topic`` label (and no group) only for a visible
-    topic; comments (HELP, TYPE) and other samples stay."""
-    if viewer.sees_all:
-        return text
-    kept = []
-    for line in text.splitlines(keepends=True):
-        if line.startswith("#") or "{" not in line:
-            kept.append(line)
-            continue
-        labels = dict(_LABEL.findall(line[: line.rfind("}") + 1]))
-        group = labels.get("group", labels.get("consumergroup"))
-        if group is not None:
-            if viewer.may_see_group(_unescape(group)):
-                kept.append(line)
-            continue
-        topic = labels.get("topic")
-        if topic is None or viewer.may_see_topic(_unescape(topic)):
-            kept.append(line)
-    return "".join(kept)
+def viewer_in(scope: Mapping[str, Any]) -> Viewer:
+    """The request's viewer, put in its scope by :class:`ViewerMiddleware`; a route reached
+    without it is a programming error, refused rather than shown everything."""
+    viewer = scope.get("viewer")
+    if not isinstance(viewer, Viewer):
+        raise RuntimeError("no viewer in the request: the app runs without ViewerMiddleware")
+    return viewer
+
+
+class ViewerMiddleware:
+    """Decides each request's :class:`Viewer` once (``scope["viewer"]``, read by every route
+    through :func:`viewer_in`) and answers 403 to a refused user, whatever the path."""
+
+    def __init__(self, app: Any, tenants: Mapping[str, Tenant]) -> None:
+        self.app = app
+        self.tenants = dict(tenants)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # lifespan; the app has no websocket route
+            await self.app(scope, receive, send)
+            return
+        viewer = viewer_of(scope, self.tenants)
+        if viewer.refused:
+            body = b"403 Forbidden: this user is neither a tenant nor an operator\n"
+            headers = [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 403, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app({**scope, "viewer": viewer}, receive, send)

@@ -8,24 +8,37 @@ Operators already write this file for their exporters (``--web.config.file``)::
       client_ca_file: ca.crt                 # optional: client certificates
       client_auth_type: RequireAndVerifyClientCert
       min_version: TLS12                     # TLS12 (default) or TLS13
+    http_server_config:
+      headers: {Strict-Transport-Security: max-age=31536000}
     basic_auth_users:
       ops: $2b$10$...    # a bcrypt hash, e.g. from `htpasswd -nBC 10 "" | tr -d ':\\n'`
+    operators: [ops]     # ours: users who see every group (others see their tenant's, or nothing)
 
 Relative paths are taken from the file's folder, as exporter-toolkit takes them. Every problem
-is a ValueError naming the field. ``RequireAnyClientCert`` (a certificate asked for but not
-verified) has no equivalent in Python's TLS and is refused rather than weakened.
+is a ValueError naming the field, and what exporter-toolkit refuses is refused here too: a hash
+bcrypt cannot read, a header it does not let one set, a ``client_ca_file`` nobody would verify
+against (``NoClientCert``). Stricter: a bcrypt cost below 10 (a cheap hash is quick to crack
+from the file, and makes known users answer faster than unknown ones). ``RequireAnyClientCert``
+(a certificate asked for but not verified) has no equivalent in Python's TLS and is refused
+rather than weakened. :class:`WatchedWebConfig` re-reads the file as it changes.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import ssl
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
+import bcrypt
 import yaml
+
+log = logging.getLogger(__name__)
 
 #: exporter-toolkit's client_auth_type values this server supports → Python's verify mode.
 CLIENT_AUTH_TYPES: Final = MappingProxyType(
@@ -38,7 +51,23 @@ CLIENT_AUTH_TYPES: Final = MappingProxyType(
 MIN_VERSIONS: Final = MappingProxyType(
     {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
 )
-_BCRYPT_PREFIXES: Final = ("$2a$", "$2b$", "$2y$")
+#: The headers exporter-toolkit lets ``http_server_config.headers`` set (web/handler.go's
+#: ``extraHTTPHeaders``, names as spelled there) → the values it allows (empty: any).
+HEADERS: Final = MappingProxyType(
+    {
+        "Strict-Transport-Security": (),
+        "X-Content-Type-Options": ("nosniff",),
+        "X-Frame-Options": ("deny", "sameorigin"),
+        "X-XSS-Protection": (),
+        "Content-Security-Policy": (),
+    }
+)
+#: The lowest bcrypt cost accepted: htpasswd's and Go's default (~60 ms a check here).
+MIN_BCRYPT_COST: Final = 10
+_MAKE_A_HASH: Final = "make one with: htpasswd -nBC 10 \"\" | tr -d ':\\n'"
+#: $2a$/$2b$/$2y$, a two-digit cost, 22 characters of salt and 31 of hash (bcrypt's base64).
+_BCRYPT: Final = re.compile(r"\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}")
+_FIELDS: Final = ("tls_server_config", "http_server_config", "basic_auth_users", "operators")
 
 
 @dataclass(frozen=True)
@@ -67,14 +96,30 @@ class TlsServerConfig:
 
 @dataclass(frozen=True)
 class WebConfig:
-    """What ``--web-config-file`` says: TLS (None: plain HTTP) and users (empty: no login)."""
+    """What ``--web-config-file`` says: TLS (None: plain HTTP), users (empty: no login), the
+    operators among them, the headers of every response; ``source`` the file it was read from."""
 
     tls: TlsServerConfig | None = None
     #: user name → bcrypt hash.
     basic_auth_users: Mapping[str, bytes] = field(default_factory=dict)
+    #: Users who see every group (interfaces: a user neither tenant nor operator sees nothing).
+    operators: frozenset[str] = frozenset()
+    #: ``http_server_config.headers``: set on every response, 401s included.
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: ``http_server_config.http2: true`` was asked for (served as HTTP/1.1 all the same).
+    http2: bool = False
+    source: Path | None = None
+
+    @property
+    def highest_cost(self) -> int:
+        """The highest bcrypt cost among the users' hashes: what an unknown user's check costs."""
+        return max((_cost(hashed) for hashed in self.basic_auth_users.values()), default=10)
 
     def __repr__(self) -> str:  # never print the hashes
-        return f"WebConfig(tls={self.tls!r}, basic_auth_users={sorted(self.basic_auth_users)})"
+        return (
+            f"WebConfig(tls={self.tls!r}, basic_auth_users={sorted(self.basic_auth_users)}, "
+            f"operators={sorted(self.operators)}, headers={sorted(self.headers)})"
+        )
 
 
 def load_web_config(path: str | Path) -> WebConfig:
@@ -85,18 +130,23 @@ def load_web_config(path: str | Path) -> WebConfig:
     except OSError as exc:
         raise ValueError(f"web config {file}: cannot read it: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"web config {file}: not YAML: {exc}") from None
+        raise ValueError(f"web config {file}: not YAML: {_one_line(str(exc))}") from None
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ValueError(f"web config {file}: expected a mapping at the top level")
-    unknown = sorted(set(data) - {"tls_server_config", "basic_auth_users", "http_server_config"})
+    unknown = sorted(map(str, set(data) - set(_FIELDS)))
     if unknown:
         raise ValueError(f"web config {file}: unknown fields {', '.join(unknown)}")
     tls = data.get("tls_server_config")
-    users = data.get("basic_auth_users") or {}
+    users = _users(file, data.get("basic_auth_users") or {})
+    headers, http2 = _http_server(file, data.get("http_server_config"))
     return WebConfig(
         tls=None if tls is None else _tls(file, tls),
-        basic_auth_users=_users(file, users),
+        basic_auth_users=users,
+        operators=_operators(file, data.get("operators"), users),
+        headers=headers,
+        http2=http2,
+        source=file,
     )
 
 
@@ -104,7 +154,7 @@ def _tls(file: Path, section: Any) -> TlsServerConfig:
     if not isinstance(section, dict):
         raise ValueError(f"web config {file}: tls_server_config must be a mapping")
     known = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version"}
-    unknown = sorted(set(section) - known)
+    unknown = sorted(map(str, set(section) - known))
     if unknown:
         raise ValueError(f"web config {file}: tls_server_config: unknown fields {unknown}")
 
@@ -137,9 +187,70 @@ def _tls(file: Path, section: Any) -> TlsServerConfig:
             f"web config {file}: tls_server_config.client_ca_file is required with "
             f"client_auth_type {auth}"
         )
+    if auth == "NoClientCert" and client_ca is not None:
+        # exporter-toolkit: "client CA's have been configured without a Client Auth Policy".
+        raise ValueError(
+            f"web config {file}: tls_server_config.client_ca_file is set but client_auth_type is "
+            "NoClientCert, so no client certificate would be verified; set client_auth_type "
+            "RequireAndVerifyClientCert (or VerifyClientCertIfGiven), or remove client_ca_file"
+        )
     cert, key = path_of("cert_file", True), path_of("key_file", True)
     assert cert is not None and key is not None
+    _check_tls_files(file, cert, key, client_ca)
     return TlsServerConfig(cert, key, client_ca, auth, version)
+
+
+def _check_tls_files(file: Path, cert: Path, key: Path, client_ca: Path | None) -> None:
+    """The certificate, its key and the client CAs load (at start, and before a re-read
+    replaces the running ones)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(
+            f"web config {file}: tls_server_config: cert_file {cert} with key_file {key} do not "
+            f"load: {exc}"
+        ) from None
+    if client_ca is not None:
+        try:
+            context.load_verify_locations(client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(
+                f"web config {file}: tls_server_config.client_ca_file {client_ca}: {exc}"
+            ) from None
+
+
+def _http_server(file: Path, section: Any) -> tuple[dict[str, str], bool]:
+    """``http_server_config``: its headers (only those exporter-toolkit allows) and ``http2``."""
+    if section is None:
+        return {}, False
+    if not isinstance(section, dict):
+        raise ValueError(f"web config {file}: http_server_config must be a mapping")
+    unknown = sorted(map(str, set(section) - {"headers", "http2"}))
+    if unknown:
+        raise ValueError(
+            f"web config {file}: http_server_config: unknown fields {unknown} (headers and "
+            "http2 are exporter-toolkit's)"
+        )
+    http2 = section.get("http2", False)
+    if not isinstance(http2, bool):
+        raise ValueError(f"web config {file}: http_server_config.http2 must be true or false")
+    headers = section.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise ValueError(f"web config {file}: http_server_config.headers must be a mapping")
+    checked = {}
+    for name, value in headers.items():
+        where = f"web config {file}: http_server_config.headers.{name}"
+        if name not in HEADERS:
+            raise ValueError(f"{where}: can not be configured; one of {', '.join(HEADERS)}")
+        text = str(value) if isinstance(value, str | int | float) else None
+        if text is None or not text.isprintable() or not text.isascii():
+            raise ValueError(f"{where}: the value must be text on one line")
+        allowed = HEADERS[name]
+        if allowed and text not in allowed:
+            raise ValueError(f"{where}: {text!r} is not one of {', '.join(allowed)}")
+        checked[name] = text
+    return checked, http2
 
 
 def _users(file: Path, section: Any) -> dict[str, bytes]:
@@ -149,9 +260,116 @@ def _users(file: Path, section: Any) -> dict[str, bytes]:
     for name, hashed in section.items():
         if not isinstance(name, str) or not name or ":" in name:
             raise ValueError(f"web config {file}: basic_auth_users: bad user name {name!r}")
-        if not isinstance(hashed, str) or not hashed.startswith(_BCRYPT_PREFIXES):
-            raise ValueError(
-                f"web config {file}: basic_auth_users.{name} must be a bcrypt hash ($2b$…)"
-            )
-        users[name] = hashed.encode()
+        users[name] = _bcrypt_hash(file, name, hashed)
     return users
+
+
+def _bcrypt_hash(file: Path, name: str, hashed: Any) -> bytes:
+    """``hashed`` as bcrypt reads it, at a cost of at least :data:`MIN_BCRYPT_COST`; else a
+    ValueError naming the user (exporter-toolkit checks each hash's form at start too, rather
+    than answering 500 on every request)."""
+    where = f"web config {file}: basic_auth_users.{name}"
+    form = _BCRYPT.fullmatch(hashed) if isinstance(hashed, str) else None
+    if form is None or not _bcrypt_reads(hashed.encode()):
+        raise ValueError(f"{where} must be a bcrypt hash that bcrypt reads; {_MAKE_A_HASH}")
+    cost = int(form.group(1))
+    if cost < MIN_BCRYPT_COST:
+        raise ValueError(
+            f"{where}: bcrypt cost {cost} is below {MIN_BCRYPT_COST} (quick to crack, and it "
+            f"makes a known user answer faster than an unknown one); {_MAKE_A_HASH}"
+        )
+    return hashed.encode()
+
+
+def _bcrypt_reads(hashed: bytes) -> bool:
+    """Whether bcrypt parses ``hashed`` (its salt's last character, which the pattern cannot
+    tell): checked at cost 4, a millisecond, instead of the hash's own."""
+    try:
+        bcrypt.checkpw(b"", hashed[:4] + b"04" + hashed[6:])
+    except ValueError:
+        return False
+    return True
+
+
+def _cost(hashed: bytes) -> int:
+    return int(hashed[4:6])
+
+
+def _operators(file: Path, section: Any, users: Mapping[str, bytes]) -> frozenset[str]:
+    if section is None:
+        return frozenset()
+    if not isinstance(section, list) or not all(isinstance(name, str) for name in section):
+        raise ValueError(f"web config {file}: operators must be a list of user names")
+    strangers = sorted(set(section) - set(users))
+    if strangers:
+        raise ValueError(
+            f"web config {file}: operators: {', '.join(strangers)} not in basic_auth_users"
+        )
+    return frozenset(section)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+class WatchedWebConfig:
+    """The web config as its file stands now, for a server that runs for months.
+
+    ``current`` is the last config that read well; :meth:`refresh` reads the file again when it,
+    or a certificate, key or CA file it names, changed (modification time and size, looked at
+    no more than once per ``interval_s``), as exporter-toolkit reads its file again on every
+    request. A file that became invalid keeps the last good config and logs one ERROR (until
+    it changes again): a typo while editing never opens the server, nor stops it.
+    """
+
+    def __init__(
+        self,
+        web: WebConfig,
+        interval_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.current = web
+        self._interval_s = interval_s
+        self._clock = clock
+        self._stamp = _stamp(web)
+        self._checked = clock()
+
+    def __call__(self) -> WebConfig:
+        return self.current
+
+    def refresh(self) -> WebConfig | None:
+        """The new config when the files changed and still read well; None otherwise."""
+        source = self.current.source
+        now = self._clock()
+        if source is None or now - self._checked < self._interval_s:
+            return None
+        self._checked = now
+        stamp = _stamp(self.current)
+        if stamp == self._stamp:
+            return None
+        self._stamp = stamp
+        try:
+            web = load_web_config(source)
+        except ValueError as exc:
+            log.error("%s; serving with the web config read before", exc)
+            return None
+        self._stamp = _stamp(web)
+        self.current = web
+        log.info("web config %s read again: users %s", source, sorted(web.basic_auth_users))
+        return web
+
+
+def _stamp(web: WebConfig) -> tuple[tuple[int, int] | None, ...]:
+    """What tells the files of ``web`` changed: each one's modification time and size."""
+    tls = web.tls
+    files = [web.source] if tls is None else [web.source, tls.cert_file, tls.key_file]
+    if tls is not None and tls.client_ca_file is not None:
+        files.append(tls.client_ca_file)
+    stamps: list[tuple[int, int] | None] = []
+    for file in files:
+        try:
+            stat = file.stat() if file is not None else None
+        except OSError:
+            stat = None
+        stamps.append(None if stat is None else (stat.st_mtime_ns, stat.st_size))
+    return tuple(stamps)

@@ -132,7 +132,7 @@ class SequenceGenerator:
         if roll < 0.97:
             return r.choice((-1, INT32_MIN))
         # A partition the topic does not have: a documented difference (the job has no
-        # metadata of the data cluster), so rare.
+        # metadata of the data cluster), so rare; past the job's cap (INT32_MAX) both refuse it.
         return r.choice((count, INT32_MAX))
 
     def _topic_partition(self, touched: list[tuple[str, int]]) -> tuple[str, int]:

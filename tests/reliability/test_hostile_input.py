@@ -6,7 +6,7 @@ the query must keep running, and every valid commit — including those of group
 SQL, quotes, control characters or non-ASCII — must land verbatim in the offsets topic and the
 sink, which must come out with its tables intact (identifiers reach the database only as bound
 parameters). Expectations are written per class, from the request format's documented rules
-(``state.formats.request_codec``, README "Wire formats"), not derived from the code under test.
+(``state.formats.request_codec``, deploy/README.md), not derived from the code under test.
 
 Run with ``pytest -s`` to see the summary table of classes and how each was answered.
 """
@@ -27,6 +27,7 @@ import pytest
 
 from state.coordinator.errors import ErrorCode
 from state.coordinator.partitioner import partition_for
+from state.coordinator.rules import MAX_PARTITIONS_PER_TOPIC
 from streaming.config import JobConfig
 from tests.fixtures.job import PARTITIONS, prepare_topics
 from tests.reliability.support import (
@@ -394,6 +395,12 @@ def add_bad_classes(b: Builder, groups: list[str]) -> None:
         "negative partition",
         100,
         lambda i: ("payments", part(-1 - i % 3, 5)),
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    )
+    partial(
+        "partition index past the cap",
+        40,
+        lambda i: ("payments", part((MAX_PARTITIONS_PER_TOPIC, 2**31 - 1)[i % 2], 5)),
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     )
     partial(

@@ -14,6 +14,7 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
 )
+from state.coordinator.rules import MAX_PARTITIONS_PER_TOPIC
 
 PARTITIONS = 50
 
@@ -36,7 +37,10 @@ MEMBER_IDS = ["m1", "m2"]
 group_ids = st.sampled_from(GROUPS) | st.sampled_from(["", OTHER_SHARD_GROUP])
 good_groups = st.sampled_from(GROUPS)
 topics = st.sampled_from(TOPICS) | st.sampled_from(BAD_TOPICS)
-partitions = st.integers(-1, 2)
+#: Small indexes, and the edges of the job's cap on partition indexes (and of int32).
+partitions = st.integers(-1, 2) | st.sampled_from(
+    [MAX_PARTITIONS_PER_TOPIC - 1, MAX_PARTITIONS_PER_TOPIC, 2**31 - 1]
+)
 metadata = st.sampled_from(["", "meta", "x" * 20, "é" * 5])
 #: Requests' own timeouts (None: the coordinator's default), against message ages
 #: (``MESSAGE_AGES``) below, at and past them.

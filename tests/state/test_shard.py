@@ -23,6 +23,7 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
 )
+from state.coordinator.rules import MAX_PARTITIONS_PER_TOPIC
 from state.formats.records import decode_key, decode_offset_commit_value
 from state.formats.request_codec import decode_request, encode_request
 from state.shard import (
@@ -148,6 +149,21 @@ def test_valid_topic_names(coord: Coordinator) -> None:
 def test_negative_partition_fails_only_its_partition(coord: Coordinator) -> None:
     (answer,) = coord.run([commit(G, PartitionCommit("t", -1, 1), PartitionCommit("t", 0, 1))], T0)
     assert codes(answer) == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NONE]
+
+
+def test_partition_index_past_the_cap_fails_only_its_partition(coord: Coordinator) -> None:
+    """The job's cap (``MAX_PARTITIONS_PER_TOPIC``, a documented difference from Kafka) in
+    OffsetCommit and OffsetDelete; the request's other partitions go through."""
+    cap, int32_max = MAX_PARTITIONS_PER_TOPIC, 2**31 - 1
+    parts = [PartitionCommit("t", p, 1) for p in (0, cap - 1, cap, int32_max, 1)]
+    (answer,) = coord.run([commit(G, *parts)], T0)
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert codes(answer) == [ErrorCode.NONE, ErrorCode.NONE, unknown, unknown, ErrorCode.NONE]
+    assert set(coord.offsets(G)) == {TopicPartition("t", p) for p in (0, cap - 1, 1)}
+    named = (TopicPartition("t", cap - 1), TopicPartition("t", cap), TopicPartition("t", int32_max))
+    (answer,) = coord.run([OffsetDeleteRequest("d", G, named)], T0)
+    assert codes(answer) == [ErrorCode.NONE, unknown, unknown]
+    assert set(coord.offsets(G)) == {TopicPartition("t", 0), TopicPartition("t", 1)}
 
 
 def test_unknown_topics_are_answered_before_group_errors(coord: Coordinator) -> None:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.errors import ErrorCode
-from state.coordinator.rules import is_valid_topic
+from state.coordinator.rules import MAX_PARTITIONS_PER_TOPIC, is_valid_topic
 from state.engine.apply.accumulators import Answers
 from state.engine.apply.authorization import authorize_rows
 from state.engine.apply.batch import APIS, OFFSET_COMMIT, Batch
@@ -136,10 +136,13 @@ def _requests_of(batch: Batch, alive_idx: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _valid_partitions(batch: Batch) -> np.ndarray:
-    """Per row: the topic name passes Kafka's rules and the partition is non-negative."""
+    """Per row: the topic name passes Kafka's rules and the partition index is one the job
+    takes (``is_valid_partition``, over the column)."""
     topic = batch.col("topic")
     # A batch names few distinct topics: check each once, with the rule the handlers use.
     unique = pc.unique(topic)
     valid = np.array([is_valid_topic(t) for t in unique.to_pylist()] + [False], dtype=bool)
     at = np.asarray(pc.fill_null(pc.index_in(topic, value_set=unique), len(unique)))
-    return valid[at] & ~batch.partition_null & (batch.partition >= 0)
+    partition = batch.partition
+    in_range = (partition >= 0) & (partition < MAX_PARTITIONS_PER_TOPIC)
+    return valid[at] & ~batch.partition_null & in_range

@@ -3,6 +3,7 @@ and ``status``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final
 
 from connectors.client.errors import describe_error
@@ -70,9 +71,18 @@ PROGRESS_KEYS: Final = (
 def cmd_list(ctx: Context) -> int:
     """``list``: the groups the sink knows, with their partition and member counts and their
     largest lag in seconds (from the sink alone: its log-end samples, kept by ``serve`` or the
-    mirror; empty when none were sampled)."""
+    mirror; empty when none were sampled). ``--tenant``: the groups it may DESCRIBE, their
+    figures over the topics it may DESCRIBE (Kafka's ListGroups and OffsetFetch)."""
     groups = ctx.reader.list_groups()
-    behind = ctx.reader.max_lag_seconds([g.group_id for g in groups])
+    viewer = ctx.viewer
+    if viewer is not None:
+        groups = [
+            replace(g, partitions=len(viewer.partitions(ctx.reader.fetch(g.group_id))))
+            for g in groups
+            if viewer.may_see_group(g.group_id)
+        ]
+    topics = None if viewer is None else viewer.may_see_topic
+    behind = ctx.reader.max_lag_seconds([g.group_id for g in groups], topics)
     if ctx.json:
         ctx.emit_json(
             [
@@ -113,14 +123,24 @@ def cmd_describe(ctx: Context) -> int:
     """``describe``: committed offset, log-end offset and lag of every partition of the
     groups; a group that does not exist is GROUP_ID_NOT_FOUND (exit 1, the others shown).
     With Kafka unreachable the sink's offsets are shown with lag unknown, after one warning.
-    ``--starting-offsets``: ``commands.starting_offsets``."""
+    ``--starting-offsets``: ``commands.starting_offsets``. ``--tenant``: as Kafka answers
+    its principal, a group it may not DESCRIBE is GROUP_AUTHORIZATION_FAILED (exit 1), and a
+    group's partitions and totals are those of the topics it may DESCRIBE."""
     if getattr(ctx.args, "starting_offsets", False):
+        if ctx.args.tenant:
+            raise UsageError("--tenant does not go with --starting-offsets")
         from streaming.cli.commands.starting_offsets import cmd_starting_offsets
 
         return cmd_starting_offsets(ctx)
     if getattr(ctx.args, "topic", None):
         raise UsageError("--topic goes with --starting-offsets")
-    descriptions = _describe_all(ctx, ctx.groups())
+    asked = ctx.groups()
+    shown_groups = ctx.refuse_hidden_groups(asked)
+    descriptions = _describe_all(ctx, shown_groups)
+    if ctx.viewer is not None:
+        descriptions = [
+            replace(d, partitions=tuple(ctx.viewer.partitions(d.partitions))) for d in descriptions
+        ]
     missing = [d.group_id for d in descriptions if not d.exists]
     if ctx.json:
         ctx.emit_json(
@@ -161,7 +181,7 @@ def cmd_describe(ctx: Context) -> int:
         ctx.err(
             f"error: {describe_error(ErrorCode.GROUP_ID_NOT_FOUND)}: group {group!r} does not exist"
         )
-    return EXIT_FAILURE if missing else EXIT_OK
+    return EXIT_FAILURE if missing or len(shown_groups) < len(asked) else EXIT_OK
 
 
 def _describe_all(ctx: Context, groups: list[str]) -> list[Any]:

@@ -7,33 +7,40 @@ from connectors.client.errors import CommitFailedError, describe_error
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from streaming.cli.context import Context
 from streaming.cli.csv_io import CSV_COLUMNS, CsvOffset, read_csv_file, write_csv
-from streaming.cli.errors import EXIT_OK, CommandFailed
+from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, CommandFailed
 from streaming.cli.output import Progress, attributes, error_text
 
 
 def cmd_export(ctx: Context) -> int:
     """``export``: the groups' committed offsets as CSV on stdout or in ``--file`` (with
-    ``--json`` on stdout: the rows, or what was written to the file)."""
-    groups = ctx.groups()
+    ``--json`` on stdout: the rows, or what was written to the file). ``--tenant``: the
+    offsets Kafka's OffsetFetch answers its principal (a group it may not DESCRIBE is
+    GROUP_AUTHORIZATION_FAILED, exit 1 after the others are written; topics it may not
+    DESCRIBE are left out)."""
+    asked = ctx.groups()
+    groups = ctx.refuse_hidden_groups(asked)
+    viewer = ctx.viewer
     rows = [
         CsvOffset(g, o.topic, o.partition, o.offset, o.leader_epoch, o.metadata)
         for g in groups
         for o in ctx.reader.fetch(g)
+        if viewer is None or viewer.may_see_topic(o.topic)
     ]
+    status = EXIT_OK if len(groups) == len(asked) else EXIT_FAILURE
     path = ctx.args.file
     if path is None:
         if ctx.json:
             ctx.emit_json([attributes(r, CSV_COLUMNS) for r in rows])
         else:
             write_csv(rows, ctx.stdout)
-        return EXIT_OK
+        return status
     with open(path, "w", newline="", encoding="utf-8") as handle:
         count = write_csv(rows, handle)
     if ctx.json:
         ctx.emit_json({"file": path, "groups": len(groups), "offsets": count})
     else:
         ctx.err(f"exported {count} offset(s) of {len(groups)} group(s) to {path}")
-    return EXIT_OK
+    return status
 
 
 def _commit_groups(

@@ -91,3 +91,78 @@ def test_a_missing_sink_is_a_failure_not_a_crash(tmp_path: Path) -> None:
     assert result.code == 1
     assert result.json()["error"]["name"] == "SinkError"
     assert "cannot open sink" in result.err
+
+
+#: team-a may read its groups and the orders. topics; team-b its own.
+TENANTS = """
+[[tenants]]
+name = "team-a"
+ingest_topic = "team-a.in"
+responses_topic = "team-a.out"
+[[tenants.acls]]
+resource_type = "GROUP"
+pattern_type = "PREFIXED"
+resource_name = "team-a."
+operation = "READ"
+permission_type = "ALLOW"
+[[tenants.acls]]
+resource_type = "TOPIC"
+pattern_type = "PREFIXED"
+resource_name = "orders."
+operation = "DESCRIBE"
+permission_type = "ALLOW"
+
+[[tenants]]
+name = "team-b"
+ingest_topic = "team-b.in"
+responses_topic = "team-b.out"
+"""
+
+
+def test_with_a_tenant_list_describe_and_export_answer_as_kafkas_offset_fetch(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    write_offsets(
+        url,
+        "ACTIVE",
+        ("team-a.orders", "orders.a", 0, 5),
+        ("team-a.orders", "orders.a", 1, 6),
+        ("team-a.orders", "payroll.salaries", 0, 3),
+        ("team-b.billing", "billing.b", 0, 11),
+    )
+    config = tmp_path / "job.toml"
+    config.write_text(TENANTS, encoding="utf-8")
+    common = ("--sink-url", url, "--config", str(config), "--bootstrap-server", kafka_bootstrap)
+    as_a = (*common, "--tenant", "team-a")
+
+    everyone = run("list", *common, "--json").json()
+    assert [(g["group"], g["partitions"]) for g in everyone] == [
+        ("team-a.orders", 3),
+        ("team-b.billing", 1),
+    ]
+    listed = run("list", *as_a, "--json").json()
+    assert [(g["group"], g["partitions"]) for g in listed] == [("team-a.orders", 2)]
+
+    described = run("describe", "--all-groups", *as_a, "--json")
+    assert described.code == 0, described
+    [group] = described.json()
+    assert group["group"] == "team-a.orders"
+    assert [(p["topic"], p["partition"]) for p in group["partitions"]] == [
+        ("orders.a", 0),
+        ("orders.a", 1),
+    ]
+    for command in ("describe", "export"):
+        refused = run(command, "--group", "team-b.billing", "--group", "team-a.orders", *as_a)
+        assert refused.code == 1, refused
+        assert "GROUP_AUTHORIZATION_FAILED (30): group 'team-b.billing'" in refused.err
+        assert "billing.b" not in refused.out and "payroll" not in refused.out
+        assert "orders.a" in refused.out
+
+    exported = run("export", "--all-groups", *as_a)
+    assert list(csv.reader(io.StringIO(exported.out)))[1:] == [
+        ["team-a.orders", "orders.a", "0", "5", "-1", ""],
+        ["team-a.orders", "orders.a", "1", "6", "-1", ""],
+    ]
+    unknown = run("list", *common, "--tenant", "team-c")
+    assert unknown.code == 2 and "--tenant 'team-c'" in unknown.err

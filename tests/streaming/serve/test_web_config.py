@@ -4,8 +4,12 @@ scraping with ``basic_auth`` and ``tls_config``."""
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import shutil
+import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -15,19 +19,19 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import httpx
 import pytest
-import uvicorn
 
 from connectors.kafka.local import free_port_block
 from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.acls import AclBinding
 from streaming.serve import ServeConfig, create_app
-from streaming.serve.server import is_loopback, uvicorn_config
+from streaming.serve.server import WebServer, is_loopback
 from streaming.serve.web_config import WebConfig, load_web_config
 from streaming.tenants import Tenant
 from tests.connectors.sinks.record_frames import commit, frame
@@ -70,21 +74,29 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
     )
 
 
-def _hash(password: str) -> str:
-    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+@functools.cache
+def _hash(password: str, cost: int = 10) -> str:
+    """A bcrypt hash of ``password``, made once (cost 10, the least the server takes: ~60 ms)."""
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=cost)).decode()
 
 
-def _write_config(folder: Path, certs: Certificates, client_auth: str = "NoClientCert") -> Path:
+def _write_config(
+    folder: Path, certs: Certificates, client_auth: str = "NoClientCert", extra: str = ""
+) -> Path:
+    """A web config over ``certs`` with users ops (an operator) and alice, and ``extra`` lines."""
     path = folder / f"web-{client_auth}.yml"
+    client_ca = f"  client_ca_file: {certs.ca}\n" if client_auth != "NoClientCert" else ""
     path.write_text(
         "tls_server_config:\n"
         f"  cert_file: {certs.server_cert}\n"
         f"  key_file: {certs.server_key}\n"
-        f"  client_ca_file: {certs.ca}\n"
+        f"{client_ca}"
         f"  client_auth_type: {client_auth}\n"
         "basic_auth_users:\n"
         f"  ops: '{_hash(PASSWORD)}'\n"
-        f"  alice: '{_hash('alice-secret')}'\n",
+        f"  alice: '{_hash('alice-secret')}'\n"
+        "operators: [ops]\n"
+        f"{extra}",
         encoding="utf-8",
     )
     return path
@@ -104,7 +116,7 @@ def _serving(folder: Path, web: WebConfig, config: ServeConfig | None = None) ->
     TLS and users; yields its https URL."""
     app = create_app(config or ServeConfig(sink_url=_sink_with_a_group(folder)))
     port = free_port_block(1)
-    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, web))
+    server = WebServer(app, "127.0.0.1", port, web)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -146,6 +158,19 @@ def test_a_config_file_is_read_with_relative_paths(
         ("tls_server_config:\n  key_file: x\n", "tls_server_config.cert_file is required"),
         ("tls_server_config:\n  cert_file: nowhere.pem\n  key_file: x\n", "cert_file: no file"),
         ("basic_auth_users:\n  ops: plain-password\n", "basic_auth_users.ops must be a bcrypt"),
+        ("basic_auth_users:\n  ops: $2b$10$truncated\n", "ops must be a bcrypt hash that bcrypt"),
+        # The salt's last character carries 2 bits: a typo there bcrypt cannot read.
+        (f"basic_auth_users:\n  ops: '{_hash(PASSWORD)[:28]}z{_hash(PASSWORD)[29:]}'\n", "bcrypt"),
+        (f"basic_auth_users:\n  ops: '{_hash(PASSWORD, 5)}'\n", "ops: bcrypt cost 5 is below 10"),
+        (
+            f"basic_auth_users:\n  ops: '{_hash(PASSWORD)}'\noperators: [ops, root]\n",
+            "operators: root not in basic_auth_users",
+        ),
+        ("http_server_config: 42\n", "http_server_config must be a mapping"),
+        ("http_server_config:\n  compress: true\n", "http_server_config: unknown fields"),
+        ("http_server_config:\n  http2: maybe\n", "http2 must be true or false"),
+        ("http_server_config:\n  headers:\n    Server: x\n", "Server: can not be configured"),
+        ("http_server_config:\n  headers:\n    X-Frame-Options: allow\n", "not one of deny"),
         ("basic_users:\n  ops: x\n", "unknown fields basic_users"),
         ("tls_server_config: [1]\n", "tls_server_config must be a mapping"),
         ("[1, 2\n", "not YAML"),
@@ -171,6 +196,13 @@ def test_client_auth_types_python_cannot_honour_are_refused(
     )
     with pytest.raises(ValueError, match="client_ca_file is required"):
         load_web_config(path)
+    # exporter-toolkit: "client CA's have been configured without a Client Auth Policy".
+    path.write_text(
+        f"tls_server_config:\n  cert_file: {certificates.server_cert}\n"
+        f"  key_file: {certificates.server_key}\n  client_ca_file: {certificates.ca}\n"
+    )
+    with pytest.raises(ValueError, match="client_ca_file is set but client_auth_type is NoClient"):
+        load_web_config(path)
 
 
 def test_loopback_addresses() -> None:
@@ -178,9 +210,16 @@ def test_loopback_addresses() -> None:
     assert not any(map(is_loopback, ["0.0.0.0", "10.0.0.5", "::", "example.com"]))
 
 
-def test_the_cli_refuses_a_bad_file_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("hashed", "message"),
+    [
+        ("$2b$10$truncated", "basic_auth_users.ops must be a bcrypt hash that bcrypt reads; make"),
+        (_hash(PASSWORD, 5), "basic_auth_users.ops: bcrypt cost 5 is below 10"),
+    ],
+)
+def test_the_cli_refuses_a_bad_hash_in_one_line(tmp_path: Path, hashed: str, message: str) -> None:
     path = tmp_path / "web.yml"
-    path.write_text("basic_auth_users:\n  ops: plain-password\n")
+    path.write_text(f"basic_auth_users:\n  ops: '{hashed}'\n")
     result = subprocess.run(
         [str(Path(sys.executable).parent / "consumer-offsets"), "serve", "--sink-url",
          f"sqlite:///{tmp_path / 'x.db'}", "--web-config-file", str(path)],
@@ -188,7 +227,8 @@ def test_the_cli_refuses_a_bad_file_in_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "basic_auth_users.ops must be a bcrypt hash" in lines[0], lines
+    assert len(lines) == 1 and message in lines[0], lines
+    assert "htpasswd -nBC 10" in lines[0]  # and how to make a good one
 
 
 def test_the_cli_refuses_bad_tenants_in_one_line(tmp_path: Path) -> None:
@@ -228,8 +268,11 @@ def test_tls_and_users(tmp_path: Path, certificates: Certificates) -> None:
                 metrics = client.get(f"{url}/metrics", auth=("ops", PASSWORD))
                 assert metrics.status_code == 200
                 assert 'kafka_consumergroup_current_offset{consumergroup="payments"' in metrics.text
-            burrow = client.get(f"{url}/v3/kafka/local/consumer", auth=("alice", "alice-secret"))
+            burrow = client.get(f"{url}/v3/kafka/local/consumer", auth=("ops", PASSWORD))
             assert burrow.status_code == 200 and "payments" in burrow.json()["consumers"]
+            # alice is no operator and, without tenants, no tenant: it sees nothing.
+            refused = client.get(f"{url}/v3/kafka/local/consumer", auth=("alice", "alice-secret"))
+            assert refused.status_code == 403
         # Plain HTTP on the TLS port gets no answer, and an unknown CA is refused.
         plain = url.replace("https://", "http://")
         with pytest.raises(httpx.HTTPError), httpx.Client(timeout=10) as client:
@@ -408,3 +451,172 @@ def test_a_user_named_like_a_tenant_sees_only_its_groups(
             assert alice.get(f"{url}/group/alice.reader").status_code == 200
             assert alice.get(f"{url}/group/bob.reader").status_code == 404
             assert ops.get(f"{url}/group/bob.reader").status_code == 200
+
+
+# --- basic auth as exporter-toolkit does it; the file read again; the start line ---------------
+
+
+def _client(certificates: Certificates, **options: Any) -> httpx.Client:
+    context = ssl.create_default_context(cafile=certificates.ca)
+    return httpx.Client(verify=context, timeout=30, **options)
+
+
+#: 60 logins with wrong passwords at once, from another process (as an attacker would be: not
+#: sharing the server's interpreter); prints their statuses.
+_FLOOD = """
+import ssl, sys, httpx
+from concurrent.futures import ThreadPoolExecutor
+url, ca = sys.argv[1:]
+def wrong(attempt):
+    user = "ops" if attempt % 2 else "nobody"  # a known and an unknown user alike
+    verify = ssl.create_default_context(cafile=ca)
+    with httpx.Client(verify=verify, timeout=60, auth=(user, f"guess {attempt}")) as client:
+        return client.get(url + "/metrics").status_code
+with ThreadPoolExecutor(60) as pool:
+    print(sorted(set(pool.map(wrong, range(60)))))
+"""
+
+
+def test_a_flood_of_wrong_passwords_does_not_delay_a_remembered_login(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    web = load_web_config(_write_config(tmp_path, certificates))
+    with _serving(tmp_path, web) as url, _client(certificates, auth=("ops", PASSWORD)) as ops:
+        assert ops.get(f"{url}/metrics").status_code == 200  # its verdict is remembered now
+        flood = subprocess.Popen(
+            [sys.executable, "-c", _FLOOD, url, str(certificates.ca)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        scrapes: list[float] = []
+        while flood.poll() is None:
+            started = time.monotonic()
+            assert ops.get(f"{url}/metrics").status_code == 200
+            scrapes.append(time.monotonic() - started)
+            time.sleep(max(0.0, 0.5 - scrapes[-1]))
+        assert flood.communicate(timeout=60)[0] == "[401]\n"
+        # 60 bcrypts one at a time take seconds: the scrapes ran while they did.
+        assert len(scrapes) >= 5, scrapes
+        assert max(scrapes) < 0.5, scrapes
+
+
+def test_headers_and_passwords_bcrypt_cannot_take(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    headers = {
+        "Strict-Transport-Security": "max-age=31536000; includeSubDomains",
+        "X-Frame-Options": "deny",
+        "X-Content-Type-Options": "nosniff",
+    }
+    extra = "http_server_config:\n  http2: true\n  headers:\n" + "".join(
+        f"    {name}: {value}\n" for name, value in headers.items()
+    )
+    web = load_web_config(_write_config(tmp_path, certificates, extra=extra))
+    assert web.http2 and web.headers == headers
+    with _serving(tmp_path, web) as url, _client(certificates) as client:
+        answers = [
+            client.get(f"{url}/metrics", auth=("ops", PASSWORD)),
+            client.get(f"{url}/metrics"),
+            # Over bcrypt's 72 bytes: refused as a wrong password, never a 500.
+            client.get(f"{url}/metrics", auth=("ops", "x" * 100)),
+            client.get(f"{url}/metrics", auth=("nobody", "x" * 100)),
+        ]
+        assert [answer.status_code for answer in answers] == [200, 401, 401, 401]
+        for answer in answers:
+            assert {name: answer.headers.get(name) for name in headers} == headers
+
+
+def _server_certificate(ca: Path, folder: Path, name: str) -> tuple[Path, Path]:
+    """Another certificate for 127.0.0.1 signed by ``ca`` (its key beside it): ``name``.pem/key."""
+    _openssl(folder, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
+             "-out", f"{name}.csr", "-subj", "/CN=127.0.0.1")  # fmt: skip
+    (folder / f"{name}.ext").write_text(
+        "subjectAltName=IP:127.0.0.1\n" + LEAF_EXTENSIONS + "extendedKeyUsage=serverAuth\n"
+    )
+    _openssl(folder, "x509", "-req", "-in", f"{name}.csr", "-CA", str(ca),
+             "-CAkey", str(ca.parent / "ca.key"), "-set_serial", str(time.time_ns()),
+             "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")  # fmt: skip
+    return folder / f"{name}.pem", folder / f"{name}.key"
+
+
+def _served_certificate(url: str, ca: Path) -> bytes:
+    """The certificate a new TLS handshake with ``url`` gets (DER)."""
+    host, port = url.removeprefix("https://").split(":")
+    context = ssl.create_default_context(cafile=ca)
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        certificate = tls.getpeercert(binary_form=True)
+    assert certificate is not None
+    return certificate
+
+
+def test_the_file_is_read_again_when_it_changes(
+    tmp_path: Path, certificates: Certificates, caplog: pytest.LogCaptureFixture
+) -> None:
+    cert, key = tmp_path / "server.pem", tmp_path / "server.key"
+    shutil.copy(certificates.server_cert, cert)
+    shutil.copy(certificates.server_key, key)
+    served = replace(certificates, server_cert=cert, server_key=key)
+    path = _write_config(tmp_path, served)
+    good = path.read_text()
+    with _serving(tmp_path, load_web_config(path)) as url, _client(certificates) as client:
+
+        def status(user: str, password: str) -> int:
+            return client.get(f"{url}/metrics", auth=(user, password)).status_code
+
+        assert status("alice", "alice-secret") != 401  # remembered as right
+        path.write_text(good.replace(f"  alice: '{_hash('alice-secret')}'\n", ""))
+        wait_for(lambda: status("alice", "alice-secret"), lambda answer: answer == 401, 10)
+        assert status("ops", PASSWORD) == 200
+
+        # A file that became invalid: the last good one goes on, and one ERROR says so.
+        caplog.set_level(logging.ERROR, logger="streaming.serve.web_config")
+        path.write_text(good.replace("basic_auth_users:", "basic_auth_users: [oops"))
+        wait_for(lambda: len(caplog.records), lambda count: count > 0, 10)
+        time.sleep(2.5)  # looked at twice more: no second ERROR for the same file
+        assert [r.levelname for r in caplog.records] == ["ERROR"]
+        assert "not YAML" in caplog.records[0].getMessage()
+        assert status("ops", PASSWORD) == 200 and status("alice", "alice-secret") == 401
+
+        # A rotated certificate (and the file made good again): new handshakes get it.
+        before = _served_certificate(url, certificates.ca)
+        rotated_cert, rotated_key = _server_certificate(certificates.ca, tmp_path, "rotated")
+        shutil.copy(rotated_key, key)
+        shutil.copy(rotated_cert, cert)
+        path.write_text(good)
+        expected = ssl.PEM_cert_to_DER_cert(rotated_cert.read_text())
+        assert expected != before
+        wait_for(lambda: _served_certificate(url, certificates.ca), lambda c: c == expected, 10)
+        assert status("alice", "alice-secret") != 401  # back in the file
+
+
+def _consumer_offsets() -> str:
+    return str(Path(sys.executable).parent / "consumer-offsets")
+
+
+def test_serve_says_where_it_listens_and_refuses_a_busy_port(tmp_path: Path) -> None:
+    sink = _sink_with_a_group(tmp_path)
+    port = free_port_block(1)
+    command = [_consumer_offsets(), "serve", "--sink-url", sink, "--port", str(port)]
+    first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(120, first.kill)
+    timer.start()
+    try:
+        assert first.stderr is not None
+        assert first.stderr.readline() == (
+            f"serving on http://127.0.0.1:{port}/ (dashboard /, metrics /metrics, "
+            "Burrow /v3/kafka)\n"
+        )
+        second = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        assert second.returncode == 1, second.stderr
+        assert second.stderr.splitlines() == [
+            f"error: cannot listen on 127.0.0.1:{port}: port {port} is in use"
+        ]
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0  # a stop asked for is a clean stop
+    finally:
+        timer.cancel()
+        first.kill()
+        first.wait()
