@@ -58,8 +58,14 @@ def ingest_partition_counts(shards: int) -> tuple[int, ...]:
 
 def check_partition_counts(specs: Sequence[TopicSpec], counts: dict[str, int]) -> None:
     """Raise TopicConfigurationError for an existing topic whose partition count its spec does not
-    accept (a shard's state would be split or misrouted); topics absent from ``counts`` pass."""
-    for spec in specs:
+    accept (a shard's state would be split or misrouted); topics absent from ``counts`` pass.
+    Topics of a fixed count come first: after a change of ``partitions`` the offsets topic's
+    count is the one to name. Each message says what to do."""
+    moved = "start a new deployment (other topic names and checkpoint) and move the groups' "
+    moved += (
+        'offsets to it with export and import --execute (deploy/README.md, "Changing partitions")'
+    )
+    for spec in sorted(specs, key=lambda s: bool(s.also_accepted)):
         count = counts.get(spec.name)
         if count is None or count == spec.partitions or count in spec.also_accepted:
             continue
@@ -67,12 +73,17 @@ def check_partition_counts(specs: Sequence[TopicSpec], counts: dict[str, int]) -
             raise TopicConfigurationError(
                 f"ingest topic {spec.name!r} has {count} partitions: an ingest topic needs "
                 f"a number of partitions that divides the {max(spec.also_accepted)} "
-                f"coordinator shards ({', '.join(map(str, spec.also_accepted))})"
+                f"coordinator shards ({', '.join(map(str, spec.also_accepted))}); set "
+                f"partitions to a multiple of {count}, or {moved}"
             )
+        # The offsets topic (the compacted one) was created with the deployment's shard count.
+        keep = f"set partitions = {count} (--partitions {count}) to keep this deployment, or "
         raise TopicConfigurationError(
-            f"topic {spec.name!r} has {count} partitions, expected "
-            f"{spec.partitions}: the partition count is the coordinator shard count and "
-            "cannot change under an existing offsets state"
+            f"topic {spec.name!r} has {count} partitions, expected {spec.partitions}: the "
+            "partition count is the coordinator shard count (partitions, Kafka's "
+            "offsets.topic.num.partitions), fixed when the topic was created; "
+            + (keep if spec.configs.get("cleanup.policy") == "compact" else "")
+            + moved
         )
 
 
@@ -304,3 +315,55 @@ def beginning_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int
 def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
     """Log-end offset of every partition of ``topic`` ({} when the topic does not exist)."""
     return _partition_offsets(client_options, topic, lambda c: c.end_offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTimestamp:
+    """The first record read at or after an offset: its own offset (past the one asked for
+    when that record is gone: deleted by retention or compaction) and its timestamp, the
+    producer's (CreateTime) or the broker's (LogAppendTime) as the topic's
+    ``message.timestamp.type`` says: the broker stamps the record so (-1: a v0 record has
+    none)."""
+
+    offset: int
+    timestamp_ms: int
+
+
+def record_timestamps(
+    consumer: KafkaConsumer, positions: Mapping[TopicPartition, int], timeout_s: float
+) -> dict[TopicPartition, RecordTimestamp]:
+    """The first record at or after each partition's offset of ``positions``: the partitions
+    assigned, each sought to its offset (to its log start where retention deleted it) and
+    polled until it gave one record (then paused), for ``timeout_s`` at most. A partition with
+    no record from there to its log end, or none read in time, is left out. ``consumer`` has no
+    group; it is left with no assignment."""
+    deadline = time.monotonic() + timeout_s
+    tps = list(positions)
+    starts = list_offsets(consumer.beginning_offsets, tps, timeout_s)
+    ends = list_offsets(consumer.end_offsets, tps, max(0.0, deadline - time.monotonic()))
+    # Sought past what retention deleted, rather than left to the consumer's reset: a record
+    # kept is read at once, and an empty log (everything deleted) is not waited for.
+    sought = {
+        tp: max(offset, starts[tp])
+        for tp, offset in positions.items()
+        if tp in starts and tp in ends and max(offset, starts[tp]) < ends[tp]
+    }
+    found: dict[TopicPartition, RecordTimestamp] = {}
+    if not sought:
+        return found
+    consumer.assign(list(sought))
+    try:
+        for tp, offset in sought.items():
+            consumer.seek(tp, offset)
+        while len(found) < len(sought) and (left := deadline - time.monotonic()) > 0:
+            # One record a poll: a partition paused after its first record has the rest of its
+            # fetched batches dropped unparsed, where a larger poll would decode them all.
+            polled = consumer.poll(timeout_ms=max(1, int(left * 1000)), max_records=1)
+            for tp, records in polled.items():
+                if records and tp not in found:
+                    first = records[0]
+                    found[tp] = RecordTimestamp(first.offset, first.timestamp)
+                    consumer.pause(tp)  # one record is all it takes
+    finally:
+        consumer.unsubscribe()  # the paused state would outlive a later assignment
+    return found

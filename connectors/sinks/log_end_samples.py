@@ -15,11 +15,14 @@ Time lag (:func:`lag_ms`), as kafka-lag-exporter defines it: the time of a commi
 produced — interpolated linearly between the two points around ``c``; the lag is ``now`` minus
 that time, 0 when the group is caught up (``c >= log end``).
 
-Before the oldest point (``c`` below every offset seen, e.g. a group replaying from offset 0),
-nothing says when those records were written: the lag is **bounded** — reported as ``now`` minus
-the oldest point's ``first_seen_ms`` (the time sampling began, a lower bound: the records are at
-least that old), and flagged so a reader can print ">=". It is never extrapolated (the
-straight line back from a few recent points is how kafka-lag-exporter printed "3+ years").
+Before the oldest point (``c`` below every offset seen: every group the first time its topic
+is sampled, or one replaying from offset 0), the table cannot say when those records were
+written. A reader with the cluster at hand reads the record at ``c`` itself: its timestamp is
+when it was produced (:class:`RecordTime`, :func:`record_lag`: exact). Without it the lag is
+**bounded** — ``now`` minus the oldest point's ``first_seen_ms`` (the time sampling began, a
+lower bound: the records are at least that old), flagged so a reader can print ">="; it stays a
+bound where the record is gone (deleted by retention). It is never extrapolated (the straight
+line back from a few recent points is how kafka-lag-exporter printed "3+ years").
 """
 
 from __future__ import annotations
@@ -51,6 +54,19 @@ class TimeLag:
 
     lag_ms: int
     bounded: bool = False
+    #: Bounded because the record at the committed offset is gone (deleted by retention or
+    #: compaction), not because it was not read.
+    gone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTime:
+    """The timestamp of the record at a committed offset, read from the partition (CreateTime or
+    LogAppendTime, as the topic keeps them). ``gone``: that record was deleted and this is the
+    timestamp of the first one kept after it, so the committed record is older still."""
+
+    timestamp_ms: int
+    gone: bool = False
 
 
 def merge_sample(
@@ -141,3 +157,13 @@ def lag_ms(
         return TimeLag(0)  # at or past the newest offset known: caught up
     at, bounded = found
     return TimeLag(max(0, now_ms - at), bounded)
+
+
+def record_lag(found: TimeLag | None, record: RecordTime, now_ms: int) -> TimeLag:
+    """The lag of a committed offset the table cannot place (``found`` bounded, or None: no
+    point) from the timestamp of its record: ``now_ms`` minus it, exact; where the record is
+    gone, the larger of the two lower bounds, still bounded."""
+    lag = max(0, now_ms - record.timestamp_ms)
+    if not record.gone:
+        return TimeLag(lag)
+    return TimeLag(max(lag, found.lag_ms if found else 0), bounded=True, gone=True)

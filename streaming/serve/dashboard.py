@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,10 +20,10 @@ from connectors.client.liveness import liveness
 from connectors.sinks import SinkError, redact_url
 from connectors.sinks.log_end_samples import LogEndSample, offset_time_ms
 from streaming.serve.chart import chart_legend, lag_chart
+from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView, PartitionView
-from streaming.serve.snapshot import GroupEvaluator
-from streaming.serve.tenant_views import viewer_of
-from streaming.tenants import Tenant
+from streaming.serve.snapshot import GroupEvaluator, summarise
+from streaming.serve.tenant_views import viewer_in, visible
 
 #: Commits per partition drawn in the chart.
 CHART_COMMITS = 100
@@ -47,6 +47,8 @@ class GroupRow:
     max_lag_seconds: float | None = None
     #: Whether that figure is only a lower bound.
     bounded: bool = False
+    #: Why the status: its rule and since when ("" before the evaluator's first pass).
+    reason: str = ""
 
 
 def _committed_at(ms: int) -> str:
@@ -72,18 +74,17 @@ def _seconds_series(
 
 
 class Dashboard:
-    """The pages, bound to one view; a user named like a tenant sees its groups only (the
-    index lists them, any other group's page is 404: ``tenant_views``)."""
+    """The pages, bound to one view; a tenant's user sees its groups only and, in them, its
+    topics only (the index lists them with figures over those topics, any other group's page
+    is 404: ``tenant_views``)."""
 
     def __init__(
-        self,
-        view: LagView,
-        evaluator: GroupEvaluator,
-        tenants: Mapping[str, Tenant] | None = None,
+        self, view: LagView, evaluator: GroupEvaluator, frames: Callable[[], LagFrame]
     ) -> None:
         self.view = view
         self.evaluator = evaluator
-        self.tenants = dict(tenants or {})
+        #: Every group's lags now (shared with the evaluator and ``/metrics``).
+        self.frames = frames
 
     def routes(self) -> list[Route]:
         return [Route("/", self.index), Route("/group/{group:path}", self.group)]
@@ -111,10 +112,19 @@ class Dashboard:
             page = max(1, int(request.query_params.get("page", "1")))
         except ValueError:
             page = 1
-        every = self.evaluator.rows()
-        viewer = viewer_of(request.scope, self.tenants)
-        if not viewer.sees_all:
-            every = [r for r in every if viewer.may_see_group(r.group_id)]
+        viewer = viewer_in(request.scope)
+        if viewer.sees_all:
+            every = self.evaluator.rows()
+        else:  # a tenant: its rows of the current lags, made for this page
+            every = summarise(
+                *visible(
+                    self.view,
+                    viewer,
+                    self.frames(),
+                    self.evaluator.statuses,
+                    self.evaluator.reasons,
+                )
+            )
         found = [r for r in every if query in r.group_id] if query else every
         pages = max(1, -(-len(found) // PAGE_SIZE))
         page = min(page, pages)
@@ -128,6 +138,7 @@ class Dashboard:
                 r.total_lag,
                 r.max_lag_seconds,
                 r.bounded,
+                r.reason,
             )
             for r in shown
         ]
@@ -157,8 +168,8 @@ class Dashboard:
 
     def group(self, request: Request) -> Response:
         group_id = request.path_params["group"]
-        visible = viewer_of(request.scope, self.tenants).may_see_group(group_id)
-        if not (visible and self.view.has_group(group_id)):
+        viewer = viewer_in(request.scope)
+        if not (viewer.may_see_group(group_id) and self.view.has_group(group_id)):
             return self._page(
                 "index.html",
                 status_code=404,
@@ -170,7 +181,7 @@ class Dashboard:
                 total=0,
             )
         now = int(time.time() * 1000)
-        partitions = self.view.partitions(group_id, window=CHART_COMMITS)
+        partitions = viewer.partitions(self.view.partitions(group_id, window=CHART_COMMITS))
         status = self.view.status_of(group_id, partitions, now)
         by_partition = {(s.topic, s.partition): s for s in status.partitions}
         series = {

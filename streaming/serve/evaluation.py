@@ -13,8 +13,11 @@ The rules are Burrow's (``core/internal/evaluator/caching.go``), in its order, o
 - WARN: offsets move but the lag never decreases (the consumer falls behind);
 - else OK.
 
-A group is the worst of its partitions, with STOP, STALL and REWIND reported as ERR. Pure
-functions: the server gathers the windows (``streaming.serve.lag_view``).
+A group is the worst of its partitions, with STOP, STALL and REWIND reported as ERR. Each
+status carries a ``reason``: the rule that gave it and since when, in a line a newcomer reads
+(``STOP: no commit for 5m12s while 40 behind ...``), shown on the dashboard and as an extra
+field of Burrow's JSON (its clients ignore fields they do not know). Pure functions: the server
+gathers the windows (``streaming.serve.lag_view``).
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ class PartitionStatus:
     end: ConsumerOffset | None = None
     owner: str = ""
     client_id: str = ""
+    #: Which rule gave the status and since when (not Burrow's: an extra field).
+    reason: str = ""
 
     def as_burrow(self) -> dict[str, Any]:
         return {
@@ -82,6 +87,7 @@ class PartitionStatus:
             "end": self.end.as_burrow() if self.end else None,
             "current_lag": self.current_lag,
             "complete": self.complete,
+            "reason": self.reason,
         }
 
 
@@ -94,6 +100,8 @@ class GroupStatus:
     partitions: list[PartitionStatus] = field(default_factory=list)
     maxlag: PartitionStatus | None = None
     totallag: int = 0
+    #: The worst partition's reason, named (not Burrow's: an extra field).
+    reason: str = ""
 
     def as_burrow(self, only_problems: bool) -> dict[str, Any]:
         """Burrow's ``ConsumerGroupStatus``: ``/status`` lists only partitions not OK, ``/lag``
@@ -108,6 +116,7 @@ class GroupStatus:
             "partition_count": len(self.partitions),
             "maxlag": self.maxlag.as_burrow() if self.maxlag else None,
             "totallag": self.totallag,
+            "reason": self.reason,
         }
 
 
@@ -126,31 +135,75 @@ def partition_status(
     offsets = window[-intervals:]
     complete = min(1.0, len(offsets) / intervals) if intervals else 1.0
     if not offsets:
-        return PartitionStatus(topic, partition, Status.OK, current_lag, complete)
-    status = Status.OK
+        return PartitionStatus(
+            topic, partition, Status.OK, current_lag, complete, reason="OK: no commit yet"
+        )
+    status, reason = Status.OK, f"OK: {len(offsets)} of {intervals} commits seen, too few to judge"
     if complete >= minimum_complete:
-        status = _calculate(offsets, log_end_offsets, current_lag, now_ms)
+        status, reason = _calculate(offsets, log_end_offsets, current_lag, now_ms)
     return PartitionStatus(
-        topic, partition, status, current_lag, complete, start=offsets[0], end=offsets[-1]
+        topic,
+        partition,
+        status,
+        current_lag,
+        complete,
+        start=offsets[0],
+        end=offsets[-1],
+        reason=reason,
     )
+
+
+def duration(ms: int) -> str:
+    """``ms`` as a person reads it: 45s, 5m12s, 2h03m, 3d04h."""
+    s = max(0, ms) // 1000
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def _calculate(
     offsets: list[ConsumerOffset], log_end_offsets: list[int], current_lag: int, now_ms: int
-) -> Status:
+) -> tuple[Status, str]:
+    """Burrow's rules in its order: the status and the reason (the rule, since when)."""
+    first, last, n = offsets[0], offsets[-1], len(offsets)
     if current_lag <= 0:
-        return Status.OK
+        return Status.OK, "OK: caught up (lag 0)"
     if _stopped(offsets, now_ms) and not _recent_lag_zero(offsets, log_end_offsets):
-        return Status.STOP
+        window = (
+            f"longer than the {duration(last.timestamp_ms - first.timestamp_ms)} its last {n}"
+            " commits span"
+            if n > 1
+            else "one commit seen"
+        )
+        return Status.STOP, (
+            f"STOP: no commit for {duration(now_ms - last.timestamp_ms)} while {current_lag:,}"
+            f" behind ({window})"
+        )
     if any(o.lag == 0 for o in offsets):
-        return Status.OK
-    if any(b.offset < a.offset for a, b in pairwise(offsets)):
-        return Status.REWIND
-    if all(o.offset == offsets[0].offset for o in offsets):
-        return Status.STALL
+        return Status.OK, f"OK: lag 0 at one of its last {n} commits"
+    back = next(((a, b) for a, b in pairwise(offsets) if b.offset < a.offset), None)
+    if back is not None:
+        return Status.REWIND, (
+            f"REWIND: offset went back from {back[0].offset:,} to {back[1].offset:,}"
+            f" {duration(now_ms - back[1].timestamp_ms)} ago"
+        )
+    if all(o.offset == first.offset for o in offsets):
+        return Status.STALL, (
+            f"STALL: offset {first.offset:,} unchanged over its last {n} commits"
+            f" ({duration(now_ms - first.timestamp_ms)}) while {current_lag:,} behind"
+        )
     if _lag_not_decreasing(offsets):
-        return Status.WARN
-    return Status.OK
+        lags = [o.lag for o in offsets if o.lag is not None]
+        grew = f" ({lags[0]:,} to {lags[-1]:,})" if lags else ""
+        return Status.WARN, (
+            f"WARN: lag never fell over its last {n} commits{grew}"
+            f" in {duration(last.timestamp_ms - first.timestamp_ms)}: falling behind"
+        )
+    return Status.OK, f"OK: consuming, lag fell over its last {n} commits"
 
 
 def _stopped(offsets: list[ConsumerOffset], now_ms: int) -> bool:
@@ -194,4 +247,15 @@ def group_status(cluster: str, group: str, partitions: list[PartitionStatus]) ->
         partitions=partitions,
         maxlag=maxlag,
         totallag=sum(p.current_lag for p in partitions),
+        reason=_group_reason(status, partitions),
     )
+
+
+def _group_reason(status: Status, partitions: list[PartitionStatus]) -> str:
+    """The worst partition's reason (then its lag), named, and how many others are not OK."""
+    failing = [p for p in partitions if p.status != Status.OK]
+    if not failing:
+        return f"OK: all {len(partitions)} partition(s) consuming or caught up"
+    worst = max(failing, key=lambda p: (p.status, p.current_lag))
+    others = f"; {len(failing) - 1} other partition(s) not OK" if len(failing) > 1 else ""
+    return f"{status.name}: {worst.topic}-{worst.partition} {worst.reason}{others}"

@@ -52,8 +52,9 @@ _HELP: Final = {
         "(a lower bound where consumer_offsets_group_lag_seconds_bounded is 1)"
     ),
     "consumer_offsets_group_lag_seconds_bounded": (
-        "1 where the committed offset is older than the sampled log-end table: the lag in "
-        "seconds is at least the figure shown"
+        "1 where the record at the committed offset is gone (deleted by retention) or not "
+        "read yet (older than the sampled log-end table): the lag in seconds is at least the "
+        "figure shown"
     ),
     "consumer_offsets_group_last_commit_timestamp_seconds": (
         "When the group last committed an offset of the topic/partition (Unix time)"

@@ -5,7 +5,9 @@ One read of every committed offset (``Sink.offset_columns``), the log-end offset
 holds, and each partition's lag in messages and in seconds computed over whole arrays. The lag
 in seconds is :func:`connectors.sinks.log_end_samples.lag_ms`, the same arithmetic in the same
 order (one binary search per row in its partition's points, done for every row at once), so
-the figures are the ones a group's own page computes (``lag_view``), to the millisecond.
+the figures are the ones a group's own page computes (``lag_view``), to the millisecond; so
+are the rows the table cannot place, from the timestamps of their records
+(:func:`with_record_times`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.sinks import GroupListing
+from connectors.sinks.log_end_samples import TimeLag, record_lag
 from streaming.serve.lag_view import LagView
-from streaming.serve.log_end_cache import SampleColumns
+from streaming.serve.log_end_cache import LogEndCache, SampleColumns
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,6 +186,27 @@ def build_frame(
     )
 
 
+def with_record_times(frame: LagFrame, log_ends: LogEndCache) -> LagFrame:
+    """``frame`` with the rows its table cannot place (behind, and below the oldest point or
+    with none) timed by the record at their committed offset (:func:`record_lag`), in place:
+    every such row's offset is what ``log_ends`` reads and keeps (``record_times``)."""
+    rows = np.flatnonzero(
+        (frame.bounded | ~frame.has_time) & frame.has_end & (frame.offset < frame.log_end)
+    )
+    topics = frame.topics.to_pylist()
+    keys = [
+        (topics[frame.topic_index[r]], int(frame.partition[r]), int(frame.offset[r]))
+        for r in rows.tolist()
+    ]
+    found = log_ends.record_times(keys, every=True)
+    for r, key in zip(rows.tolist(), keys, strict=True):
+        if (record := found.get(key)) is not None:
+            before = TimeLag(int(frame.lag_ms[r]), True) if frame.has_time[r] else None
+            lag = record_lag(before, record, frame.made_ms)
+            frame.lag_ms[r], frame.has_time[r], frame.bounded[r] = lag.lag_ms, True, lag.bounded
+    return frame
+
+
 def frame_of(view: LagView, now_ms: int | None = None) -> LagFrame:
     """Every group's partitions as the view sees them now (one query for the offsets, one
     for the groups)."""
@@ -190,4 +214,5 @@ def frame_of(view: LagView, now_ms: int | None = None) -> LagFrame:
     offsets = view.sink.offset_columns()
     topics = set(pc.unique(offsets.column("topic")).to_pylist())
     ends = {(tp.topic, tp.partition): end for tp, end in view.log_end_map(topics).items()}
-    return build_frame(offsets, ends, view.log_ends.columns(), view.groups(), now)
+    frame = build_frame(offsets, ends, view.log_ends.columns(), view.groups(), now)
+    return with_record_times(frame, view.log_ends)

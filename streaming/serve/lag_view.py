@@ -3,7 +3,9 @@ and the window of its recent commits with the lag each had, for Burrow's rules a
 
 Read from the sink (offsets, the commit history, group metadata) and the log-end cache; the
 lag of a commit is the log-end offset seen at or before its commit time minus its offset, and
-a partition's lag in seconds is interpolated in its sampled (offset, time) table.
+a partition's lag in seconds is interpolated in its sampled (offset, time) table, or, for a
+committed offset older than the table, the age of the record at that offset
+(``LogEndCache.record_times``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from connectors.sinks import CommitHistoryEntry, CommittedOffset, GroupListing, Sink
-from connectors.sinks.log_end_samples import TimeLag, lag_ms
+from connectors.sinks.log_end_samples import TimeLag, lag_ms, record_lag
 from state.coordinator.model import TopicPartition
 from streaming.serve.evaluation import (
     DEFAULT_INTERVALS,
@@ -55,8 +57,8 @@ class PartitionView:
 
     @property
     def lag_bounded(self) -> bool:
-        """Whether the committed offset is older than the sampled table (the lag is at least
-        :attr:`lag_seconds`)."""
+        """Whether :attr:`lag_seconds` is only a lower bound: the record at the committed offset
+        is gone (:attr:`TimeLag.gone`) or was not read (older than the sampled table)."""
         return self.time_lag is not None and self.time_lag.bounded
 
 
@@ -140,10 +142,17 @@ class LagView:
     def time_lag(
         self, committed: CommittedOffset, log_end: int | None, now_ms: int
     ) -> TimeLag | None:
-        """The committed offset's lag in time against the partition's sampled table."""
-        return lag_ms(
+        """The committed offset's lag in time against the partition's sampled table; where
+        the table cannot place it, from the timestamp of the record at it once read."""
+        found = lag_ms(
             self.log_ends.points(committed.topic_partition), committed.offset, log_end, now_ms
         )
+        placed = found is not None and not found.bounded
+        if placed or log_end is None or committed.offset >= log_end:
+            return found
+        key = (committed.topic, committed.partition, committed.offset)
+        record = self.log_ends.record_times([key]).get(key)
+        return found if record is None else record_lag(found, record, now_ms)
 
     def statuses(
         self, chunk: int = STATUS_CHUNK, between: Callable[[float], bool] | None = None

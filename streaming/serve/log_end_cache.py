@@ -13,6 +13,11 @@ so it survives a restart and every server over the sink shares it. A server read
 cluster itself adds its reads to it through ``samples_sink`` (a writable sink); a mirror's
 sink gets them from the mirror. Each refresh then loads the table (:meth:`points`); without a
 writable sink the server keeps its own points in memory (lost on restart, said once).
+
+Where the table cannot place a committed offset (older than its oldest point: every group the
+first time its topic is sampled), a server reading the cluster reads the record at that offset
+and keeps its timestamp (:meth:`record_times`) until the offset moves: one entry per committed
+offset in that case, read in rounds until :data:`RECORD_READ_BUDGET_S` is spent each refresh.
 """
 
 from __future__ import annotations
@@ -22,16 +27,20 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import KafkaError
 
 from connectors.client.offsets_reader import BrokerOffsets
+from connectors.kafka.admin import record_timestamps
 from connectors.sinks import Sink, SinkError
 from connectors.sinks.log_end_samples import DEFAULT_KEEP as DEFAULT_KEEP_POINTS
-from connectors.sinks.log_end_samples import LogEndSample, merge_sample, thin
+from connectors.sinks.log_end_samples import LogEndSample, RecordTime, merge_sample, thin
 from state.coordinator.model import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -41,6 +50,19 @@ DEFAULT_INTERVAL_S = 10.0
 DEFAULT_KEEP = 360
 #: Seconds between two loads of the whole sampled table (in between, only what changed).
 FULL_RELOAD_S = 600.0
+#: Seconds of reading records at committed offsets after which a refresh starts no further
+#: round: thousands of groups behind cannot hold the log-end offsets back; the rest are read at
+#: the next refresh.
+RECORD_READ_BUDGET_S = 2.0
+#: Partitions read in a round (one offset each: a poll fetches them together), and the seconds
+#: a round waits for their records (500 take 0.3-0.6 s on a loaded 2-core machine).
+RECORD_READ_ROUND = 500
+RECORD_READ_TIMEOUT_S = 2.0
+#: Seconds before an offset whose record could not be read is tried again.
+RECORD_RETRY_S = 60.0
+
+#: A committed offset whose record is read: (topic, partition, offset).
+RecordKey = tuple[str, int, int]
 
 
 def _time_of(observation: tuple[int, int]) -> int:
@@ -94,6 +116,14 @@ class LogEndCache:
         self.sink = sink
         self.interval_s = interval_s
         self._broker = BrokerOffsets(client_options) if client_options is not None else None
+        self._client_options = client_options
+        self._records: KafkaConsumer | None = None
+        #: Timestamps read, of the offsets wanted (:meth:`record_times`), and the offsets whose
+        #: record could not be read, with when (tried again after :data:`RECORD_RETRY_S`).
+        self._record_times: dict[RecordKey, RecordTime] = {}
+        self._wanted: set[RecordKey] = set()
+        self._missed: dict[RecordKey, float] = {}
+        self._wake = threading.Event()
         self._keep = keep
         self._seen: dict[TopicPartition, deque[tuple[int, int]]] = {}
         #: The newest reading of each partition, by topic (what lag is computed against).
@@ -234,7 +264,102 @@ class LogEndCache:
                 for tp, offset in ends.items():
                     merged, _ = merge_sample(self._points.get(tp, []), offset, now)
                     self._points[tp] = thin(merged)
+        self._read_record_times()  # the offsets readers found the points cannot place
         return len(ends)
+
+    def record_times(
+        self, keys: Iterable[RecordKey], every: bool = False
+    ) -> dict[RecordKey, RecordTime]:
+        """The timestamps read of the records at these committed offsets; the others are read
+        by the refresh thread, woken for offsets not asked for before. ``every``: ``keys`` are
+        all the offsets wanted now (a pass over every group), the others are forgotten: the
+        cache holds one entry per committed offset the sampled table cannot place. {} when the
+        server does not read the cluster."""
+        if self._broker is None:
+            return {}
+        wanted = set(keys)
+        with self._lock:
+            fresh = wanted - self._wanted - self._record_times.keys()
+            if every:
+                self._wanted = wanted
+                self._record_times = {k: v for k, v in self._record_times.items() if k in wanted}
+                self._missed = {k: t for k, t in self._missed.items() if k in wanted}
+            else:
+                self._wanted |= wanted
+            found = {k: self._record_times[k] for k in wanted if k in self._record_times}
+        if fresh:
+            self._wake.set()
+        return found
+
+    def read_record_times(self) -> int:
+        """Read the records of the wanted offsets not read yet, in rounds until
+        :data:`RECORD_READ_BUDGET_S` is spent; how many offsets were tried."""
+        try:
+            return self._read_record_times()
+        finally:
+            self._generation += 1
+
+    def _read_record_times(self) -> int:
+        started = time.monotonic()
+        with self._lock:
+            todo = [
+                k
+                for k in self._wanted
+                if k not in self._record_times
+                and started - self._missed.get(k, -RECORD_RETRY_S) >= RECORD_RETRY_S
+            ]
+        read = 0
+        while todo and time.monotonic() - started < RECORD_READ_BUDGET_S:
+            batch: dict[KafkaTopicPartition, RecordKey] = {}
+            rest = []
+            for key in todo:  # one offset per partition a round: it has one position
+                tp = KafkaTopicPartition(key[0], key[1])
+                if tp in batch or len(batch) >= RECORD_READ_ROUND:
+                    rest.append(key)
+                else:
+                    batch[tp] = key
+            todo = rest
+            try:
+                found = record_timestamps(
+                    self._record_reader(),
+                    {tp: key[2] for tp, key in batch.items()},
+                    RECORD_READ_TIMEOUT_S,
+                )
+            except (KafkaError, AttributeError) as exc:  # AttributeError: see list_offsets
+                log.warning("records at committed offsets not read (retried later): %s", exc)
+                found = {}
+            with self._lock:
+                for tp, key in batch.items():
+                    record = found.get(tp)
+                    if record is None or record.timestamp_ms < 0:  # none, or a v0 record
+                        self._missed[key] = time.monotonic()
+                    elif key in self._wanted:
+                        self._record_times[key] = RecordTime(
+                            record.timestamp_ms, gone=record.offset > key[2]
+                        )
+            read += len(batch)
+        if read:
+            log.debug(
+                "read the records at %d committed offsets in %.0f ms",
+                read,
+                (time.monotonic() - started) * 1000,
+            )
+        return read
+
+    def _record_reader(self) -> KafkaConsumer:
+        """The consumer that reads records at committed offsets (its own: BrokerOffsets' is
+        never assigned partitions). Small fetches: one record a partition is wanted."""
+        if self._records is None:
+            self._records = KafkaConsumer(
+                client_id="consumer-offsets-serve-records",
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                allow_auto_create_topics=False,
+                max_partition_fetch_bytes=64 * 1024,
+                **(self._client_options or {}),
+            )
+        return self._records
 
     def _load_points(self) -> None:
         """The whole table now and then (:data:`FULL_RELOAD_S`), else only the points seen
@@ -272,22 +397,32 @@ class LogEndCache:
             self._thread.start()
 
     def _run(self) -> None:
+        due = time.monotonic()
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                self.refresh()
+                if started >= due:
+                    due = started + self.interval_s
+                    self.refresh()
+                else:  # woken: committed offsets whose records nobody has read yet
+                    self.read_record_times()
             except (SinkError, OSError, RuntimeError) as exc:
                 log.warning(
                     "log-end offsets not read (retried in %.0f s): %s", self.interval_s, exc
                 )
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+            self._wake.wait(max(0.0, due - time.monotonic()))
+            self._wake.clear()
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(30)
             self._thread = None
         if self._broker is not None:
             self._broker.close()
+        if self._records is not None:
+            self._records.close()
+            self._records = None
         if self._samples_sink is not None:
             self._samples_sink.close()

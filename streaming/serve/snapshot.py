@@ -42,9 +42,13 @@ class GroupSummary:
     bounded: bool
     #: Burrow's status of the group at the evaluator's last pass ("" before its first).
     status: str
+    #: Why: the status's rule and since when (``GroupStatus.reason``; "" before the first pass).
+    reason: str = ""
 
 
-def summarise(frame: LagFrame, statuses: dict[str, str]) -> list[GroupSummary]:
+def summarise(
+    frame: LagFrame, statuses: dict[str, str], reasons: dict[str, str] | None = None
+) -> list[GroupSummary]:
     """The index's rows, sorted by lag in seconds (largest first, unknown last), then group:
     every listed group, its total lag, and its largest lag in seconds (the first partition
     with it says whether it is a bound)."""
@@ -74,6 +78,7 @@ def summarise(frame: LagFrame, statuses: dict[str, str]) -> list[GroupSummary]:
                 seconds,
                 bounded,
                 statuses.get(listing.group_id, ""),
+                (reasons or {}).get(listing.group_id, ""),
             )
         )
     rows.sort(key=lambda r: (r.max_lag_seconds is None, -(r.max_lag_seconds or 0.0), r.group_id))
@@ -93,6 +98,8 @@ class GroupEvaluator:
     #: Every group's lags now (or as recently as the caller allows).
     frames: Callable[[], LagFrame] | None = None
     statuses: dict[str, str] = field(default_factory=dict)
+    #: Each group's ``GroupStatus.reason`` at the last pass.
+    reasons: dict[str, str] = field(default_factory=dict)
     summaries: list[GroupSummary] | None = None
     #: Seconds the last pass took (statuses and rows).
     last_pass_s: float = 0.0
@@ -105,12 +112,13 @@ class GroupEvaluator:
     def evaluate(self) -> None:
         """One pass, synchronously: every group's status, then the index's rows."""
         started = time.monotonic()
-        statuses = {}
+        statuses, reasons = {}, {}
         for group_id, status in self.view.statuses(between=self._pause):
             statuses[group_id] = status.status.name
+            reasons[group_id] = status.reason
         if self._stop.is_set():
             return
-        self.statuses = statuses
+        self.statuses, self.reasons = statuses, reasons
         self.refresh_rows()
         self.last_pass_s = time.monotonic() - started
 
@@ -121,13 +129,13 @@ class GroupEvaluator:
 
     def refresh_rows(self) -> None:
         """The index's rows from the current lags and the last statuses."""
-        self.summaries = summarise(self._frame(), self.statuses)
+        self.summaries = summarise(self._frame(), self.statuses, self.reasons)
 
     def rows(self) -> list[GroupSummary]:
         """The index's rows of the last pass; computed now (without statuses) before the first."""
         found = self.summaries
         if found is None:
-            found = summarise(self._frame(), self.statuses)
+            found = summarise(self._frame(), self.statuses, self.reasons)
         return found
 
     def start(self) -> None:

@@ -11,10 +11,12 @@ import pytest
 from connectors.sinks import Sink
 from connectors.sinks.log_end_samples import (
     LogEndSample,
+    RecordTime,
     TimeLag,
     lag_ms,
     merge_sample,
     offset_time_ms,
+    record_lag,
     thin,
 )
 from state.coordinator.model import TopicPartition
@@ -78,6 +80,17 @@ def test_before_the_oldest_point_the_lag_is_bounded_by_the_tables_age() -> None:
     assert lag_ms(points, 0, 1_000_500, now_ms=65_000) == TimeLag(60_000, bounded=True)
     # Never an extrapolation: the figure grows with the wall clock only.
     assert lag_ms(points, 0, 1_000_500, now_ms=3_600_000) == TimeLag(3_595_000, bounded=True)
+
+
+def test_below_the_table_the_records_timestamp_times_the_lag_a_bound_only_if_it_is_gone() -> None:
+    bound = TimeLag(60_000, bounded=True)  # sampling began a minute ago
+    # The record at the committed offset, written at t=5000: exact, not the bound.
+    assert record_lag(bound, RecordTime(5000), now_ms=125_000) == TimeLag(120_000)
+    assert record_lag(None, RecordTime(5000), now_ms=125_000) == TimeLag(120_000)
+    # Deleted: the first record kept bounds it, unless the table's bound is larger.
+    kept = RecordTime(95_000, gone=True)
+    assert record_lag(bound, kept, now_ms=125_000) == TimeLag(60_000, bounded=True, gone=True)
+    assert record_lag(None, kept, now_ms=125_000) == TimeLag(30_000, bounded=True, gone=True)
 
 
 def test_a_log_end_past_the_newest_point_extends_the_table_to_now() -> None:

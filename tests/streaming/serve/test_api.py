@@ -4,6 +4,7 @@ history, the Prometheus exposition with kafka_exporter's names, and the dashboar
 
 from __future__ import annotations
 
+import re
 import time
 import zlib
 from collections.abc import Iterator
@@ -155,15 +156,18 @@ def test_each_status_of_burrows_rules_from_a_crafted_history(
     status = lag["status"]
     assert set(status) == {
         "cluster", "group", "status", "complete", "partitions", "partition_count", "maxlag",
-        "totallag",
+        "totallag", "reason",
     }  # fmt: skip
     (partition,) = status["partitions"]
     assert partition["status"] == expected
     assert set(partition) == {
         "topic", "partition", "owner", "client_id", "status", "start", "end", "current_lag",
-        "complete",
+        "complete", "reason",
     }  # fmt: skip
     assert partition["complete"] == 1.0
+    # Burrow's fields, and ours: which rule gave the status (Burrow's clients ignore it).
+    assert partition["reason"].startswith(f"{expected}: ")
+    assert status["reason"].startswith(f"{status['status']}: ")
     assert status["group"] == group and status["cluster"] == "local"
     # The group: the partition's status, STOP, STALL and REWIND counted as ERR.
     assert status["status"] == (expected if expected in ("OK", "WARN") else "ERR")
@@ -212,7 +216,7 @@ def test_dashboard_pages(client: TestClient) -> None:
     assert index.status_code == 200
     for group in [*HISTORIES, STOPPED]:
         assert f'href="/group/{group}"' in index.text
-    assert '<span class="status WARN">WARN</span>' in index.text
+    assert 'class="status WARN"' in index.text
     page = client.get("/group/slow")
     assert page.status_code == 200
     assert "<svg" in page.text and 'class="series"' in page.text
@@ -247,10 +251,34 @@ def test_the_pass_over_every_group_gives_each_groups_own_status(client: TestClie
     for group, status in every.items():
         alone = view.status(group)
         assert status.status == alone.status, group
-        assert [p.as_burrow() for p in status.partitions] == [
-            p.as_burrow() for p in alone.partitions
+        # The reasons' durations are read at two moments: equal but for the seconds.
+        assert [_without_durations(p.as_burrow()) for p in status.partitions] == [
+            _without_durations(p.as_burrow()) for p in alone.partitions
         ]
     assert len(dict(view.statuses(chunk=2, between=lambda took: False))) == 2  # stopped
+
+
+def _without_durations(partition: dict[str, Any]) -> dict[str, Any]:
+    return {**partition, "reason": re.sub(r"\d+[smhd]\d*[smh]?", "…", partition["reason"])}
+
+
+def test_a_stopped_group_says_why_in_burrows_routes_and_on_the_dashboard(
+    client: TestClient,
+) -> None:
+    # Ten commits 1 s apart, the last 5 min ago, 81 behind: Burrow's STOP rule.
+    why = r"STOP: no commit for 5m0\ds while 81 behind \(longer than the 9s its last 10 commits"
+    status = client.get(f"/v3/kafka/local/consumer/{STOPPED}/status").json()["status"]
+    (partition,) = status["partitions"]
+    assert re.match(why, partition["reason"]), partition["reason"]
+    assert re.match(f"ERR: {_topic(STOPPED)}-0 {why}", status["reason"]), status["reason"]
+    page = client.get(f"/group/{STOPPED}").text
+    assert re.search(f'<p id="reason">ERR: {_topic(STOPPED)}-0 {why}', page)
+    assert re.search(f'<td class="muted">{why}', page)  # the partition's row
+    index = client.get("/").text
+    assert re.search(f'class="status ERR" title="ERR: {_topic(STOPPED)}-0 {why}', index)
+    assert re.search(f'<td class="muted">ERR: {_topic(STOPPED)}-0 {why}', index)
+    healthy = client.get("/v3/kafka/local/consumer/caught-up/lag").json()["status"]
+    assert healthy["reason"] == "OK: all 1 partition(s) consuming or caught up"
 
 
 def test_gzip_and_plain_scrapes_carry_the_same_text(client: TestClient) -> None:

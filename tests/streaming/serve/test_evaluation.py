@@ -64,6 +64,45 @@ def test_warn_when_offsets_move_but_the_lag_never_decreases() -> None:
     assert status_of(points, current_lag=20) == Status.WARN
 
 
+def reason_of(points: list[ConsumerOffset], current_lag: int) -> str:
+    return partition_status("t", 0, points, current_lag, [], NOW, intervals=10).reason
+
+
+def test_each_status_says_which_rule_gave_it_and_since_when() -> None:
+    # The quickstart's group: one commit, 5m12s ago, 40 behind.
+    once = [ConsumerOffset(10, NOW - 312_000, NOW - 312_000, 40)]
+    assert reason_of(once, 40) == "STOP: no commit for 5m12s while 40 behind (one commit seen)"
+    stopped = window(*MOVING, start=NOW - 69_000, step=1_000)
+    assert reason_of(stopped, 5) == (
+        "STOP: no commit for 1m00s while 5 behind (longer than the 9s its last 10 commits span)"
+    )
+    rewound = window(*[(100 + i, 10) for i in range(5)], *[(50 + i, 60) for i in range(5)])
+    assert reason_of(rewound, 60) == "REWIND: offset went back from 104 to 50 50s ago"
+    stalled = window(*[(100, 10 + i) for i in range(10)])
+    assert reason_of(stalled, 20) == (
+        "STALL: offset 100 unchanged over its last 10 commits (1m40s) while 20 behind"
+    )
+    warned = window(*[(100 + i, 10 + i) for i in range(10)])
+    assert reason_of(warned, 20) == (
+        "WARN: lag never fell over its last 10 commits (10 to 19) in 1m30s: falling behind"
+    )
+    assert reason_of(warned, 0) == "OK: caught up (lag 0)"
+    group = group_status(
+        "local",
+        "g",
+        [
+            partition_status("t", 0, stopped, 5, [], NOW),
+            partition_status("t", 1, stalled, 20, [], NOW),
+            partition_status("t", 2, warned, 0, [], NOW),
+        ],
+    )
+    # The worst partition (STALL outranks STOP in Burrow's order), and how many others.
+    assert group.reason == (
+        "ERR: t-1 STALL: offset 100 unchanged over its last 10 commits (1m40s) while 20 behind;"
+        " 1 other partition(s) not OK"
+    )
+
+
 def test_ok_when_the_lag_goes_down_somewhere() -> None:
     points = window(*[(100 + i, 10 + i) for i in range(9)], (200, 3))
     assert status_of(points, current_lag=3) == Status.OK

@@ -1,5 +1,6 @@
 """Lag in seconds against the real broker: a producer writes at a known rate, a group commits
-then stops; served by uvicorn, read from ``/metrics``.
+then stops; records written with known timestamps, read by a server started with no samples;
+served by uvicorn, read from ``/metrics``.
 
 The group's commits are written to the sink as the job writes them (as the other serve tests
 do); the log-end offsets are the broker's, sampled by the server into the sink's table. The
@@ -18,15 +19,17 @@ import urllib.parse
 import urllib.request
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.kafka.local import free_port_block
 from connectors.sinks import BatchProgress, open_sink
-from streaming.serve import ServeConfig
+from connectors.sinks.log_end_samples import RecordTime
+from streaming.serve import ServeConfig, log_end_cache
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.helpers import wait_for
@@ -111,6 +114,7 @@ def test_lag_seconds_grows_survives_a_restart_and_falls_to_zero(
     topic = topic_factory(partitions=1)
     sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
     open_sink(sink_url).close()
+    first_produced = time.time()
     producer = Producer(kafka_bootstrap, topic)
     try:
         wait_for(lambda: _log_end(kafka_bootstrap, topic), lambda end: end >= RATE, 30)
@@ -118,7 +122,6 @@ def test_lag_seconds_grows_survives_a_restart_and_falls_to_zero(
             # A replay from offset 0: the topic has a committed offset, so the server samples
             # it from now on (it samples the committed topics).
             _commit(sink_url, 0, REPLAYER, topic, 0)
-            sampling_began = time.time()
             time.sleep(2)  # a few points in the table before the group's commit
             committed = _log_end(kafka_bootstrap, topic)
             committed_at = time.time()  # the log end passed `committed` about now
@@ -137,17 +140,18 @@ def test_lag_seconds_grows_survives_a_restart_and_falls_to_zero(
             assert abs(later - (later_at - committed_at)) <= TOLERANCE_S
             assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", GROUP) is None
 
-            # Offset 0 is older than the table: the bound (sampling began), flagged.
+            # Offset 0 is older than the table: timed by its record, produced before sampling
+            # began (the test below tells it from the bound by a minute).
             replay = _lag_seconds(url, REPLAYER)
             replay_at = time.time()
             assert replay is not None
-            assert abs(replay - (replay_at - sampling_began)) <= TOLERANCE_S
-            assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", REPLAYER) == 1.0
+            assert abs(replay - (replay_at - first_produced)) <= TOLERANCE_S
+            assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", REPLAYER) is None
 
             # The dashboard: both lags per partition, lag in seconds charted, the index's max.
             page = _get(f"{url}/group/{GROUP}") or ""
             assert "Lag in seconds over time" in page and "<th>lag (s)</th>" in page
-            assert "&gt;=" in (_get(f"{url}/group/{REPLAYER}") or "")  # a bound
+            assert "&gt;=" not in (_get(f"{url}/group/{REPLAYER}") or "")  # not a bound
             # The index: the evaluator's rows, made again at every log-end interval.
             index = wait_for(lambda: _get(f"{url}/") or "", lambda page: GROUP in page, 30)
             assert "<th>max lag (s)</th>" in index
@@ -169,6 +173,108 @@ def test_lag_seconds_grows_survives_a_restart_and_falls_to_zero(
             assert _samples(url, "kafka_consumergroup_group_max_lag_seconds", GROUP) == 0.0
     finally:
         producer.stop()
+
+
+def _produce(bootstrap: str, topic: str, timestamps_ms: list[int]) -> float:
+    """One record per timestamp (CreateTime) to partition 0; when they were sent."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        sent = time.time()
+        for at in timestamps_ms:
+            producer.send(topic, value=b"x", partition=0, timestamp_ms=at)
+        producer.flush()
+        return sent
+    finally:
+        producer.close()
+
+
+def test_lag_seconds_is_the_age_of_the_committed_record_from_the_first_sample(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
+    """A server started with no samples: each committed offset is older than its table, yet its
+    lag in seconds is now minus its record's timestamp, CreateTime or LogAppendTime as the topic
+    says; a bound, flagged, only where the record was deleted."""
+    created = topic_factory(partitions=1)
+    appended = topic_factory(partitions=1, config={"message.timestamp.type": "LogAppendTime"})
+    deleted = topic_factory(partitions=1)
+    now_ms = int(time.time() * 1000)
+    seventy_ago, forty_ago = now_ms - 70_000, now_ms - 40_000
+    _produce(kafka_bootstrap, created, [seventy_ago] * 5)
+    appended_at = _produce(kafka_bootstrap, appended, [seventy_ago] * 5)  # the broker's time wins
+    _produce(kafka_bootstrap, deleted, [seventy_ago] * 5 + [forty_ago] * 5)
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:  # retention's effect, at once: offsets 0-4 are gone
+        admin.delete_records({KafkaPartition(deleted, 0): 5})
+    finally:
+        admin.close()
+    sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    open_sink(sink_url).close()
+    _commit(sink_url, 0, "created", created, 0)
+    _commit(sink_url, 1, "appended", appended, 0)
+    _commit(sink_url, 2, "deleted", deleted, 2)
+    with _serve(sink_url, kafka_bootstrap) as url:
+        sampling_began = time.time()
+        exact = wait_for(lambda: _lag_seconds(url, "created"), lambda s: s is not None and s > 30)
+        exact_at = time.time()
+        # The record's age, to the scrape's second; the bound would be about 0 s.
+        assert abs(exact - (exact_at - seventy_ago / 1000)) <= 2.0
+        assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", "created") is None
+        page = _get(f"{url}/group/created") or ""
+        assert "&gt;=" not in page and "record deleted" not in page
+
+        # LogAppendTime: when the broker appended the record, not the producer's 70 s ago.
+        appended_lag = wait_for(
+            lambda: _lag_seconds(url, "appended"),
+            lambda s: s is not None and s >= time.time() - appended_at - 2.0,
+        )
+        assert appended_lag <= time.time() - appended_at + 2.0
+        assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", "appended") is None
+
+        # Offset 2 was deleted: the first record kept (offset 5, 40 s old) bounds it, flagged;
+        # still far above the time since sampling began.
+        gone = wait_for(lambda: _lag_seconds(url, "deleted"), lambda s: s is not None and s > 30)
+        gone_at = time.time()
+        assert abs(gone - (gone_at - forty_ago / 1000)) <= 2.0
+        assert gone_at - sampling_began < 30
+        assert _samples(url, "consumer_offsets_group_lag_seconds_bounded", "deleted") == 1.0
+        page = _get(f"{url}/group/deleted") or ""
+        assert "&gt;=" in page and "(record deleted)" in page
+        assert "the record at offset 2 is gone (deleted by retention" in page
+
+
+def test_record_reads_keep_to_their_budget_and_the_cache_to_the_offsets_wanted(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path, monkeypatch: Any
+) -> None:
+    topic = topic_factory(partitions=5)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    for partition in range(5):
+        for offset in range(20):
+            producer.send(topic, value=b"x", partition=partition, timestamp_ms=1000 + offset)
+    producer.flush()
+    producer.close()
+    # 100 committed offsets, 20 per partition: 20 rounds of 5 (a partition reads one offset a
+    # round); a budget that a few rounds exhaust.
+    monkeypatch.setattr(log_end_cache, "RECORD_READ_ROUND", 5)
+    monkeypatch.setattr(log_end_cache, "RECORD_READ_BUDGET_S", 0.01)
+    keys = [(topic, partition, offset) for partition in range(5) for offset in range(20)]
+    with open_sink(f"sqlite:///{tmp_path / 'offsets.db'}") as sink:
+        cache = log_end_cache.LogEndCache(sink, {"bootstrap_servers": kafka_bootstrap})
+        try:
+            assert cache.record_times(keys, every=True) == {}  # none read yet
+            started = time.monotonic()
+            first = cache.read_record_times()
+            assert 5 <= first < len(keys)  # at least a round, never all of them
+            # The budget, then the last round's end at most.
+            assert time.monotonic() - started < 0.01 + log_end_cache.RECORD_READ_TIMEOUT_S
+            while len(cache.record_times(keys)) < len(keys):  # the rest, refresh by refresh
+                assert cache.read_record_times() > 0
+            found = cache.record_times(keys)
+            assert found[(topic, 3, 7)] == RecordTime(1007)  # each offset's own record
+            # The offsets move on: the cache forgets the old ones (one entry per offset wanted).
+            cache.record_times(keys[:10], every=True)
+            assert set(cache.record_times(keys)) == set(keys[:10])
+        finally:
+            cache.stop()
 
 
 def _prometheus_binary() -> str:
