@@ -1,20 +1,26 @@
-"""The job's one typed configuration: defaults < TOML file < environment < command-line flags.
+"""Every long-running command's typed settings: defaults < TOML file < environment < flags.
 
-Kafka client options pass through untouched (SASL/SSL included) and are rendered with the
-``kafka.`` prefix Spark's Kafka source and sink want. Secrets never reach a log line: ``redacted()``
-is what gets printed.
+``JobConfig`` (``run``) is the file's top level, ``MirrorConfig`` its ``[mirror]`` table (or
+the whole of a file of the mirror's own), ``ServeSettings`` its ``[serve]`` table;
+``deploy/config.example.toml`` lists them all. Each field's ``#:`` comment is its meaning, which
+``--help`` shows (:func:`field_help`). Kafka client options pass through untouched (SASL/SSL
+included) and are rendered with the ``kafka.`` prefix Spark's Kafka source and sink want.
+Secrets never reach a log line: ``redacted()`` is what gets printed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from connectors.client.log_end_refresher import DEFAULT_INTERVAL_S
 from connectors.kafka.admin import (
     DEFAULT_BOOTSTRAP_SERVERS,
     DEFAULT_DEAD_LETTER_TOPIC,
@@ -34,9 +40,18 @@ from state.coordinator.config import DEFAULT_REQUEST_TIMEOUT_MS, CoordinatorConf
 from streaming.tenants import Tenant, load_tenants, parse_tenants
 
 ENV_PREFIX = "CONSUMER_OFFSETS_"
+#: Environment variables of the mirror's settings: ``CONSUMER_OFFSETS_MIRROR_SINK_URL``…
+MIRROR_ENV_PREFIX = "CONSUMER_OFFSETS_MIRROR_"
+#: Environment variables of serve's settings: ``CONSUMER_OFFSETS_SERVE_PORT``…
+SERVE_ENV_PREFIX = "CONSUMER_OFFSETS_SERVE_"
+#: Tables of a configuration file that hold another command's settings than the job's.
+COMMAND_TABLES = ("mirror", "serve")
 
 #: The most partitions a new ingest topic gets by default (``JobConfig.ingest_partitions``).
 DEFAULT_INGEST_PARTITIONS = 2
+
+#: The job's sink unless configured (``JobConfig.sink_url``).
+DEFAULT_SINK_URL = "sqlite:///.runtime/consumer-offsets.db"
 
 #: The values of ``JobConfig.rebuild_sink_writes``.
 REBUILD_SINK_WRITERS = ("auto", "executors", "driver")
@@ -60,65 +75,80 @@ class JobConfig:
     """Everything the streaming job needs. Field names double as TOML keys, env suffixes
     (``CONSUMER_OFFSETS_BOOTSTRAP_SERVERS``) and CLI flags (``--bootstrap-servers``)."""
 
+    #: The Kafka cluster the job's topics live on (host:port, comma-separated).
     bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVERS
-    #: Extra Kafka client options, e.g. {"security.protocol": "SASL_SSL"}; applied to the Spark
-    #: source/sink (prefixed ``kafka.``), the admin client and the shard loaders.
+    #: Extra Kafka client options, in the Java client's names, e.g. {"security.protocol" =
+    #: "SASL_SSL"}; applied to the Spark source/sink (prefixed ``kafka.``), the admin client
+    #: and the shard loaders.
     kafka_options: Mapping[str, str] = field(default_factory=dict)
+    #: The topic committers write their requests to (the commit client's).
     ingest_topic: str = DEFAULT_INGEST_TOPIC
+    #: The compacted topic of committed offsets: the job's __consumer_offsets.
     offsets_topic: str = DEFAULT_OFFSETS_TOPIC
+    #: The topic the job answers requests on.
     responses_topic: str = DEFAULT_RESPONSES_TOPIC
+    #: Where requests the job cannot read go, for people to look at.
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
-    #: offsets.topic.num.partitions: the coordinator shard count.
+    #: offsets.topic.num.partitions: the coordinator shard count, fixed when the offsets topic
+    #: is created (deploy/README.md says how to change it).
     partitions: int = 50
-    #: Partitions of the ingest topics the job creates: a divisor of ``partitions`` (a group's
+    #: Partitions of the ingest topics the job creates, a divisor of ``partitions``; unset: the
+    #: largest divisor of ``partitions`` up to ``DEFAULT_INGEST_PARTITIONS`` (2). A group's
     #: requests go to ``partition_for(group, ingest_partitions)``, so each shard's requests are
-    #: on one partition). Spark reads every partition in every micro-batch, a fixed cost per
-    #: partition, so fewer are faster for small batches. None: the largest divisor of
-    #: ``partitions`` up to ``DEFAULT_INGEST_PARTITIONS``. An existing ingest topic keeps its
+    #: on one partition. Spark reads every partition in every micro-batch, a fixed cost per
+    #: partition, so fewer are faster for small batches. An existing ingest topic keeps its
     #: count, any divisor of ``partitions`` (one per shard, as before, included).
     ingest_partitions: int | None = None
-    #: offsets.topic.replication.factor (Kafka's default 3); the embedded default config uses 1.
+    #: offsets.topic.replication.factor of the topics the job creates (``--embedded``: 1).
     replication_factor: int = 3
+    #: min.insync.replicas of the topics the job creates (at most ``replication_factor``).
     min_insync_replicas: int = 2
     #: compression.type of the offsets topic (the producer side also compresses with it).
     compression: str = "lz4"
-    #: offsets.retention.minutes, in ms.
+    #: offsets.retention.minutes, in ms: how long an empty group's offsets are kept.
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
     #: offsets.retention.check.interval.ms: how often every shard is woken to expire offsets
     #: (an expiry tick on each ingest partition); offsets expire up to this late, as in Kafka.
     retention_check_interval_ms: int = 600_000
-    #: offset.metadata.max.bytes.
+    #: offset.metadata.max.bytes: the longest commit metadata accepted (longer:
+    #: OFFSET_METADATA_TOO_LARGE).
     metadata_max_bytes: int = 4096
     #: The timeout of a request without its own ``timeoutMs`` (Kafka's default.api.timeout.ms):
     #: a request the job reaches at or after its message timestamp plus this is answered
-    #: REQUEST_TIMED_OUT and changes nothing (README, "Request deadlines").
+    #: REQUEST_TIMED_OUT and changes nothing (deploy/README.md, "Request deadlines").
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     #: Micro-batch trigger interval. Spark starts a batch at the next multiple of the interval
     #: after the previous one ends, so a batch of 1.2 s with a 1 s interval waits 0.8 s idle;
     #: without input an idle job only asks Kafka for the ingest end offsets at each trigger
     #: (no-data batches are off, see ``streaming.job``).
     trigger_interval: str = "100 milliseconds"
+    #: Ingest records a micro-batch reads at most (Spark's maxOffsetsPerTrigger); unset: all.
     max_offsets_per_trigger: int | None = None
     #: Spark partitions of the shard state (tasks per micro-batch), fixed when the checkpoint is
-    #: created; default: the cluster's cores, at most the state shards.
+    #: created; unset: the cluster's cores, at most the state shards.
     state_partitions: int | None = None
     #: States that hold the offsets-topic partitions, each ``partitions / state_shards`` of
-    #: them (``CoordinatorConfig.state_shards``): a divisor of ``partitions`` and a multiple of
-    #: every ingest topic's partition count, fixed when the checkpoint is created. Default: the
-    #: one nearest 5 per state partition (``streaming.state_shards.choose_state_shards``).
+    #: them; unset: the one nearest 5 per state partition
+    #: (``streaming.state_shards.choose_state_shards``). A divisor of ``partitions`` and a
+    #: multiple of every ingest topic's partition count, fixed when the checkpoint is created
+    #: (``CoordinatorConfig.state_shards``).
     state_shards: int | None = None
     #: MB of decoded shard states each Python worker keeps between micro-batches, so that a
     #: shard's next call skips decoding its blob (``streaming.shard_cache``); 0 turns it off.
     state_cache_mb: int = 256
     #: Where ingest reading starts when there is no checkpoint and the sink records no position.
     starting_offsets: str = "earliest"
+    #: Spark's checkpoint of the query (a path or a URL such as s3a://, hdfs://).
     checkpoint_location: str = ".runtime/checkpoints/consumer-offsets"
-    sink_url: str = "sqlite:///.runtime/consumer-offsets.db"
+    #: The queryable sink: sqlite:///relative.db, sqlite:////absolute.db or
+    #: postgresql://user:password@host/database.
+    sink_url: str = DEFAULT_SINK_URL
     #: Keep every commit in the sink's history table (``offset_commit_history``).
     keep_history: bool = False
     #: How long a commit stays in the history table (-1: forever); older ones are deleted in
     #: small steps every ``history_retention_check_interval_ms`` (``connectors.sinks.retention``).
     history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
+    #: How often, in ms, history older than ``history_retention_ms`` is deleted.
     history_retention_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
     #: Seconds a micro-batch's sink write is retried while the sink database is unreachable
     #: (the query waits, acknowledging nothing) before the query fails; 0 fails at once.
@@ -135,10 +165,13 @@ class JobConfig:
     #: checkpoints made before "value-states" existed) or "auto" (what the checkpoint holds;
     #: "value-states" for a new one). The checkpoint fixes it.
     state_operator: str = "auto"
+    #: Spark's master URL, e.g. local[4] or spark://host:7077; unset: $SPARK_MASTER, else
+    #: local[*].
     spark_master: str | None = None
     #: Teams sharing the job, each with its own ingest and responses topics and Kafka-shaped
-    #: ACLs (``streaming.tenants``): ``[[tenants]]`` tables in the TOML file, or a TOML file of
-    #: them as the flag or environment value. None: the job's ingest topic only, unchecked.
+    #: ACLs (``streaming.tenants``); unset: the job's ingest topic only, unchecked.
+    #: ``[[tenants]]`` tables in the TOML file, or a TOML file of them as the flag or
+    #: environment value.
     tenants: tuple[Tenant, ...] = ()
 
     def __post_init__(self) -> None:
@@ -271,28 +304,45 @@ def _coerce(kind: type, name: str, raw: Any) -> Any:
         raise ValueError(f"config field {name!r}: cannot use {raw!r} ({error})") from None
 
 
+def read_config_file(path: str | Path, table: str | None = None) -> dict[str, Any]:
+    """The settings of one command in the TOML file at ``path``: its top level less the other
+    commands' tables for the job (``table`` None), else the ``[table]`` table; a file without
+    ``[mirror]`` is read whole for the mirror (a file of its own), one without ``[serve]``
+    gives serve nothing."""
+    with open(path, "rb") as handle:
+        data = tomllib.load(handle)
+    if table is None or (table == "mirror" and table not in data):
+        return {k: v for k, v in data.items() if k not in COMMAND_TABLES}
+    section = data.get(table, {})
+    if not isinstance(section, dict):
+        raise ValueError(f"{path}: {table} must be a [{table}] table")
+    return section
+
+
 def load_settings(
     kind: type[Settings],
     env_prefix: str,
     path: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
-    fallbacks: Mapping[str, str | None] | None = None,
+    fallbacks: Mapping[str, Any] | None = None,
+    table: str | None = None,
 ) -> Settings:
-    """Build the dataclass ``kind`` from a TOML file (``path``, else ``<env_prefix>CONFIG``),
-    ``<env_prefix><FIELD>`` environment variables and explicit overrides (CLI flags), later
-    sources winning; ``fallbacks`` fill fields neither the file nor the environment set.
-    Unknown keys and missing required fields are errors naming them."""
+    """Build the dataclass ``kind`` from a TOML file (``path``, else ``<env_prefix>CONFIG``;
+    its ``[table]``, see :func:`read_config_file`), ``<env_prefix><FIELD>`` environment
+    variables and explicit overrides (CLI flags), later sources winning; ``fallbacks`` fill
+    fields neither the file nor the environment set. Unknown keys and missing required fields
+    are errors naming them."""
     known = {f.name: f for f in fields(kind)}  # type: ignore[arg-type]
     values: dict[str, Any] = {}
     env = os.environ if env is None else env
     path = path or env.get(f"{env_prefix}CONFIG")
     if path:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        data = read_config_file(path, table)
         unknown = set(data) - set(known)
         if unknown:
-            raise ValueError(f"unknown config keys in {path}: {sorted(unknown)}")
+            where = f"[{table}] of {path}" if table and table != "mirror" else str(path)
+            raise ValueError(f"unknown config keys in {where}: {sorted(unknown)}")
         values.update({k: _coerce(kind, k, v) for k, v in data.items()})
     for name in known:
         raw = env.get(env_prefix + name.upper())
@@ -337,3 +387,187 @@ def embedded_default(**overrides: Any) -> JobConfig:
     base: dict[str, Any] = {"replication_factor": 1, "min_insync_replicas": 1}
     base.update(overrides)
     return load_config(overrides=base)
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """Where the mirror reads (a cluster, with Kafka client options in the Java client's names)
+    and writes (a sink URL and a checkpoint)."""
+
+    #: The source cluster whose __consumer_offsets is mirrored (host:port, comma-separated).
+    source_bootstrap_servers: str
+    #: The sink the mirror writes, as the job's ``sink_url``.
+    sink_url: str
+    #: Spark's checkpoint of the mirror's query.
+    checkpoint_location: str
+    #: Kafka client options for the source cluster, in the Java client's names.
+    source_kafka_options: Mapping[str, str] = field(default_factory=dict)
+    #: Keep every commit in the sink's history table (``--no-history``: false).
+    keep_history: bool = True
+    #: How long a commit stays in the history table (-1: forever); see ``JobConfig``.
+    history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
+    #: How often, in ms, history older than ``history_retention_ms`` is deleted.
+    history_retention_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
+    #: Micro-batch trigger interval.
+    trigger_interval: str = "1 second"
+    #: The source cluster's name in the sink (``source_cluster``) and its status detail.
+    cluster_name: str = "source"
+    #: Seconds between two reads of the committed topics' log-end offsets into the sink.
+    log_end_interval_s: float = DEFAULT_INTERVAL_S
+    #: Seconds a micro-batch's sink write is retried while the sink is unreachable (the query
+    #: waits) before the mirror fails, as the job's ``sink_write_timeout_s``; 0 fails at once.
+    sink_write_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        hide_in_logs(secret_values(self.source_kafka_options))
+        if self.sink_write_timeout_s < 0:
+            raise ValueError(f"sink_write_timeout_s must be >= 0, got {self.sink_write_timeout_s}")
+        check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
+
+    def redacted(self) -> dict[str, Any]:
+        """The configuration as printable data, with secrets masked."""
+        data = dataclasses.asdict(self)
+        data["source_kafka_options"] = redacted_options(self.source_kafka_options)
+        data["sink_url"] = redact_url(self.sink_url)
+        return data
+
+    def __repr__(self) -> str:  # the dataclass repr would print secrets
+        return f"MirrorConfig({self.redacted()!r})"
+
+    def kafka_python_options(self) -> dict[str, Any]:
+        """Options for kafka-python clients of the source cluster."""
+        return kafka_python_options(self.source_bootstrap_servers, self.source_kafka_options)
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """Options for Spark's Kafka source (``kafka.``-prefixed client options)."""
+        return spark_kafka_options(self.source_bootstrap_servers, self.source_kafka_options)
+
+
+def load_mirror_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> MirrorConfig:
+    """The mirror's configuration from a TOML file (its ``[mirror]`` table, or the whole of a
+    file of ``MirrorConfig`` keys), then ``CONSUMER_OFFSETS_MIRROR_*`` environment variables,
+    then ``overrides`` (CLI flags), as the job's ``load_config``."""
+    return load_settings(MirrorConfig, MIRROR_ENV_PREFIX, path, env, overrides, table="mirror")
+
+
+#: The values of ``ServeSettings.granularity``.
+GRANULARITIES = ("partition", "topic")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """``serve``'s settings: the ``[serve]`` table of a configuration file, then
+    ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then flags (``--log-end-interval`` and
+    ``--evaluation-interval`` set the ``_s`` fields)."""
+
+    #: The sink to serve, the job's or the mirror's; unset: the file's top-level (the job's)
+    #: sink_url.
+    sink_url: str
+    #: The cluster to read log-end offsets (lag) from; unset: the file's top-level (the job's)
+    #: bootstrap_servers, else the log-end offsets the sink stores, which a mirror keeps.
+    bootstrap_servers: str = ""
+    #: Kafka client options for that cluster, in the Java client's names; unset: the file's
+    #: top-level kafka_options.
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    #: The address to listen on.
+    host: str = "127.0.0.1"
+    #: The port to listen on.
+    port: int = 8000
+    #: The cluster's name in Burrow's API (/v3/kafka/NAME).
+    cluster_name: str = "local"
+    #: Seconds between two reads of the log-end offsets.
+    log_end_interval_s: float = 10.0
+    #: /metrics' lag series: "partition", or "topic" (per group and topic: fewer series).
+    granularity: str = "partition"
+    #: Seconds between two evaluations of every group's Burrow status and the dashboard's index.
+    evaluation_interval_s: float = 30.0
+    #: A TOML file of the job's [[tenants]] (its configuration file will do): a user named like
+    #: a tenant sees only the groups its rules let it DESCRIBE; unset: the configuration file's
+    #: own [[tenants]].
+    tenants: str | None = None
+    #: TLS and users, as Prometheus exporters' web config file (tls_server_config,
+    #: basic_auth_users with bcrypt hashes); unset: plain HTTP, no users.
+    web_config_file: str | None = None
+
+    def __post_init__(self) -> None:
+        hide_in_logs(secret_values(self.kafka_options))
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0-65535, got {self.port}")
+        if self.log_end_interval_s <= 0:
+            raise ValueError(f"log_end_interval_s must be > 0, got {self.log_end_interval_s}")
+        if self.evaluation_interval_s <= 0:
+            raise ValueError(f"evaluation_interval_s must be > 0, got {self.evaluation_interval_s}")
+        if self.granularity not in GRANULARITIES:
+            raise ValueError(
+                f"granularity must be one of {', '.join(GRANULARITIES)}, got {self.granularity!r}"
+            )
+
+
+def load_serve_settings(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> ServeSettings:
+    """serve's settings from the ``[serve]`` table of a TOML file (the job's own file will do:
+    its top-level ``sink_url``, ``bootstrap_servers`` and ``kafka_options`` fill those serve
+    does not set), then ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then ``overrides``
+    (flags)."""
+    env = os.environ if env is None else env
+    path = path or env.get(f"{SERVE_ENV_PREFIX}CONFIG")
+    job = read_config_file(path) if path else {}
+    # The job's client options belong to the job's cluster: taken only with its address.
+    borrowed = (
+        ("sink_url", "bootstrap_servers", "kafka_options")
+        if job.get("bootstrap_servers")
+        else ("sink_url",)
+    )
+    fallbacks = {k: job.get(k) for k in borrowed}
+    return load_settings(
+        ServeSettings, SERVE_ENV_PREFIX, path, env, overrides, fallbacks, table="serve"
+    )
+
+
+def field_docs(kind: type) -> dict[str, str]:
+    """Each field's ``#:`` comment in the source of the dataclass ``kind``, on one line: the
+    meaning ``--help`` and the example configuration give ({} without the source)."""
+    try:
+        lines = inspect.getsource(kind).splitlines()
+    except (OSError, TypeError):
+        return {}
+    docs: dict[str, str] = {}
+    comment: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if text.startswith("#:"):
+            comment.append(text[2:].strip())
+            continue
+        name = re.match(r" {4}(\w+): ", line)
+        if name and comment:
+            docs[name.group(1)] = " ".join(comment).replace("``", "")
+        comment = []
+    return docs
+
+
+def field_default(kind: type, name: str) -> Any:
+    """The default of ``kind``'s field ``name`` (``dataclasses.MISSING`` when it has none)."""
+    (found,) = [f for f in fields(kind) if f.name == name]
+    if found.default_factory is not dataclasses.MISSING:
+        return found.default_factory()
+    return found.default
+
+
+def field_help(kind: type, name: str) -> str:
+    """``--help``'s text for the field ``name`` of ``kind``: the first sentence of its ``#:``
+    comment and its default, rendered from the dataclass."""
+    doc = re.split(r"(?<=\.)\s+(?=[A-Z])", field_docs(kind).get(name, ""))[0]
+    default = field_default(kind, name)
+    if default is dataclasses.MISSING:
+        return f"{doc} (required)".strip()
+    if default is None or default == () or default == {} or default == "":
+        return doc  # what unset means, the comment says
+    shown = str(default).lower() if isinstance(default, bool) else default
+    return f"{doc} (default: {shown})".strip()

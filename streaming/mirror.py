@@ -22,16 +22,13 @@ resumes where the last committed batch ended, as the job does.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,17 +36,10 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from connectors.client.log_end_refresher import DEFAULT_INTERVAL_S, LogEndRefresher
+from connectors.client.log_end_refresher import LogEndRefresher
 from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
-from connectors.kafka.kafka_python import kafka_python_options
-from connectors.secrets import hide_in_logs, redacted_options, secret_values
-from connectors.sinks import BatchProgress, Sink, open_sink, redact_url
-from connectors.sinks.retention import (
-    DEFAULT_CHECK_INTERVAL_MS,
-    DEFAULT_HISTORY_RETENTION_MS,
-    HistoryRetention,
-    check_history_retention,
-)
+from connectors.sinks import BatchProgress, Sink, open_sink
+from connectors.sinks.retention import HistoryRetention
 from connectors.sinks.retry import with_sink_retries
 from state.shard import (
     RecordFormatError,
@@ -58,10 +48,7 @@ from state.shard import (
     positioned_record_frame_of,
 )
 from streaming.checkpoint_files import checkpoint_file_settings
-from streaming.config import (
-    load_settings,
-    spark_kafka_options,
-)
+from streaming.config import MirrorConfig, load_mirror_config
 from streaming.heartbeat import Heartbeat, jvm_log_quieter
 from streaming.job import checkpoint_exists, start_with_settings, survive_replayed_batch_bug
 
@@ -70,69 +57,9 @@ log = logging.getLogger("consumer_offsets.mirror")
 #: Kafka's offsets topic, the mirror's only source.
 CONSUMER_OFFSETS = "__consumer_offsets"
 QUERY_NAME = "consumer-offsets-mirror"
-#: Environment variables of the mirror's settings: ``CONSUMER_OFFSETS_MIRROR_SINK_URL``…
-MIRROR_ENV_PREFIX = "CONSUMER_OFFSETS_MIRROR_"
 #: Records per micro-batch at most: a catch-up over millions of records goes in steps that
 #: each reach the sink.
 MAX_RECORDS_PER_BATCH = 500_000
-
-
-@dataclass(frozen=True)
-class MirrorConfig:
-    """Where the mirror reads (a cluster, with Kafka client options in the Java client's names)
-    and writes (a sink URL and a checkpoint)."""
-
-    source_bootstrap_servers: str
-    sink_url: str
-    checkpoint_location: str
-    source_kafka_options: Mapping[str, str] = field(default_factory=dict)
-    keep_history: bool = True
-    #: How long a commit stays in the history table (-1: forever); see ``JobConfig``.
-    history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
-    history_retention_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
-    trigger_interval: str = "1 second"
-    #: The source cluster's name in the sink (``source_cluster``) and its status detail.
-    cluster_name: str = "source"
-    #: Seconds between two reads of the committed topics' log-end offsets into the sink.
-    log_end_interval_s: float = DEFAULT_INTERVAL_S
-    #: Seconds a micro-batch's sink write is retried while the sink is unreachable (the query
-    #: waits) before the mirror fails, as the job's ``sink_write_timeout_s``; 0 fails at once.
-    sink_write_timeout_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        hide_in_logs(secret_values(self.source_kafka_options))
-        if self.sink_write_timeout_s < 0:
-            raise ValueError(f"sink_write_timeout_s must be >= 0, got {self.sink_write_timeout_s}")
-        check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
-
-    def redacted(self) -> dict[str, Any]:
-        """The configuration as printable data, with secrets masked."""
-        data = dataclasses.asdict(self)
-        data["source_kafka_options"] = redacted_options(self.source_kafka_options)
-        data["sink_url"] = redact_url(self.sink_url)
-        return data
-
-    def __repr__(self) -> str:  # the dataclass repr would print secrets
-        return f"MirrorConfig({self.redacted()!r})"
-
-    def kafka_python_options(self) -> dict[str, Any]:
-        """Options for kafka-python clients of the source cluster."""
-        return kafka_python_options(self.source_bootstrap_servers, self.source_kafka_options)
-
-    def spark_kafka_options(self) -> dict[str, str]:
-        """Options for Spark's Kafka source (``kafka.``-prefixed client options)."""
-        return spark_kafka_options(self.source_bootstrap_servers, self.source_kafka_options)
-
-
-def load_mirror_config(
-    path: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> MirrorConfig:
-    """The mirror's configuration from a TOML file (``MirrorConfig`` keys), then
-    ``CONSUMER_OFFSETS_MIRROR_*`` environment variables, then ``overrides`` (CLI flags), as the
-    job's ``load_config``."""
-    return load_settings(MirrorConfig, MIRROR_ENV_PREFIX, path, env, overrides)
 
 
 @dataclass
@@ -245,7 +172,7 @@ def _sink_frames(
 _TOPIC_AUTHORIZATION_FAILED = 29
 #: The Spark Kafka source's consumer group ids start with this (``groupIdPrefix``).
 SOURCE_GROUP_ID_PREFIX = "consumer-offsets-mirror"
-#: What the mirror's principal needs on the source cluster (README, "Mirroring").
+#: What the mirror's principal needs on the source cluster (README, "Security").
 SOURCE_ACLS = (
     "READ on topic __consumer_offsets, DESCRIBE on topic * (log-end offsets of the groups' "
     f"topics) and READ on group prefix {SOURCE_GROUP_ID_PREFIX} (Spark's source consumers)"

@@ -2,8 +2,8 @@
 where a checkpoint records it.
 
 A state is the unit of one Python call per micro-batch, and each call has a fixed cost (~4-5 ms
-of Python on the project's machine, whatever it applies: see the README's Benchmark, "Where
-the targets stand, and the shard count"). One state per partition (Kafka's 50) costs ~46
+of Python on the project's machine, whatever it applies: tests/bench/README.md, "The shard
+count"). One state per partition (Kafka's 50) costs ~46
 calls for a micro-batch of 100 requests; states that hold several partitions each, as a broker
 leads several partitions of ``__consumer_offsets``, cost fewer while the offsets topic keeps its
 partitions.
@@ -36,7 +36,7 @@ STATE_SHARDS_FILE = "consumer-offsets-state-shards"
 
 #: The default state shards follow the Spark partitions of the state: the valid count nearest
 #: this many per partition (on 2 cores, 10 shards did better than 50 and as well as 2 at a
-#: small batch, with a fifth of the memory per shard of 2: see the README's Benchmark).
+#: small batch, with a fifth of the memory per shard of 2: tests/bench/README.md).
 STATES_PER_STATE_PARTITION = 5
 
 

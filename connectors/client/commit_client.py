@@ -23,8 +23,8 @@ many concurrent calls share one poll loop; ``retries`` holds the ``commitSync`` 
 
 Every attempt carries ``timeoutMs``, what is left of the call's timeout: the job applies it only
 if it reaches it before the message's timestamp plus that, and answers REQUEST_TIMED_OUT after
-(README, "Request deadlines"). So a call that timed out waits until that deadline has passed on
-its own clock (usually milliseconds) and then says the request will not be applied
+(deploy/README.md, "Request deadlines"). So a call that timed out waits until that deadline
+has passed on its own clock (usually milliseconds) and then says the request will not be applied
 (``will_not_be_applied``), which holds while the job's clock is not behind the client's; the one
 window left is Kafka's own: a micro-batch planned before the deadline applies it even if its
 answer comes late or the job replays it after a crash (``connectors.client.deadlines``).
@@ -277,8 +277,10 @@ class OffsetCommitClient(CloseOnExit):
         Retries retriable errors (e.g. COORDINATOR_LOAD_IN_PROGRESS) with backoff, resending
         only the partitions that failed, until ``timeout_s`` (default 5 s). Raises
         :class:`CommitFailedError` on a non-retriable error (the other partitions *were*
-        committed; see ``partitions``), :class:`CommitTimeoutError` at the deadline,
-        ValueError/TypeError for malformed offsets. An empty mapping commits nothing.
+        committed; see ``partitions``), and at once, with COORDINATOR_NOT_AVAILABLE (15), when
+        no broker answers at the bootstrap servers (nothing was sent);
+        :class:`CommitTimeoutError` at the deadline; ValueError/TypeError for malformed offsets.
+        An empty mapping commits nothing.
         """
         request = offset_commit(
             group_id,

@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, NoBrokersAvailable
 
-from connectors.client.errors import ClientClosedError, TopicsNotAvailable
+from connectors.client.errors import BrokersNotAvailable, ClientClosedError, TopicsNotAvailable
 from connectors.client.requests import IngestMessage
 from connectors.client.responses import POLL_INTERVAL_MS, ResponseReader, set_exception
 from connectors.kafka.admin import list_offsets
@@ -64,8 +64,9 @@ class Connection:
         """Connect with kafka-python ``options``, wait until ``deadline`` for both topics, and
         start the response reader (it stops once ``closed`` is set).
 
-        Raises :class:`TopicsNotAvailable` when Kafka cannot be reached, a topic does not exist
-        by the deadline, or a client cannot be opened.
+        Raises :class:`BrokersNotAvailable` when no broker answers at the bootstrap servers,
+        :class:`TopicsNotAvailable` when a topic does not exist by the deadline or a client
+        cannot be opened.
         """
         try:
             consumer = KafkaConsumer(
@@ -76,7 +77,13 @@ class Connection:
                 fetch_max_wait_ms=POLL_INTERVAL_MS,
                 **options,
             )
-        except KafkaError as exc:  # NoBrokersAvailable and the like: retriable for callers
+        except NoBrokersAvailable:
+            servers = ",".join(options.get("bootstrap_servers", []))
+            raise BrokersNotAvailable(
+                f"cannot reach Kafka at {servers} (NoBrokersAvailable): is the broker running, "
+                "and this its address?"
+            ) from None
+        except KafkaError as exc:  # retriable for callers
             servers = ",".join(options.get("bootstrap_servers", []))
             raise TopicsNotAvailable(f"cannot reach Kafka at {servers}: {exc!r}") from None
         try:

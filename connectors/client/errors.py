@@ -138,3 +138,7 @@ class AttemptTimeout(Exception):
 
 class TopicsNotAvailable(Exception):
     """The job's topics cannot be reached or do not exist (COORDINATOR_NOT_AVAILABLE, 15)."""
+
+
+class BrokersNotAvailable(TopicsNotAvailable):
+    """No broker answered at the bootstrap servers: a wrong address, or Kafka down."""

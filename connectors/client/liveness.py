@@ -1,11 +1,14 @@
 """Whether the job (or the mirror) behind a sink is alive: its heartbeat, read against a clock.
 
 The job and the mirror record a heartbeat in the sink's status row every
-:data:`HEARTBEAT_INTERVAL_S` seconds, also when idle (``Sink.heartbeat``). A stored LOADING or
-ACTIVE counts only while the heartbeat is fresh (at most :data:`STALE_AFTER_MS` old: three
-heartbeats missed); otherwise the process is gone or cut off from the sink, whatever the row
-says, and it is shown as :data:`NOT_RESPONDING` with the time it was last seen. A stored
-STOPPED stays STOPPED (the process said so on its way out). The CLI (``status``, ``describe``,
+:data:`HEARTBEAT_INTERVAL_S` seconds from the moment they start, also when idle
+(``Sink.heartbeat``). A stored LOADING, STARTING or ACTIVE counts only while the heartbeat is
+fresh (at most :data:`STALE_AFTER_MS` old: three heartbeats missed); otherwise the process is
+gone or cut off from the sink, whatever the row says, and it is shown as
+:data:`NOT_RESPONDING` with the time it was last seen. A stored STOPPED stays STOPPED (the
+process said so on its way out). STARTING (the job's first micro-batch has not completed yet:
+Python workers and state stores are still warming up) is responding: a request sent now waits
+in the ingest topic and is answered by that first batch. The CLI (``status``, ``describe``,
 ``list`` and the commands that send requests) and ``serve`` decide it here, the same way.
 
 The heartbeat is the sink's clock and freshness is judged with the reader's: on machines whose
@@ -24,6 +27,7 @@ from connectors.sinks.values import now_ms
 __all__ = [
     "HEARTBEAT_INTERVAL_S",
     "NOT_RESPONDING",
+    "RESPONDING",
     "STALE_AFTER_MS",
     "Liveness",
     "liveness",
@@ -33,7 +37,9 @@ __all__ = [
 HEARTBEAT_INTERVAL_S: Final = 5.0
 #: A heartbeat older than this (three intervals) means the process is not responding.
 STALE_AFTER_MS: Final = 15_000
-#: The status shown for a LOADING or ACTIVE row whose heartbeat is stale or missing.
+#: The stored statuses of a live process: a request sent now is answered (LOADING: reads wait).
+RESPONDING: Final = frozenset({"LOADING", "STARTING", "ACTIVE"})
+#: The status shown for a LOADING, STARTING or ACTIVE row whose heartbeat is stale or missing.
 NOT_RESPONDING: Final = "NOT RESPONDING"
 
 
@@ -41,9 +47,9 @@ NOT_RESPONDING: Final = "NOT RESPONDING"
 class Liveness:
     """What a status row means now.
 
-    ``status`` is the stored LOADING/ACTIVE/STOPPED, or :data:`NOT_RESPONDING`; ``stored`` the
-    row's own; ``last_seen_ms`` the last heartbeat (None when none was ever recorded) and
-    ``age_ms`` how old it is.
+    ``status`` is the stored LOADING/STARTING/ACTIVE/STOPPED, or :data:`NOT_RESPONDING`;
+    ``stored`` the row's own; ``last_seen_ms`` the last heartbeat (None when none was ever
+    recorded) and ``age_ms`` how old it is.
     """
 
     status: str
@@ -53,8 +59,8 @@ class Liveness:
 
     @property
     def responding(self) -> bool:
-        """A live LOADING or ACTIVE process: requests sent now are answered."""
-        return self.status in ("LOADING", "ACTIVE")
+        """A live LOADING, STARTING or ACTIVE process: requests sent now are answered."""
+        return self.status in RESPONDING
 
     def describe(self) -> str:
         """One phrase for people: ``ACTIVE``, ``STOPPED``, or ``NOT RESPONDING (last seen

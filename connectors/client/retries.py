@@ -1,9 +1,10 @@
 """The retry loop of the commit client's waiting calls (Kafka's ``commitSync`` semantics).
 
 One call is a series of attempts, each a request with a fresh uuid4 request id, until one
-succeeds, one fails for good, or the deadline passes. Attempts that fail retriably are retried
-with Kafka's exponential backoff, resending only the partitions that failed (the whole request
-when the error was request-level).
+succeeds, one fails for good, or the deadline passes; a first attempt that finds no broker at
+the bootstrap servers fails the call at once (nothing was sent, and no wait would change it).
+Attempts that fail retriably are retried with Kafka's exponential backoff, resending only the
+partitions that failed (the whole request when the error was request-level).
 
 Every attempt carries its own ``timeoutMs``: what is left of the call's timeout when it is sent,
 so the job refuses each attempt from about the call's deadline on, and a retry can never be
@@ -36,6 +37,7 @@ from connectors.client.deadlines import (
 )
 from connectors.client.errors import (
     AttemptTimeout,
+    BrokersNotAvailable,
     ClientClosedError,
     OffsetsRequestError,
     TopicsNotAvailable,
@@ -105,9 +107,11 @@ def call_with_retries(
 
     ``keys`` are the request's partitions ([] for DeleteGroups, retried whole); ``make`` builds
     the attempt with a request id for the partitions still to do. Raises ``FAILED_ERRORS[api]``
-    on a non-retriable answer, ``TIMEOUT_ERRORS[api]`` (REQUEST_TIMED_OUT) when no definite
-    answer came within ``timeout`` seconds (saying whether it can still be applied),
-    :class:`ClientClosedError` when closed meanwhile.
+    on a non-retriable answer, and at once with COORDINATOR_NOT_AVAILABLE (15) when the first
+    attempt finds no broker at all (nothing was sent: a wrong address, or Kafka down; a later
+    attempt that finds none is retried, as after a broker restart); ``TIMEOUT_ERRORS[api]``
+    (REQUEST_TIMED_OUT) when no definite answer came within ``timeout`` seconds (saying whether
+    it can still be applied); :class:`ClientClosedError` when closed meanwhile.
     """
     deadline = time.monotonic() + timeout
     codes: dict[TopicPartition, int] = dict.fromkeys(keys, ErrorCode.REQUEST_TIMED_OUT)
@@ -130,6 +134,18 @@ def call_with_retries(
             unanswered.append(sent)
             break
         except TopicsNotAvailable as exc:
+            if attempt == 0 and isinstance(exc, BrokersNotAvailable):
+                # No broker at the address this client was given: a wrong address or Kafka
+                # down. Nothing was sent; waiting out the timeout would only hide why.
+                raise request_error(
+                    FAILED_ERRORS[api],
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    dict.fromkeys(keys, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    group_id,
+                    f"{exc} Nothing was sent.",
+                    request_ids,
+                    will_not_be_applied=True,
+                ) from None
             unanswered.append(sent)
             last_note = str(exc)
             last = Outcome(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), {}, {})

@@ -352,6 +352,15 @@ class PostgresSink(Sink):
                     " commits bigint NOT NULL, updated_at_ms bigint NOT NULL)"
                 ).format(t["commits"])
             ]
+        if version == 5:
+            # The name PostgreSQL gave the baseline's CHECK (<table>_<column>_check).
+            check = sql.Identifier(f"{self._names.status}_status_check")
+            return [
+                _q(
+                    "ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}, ADD CONSTRAINT {}"
+                    " CHECK (status IN ('LOADING', 'STARTING', 'ACTIVE', 'STOPPED'))"
+                ).format(t["status"], check, check)
+            ]
         raise ValueError(f"no sink schema step to version {version}")
 
     def _table_exists_query(self, table: str) -> tuple[sql.Composed, Sequence[Any]]:

@@ -47,6 +47,8 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
     Migration(3, "log-end offsets over time per partition (lag in seconds)"),
     Migration(4, "offset commits counted per group (the commits counter)"),
+    # Widens a CHECK constraint: every row of an older sink still satisfies it.
+    Migration(5, "status STARTING (the job runs, its first micro-batch not completed yet)"),
 )
 
 #: The version this release writes.

@@ -327,6 +327,25 @@ class SqliteSink(Sink):
                     updated_at_ms INTEGER NOT NULL
                 ) WITHOUT ROWID"""
             ]
+        if version == 5:
+            # SQLite cannot alter a CHECK constraint: the one-row table is copied into a new one.
+            new = quote_identifier(self._names.status + "_v5")
+            return [
+                f"""CREATE TABLE {new} (
+                    id INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+                    status TEXT NOT NULL
+                        CHECK (status IN ('LOADING', 'STARTING', 'ACTIVE', 'STOPPED')),
+                    detail TEXT NOT NULL, last_batch_id INTEGER NOT NULL,
+                    ingest_offsets TEXT NOT NULL, input_rows INTEGER NOT NULL,
+                    commits_applied INTEGER NOT NULL, rejected INTEGER NOT NULL,
+                    tombstones INTEGER NOT NULL, state_keys INTEGER NOT NULL,
+                    duration_ms INTEGER NOT NULL, batch_timestamp_ms INTEGER,
+                    skipped_records INTEGER NOT NULL, updated_at_ms INTEGER NOT NULL,
+                    heartbeat_at_ms INTEGER)""",
+                f"INSERT INTO {new} SELECT * FROM {t['status']}",
+                f"DROP TABLE {t['status']}",
+                f"ALTER TABLE {new} RENAME TO {t['status']}",
+            ]
         raise ValueError(f"no sink schema step to version {version}")
 
     def _table_exists_query(self, table: str) -> tuple[str, Sequence[Any]]:

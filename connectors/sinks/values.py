@@ -14,7 +14,8 @@ from typing import Final, Literal, get_args
 from state.coordinator.model import TopicPartition
 
 #: The coordinator status row. OffsetFetch answers COORDINATOR_LOAD_IN_PROGRESS while LOADING.
-CoordinatorState = Literal["LOADING", "ACTIVE", "STOPPED"]
+#: STARTING: the query runs but its first micro-batch has not completed (requests wait for it).
+CoordinatorState = Literal["LOADING", "STARTING", "ACTIVE", "STOPPED"]
 COORDINATOR_STATES: Final = frozenset(get_args(CoordinatorState))
 
 #: Kafka's answer for a partition without a committed offset (OffsetFetch).

@@ -7,10 +7,11 @@ only when a command first uses them, so ``--help``-level failures never touch a 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 from connectors.client import OffsetCommitClient, OffsetsReader
 from connectors.client.liveness import Liveness, liveness
@@ -20,6 +21,9 @@ from streaming.cli.errors import CommandFailed, UsageError
 from streaming.cli.failures import one_line
 from streaming.cli.output import format_table, print_failure
 from streaming.config import JobConfig, load_config
+
+if TYPE_CHECKING:
+    from streaming.serve.tenant_views import Viewer
 
 #: Default wait for the job's answer, in ms (Kafka's admin ``request.timeout.ms``).
 DEFAULT_TIMEOUT_MS: Final = 30_000
@@ -60,6 +64,22 @@ class Context:
             )
         self._reader: OffsetsReader | None = None
         self._client: OffsetCommitClient | None = None
+
+    @functools.cached_property
+    def viewer(self) -> Viewer | None:
+        """``--tenant NAME`` of a reading command (``list``, ``describe``, ``export``): what
+        Kafka's OffsetFetch answers that tenant's principal (``streaming.serve.tenant_views``);
+        None without ``--tenant``."""
+        name = getattr(self.args, "tenant", None)
+        if name is None:
+            return None
+        tenants = {t.name: t for t in self.config.tenants}
+        if name not in tenants:
+            known = ", ".join(sorted(tenants)) or "none"
+            raise UsageError(f"--tenant {name!r}: not a tenant of the configuration ({known})")
+        from streaming.serve.tenant_views import Viewer
+
+        return Viewer(tenants[name].authorizer)
 
     @property
     def reader(self) -> OffsetsReader:
@@ -148,6 +168,9 @@ class Context:
             )
             print_failure(self.stdout, self.stderr, self.json, "SinkError", message)
             raise CommandFailed from None
+        if alive.status == "STARTING":
+            # Sent now, the request waits in the ingest topic for the job's first micro-batch.
+            self.err("note: the offsets job is STARTING; waiting for its first micro-batch")
         if alive.responding:
             return
         if alive.status == "STOPPED":
@@ -162,8 +185,24 @@ class Context:
         raise CommandFailed
 
     def groups(self) -> list[str]:
-        """The groups a command names: every group in the sink for ``--all-groups``, else the
+        """The groups a command names: every group in the sink for ``--all-groups`` (with
+        ``--tenant``, those it may DESCRIBE, as Kafka's ListGroups lists them), else the
         ``--group`` values, each once, in order."""
         if getattr(self.args, "all_groups", False):
-            return [g.group_id for g in self.reader.list_groups()]
+            groups = [g.group_id for g in self.reader.list_groups()]
+            return groups if self.viewer is None else self.viewer.groups(groups)
         return list(dict.fromkeys(self.args.group or []))
+
+    def refuse_hidden_groups(self, groups: list[str]) -> list[str]:
+        """``groups`` less those ``--tenant`` may not DESCRIBE, each said on stderr as Kafka's
+        OffsetFetch answers it, GROUP_AUTHORIZATION_FAILED (30), whether it exists or not."""
+        if self.viewer is None:
+            return groups
+        from connectors.client.errors import describe_error
+        from state.coordinator.errors import ErrorCode
+
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        for group in groups:
+            if not self.viewer.may_see_group(group):
+                self.err(f"error: {describe_error(refused)}: group {group!r}")
+        return self.viewer.groups(groups)

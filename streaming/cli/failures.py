@@ -14,6 +14,7 @@ import traceback
 from typing import TextIO
 
 from connectors.client.errors import OffsetsError
+from connectors.kafka.admin import TopicConfigurationError
 from connectors.sinks import SinkError
 from streaming.cli.errors import (
     EXIT_FAILURE,
@@ -97,7 +98,7 @@ def report_failure(
     line = _spark_line(exc)
     if line is None:
         text = one_line(str(exc))
-        if isinstance(exc, OSError | ValueError | TimeoutError):
+        if isinstance(exc, OSError | ValueError | TimeoutError | TopicConfigurationError):
             line = text or type(exc).__name__
         else:
             line = f"unexpected {type(exc).__name__}" + (f": {text}" if text else "")

@@ -2,14 +2,14 @@
 
 Commands (``consumer-offsets <command> --help`` for each)::
 
-    list                                       groups with committed offsets or metadata
-    describe --group G | --all-groups          committed offset, log-end offset and lag
+    list [--tenant NAME]                       groups with committed offsets or metadata
+    describe (--group G | --all-groups) [--tenant NAME]  committed offset, log-end offset, lag
     commit --group G --topic T --partition P --offset O [--metadata M]
     reset-offsets --group G (--all-topics | --topic T[:P,P]) (--to-earliest | --to-latest |
                   --to-current | --to-offset N | --shift-by N | --to-datetime ISO8601) [--execute]
     delete-offsets --group G --topic T[:P,P]   OffsetDelete
     delete --group G                           DeleteGroups
-    export (--group G | --all-groups) [--file F.csv]
+    export (--group G | --all-groups) [--file F.csv] [--tenant NAME]
     import --file F.csv [--execute]
     history --group G [--topic T [--partition P]] [--limit N]
     status                                     the job's coordinator status
@@ -20,16 +20,20 @@ Commands (``consumer-offsets <command> --help`` for each)::
 
 Every command takes ``--bootstrap-server`` and a repeated ``--kafka-option KEY=VALUE`` (Kafka's
 tools' spellings; ``--bootstrap-servers`` and ``--kafka-options`` still work) and
-``--log-level``; every command but ``run``, ``mirror``, ``serve`` and ``kafka`` takes
-``--sink-url``, ``--config`` (TOML), ``--timeout`` (ms) and ``--json``; unset values come from the
-``CONSUMER_OFFSETS_*`` environment variables and the config file (``streaming.config``).
+``--log-level``; every command but ``kafka`` takes ``--config`` (TOML: the settings of
+``streaming.config``, all of them in ``deploy/config.example.toml``), every command but ``run``,
+``mirror``, ``serve`` and ``kafka`` ``--sink-url``, ``--timeout`` (ms) and ``--json``; unset values
+come from the ``CONSUMER_OFFSETS_*`` environment variables and the config file. ``--help`` gives
+each flag's meaning and default (a setting's: its ``#:`` comment in ``streaming.config``).
 Commands that send requests (``commit``, ``reset-offsets --execute``, ``delete-offsets``,
 ``delete``, ``import --execute``) first check that the job is alive (``connectors.client.
 liveness``) and refuse at once when it is STOPPED or NOT RESPONDING, unless ``--force``.
 Commits, resets, imports and deletes go through the job (``connectors.client.commit_client``), so
 Kafka's rules hold: a group with members refuses admin commits (UNKNOWN_MEMBER_ID, 25) and deletion
 (NON_EMPTY_GROUP, 68). ``reset-offsets`` and ``import`` only show what they would do unless
-given ``--execute``.
+given ``--execute``. ``--tenant NAME`` (the config's ``[[tenants]]``) sends a request through
+that tenant's topics, and makes ``list``, ``describe`` and ``export`` show what Kafka's
+ListGroups and OffsetFetch answer its principal.
 
 Output: aligned plain-text tables for people; with ``--json`` one JSON document on stdout for
 programs (errors too: ``{"error": {"code": .., "name": .., "message": ..}}``). Messages and
@@ -47,6 +51,7 @@ import contextlib
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Final, TextIO
 
@@ -67,8 +72,16 @@ from streaming.cli.context import DEFAULT_TIMEOUT_MS, Context
 from streaming.cli.errors import EXIT_FAILURE, EXIT_USAGE
 from streaming.cli.failures import report_failure
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
+from streaming.config import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SINK_URL
 
 PROG: Final = "consumer-offsets"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's, without breaking lines at hyphens (topic names and URLs stay whole)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -76,18 +89,24 @@ def _common(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connection and output")
     add_bootstrap_server(
         group,
-        "Kafka brokers (default: config file, CONSUMER_OFFSETS_BOOTSTRAP_SERVERS, "
-        "KAFKA_BOOTSTRAP_SERVERS, 127.0.0.1:9092)",
+        "the job's Kafka cluster (default: CONSUMER_OFFSETS_BOOTSTRAP_SERVERS, else the "
+        "config file's bootstrap_servers, else KAFKA_BOOTSTRAP_SERVERS, else "
+        f"{DEFAULT_BOOTSTRAP_SERVERS})",
     )
-    add_kafka_options(group, "a Kafka client option over the config file's (repeatable)")
+    add_kafka_options(
+        group, "a Kafka client option, the Java client's name, over the config file's (repeatable)"
+    )
     group.add_argument(
         "--sink-url",
         metavar="URL",
-        help="the job's sink, e.g. sqlite:///.runtime/consumer-offsets.db (default: config, "
-        "CONSUMER_OFFSETS_SINK_URL)",
+        help="the job's sink (default: CONSUMER_OFFSETS_SINK_URL, else the config file's "
+        f"sink_url, else {DEFAULT_SINK_URL})",
     )
     group.add_argument(
-        "--config", metavar="FILE", help="JobConfig TOML file (default: CONSUMER_OFFSETS_CONFIG)"
+        "--config",
+        metavar="FILE",
+        help="the job's TOML configuration, as deploy/config.example.toml (default: "
+        "CONSUMER_OFFSETS_CONFIG)",
     )
     group.add_argument(
         "--timeout",
@@ -120,6 +139,16 @@ def _tenant(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _tenant_view(parser: argparse.ArgumentParser) -> None:
+    """``--tenant NAME`` of a reading command: read as one of the configuration's tenants."""
+    parser.add_argument(
+        "--tenant",
+        metavar="NAME",
+        help="show only what Kafka's OffsetFetch answers this tenant (the config file's "
+        "[[tenants]]): groups and, in them, topics its ACLs let it DESCRIBE",
+    )
+
+
 def _group_choice(parser: argparse.ArgumentParser, what: str) -> None:
     """``--group G`` (repeatable) or ``--all-groups``, exactly one."""
     choice = parser.add_mutually_exclusive_group(required=True)
@@ -129,7 +158,7 @@ def _group_choice(parser: argparse.ArgumentParser, what: str) -> None:
 
 def _add_reset_arguments(p: argparse.ArgumentParser) -> None:
     """``reset-offsets``: the group, its scope, one target and the mode."""
-    p.add_argument("--group", required=True)
+    p.add_argument("--group", required=True, metavar="G", help="the group (it must be inactive)")
     scope = p.add_mutually_exclusive_group(required=True)
     scope.add_argument("--all-topics", action="store_true", help="every topic the group committed")
     scope.add_argument(
@@ -138,9 +167,18 @@ def _add_reset_arguments(p: argparse.ArgumentParser) -> None:
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the log start offset")
     to.add_argument("--to-latest", action="store_true", help="the log end offset")
-    to.add_argument("--to-current", action="store_true", help="the committed offset")
+    to.add_argument(
+        "--to-current",
+        action="store_true",
+        help="the committed offset (none committed: the log end offset, as Kafka's tool)",
+    )
     to.add_argument("--to-offset", type=int, metavar="N", help="offset N (kept in the log range)")
-    to.add_argument("--shift-by", type=int, metavar="N", help="committed offset + N (may be < 0)")
+    to.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="committed offset + N (may be < 0); every partition needs a committed offset",
+    )
     to.add_argument(
         "--to-datetime",
         metavar="ISO8601",
@@ -164,12 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     def command(
         name: str, handler: Callable[[Context], int], help_: str
     ) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_, description=help_)
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
         p.set_defaults(handler=handler)
         _common(p)
         return p
 
-    command("list", cmd_list, "list the groups the sink knows")
+    _tenant_view(command("list", cmd_list, "list the groups the sink knows"))
 
     p = command("describe", cmd_describe, "committed offsets, log-end offsets and lag")
     _group_choice(p, "group to describe")
@@ -185,14 +223,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --starting-offsets: a topic the query subscribes to (repeatable; "
         "default: the group's topics)",
     )
+    _tenant_view(p)
 
     p = command("commit", cmd_commit, "commit one offset (synchronously, through the job)")
-    p.add_argument("--group", required=True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--partition", type=int, required=True)
-    p.add_argument("--offset", type=int, required=True, help="the next offset to consume")
-    p.add_argument("--metadata", default="", help="commit metadata (default empty)")
-    p.add_argument("--leader-epoch", type=int, default=-1)
+    p.add_argument("--group", required=True, metavar="G", help="the consumer group")
+    p.add_argument("--topic", required=True, metavar="T", help="the topic")
+    p.add_argument("--partition", type=int, required=True, metavar="P", help="its partition")
+    p.add_argument(
+        "--offset", type=int, required=True, metavar="O", help="the next offset to consume"
+    )
+    p.add_argument("--metadata", default="", help="commit metadata (default: empty)")
+    p.add_argument(
+        "--leader-epoch",
+        type=int,
+        default=-1,
+        metavar="E",
+        help="the leader epoch of the record before the offset (default: -1, unknown)",
+    )
     _force(p)
     _tenant(p)
 
@@ -204,19 +251,28 @@ def build_parser() -> argparse.ArgumentParser:
     _tenant(p)
 
     p = command("delete-offsets", cmd_delete_offsets, "delete some of a group's offsets")
-    p.add_argument("--group", required=True)
-    p.add_argument("--topic", action="append", required=True, metavar="T[:P,P]")
+    p.add_argument("--group", required=True, metavar="G", help="the group")
+    p.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        metavar="T[:P,P]",
+        help="a topic, or some partitions of it (repeatable)",
+    )
     _force(p)
     _tenant(p)
 
     p = command("delete", cmd_delete, "delete empty groups and their offsets")
-    p.add_argument("--group", action="append", required=True, metavar="G", help="(repeatable)")
+    p.add_argument(
+        "--group", action="append", required=True, metavar="G", help="a group (repeatable)"
+    )
     _force(p)
     _tenant(p)
 
     p = command("export", cmd_export, "write committed offsets as CSV")
     _group_choice(p, "group to export")
     p.add_argument("--file", metavar="F.csv", help="output file (default: stdout)")
+    _tenant_view(p)
 
     p = command("import", cmd_import, "commit offsets from a CSV export (dry run unless --execute)")
     p.add_argument(
@@ -236,15 +292,22 @@ def build_parser() -> argparse.ArgumentParser:
     _tenant(p)
 
     p = command("history", cmd_history, "a group's applied commits, newest first")
-    p.add_argument("--group", required=True)
-    p.add_argument("--topic")
-    p.add_argument("--partition", type=int)
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--group", required=True, metavar="G", help="the group")
+    p.add_argument("--topic", metavar="T", help="only this topic's commits")
+    p.add_argument(
+        "--partition", type=int, metavar="P", help="only this partition's (with --topic)"
+    )
+    p.add_argument(
+        "--limit", type=int, default=100, metavar="N", help="at most N commits (default: 100)"
+    )
 
     command("status", cmd_status, "the job's coordinator status")
 
     run = sub.add_parser(
-        "run", help="run the streaming job", description="Run the offset manager's streaming job."
+        "run",
+        help="run the streaming job",
+        description="Run the offset manager's streaming job.",
+        formatter_class=HelpFormatter,
     )
     job_runner.add_job_arguments(run)
     run.set_defaults(handler=None, delegate="run")
@@ -253,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         "mirror",
         help="keep a Kafka cluster's committed offsets in the sink",
         description="Mirror a Kafka cluster's __consumer_offsets into the sink (read-only).",
+        formatter_class=HelpFormatter,
     )
     mirror_runner.add_mirror_arguments(mirror)
     mirror.set_defaults(handler=None, delegate="mirror")
@@ -261,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="Prometheus metrics, Burrow's API and a dashboard over the sink",
         description="A read-only HTTP server over the sink: /metrics, Burrow's /v3, a dashboard.",
+        formatter_class=HelpFormatter,
     )
     serve_runner.add_serve_arguments(serve)
     serve.set_defaults(handler=None, delegate="serve")
@@ -373,6 +438,9 @@ def console_main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         status = EXIT_FAILURE
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handling (parsing the flags)
+        sys.stderr.write("interrupted\n")
+        status = 130
     sys.exit(status)
 
 

@@ -2,10 +2,11 @@
 
 Reads the source cluster's ``__consumer_offsets`` (read-only) and writes the job's sink tables
 (``streaming.mirror``). Runs until interrupted (SIGINT/SIGTERM) or, with ``--duration``, for that
-many seconds. Settings come, as the job's do, from a ``--config`` TOML file (``MirrorConfig``
-keys), then ``CONSUMER_OFFSETS_MIRROR_*`` environment variables, then flags. Source client
-options take the Java client's names, ``--source-kafka-option security.protocol=SASL_SSL`` and
-so on; their secret values are never logged. As in Kafka's tools, ``--bootstrap-server`` and
+many seconds. Settings come, as the job's do, from a ``--config`` TOML file (its ``[mirror]``
+table, or the whole of a file of ``MirrorConfig`` keys), then ``CONSUMER_OFFSETS_MIRROR_*``
+environment variables, then flags. Source client options take the Java client's names,
+``--source-kafka-option security.protocol=SASL_SSL`` and so on; their secret values are never
+logged. As in Kafka's tools, ``--bootstrap-server`` and
 ``--kafka-option`` spell the source's flags too.
 """
 
@@ -18,23 +19,38 @@ from typing import Any
 from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import UsageError
 from streaming.cli.kafka_flags import option_pair
-from streaming.cli.run import add_log_level_argument, configure_logging, run_until_stopped
+from streaming.cli.run import (
+    EXAMPLE_CONFIG,
+    add_log_level_argument,
+    configure_logging,
+    run_until_stopped,
+    setting_help,
+    settings_epilog,
+)
+from streaming.config import MIRROR_ENV_PREFIX, MirrorConfig, load_mirror_config
 
 log = logging.getLogger(__name__)
 
 
 def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
-    """The mirror's flags; each overrides the environment and the ``--config`` file."""
-    parser.add_argument("--config", help="TOML file with the mirror's keys (MirrorConfig)")
+    """The mirror's flags (each one's help: the setting's meaning and default); each overrides
+    the environment and the ``--config`` file."""
     parser.add_argument(
+        "--config", metavar="FILE", help=f"TOML file of settings, as {EXAMPLE_CONFIG} ([mirror])"
+    )
+    parser.epilog = settings_epilog(MIRROR_ENV_PREFIX, "mirror")
+    parser.add_argument("--duration", type=float, help="stop after this many seconds")
+    add_log_level_argument(parser)
+    settings = parser.add_argument_group("settings (MirrorConfig)")
+    settings.add_argument(
         "--source-bootstrap-servers",
         "--bootstrap-server",
         "--bootstrap-servers",
         dest="source_bootstrap_servers",
         metavar="HOST:PORT",
-        help="the source cluster",
+        help=setting_help(MirrorConfig, "source_bootstrap_servers"),
     )
-    parser.add_argument(
+    settings.add_argument(
         "--source-kafka-option",
         "--kafka-option",
         dest="source_kafka_option",
@@ -42,46 +58,40 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         type=option_pair,
         metavar="KEY=VALUE",
-        help="a Kafka client option for the source cluster (repeatable)",
+        help="one of source_kafka_options, repeatable: "
+        + setting_help(MirrorConfig, "source_kafka_options"),
     )
-    parser.add_argument("--sink-url")
-    parser.add_argument("--checkpoint-location")
-    parser.add_argument("--cluster-name")
-    parser.add_argument("--trigger-interval")
-    parser.add_argument(
+    for name, metavar in (
+        ("sink_url", "URL"),
+        ("checkpoint_location", "PATH"),
+        ("cluster_name", "NAME"),
+        ("trigger_interval", "INTERVAL"),
+        ("history_retention_ms", "MS"),
+        ("history_retention_check_interval_ms", "MS"),
+        ("sink_write_timeout_s", "SECONDS"),
+    ):
+        settings.add_argument(
+            "--" + name.replace("_", "-"), metavar=metavar, help=setting_help(MirrorConfig, name)
+        )
+    settings.add_argument(
         "--log-end-interval",
         dest="log_end_interval_s",
         metavar="SECONDS",
-        help="how often the committed topics' log-end offsets are read into the sink",
+        help=setting_help(MirrorConfig, "log_end_interval_s"),
     )
-    parser.add_argument(
+    settings.add_argument(
         "--no-history",
         dest="keep_history",
         action="store_const",
         const=False,
         default=None,
-        help="keep only the latest offsets, no history",
+        help="keep only the latest offsets, no history (keep_history = false)",
     )
-    parser.add_argument(
-        "--history-retention-ms",
-        metavar="MS",
-        help="how long a commit stays in the history (default one day; -1 keeps it forever)",
-    )
-    parser.add_argument("--history-retention-check-interval-ms", metavar="MS")
-    parser.add_argument(
-        "--sink-write-timeout-s",
-        metavar="SECONDS",
-        help="how long a batch waits out a sink outage before the mirror fails (default 60)",
-    )
-    parser.add_argument("--duration", type=float, help="stop after this many seconds")
-    add_log_level_argument(parser)
 
 
 def mirror_config_from_args(args: argparse.Namespace) -> Any:
     """The mirror's configuration: flags over environment over ``--config`` file; a
     :class:`UsageError` naming what is missing or wrong."""
-    from streaming.mirror import load_mirror_config
-
     overrides: dict[str, Any] = {
         name: getattr(args, name)
         for name in (
@@ -110,13 +120,22 @@ def mirror_config_from_args(args: argparse.Namespace) -> Any:
 def run_mirror(args: argparse.Namespace) -> int:
     """Start the mirror and wait for a signal, ``--duration`` or the query's end; 1 when the
     query failed."""
+    from streaming.cli.run import StartUpSignals, require_kafka
     from streaming.mirror import OffsetsMirror
 
     config = mirror_config_from_args(args)
     configure_logging(args.log_level)
+    require_kafka(
+        config.source_bootstrap_servers,
+        "--source-bootstrap-servers (or source_bootstrap_servers in --config, "
+        f"{MIRROR_ENV_PREFIX}SOURCE_BOOTSTRAP_SERVERS)",
+    )
+    signals = StartUpSignals()  # a signal during start-up stops the mirror once it runs
+    signals.creating()
     mirror = OffsetsMirror.create(config)
     try:
-        return run_until_stopped(mirror, mirror.start(), args.duration)
+        return run_until_stopped(mirror, mirror.start(), args.duration, signals)
     finally:
+        signals.end()
         mirror.stop()
         mirror.sink.close()

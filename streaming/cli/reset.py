@@ -48,18 +48,31 @@ def parse_topic_spec(text: str) -> TopicSpec:
     return TopicSpec(topic, tuple(dict.fromkeys(parts)))
 
 
+def topic_missing(topic: str, cluster: str, also: str = "") -> str:
+    """What to do about a topic the Kafka cluster at ``cluster`` does not have (``also``: more
+    of what is known about it)."""
+    tool = f"kafka-topics.sh --bootstrap-server {cluster or 'HOST:PORT'}"
+    where = f" at {cluster}" if cluster else ""
+    return (
+        f"topic {topic!r} does not exist on the Kafka cluster{where}{also}: check its name "
+        f"({tool} --list) or create it ({tool} --create --topic {topic} --partitions N)"
+    )
+
+
 def scope_partitions(
     specs: Sequence[TopicSpec],
     committed: Sequence[TopicPartition],
     partitions_for: Callable[[str], Sequence[int]],
     *,
     committed_first: bool = False,
+    cluster: str = "",
 ) -> list[TopicPartition]:
     """The partitions a ``--topic`` list names, each once, in order: the listed ones; for a
     whole topic all the broker has (``partitions_for``), else the group's ``committed`` ones
     (a topic the broker no longer knows). ``committed_first`` prefers the group's committed
     ones, as ``delete-offsets`` does: those are the offsets a deletion can touch.
-    Raises UNKNOWN_TOPIC_OR_PARTITION for a topic neither the broker nor the group knows."""
+    Raises UNKNOWN_TOPIC_OR_PARTITION for a topic neither the broker nor the group knows,
+    saying what to do (``cluster``: the bootstrap servers, for the commands it names)."""
     result: list[TopicPartition] = []
     for spec in specs:
         if spec.partitions is not None:
@@ -77,7 +90,7 @@ def scope_partitions(
         else:
             raise OffsetsError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"topic {spec.topic!r} is unknown to the broker and to the group",
+                topic_missing(spec.topic, cluster, " and the group has no offsets for it"),
             )
     return list(dict.fromkeys(result))
 
@@ -125,6 +138,11 @@ def reset_target(args: argparse.Namespace) -> ResetTarget:
     return ResetTarget("datetime", parse_datetime(args.to_datetime))
 
 
+#: A ``shift`` row's error where the group has no committed offset (Kafka: "Cannot shift offset
+#: for partition ... since there is no current committed offset", and nothing is reset).
+NO_OFFSET_TO_SHIFT = "no committed offset to shift"
+
+
 @dataclass(frozen=True, slots=True)
 class ResetRow:
     """One partition of a reset plan: ``new_offset`` None with ``error`` set when it cannot be
@@ -152,8 +170,10 @@ def plan_reset(
     log-start and log-end offsets (a partition missing there is unknown to the broker:
     UNKNOWN_TOPIC_OR_PARTITION); ``by_time`` the offsets for ``datetime`` (None: no message
     that recent, so the log end). ``offset`` and ``shift`` are clamped into
-    ``[earliest, latest]`` with a note, as Kafka's range check does; ``shift`` and ``current``
-    need a committed offset. One row per partition, in ``partitions`` order.
+    ``[earliest, latest]`` with a note, as Kafka's range check does; ``shift`` needs a
+    committed offset (Kafka's tool refuses the whole reset without one: ``NO_OFFSET_TO_SHIFT``
+    rows), ``current`` without one takes the log end offset, as Kafka's tool does. One row per
+    partition, in ``partitions`` order.
     """
     rows = []
     for tp in partitions:
@@ -179,7 +199,8 @@ def plan_reset(
             continue
         if target.kind == "current":
             if now < 0:
-                rows.append(replace(row, error="no committed offset to keep"))
+                note = f"no committed offset: using the log end offset {high}, as Kafka does"
+                rows.append(replace(row, new_offset=high, note=note))
             else:
                 rows.append(replace(row, new_offset=now))
             continue
@@ -187,7 +208,7 @@ def plan_reset(
             requested = target.value
         elif target.kind == "shift":
             if now < 0:
-                rows.append(replace(row, error="no committed offset to shift"))
+                rows.append(replace(row, error=NO_OFFSET_TO_SHIFT))
                 continue
             requested = now + target.value
         else:  # pragma: no cover - argparse only produces the kinds above

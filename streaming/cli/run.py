@@ -2,25 +2,28 @@
 
 Flags override ``CONSUMER_OFFSETS_*`` environment variables, which override the ``--config`` TOML
 file. The job runs until interrupted (SIGINT/SIGTERM stop the query cleanly) or, with
-``--duration``, for that many seconds.
+``--duration``, for that many seconds. A Kafka cluster that does not answer fails it within
+seconds, before anything is created (exit 1); a signal before its first micro-batch completed
+ends it with one line (exit 130).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import Field, fields, replace
 from typing import Any, Final
 
 from connectors.sinks.url import parse_sink_url
-from streaming.cli.errors import UsageError
+from streaming.cli.errors import EXIT_INTERRUPTED, UsageError
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
-from streaming.config import JobConfig, load_config
+from streaming.config import ENV_PREFIX, JobConfig, field_help, load_config
 
 #: How long a query that ended may take to be replaced by the job's own restart.
 RESTART_GRACE_S: Final = 60.0
@@ -30,6 +33,8 @@ LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 #: and closed; py4j: every callback; librdkafka, the job's producer). They log warnings and
 #: errors only, unless --log-level debug.
 LIBRARY_LOGGERS: Final = ("kafka", "py4j", "urllib3", "librdkafka")
+#: The signals that stop the job or the mirror: Ctrl-C and a service manager's stop.
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 
 def add_log_level_argument(
@@ -44,9 +49,31 @@ def add_log_level_argument(
     )
 
 
+#: Where every setting is described in full, with its default.
+EXAMPLE_CONFIG: Final = "deploy/config.example.toml"
+
+
+def settings_epilog(env_prefix: str, table: str | None = None) -> str:
+    """The ``--help`` epilog of a command whose flags are settings: where each comes from."""
+    where = f"the [{table}] table of the --config file" if table else "the --config file"
+    return (
+        f"Each setting comes from, the last one found winning: its default, {where} (TOML, "
+        f"the setting's name as the key: {EXAMPLE_CONFIG} lists them all, with their meaning), "
+        f"the environment variable {env_prefix}<NAME> (e.g. {env_prefix}SINK_URL), the flag."
+    )
+
+
+def setting_help(kind: type, name: str) -> str:
+    """A setting's meaning and default (``streaming.config.field_help``), ready for argparse."""
+    return field_help(kind, name).replace("%", "%%")
+
+
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
-    """One ``--flag`` per JobConfig field, plus --config and --duration."""
-    parser.add_argument("--config", help="TOML file with JobConfig keys")
+    """One ``--flag`` per JobConfig field (its help: the field's meaning and default), plus
+    --config, --embedded and --duration."""
+    parser.add_argument(
+        "--config", metavar="FILE", help=f"TOML file of settings, as {EXAMPLE_CONFIG}"
+    )
     parser.add_argument(
         "--embedded",
         action="store_true",
@@ -54,16 +81,28 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
     add_log_level_argument(parser)
+    parser.epilog = settings_epilog(ENV_PREFIX)
+    settings = parser.add_argument_group("settings (JobConfig)")
     for f in fields(JobConfig):
         flag = "--" + f.name.replace("_", "-")
+        text = setting_help(JobConfig, f.name)
         if f.name == "bootstrap_servers":
-            add_bootstrap_server(parser, "override bootstrap_servers", dest=f.name, default=None)
+            add_bootstrap_server(settings, text, dest=f.name, default=None)
         elif f.name == "kafka_options":
-            add_kafka_options(parser, "a Kafka client option over kafka_options (repeatable)")
+            add_kafka_options(settings, f"one of kafka_options, repeatable: {text}")
         elif f.name == "keep_history":
-            parser.add_argument(flag, action="store_const", const=True, default=None)
+            settings.add_argument(flag, action="store_const", const=True, default=None, help=text)
         else:
-            parser.add_argument(flag, dest=f.name, default=None, help=f"override {f.name}")
+            settings.add_argument(flag, dest=f.name, default=None, metavar=_metavar(f), help=text)
+
+
+def _metavar(f: Field[Any]) -> str:
+    """A flag's placeholder by its field: MS, SECONDS, N (an int) or its name."""
+    if f.name.endswith("_ms"):
+        return "MS"
+    if f.name.endswith("_s"):
+        return "SECONDS"
+    return "N" if "int" in str(f.type) else f.name.upper()
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
@@ -99,29 +138,135 @@ def configure_logging(level: str = "info") -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start the job and wait until a signal, ``--duration`` or the query's end; returns 1
-    when the query failed, else 0. The job is stopped on the way out, whatever happened."""
-    from streaming.job import OffsetsJob
+    when the query failed, else 0. The job is stopped on the way out, whatever happened.
+    Before anything is created, a Kafka cluster that does not answer fails in seconds
+    (:func:`require_kafka`); a signal before the first micro-batch completed ends it with one
+    line and :data:`EXIT_INTERRUPTED` (:class:`StartUpSignals`)."""
+    signals = StartUpSignals()
+    try:
+        return _start_and_run(args, signals)
+    finally:
+        signals.end()
+
+
+def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
+    from streaming.job import OffsetsJob, StartInterrupted
+    from streaming.session import spark_session
 
     config = config_from_args(args)
-    job = OffsetsJob.create(config)
+    require_kafka(
+        config.bootstrap_servers,
+        f"--bootstrap-server (or bootstrap_servers in --config, {ENV_PREFIX}BOOTSTRAP_SERVERS)",
+    )
+    spark = spark_session(master=config.spark_master)
+    signals.creating()
     try:
-        return run_until_stopped(job, job.start(), args.duration)
-    finally:
-        job.stop()
+        job = OffsetsJob.create(config, spark)
+        try:
+            query = job.start(signals.requested.is_set)
+            code = run_until_stopped(job, query, args.duration, signals)
+            if code == 0 and signals.requested.is_set() and _still_starting(job.sink):
+                raise StartInterrupted("stopped before the first micro-batch completed")
+            return code
+        finally:
+            job.stop()
+    except StartInterrupted as stopped:
+        print(f"interrupted during start-up ({stopped}); nothing was acknowledged", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
-def run_until_stopped(runner: Any, query: Any, duration: float | None) -> int:
+def _still_starting(sink: Any) -> bool:
+    """Whether the sink still says STARTING: then no answer was sent, since the writer says
+    ACTIVE before it sends a batch's first answer."""
+    from connectors.sinks import SinkError
+
+    try:
+        return bool(sink.status().status == "STARTING")
+    except SinkError:
+        return False
+
+
+def require_kafka(servers: str, setting: str) -> None:
+    """Fail (ConnectionError: one line naming ``servers`` and the ``setting`` that gave them,
+    exit 1) when none of them accepts a connection: within seconds and before anything is
+    created; else kafka-python's clients log an error per attempt for a minute, after the sink
+    and the checkpoint were made."""
+    from streaming.heartbeat import kafka_reachable
+
+    reason = kafka_reachable(servers)
+    if reason is not None:
+        raise ConnectionError(
+            f"no Kafka broker answers at {servers} ({reason}): check {setting} and that the "
+            "broker is running; nothing was created"
+        )
+
+
+class StartUpSignals:
+    """SIGINT and SIGTERM while the job (or the mirror) starts, taken by a thread of their own.
+
+    Delivered to the main thread, a signal interrupts whatever call into Spark's JVM is under
+    way, and pyspark's own handler then calls the JVM from inside that call: py4j's connection
+    breaks, with pages of tracebacks. So the signals are held from construction (threads
+    started meanwhile keep them held) and a watcher takes them. Until :meth:`creating` nothing
+    exists yet but the Spark session being started, so the watcher ends the process at once
+    with one line; after it, it only sets :attr:`requested`, which start-up checks between its
+    steps. :meth:`end` gives the signals back to the main thread's handlers.
+    """
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self._created = False
+        self._done = threading.Event()
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        self._watcher = threading.Thread(target=self._watch, name="start-up-signals", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            if signal.sigtimedwait(STOP_SIGNALS, 0.2) is None:
+                continue
+            self.requested.set()
+            if not self._created:
+                sys.stderr.write("interrupted during start-up; nothing was created\n")
+                sys.stderr.flush()
+                # Spark's JVM ends with this process (its stdin closes).
+                os._exit(EXIT_INTERRUPTED)
+
+    def creating(self) -> None:
+        """From now on the job creates things (sink, topics, checkpoint): a signal is noted."""
+        self._created = True
+
+    def end(self) -> bool:
+        """Stop watching and let the main thread's handlers take the signals from now on;
+        whether one came during start-up (it is not delivered again). Idempotent."""
+        if not self._done.is_set():
+            self._done.set()
+            self._watcher.join()
+            while signal.sigtimedwait(STOP_SIGNALS, 0) is not None:
+                self.requested.set()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        return self.requested.is_set()
+
+
+def run_until_stopped(
+    runner: Any, query: Any, duration: float | None, signals: StartUpSignals | None = None
+) -> int:
     """Wait until SIGINT/SIGTERM, ``duration`` seconds or the end of ``runner.query`` (a job's
     or a mirror's, which may replace its query after Spark's replayed-batch bug); returns 1 when
-    the query failed, else 0. The caller stops the runner."""
+    the query failed, else 0. The caller stops the runner. A signal that came during start-up
+    (``signals``) stops it at once."""
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
         logging.getLogger(__name__).info("signal %d: stopping", signum)
+        if signals is not None:
+            signals.requested.set()
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    if signals is not None and signals.end():
+        _stop(signal.SIGINT, None)
     deadline = None if duration is None else time.monotonic() + duration
     while not stop.is_set():
         query = runner.query or query

@@ -2,7 +2,7 @@
 hours, with faults on a schedule; figures per window and per fault; exit 1 when anything is lost
 or a resource keeps growing after warm-up (``tests/soak/growth.py``), 0 otherwise.
 
-See ``tests/soak/__init__.py`` for what runs and README.md ("Soak test") for a run's tables.
+See ``tests/soak/__init__.py`` for what runs and tests/soak/README.md for a run's tables.
 """
 
 from __future__ import annotations

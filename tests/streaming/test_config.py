@@ -1,14 +1,24 @@
-"""JobConfig and the mirror's config: sources in order (TOML < environment < flags), validation
-naming the field, secrets kept out of what is printed."""
+"""JobConfig, the mirror's and serve's settings: sources in order (TOML < environment < flags),
+validation naming the field, secrets kept out of what is printed, the example configuration."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from streaming.config import JobConfig, load_config
-from streaming.mirror import load_mirror_config
+from streaming.config import (
+    JobConfig,
+    MirrorConfig,
+    ServeSettings,
+    field_default,
+    load_config,
+    load_mirror_config,
+    load_serve_settings,
+)
 
 
 def test_sources_override_in_order(tmp_path: Path) -> None:
@@ -103,3 +113,84 @@ def test_mirror_settings_name_what_is_missing() -> None:
         load_mirror_config(env={"CONSUMER_OFFSETS_MIRROR_SINK_URL": "sqlite:///x.db"})
     with pytest.raises(ValueError, match="unknown config key 'bootstrap_servers'"):
         load_mirror_config(env={}, overrides={"bootstrap_servers": "x"})
+
+
+EXAMPLE = Path(__file__).parents[2] / "deploy" / "config.example.toml"
+SETTINGS = {None: JobConfig, "mirror": MirrorConfig, "serve": ServeSettings}
+
+
+def live_example(tmp_path: Path) -> tuple[Path, dict[str | None, set[str]]]:
+    """The example configuration with every commented setting made live (``# key = value``
+    lines and ``# [[tenants]]`` headers), and the keys of each table its lines mark examples
+    (a setting unset by default), the others showing defaults."""
+    lines, examples = [], {}
+    table: str | None = None
+    for line in EXAMPLE.read_text().splitlines():
+        header = re.match(r"#? ?\[\[?([\w.]+)\]\]?$", line)
+        setting = re.match(r"# ((\w+) = .+)$", line)
+        if header:
+            table = header.group(1)
+            lines.append(line.lstrip("# "))
+        elif setting:
+            if line.endswith("# example"):
+                examples.setdefault(table, set()).add(setting.group(2))
+            lines.append(setting.group(1))
+        else:
+            lines.append(line)
+    path = tmp_path / "live.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path, examples
+
+
+def test_the_example_configuration_loads_as_is_and_sets_nothing() -> None:
+    assert load_config(EXAMPLE, env={}) == JobConfig()
+    required = {
+        "source_bootstrap_servers": "k:9092",
+        "sink_url": "sqlite:///m.db",
+        "checkpoint_location": "c",
+    }
+    mirror = load_mirror_config(EXAMPLE, env={}, overrides=required)
+    assert mirror == MirrorConfig(**required)
+    serve = load_serve_settings(EXAMPLE, env={}, overrides={"sink_url": "sqlite:///s.db"})
+    assert serve == ServeSettings(sink_url="sqlite:///s.db")
+
+
+def test_the_example_configuration_names_every_setting_with_its_default(tmp_path: Path) -> None:
+    path, examples = live_example(tmp_path)
+    data = tomllib.loads(path.read_text())
+    loaded = {
+        None: load_config(path, env={}),
+        "mirror": load_mirror_config(path, env={}),
+        "serve": load_serve_settings(path, env={}),
+    }
+    for table, kind in SETTINGS.items():
+        keys = set(data if table is None else data[table])
+        for f in dataclasses.fields(kind):
+            assert f.name in keys, f"{f.name} of {kind.__name__} is not in {EXAMPLE.name}"
+            if f.name not in examples.get(table, set()) and f.name != "tenants":
+                shown = getattr(loaded[table], f.name)
+                assert shown == field_default(kind, f.name), f"{kind.__name__}.{f.name}"
+    assert [t.name for t in loaded[None].tenants] == ["team-a"]
+
+
+def test_serve_settings_from_its_table_the_jobs_keys_environment_and_flags(
+    tmp_path: Path,
+) -> None:
+    toml = tmp_path / "deployment.toml"
+    toml.write_text(
+        'sink_url = "sqlite:///job.db"\nbootstrap_servers = "job:9092"\n'
+        'kafka_options = { "security.protocol" = "SSL" }\npartitions = 10\n'
+        '[serve]\nport = 9000\ncluster_name = "prod"\n'
+    )
+    env = {"CONSUMER_OFFSETS_SERVE_PORT": "9100"}
+    settings = load_serve_settings(toml, env=env, overrides={"cluster_name": "flag"})
+    assert (settings.sink_url, settings.bootstrap_servers) == ("sqlite:///job.db", "job:9092")
+    assert settings.kafka_options == {"security.protocol": "SSL"}
+    assert (settings.port, settings.cluster_name) == (9100, "flag")
+    # The job reads the same file without the [serve] table.
+    assert load_config(toml, env={}).partitions == 10
+    toml.write_text("[serve]\nno_such_setting = 1\n")
+    with pytest.raises(ValueError, match=r"unknown config keys in \[serve\].*no_such_setting"):
+        load_serve_settings(toml, env={}, overrides={"sink_url": "sqlite:///x.db"})
+    with pytest.raises(ValueError, match="missing config: --sink-url"):
+        load_serve_settings(env={})

@@ -24,7 +24,11 @@ def cmd_delete_offsets(ctx: Context) -> int:
     ctx.require_live_job()
     committed = [o.topic_partition for o in ctx.reader.fetch(group)]
     partitions = scope_partitions(
-        specs, committed, ctx.reader.broker.partitions_for, committed_first=True
+        specs,
+        committed,
+        ctx.reader.broker.partitions_for,
+        committed_first=True,
+        cluster=ctx.config.bootstrap_servers,
     )
     failure: OffsetDeleteFailedError | None = None
     try:

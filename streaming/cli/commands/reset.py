@@ -12,12 +12,14 @@ from streaming.cli.context import Context
 from streaming.cli.errors import EXIT_OK, CommandFailed
 from streaming.cli.output import Progress, error_json, error_text
 from streaming.cli.reset import (
+    NO_OFFSET_TO_SHIFT,
     ResetRow,
     ResetTarget,
     parse_topic_spec,
     plan_reset,
     reset_target,
     scope_partitions,
+    topic_missing,
 )
 from streaming.cli.validation import check_group
 
@@ -37,7 +39,9 @@ def _plan(ctx: Context, group: str, target: ResetTarget) -> list[ResetRow]:
                 f"group {group!r} has no committed offsets: name the topics with --topic",
             )
     else:
-        partitions = scope_partitions(specs, list(committed), broker.partitions_for)
+        partitions = scope_partitions(
+            specs, list(committed), broker.partitions_for, cluster=ctx.config.bootstrap_servers
+        )
     progress = Progress("resolving offsets", 3, ctx.stderr)
     earliest = broker.beginning_offsets(partitions)
     progress.update(1)
@@ -63,6 +67,44 @@ def _commit(ctx: Context, group: str, plan: list[ResetRow]) -> CommitFailedError
     finally:
         spinner.finish()
     return None
+
+
+def _topic_flags(rows: list[ResetRow]) -> str:
+    """``--topic T:P,P`` flags naming the partitions of ``rows``."""
+    by_topic: dict[str, list[str]] = {}
+    for r in rows:
+        by_topic.setdefault(r.topic, []).append(str(r.partition))
+    return " ".join(f"--topic {topic}:{','.join(ps)}" for topic, ps in by_topic.items())
+
+
+def _why(ctx: Context, plan: list[ResetRow]) -> str:
+    """Why the plan's rows in error cannot be reset, and what to do, on one line: a topic the
+    cluster does not have, partitions beyond a topic's, partitions without an offset to shift
+    (Kafka's tool refuses the whole reset for those too)."""
+    reasons = []
+    unknown = describe_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    for topic in dict.fromkeys(r.topic for r in plan if r.error == unknown):
+        existing = ctx.reader.broker.partitions_for(topic)
+        if not existing:
+            reasons.append(topic_missing(topic, ctx.config.bootstrap_servers))
+            continue
+        missing = [r for r in plan if r.topic == topic and r.error == unknown]
+        reasons.append(
+            f"{', '.join(f'{r.topic}-{r.partition}' for r in missing)}: no such partition "
+            f"(topic {topic!r} has partitions 0-{max(existing)})"
+        )
+    unshifted = [r for r in plan if r.error == NO_OFFSET_TO_SHIFT]
+    if unshifted:
+        names = ", ".join(f"{r.topic}-{r.partition}" for r in unshifted)
+        reason = (
+            f"the group has no committed offset on {names} to shift: give those one first "
+            f"({_topic_flags(unshifted)} --to-earliest, --to-latest or --to-offset N)"
+        )
+        shiftable = [r for r in plan if r.error is None]
+        if shiftable:
+            reason += f", or shift only the others ({_topic_flags(shiftable)})"
+        reasons.append(reason)
+    return "; ".join(reasons)
 
 
 def cmd_reset_offsets(ctx: Context) -> int:
@@ -124,7 +166,10 @@ def cmd_reset_offsets(ctx: Context) -> int:
             [row_error(r) for r in plan] if errors or failure is not None else None,
         )
     if errors:
-        ctx.err(f"error: {len(errors)} partition(s) cannot be reset; nothing was committed")
+        ctx.err(
+            f"error: {len(errors)} partition(s) cannot be reset, nothing was committed: "
+            + _why(ctx, plan)
+        )
         raise CommandFailed
     if failure is not None:
         hint = ""

@@ -75,10 +75,15 @@ def test_malformed_offsets_are_refused_before_anything_is_sent(
     client.close()
 
 
-def test_an_unreachable_cluster_is_a_timeout_for_commit_and_a_failure_for_commit_async() -> None:
+def test_an_unreachable_cluster_fails_commit_and_commit_async_at_once() -> None:
     client = OffsetCommitClient(bootstrap_servers="127.0.0.1:1")
-    with pytest.raises(CommitTimeoutError, match=r"cannot reach Kafka at 127\.0\.0\.1:1"):
-        client.commit("g", {TP0: 1}, timeout_s=1)
+    started = time.monotonic()
+    with pytest.raises(CommitFailedError, match=r"cannot reach Kafka at 127\.0\.0\.1:1") as raised:
+        client.commit("g", {TP0: 1}, timeout_s=30)
+    # The first attempt found no broker: nothing was sent, and the call does not wait its 30 s.
+    assert time.monotonic() - started < 10
+    assert not isinstance(raised.value, CommitTimeoutError) and raised.value.will_not_be_applied
+    assert raised.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     error = client.commit_async("g", {TP0: 1}, timeout_s=1).exception(timeout=30)
     assert isinstance(error, CommitFailedError)
     assert error.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and error.retriable

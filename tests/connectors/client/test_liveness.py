@@ -22,14 +22,14 @@ def row(status: str, heartbeat_at_ms: int | None) -> CoordinatorStatus:
     )
 
 
-@pytest.mark.parametrize("stored", ["ACTIVE", "LOADING"])
+@pytest.mark.parametrize("stored", ["ACTIVE", "STARTING", "LOADING"])
 def test_a_fresh_heartbeat_keeps_the_stored_status(stored: str) -> None:
     alive = liveness(row(stored, NOW - STALE_AFTER_MS), now=NOW)
     assert (alive.status, alive.responding, alive.age_ms) == (stored, True, STALE_AFTER_MS)
     assert alive.describe() == stored
 
 
-@pytest.mark.parametrize("stored", ["ACTIVE", "LOADING"])
+@pytest.mark.parametrize("stored", ["ACTIVE", "STARTING", "LOADING"])
 def test_a_stale_heartbeat_is_not_responding_with_the_time_last_seen(stored: str) -> None:
     alive = liveness(row(stored, NOW - STALE_AFTER_MS - 1), now=NOW)
     assert (alive.status, alive.stored, alive.responding) == (NOT_RESPONDING, stored, False)

@@ -87,6 +87,10 @@ def test_an_old_sink_is_migrated_in_place_and_keeps_its_data(old_sink_url: str) 
         assert sink.status().heartbeat_at_ms is None
         sink.heartbeat()
         assert sink.status().heartbeat_at_ms is not None
+        # A job that has not completed its first micro-batch (schema 5); the row keeps the rest.
+        sink.set_status("STARTING", "resumed from checkpoint")
+        assert (sink.status().status, sink.status().last_batch_id) == ("STARTING", 1)
+        assert sink.status().heartbeat_at_ms is not None
         assert sink.purge_history(1_700_000_001_500, 100) == 4
         assert [h.offset for h in sink.history("payments", "orders", 0)] == [17, 15]
         # The next batch continues where the old release stopped.

@@ -63,6 +63,10 @@ def test_an_unexpected_failure_is_one_line_unless_debug(tmp_path: Path) -> None:
     ("argv", "expected"),
     [
         (["commit", "--partition", "-1", "--topic", "t"], "--partition must be >= 0, got -1"),
+        (
+            ["commit", "--partition", "100000", "--topic", "t"],
+            "--partition must be < 100,000 (the job's cap), got 100000",
+        ),
         (["commit", "--partition", "0", "--topic", "bad topic!"], "can never exist"),
         (["commit", "--partition", "0", "--topic", "t" * 250], "can never exist"),
         (["commit", "--partition", "0", "--topic", ".."], "not '.' or '..'"),
@@ -175,3 +179,16 @@ def test_describe_with_kafka_unreachable_shows_the_sinks_offsets_and_one_warning
     ]
     rows = [line.split()[:6] for line in result.out.splitlines()[1:]]
     assert rows == [["g", "t", "0", "5", "-", "-"], ["g", "t", "1", "6", "-", "-"]]
+
+
+def test_a_starting_job_is_shown_so_and_a_commit_waits_for_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    write_offsets(url, "STARTING", ("g", "t", 0, 5))
+    with open_sink(url) as sink:
+        sink.heartbeat()
+    shown = run("status", "--sink-url", url, "--json").json()
+    assert (shown["status"], shown["stored_status"]) == ("STARTING", "STARTING")
+    # Not refused: sent, to be answered by the job's first micro-batch (here Kafka is down).
+    sent = run(*COMMIT, "--bootstrap-server", NO_KAFKA, "--sink-url", url, "--timeout", "1000")
+    assert sent.err.startswith("note: the offsets job is STARTING; waiting for its first"), sent.err
+    assert "nothing was sent" not in sent.err

@@ -71,6 +71,8 @@ def test_scope_is_the_listed_partitions_else_the_brokers_else_the_groups() -> No
     with pytest.raises(OffsetsError) as raised:
         scope("nowhere")
     assert raised.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert "topic 'nowhere' does not exist on the Kafka cluster" in str(raised.value)
+    assert "--create --topic nowhere" in str(raised.value)
 
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
@@ -94,8 +96,9 @@ def test_reset_to_earliest_latest_and_current() -> None:
     assert new_offsets(plan(ResetTarget("earliest"))) == [10, 0, 0, None]
     assert new_offsets(plan(ResetTarget("latest"))) == [100, 50, 0, None]
     current = plan(ResetTarget("current"))
-    assert new_offsets(current) == [40, None, 0, None]
-    assert current[1].error == "no committed offset to keep"
+    # Kafka's tool resets a partition without a committed offset to its log end.
+    assert new_offsets(current) == [40, 50, 0, None]
+    assert current[1].note == "no committed offset: using the log end offset 50, as Kafka does"
     # Every plan keeps the partitions in order, with their current offsets.
     assert [(r.topic, r.partition, r.current_offset) for r in current] == [
         ("t", 0, 40),

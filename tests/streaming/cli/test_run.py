@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from streaming.cli import run as job_main
+from tests.fixtures.job import new_job_config, write_config_file
 
 
 def test_python_dash_m_streaming_takes_the_job_flags() -> None:
@@ -107,3 +112,75 @@ def test_bad_tenants_stop_the_job_before_spark_with_one_line(
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert line.startswith("consumer-offsets: error: configuration: ") and message in line, line
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound once, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", ["run", "mirror"])
+def test_a_wrong_bootstrap_server_fails_in_seconds_before_anything_is_created(
+    tmp_path: Path, command: str
+) -> None:
+    server = f"127.0.0.1:{closed_port()}"
+    script = Path(sys.executable).with_name("consumer-offsets")
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(script), command, "--bootstrap-server", server, "--embedded" if command == "run"
+         else "--cluster-name=c", "--sink-url", "sqlite:///offsets.db", "--checkpoint-location",
+         str(tmp_path / "checkpoint")],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert time.monotonic() - started < 15
+    assert done.returncode == 1, done.stderr
+    # One line naming the address and what to check; none of kafka-python's own.
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: no Kafka broker answers at {server} (Connection refused)")
+    assert "bootstrap-server" in line and "nothing was created" in line
+    assert list(tmp_path.iterdir()) == []  # no sink file, no checkpoint
+
+
+def start_then_interrupt(argv: list[str], cwd: Path, after_line: str) -> tuple[int, str]:
+    """``consumer-offsets run`` in a process group of its own, sent SIGINT as a terminal's
+    Ctrl-C is (to the whole group) once its stderr shows ``after_line``; its exit status and
+    stderr."""
+    script = Path(sys.executable).with_name("consumer-offsets")
+    process = subprocess.Popen(
+        [str(script), "run", *argv], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        text=True, cwd=cwd, start_new_session=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if after_line in line:
+            break
+    os.killpg(process.pid, signal.SIGINT)
+    seen.append(process.stderr.read())
+    return process.wait(timeout=120), "".join(seen)
+
+
+# The job runs as its own driver process: Spark starts there, so the marker is explicit.
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    ("after_line", "expected"),
+    [
+        # Spark's session starting (pyspark's own SIGINT handler is installed around here):
+        # nothing of the job's exists yet.
+        ("To adjust logging level", "interrupted during start-up; nothing was created"),
+        ("streaming.job: starting with", "; nothing was acknowledged"),
+    ],
+)
+def test_ctrl_c_during_start_up_is_one_line_and_exit_130(
+    tmp_path: Path, kafka_bootstrap: str, after_line: str, expected: str
+) -> None:
+    config = write_config_file(new_job_config(kafka_bootstrap, tmp_path), tmp_path / "job.toml")
+    status, stderr = start_then_interrupt(["--config", str(config)], tmp_path, after_line)
+    assert status == 130, stderr
+    assert "Traceback" not in stderr and "py4j" not in stderr, stderr
+    (line,) = [x for x in stderr.splitlines() if x.startswith("interrupted")]
+    assert line.startswith("interrupted during start-up") and line.endswith(expected), line
