@@ -19,6 +19,22 @@ cli=.venv/bin/consumer-offsets
 log=.runtime/quickstart-job.log
 "$cli" kafka start
 
+echo "==> quickstart: topic orders (2 partitions, 100 records each) for the demo to commit on"
+.venv/bin/python - <<'PY'
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+try:
+    KafkaAdminClient(bootstrap_servers="127.0.0.1:9092").create_topics([NewTopic("orders", 2, 1)])
+except TopicAlreadyExistsError:
+    raise SystemExit(0)  # made by an earlier run: its records are there
+producer = KafkaProducer(bootstrap_servers="127.0.0.1:9092")
+for i in range(200):
+    producer.send("orders", b"order %d" % i, partition=i % 2)
+producer.flush()
+PY
+
 echo "==> quickstart: starting the streaming job (log: $log)"
 start_service job "$log" "$cli" run --embedded --trigger-interval "500 milliseconds"
 active() { "$cli" status --json 2>/dev/null | grep -q '"status": "ACTIVE"'; }
