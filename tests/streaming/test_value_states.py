@@ -91,9 +91,10 @@ def test_a_shard_reads_back_whole_from_base_and_log_across_rewrites_and_restarts
             f"c{p}", "g", (PartitionCommit("t", p, 100 + p, metadata=_incompressible()),)
         )
         assert _send(job_config, request)["errorCode"] == 0
+    # Every shard has a head (the start's warm-up batch calls each); only g's holds commits.
     heads = _heads(spark, job_config)
-    assert len(heads) == 1
-    head = heads[0]
+    head = max(heads, key=lambda h: h["base_bytes"] + h["log_bytes"])
+    assert [h["log_chunks"] for h in heads if h is not head] == [0] * (len(heads) - 1)
     # The log outgrew its floor at least once: the base was rewritten and the log restarted.
     assert 0 < head["log_chunks"] < COMMITS, head
     assert head["log_bytes"] <= max(head["base_bytes"], LOG_FLOOR_BYTES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -351,3 +352,38 @@ def test_the_installed_command_exits_with_the_kafka_error(
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["error"]["code"] == 12
     assert "OFFSET_METADATA_TOO_LARGE (12)" in done.stderr
+
+
+def readme_sequence() -> list[list[str]]:
+    """The README's "Locally" command sequence (the block that commits to ``orders``), each
+    line's arguments after ``$cli``, comments dropped."""
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    blocks = readme.split("```bash\n")[1:]
+    block = next(b.split("```")[0] for b in blocks if "$cli commit --group g --topic orders" in b)
+    return [
+        shlex.split(line, comments=True)[1:]
+        for line in block.splitlines()
+        if line.startswith("$cli ")
+    ]
+
+
+@pytest.mark.slow
+def test_the_readmes_sequence_runs_as_shown(
+    running_job: RunningJob, job_args: list[str], topic_factory: TopicFactory, tmp_path: Path
+) -> None:
+    """Every command of the README's sequence exits 0 against a real job, with only the names
+    made unique (group ``g``, topic ``orders``, the CSV file) and the job's flags added; the
+    offsets it leaves are the ones the README's steps make. Last in the module: its
+    ``import`` commits every exported group again."""
+    topic = topic_factory(partitions=2)
+    produce_messages(running_job.config.bootstrap_servers, topic, {0: 100, 1: 100})
+    group = unique_group("readme")
+    names = {"g": group, "orders": topic, "offsets.csv": str(tmp_path / "offsets.csv")}
+    sequence = readme_sequence()
+    assert [a[0] for a in sequence][:3] == ["status", "commit", "commit"], sequence
+    for argv in sequence:
+        args = [names.get(a, a.replace("orders:", f"{topic}:")) for a in argv]
+        result = run(args[0], *job_args, *args[1:])
+        assert result.code == 0, (args, result.err)
+    # commit 42/17, shift by -10, export, delete, import: as exported.
+    assert committed(running_job, group) == {(topic, 0): 32, (topic, 1): 7}
