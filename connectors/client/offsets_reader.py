@@ -27,7 +27,7 @@ from kafka.errors import KafkaError
 from connectors.client.errors import CoordinatorLoadInProgressError, OffsetsError
 from connectors.client.starting_offsets import missing_marker, starting_offsets_json
 from connectors.closing import CloseOnExit
-from connectors.kafka.admin import list_offsets
+from connectors.kafka.admin import list_offsets, record_timestamps
 from connectors.sinks import (
     CommitHistoryEntry,
     CommittedOffset,
@@ -36,7 +36,7 @@ from connectors.sinks import (
     Sink,
     open_sink,
 )
-from connectors.sinks.log_end_samples import lag_ms
+from connectors.sinks.log_end_samples import RecordTime, lag_ms, record_lag
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 
@@ -181,6 +181,26 @@ class BrokerOffsets(CloseOnExit):
             for tp, found in answer.items()
         }
 
+    def record_times(
+        self, positions: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, RecordTime]:
+        """The timestamp of the record at each known partition's offset of ``positions``
+        (``gone`` where retention deleted it: then the first kept record's); a partition with
+        no record there, or none read within the timeout, is left out."""
+        known = {
+            tp: positions[TopicPartition(tp.topic, tp.partition)] for tp in self._known(positions)
+        }
+        if not known:
+            return {}
+        found = record_timestamps(self._client(), known, self.timeout_s)
+        return {
+            TopicPartition(tp.topic, tp.partition): RecordTime(
+                r.timestamp_ms, gone=r.offset > known[tp]
+            )
+            for tp, r in found.items()
+            if r.timestamp_ms >= 0  # a v0 record has none
+        }
+
     def close(self) -> None:
         """Close the consumer used for ListOffsets, if one was opened."""
         if self._consumer is not None:
@@ -288,13 +308,30 @@ class OffsetsReader(CloseOnExit):
             return GroupDescription(group_id, exists=False, partitions=())
         committed = self.sink.fetch_offsets(group_id)
         ends = self.log_end_offsets((o.topic_partition for o in committed), ask_broker=ask_broker)
-        # Lag in seconds from the log-end samples serve and the mirror keep in the sink.
+        # Lag in seconds from the log-end samples serve and the mirror keep in the sink; where
+        # they cannot place a committed offset behind the log end, from its record's timestamp.
         samples = self.sink.log_end_samples({o.topic for o in committed})
         now = int(time.time() * 1000)
+        behinds = {
+            o.topic_partition: lag_ms(
+                samples.get(o.topic_partition, []), o.offset, ends.get(o.topic_partition), now
+            )
+            for o in committed
+        }
+        if ask_broker and self._broker is not None:
+            unplaced = {}
+            for o in committed:
+                tp, behind = o.topic_partition, behinds[o.topic_partition]
+                if (lag(o.offset, ends.get(tp)) or 0) > 0 and (behind is None or behind.bounded):
+                    unplaced[tp] = o.offset
+            records = self.broker.record_times(unplaced) if unplaced else {}
+            behinds.update(
+                {tp: record_lag(behinds[tp], record, now) for tp, record in records.items()}
+            )
         rows = []
         for o in committed:
             end = ends.get(o.topic_partition)
-            behind = lag_ms(samples.get(o.topic_partition, []), o.offset, end, now)
+            behind = behinds[o.topic_partition]
             rows.append(
                 PartitionLag(
                     topic=o.topic,

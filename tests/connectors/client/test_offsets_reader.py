@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -155,9 +157,12 @@ def test_describe_shows_lag_against_the_brokers_log_end_offsets(
         missing = reader.describe("nobody")
     assert description.exists and (description.generation, description.members) == (4, 0)
     by_tp = {p.topic_partition: p for p in description.partitions}
-    assert by_tp[TopicPartition(topic, 0)] == PartitionLag(
+    behind = by_tp[TopicPartition(topic, 0)]
+    assert replace(behind, lag_seconds=None) == PartitionLag(
         topic, 0, 2, 7, 5, leader_epoch=2, metadata="m", commit_timestamp_ms=5_000
     )
+    # Nothing sampled: the age of the record at offset 2, produced at 1 s past the epoch.
+    assert behind.lag_seconds == pytest.approx(time.time() - 1, abs=5)
     assert (
         by_tp[TopicPartition(topic, 1)].log_end_offset,
         by_tp[TopicPartition(topic, 1)].lag,

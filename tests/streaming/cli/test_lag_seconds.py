@@ -6,7 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kafka import KafkaProducer
+
 from connectors.sinks import open_sink
+from tests.fixtures.kafka import TopicFactory
 from tests.streaming.cli.support import run
 from tests.streaming.cli.test_sink_commands import write_offsets
 
@@ -33,3 +36,40 @@ def test_list_shows_the_largest_lag_in_seconds(tmp_path: Path) -> None:
     rows = {line.split()[0]: line.split() for line in table.out.splitlines()[1:]}
     assert rows["caught-up"][-1] == "0.0"
     assert float(rows["behind"][-1]) >= 50
+
+
+def test_describe_reads_the_age_of_the_committed_record_where_nothing_was_sampled(
+    tmp_path: Path, kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """No log-end sample in the sink (no serve, no mirror): ``describe`` takes a lagging
+    partition's lag in seconds from the timestamp of the record at its committed offset, exact;
+    a caught-up partition is 0 without reading anything."""
+    topic = topic_factory(partitions=2)
+    produced = int(time.time() * 1000) - 70_000
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for i in range(10):
+        producer.send(topic, b"x", partition=0, timestamp_ms=produced + i * 1000)
+    producer.send(topic, b"x", partition=1, timestamp_ms=produced)
+    producer.flush()
+    producer.close()
+    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    write_offsets(url, "ACTIVE", ("g", topic, 0, 4), ("g", topic, 1, 1))
+    described = run(
+        "describe",
+        "--group",
+        "g",
+        "--sink-url",
+        url,
+        "--bootstrap-server",
+        kafka_bootstrap,
+        "--json",
+    )
+    assert described.code == 0, described
+    [group] = described.json()
+    rows = {p["partition"]: p for p in group["partitions"]}
+    now = int(time.time() * 1000)
+    # Offset 4's record was stamped produced + 4 s.
+    expected = (now - (produced + 4_000)) / 1000
+    assert expected - 2 <= rows[0]["lag_seconds"] <= expected + 0.5, rows[0]
+    assert rows[0]["lag_seconds_bounded"] is False
+    assert rows[1]["lag"] == 0 and rows[1]["lag_seconds"] == 0.0
