@@ -193,12 +193,11 @@ class BrokerOffsets(CloseOnExit):
         if not known:
             return {}
         found = record_timestamps(self._client(), known, self.timeout_s)
+        times = {
+            tp: RecordTime.read_at(known[tp], r.offset, r.timestamp_ms) for tp, r in found.items()
+        }
         return {
-            TopicPartition(tp.topic, tp.partition): RecordTime(
-                r.timestamp_ms, gone=r.offset > known[tp]
-            )
-            for tp, r in found.items()
-            if r.timestamp_ms >= 0  # a v0 record has none
+            TopicPartition(tp.topic, tp.partition): t for tp, t in times.items() if t is not None
         }
 
     def close(self) -> None:

@@ -68,6 +68,15 @@ class RecordTime:
     timestamp_ms: int
     gone: bool = False
 
+    @classmethod
+    def read_at(cls, offset: int, found_offset: int, found_timestamp_ms: int) -> RecordTime | None:
+        """The time of the record at committed ``offset``, from the first record read at or
+        after it (``found_offset``, its timestamp): ``gone`` when that is a later one; None
+        when the record carries no timestamp (-1: a v0 record)."""
+        if found_timestamp_ms < 0:
+            return None
+        return cls(found_timestamp_ms, gone=found_offset > offset)
+
 
 def merge_sample(
     points: Sequence[LogEndSample], offset: int, at_ms: int

@@ -331,12 +331,15 @@ class LogEndCache:
             with self._lock:
                 for tp, key in batch.items():
                     record = found.get(tp)
-                    if record is None or record.timestamp_ms < 0:  # none, or a v0 record
+                    at = (
+                        None
+                        if record is None
+                        else RecordTime.read_at(key[2], record.offset, record.timestamp_ms)
+                    )
+                    if at is None:  # none read, or a v0 record
                         self._missed[key] = time.monotonic()
                     elif key in self._wanted:
-                        self._record_times[key] = RecordTime(
-                            record.timestamp_ms, gone=record.offset > key[2]
-                        )
+                        self._record_times[key] = at
             read += len(batch)
         if read:
             log.debug(
