@@ -37,8 +37,9 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from connectors.sinks.base import Sink, Statements
+from connectors.sinks.base import Sink
 from connectors.sinks.batch import OFFSET_KEY_COLUMNS, OFFSET_UPSERT_COLUMNS, PreparedBatch, rows
+from connectors.sinks.core import Statements
 from connectors.sinks.tables import PROGRESS_COLUMNS, STATUS_COLUMNS
 from connectors.sinks.url import redact_url
 from connectors.sinks.values import SinkError, now_ms

@@ -23,8 +23,14 @@ bookkeeping are here, once.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
+
+from connectors.sinks.core import SinkCore, Statements
+from connectors.sinks.values import SinkError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,3 +84,82 @@ def too_old_message(url: str, found: int) -> str:
         "start the job or the mirror of this release on it once (it migrates the sink in "
         "place), then read it"
     )
+
+
+class SchemaMigrations(SinkCore):
+    """Opening a sink: create or migrate its tables, or check a read-only sink's version."""
+
+    def _open(self) -> None:
+        """Connect and, unless read-only, create or migrate the tables (``schema``): the end of a
+        backend's constructor. A read-only sink checks the schema version instead."""
+        with self._lock:
+            conn = self._connection()
+            if self.read_only:
+                self._check_schema_readable()
+            else:
+                self._migrate(conn)
+        log.info("opened sink %s (read_only=%s)", self.url, self.read_only)
+
+    def _migrate(self, conn: Any) -> None:
+        """Bring the tables to :data:`SCHEMA_VERSION` in one transaction (see ``schema``)."""
+        applied: list[Migration] = []
+        found = 0
+
+        def migrate(tx: Statements) -> bool:
+            nonlocal found
+            self._lock_schema(tx)
+            tx.execute(self._sql["create_schema_table"])
+            found = self._schema_version(tx)
+            if found > SCHEMA_VERSION:
+                raise SinkError(too_new_message(self.url, found))
+            for step in steps_after(found):
+                statements = (
+                    self._baseline_statements()
+                    if step.version == BASELINE.version
+                    else self._migration_statements(step.version)
+                )
+                for statement in statements:
+                    tx.execute(statement)
+                tx.execute(
+                    self._sql["record_schema_version"],
+                    (step.version, step.description, self._clock()),
+                )
+                applied.append(step)
+            tx.execute(self._sql["insert_status"], (self._clock(),))
+            return True
+
+        try:
+            self._transaction(conn, migrate)
+        except self._driver_error as exc:
+            raise SinkError(
+                f"cannot create or migrate the sink tables in {self.url}: {exc}"
+            ) from exc
+        if found and applied:
+            log.warning(
+                "%s: sink schema migrated from version %d to %d (%s)",
+                self.url,
+                found,
+                SCHEMA_VERSION,
+                "; ".join(f"{step.version}: {step.description}" for step in applied),
+            )
+
+    def _schema_version(self, tx: Statements) -> int:
+        """The sink's schema version: the newest recorded step, 1 for the tables of a release
+        before versions (no step recorded), 0 for no tables."""
+        (newest,) = tx.execute(self._sql["schema_version"]).fetchone()
+        if newest is not None:
+            return int(newest)
+        return 1 if tx.execute(*self._table_exists_query(self._names.offsets)).fetchone() else 0
+
+    def _check_schema_readable(self) -> None:
+        """Refuse (SinkError) a read-only open of a sink older than this release."""
+        found = self.schema_version()
+        if 0 < found < SCHEMA_VERSION:
+            raise SinkError(too_old_message(self.url, found))
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the sink (0: none; see ``connectors.sinks.schema``)."""
+        if not self._run(*self._table_exists_query(self._names.schema)):
+            return 1 if self._run(*self._table_exists_query(self._names.offsets)) else 0
+        (newest,) = self._run(self._sql["schema_version"])[0]
+        return int(newest or 1)

@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from connectors.sinks.base import Sink, Statements
+from connectors.sinks.base import Sink
+from connectors.sinks.core import Statements
 from connectors.sinks.tables import PROGRESS_COLUMNS, STATUS_COLUMNS
 from connectors.sinks.values import SinkError, now_ms
 

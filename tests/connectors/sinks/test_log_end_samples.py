@@ -146,7 +146,7 @@ def test_a_smaller_offset_starts_the_partition_over_and_stale_samples_are_ignore
 
 def test_every_offset_in_one_read_and_a_group_probe(make_sink: Callable[..., Sink]) -> None:
     from connectors.sinks import BatchProgress
-    from connectors.sinks.base import OFFSET_COLUMNS_SCHEMA
+    from connectors.sinks.reads import OFFSET_COLUMNS_SCHEMA
     from tests.connectors.sinks.record_frames import commit, frame, group_metadata
 
     sink = make_sink()

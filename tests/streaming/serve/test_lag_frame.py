@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors.sinks import GroupListing
-from connectors.sinks.base import OFFSET_COLUMNS_SCHEMA
 from connectors.sinks.log_end_samples import LogEndSample, lag_ms
+from connectors.sinks.reads import OFFSET_COLUMNS_SCHEMA
 from state.coordinator.model import TopicPartition
 from streaming.serve.lag_frame import build_frame
 from streaming.serve.log_end_cache import SampleColumns

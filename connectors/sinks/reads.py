@@ -1,0 +1,135 @@
+"""Reading the compacted offsets: OffsetFetch, listings, counters."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Final
+
+import pyarrow as pa
+
+from connectors.sinks.core import SinkCore
+from connectors.sinks.tables import (
+    committed_from_row,
+)
+from connectors.sinks.text import original_column, original_text, stored_text
+from connectors.sinks.values import (
+    NO_OFFSET,
+    CommittedOffset,
+    GroupListing,
+)
+from state.coordinator.model import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+#: :meth:`Sink.offset_columns`' columns: every committed offset, sorted by group, topic and
+#: partition.
+OFFSET_COLUMNS_SCHEMA: Final = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("commit_timestamp_ms", pa.int64()),
+    ]
+)
+#: Rows of a big read held as Python objects at a time (:meth:`Sink._read_chunks`).
+_READ_CHUNK: Final = 10_000
+
+
+class Reads(SinkCore):
+    """OffsetFetch and the listings the client, the CLI and ``serve`` read."""
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> list[CommittedOffset]:
+        """Kafka's OffsetFetch over the sink.
+
+        ``partitions=None``: every partition of the group with a committed offset, sorted by
+        topic then partition. Otherwise one answer per requested partition in request order,
+        with offset -1, metadata "" and leader epoch -1 where nothing is committed.
+        """
+        stored_group = stored_text(group_id)
+        if partitions is None:
+            found = self._run(self._sql["fetch_group"], (stored_group,))
+            return [committed_from_row(group_id, row) for row in found]
+        if not partitions:
+            return []
+        wanted = [(stored_text(tp[0]), int(tp[1])) for tp in partitions]
+        stored: dict[tuple[str, int], CommittedOffset] = {}
+        for row in self._fetch_partitions(stored_group, wanted):
+            offset = committed_from_row(group_id, row)
+            stored[(offset.topic, offset.partition)] = offset
+        return [
+            stored.get((tp[0], tp[1]))
+            or CommittedOffset(group_id=group_id, topic=tp[0], partition=tp[1], offset=NO_OFFSET)
+            for tp in partitions
+        ]
+
+    def all_offsets(self) -> list[tuple[str, str, int, int, int]]:
+        """Every committed offset as (group, topic, partition, offset, commit time ms), sorted
+        by group, topic and partition, in one query: what a scrape of every group reads."""
+        return [
+            (original_text(g), original_text(t), int(p), int(o), int(ts))
+            for g, t, p, o, ts in self._run(self._sql["all_offsets"])
+        ]
+
+    def offset_columns(self) -> pa.Table:
+        """:meth:`all_offsets` as columns (:data:`OFFSET_COLUMNS_SCHEMA`), same order: what a
+        vectorised pass over every group reads, with no Python object per row kept."""
+        batches: list[pa.RecordBatch] = []
+
+        def add(found: list[tuple[Any, ...]]) -> None:
+            columns = zip(*found, strict=True)
+            batches.append(
+                pa.record_batch(
+                    [
+                        pa.array(c, f.type)
+                        for c, f in zip(columns, OFFSET_COLUMNS_SCHEMA, strict=True)
+                    ],
+                    schema=OFFSET_COLUMNS_SCHEMA,
+                )
+            )
+
+        self._read_chunks(self._sql["all_offsets"], add, _READ_CHUNK)
+        table = pa.Table.from_batches(batches, OFFSET_COLUMNS_SCHEMA).combine_chunks()
+        for name in ("group_id", "topic"):
+            i = table.schema.get_field_index(name)
+            column = table.column(i)
+            if column.num_chunks:
+                table = table.set_column(i, name, original_column(column.combine_chunks()))
+        return table
+
+    def group_exists(self, group_id: str) -> bool:
+        """Whether the sink has offsets or group metadata of ``group_id`` (two index probes)."""
+        stored = stored_text(group_id)
+        return bool(self._run(self._sql["group_exists"], (stored, stored)))
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group with offsets or group metadata, sorted by group id (code point order)."""
+        return [
+            GroupListing(
+                group_id=original_text(g), partitions=int(n), generation=gen, members=members
+            )
+            for g, n, gen, members in self._run(self._sql["list_groups"])
+        ]
+
+    def committed_topics(self) -> list[str]:
+        """Every topic with a committed offset in the sink."""
+        return [original_text(t) for (t,) in self._run(self._sql["committed_topics"])]
+
+    def group_commits(self) -> dict[str, int]:
+        """Each group's commits counter: offset commits applied (one per partition) since the
+        group's offsets were last all deleted (schema step 4)."""
+        return {
+            original_text(group): int(count)
+            for group, count in self._run(self._sql["group_commits"])
+        }
+
+    def table_rows(self) -> dict[str, int]:
+        """Rows per table, by table name (with the prefix): what an operator watches grow."""
+        return {
+            name: int(self._run(self._sql[f"count_{role}"])[0][0])
+            for role, name in self._names.tables().items()
+        }

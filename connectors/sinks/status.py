@@ -1,0 +1,119 @@
+"""The coordinator status row: status, reset, heartbeat, and the source cluster."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from connectors.sinks.core import SinkCore, Statements
+from connectors.sinks.tables import (
+    status_from_row,
+)
+from connectors.sinks.values import (
+    COORDINATOR_STATES,
+    CoordinatorState,
+    CoordinatorStatus,
+    SinkError,
+    SourceCluster,
+)
+
+log = logging.getLogger(__name__)
+
+
+class StatusRow(SinkCore):
+    """The coordinator status row, the writer's heartbeat and the cluster a mirror holds."""
+
+    def set_status(self, status: CoordinatorState, detail: str = "") -> None:
+        """Set the coordinator status row (batch progress is left as it is)."""
+        _check_status(status)
+        self._check_writable()
+        self._run(
+            self._sql["set_status"],
+            (status, _clean_detail(detail), self._clock()),
+            action=f"cannot set status {status}",
+        )
+
+    def reset(self, status: CoordinatorState, detail: str = "") -> None:
+        """Empty the offsets and groups tables and forget the batch progress, in one transaction.
+
+        The sink is a view of the job's state: when the job starts a new checkpoint (batch ids
+        restart at 0 and the state is rebuilt from the offsets topic) the view starts over too.
+        History, if kept, stays: its rows move below batch id 0 (order kept), so the new
+        batch ids 0, 1, … neither collide with them nor sort before them.
+        """
+        _check_status(status)
+        self._check_writable()
+
+        def clear(tx: Statements) -> bool:
+            lowest, highest = tx.execute(self._sql["history_bounds"]).fetchone()
+            if highest is not None and highest >= 0:
+                # Every moved row lands below every row there is, so no key collides midway
+                # (PostgreSQL checks a unique key row by row).
+                tx.execute(self._sql["shift_history"], (highest + 1 + max(0, -lowest),))
+            tx.execute(self._sql["clear_offsets"])
+            tx.execute(self._sql["clear_groups"])
+            tx.execute(self._sql["clear_log_end"])
+            tx.execute(self._sql["clear_members"])
+            tx.execute(self._sql["reset_status"], (status, _clean_detail(detail), self._clock()))
+            return True
+
+        self._write(clear, "cannot reset")
+
+    def heartbeat(self) -> None:
+        """Record that the writer is alive now (the sink's clock), in a transaction of its own.
+
+        The job and the mirror call it every few seconds, also when idle, so that readers can
+        tell a running writer from one that died without setting its status.
+        """
+        self._check_writable()
+        now = self._clock()
+
+        def beat(tx: Statements) -> bool:
+            tx.execute(self._sql["heartbeat"], (now,))
+            return True
+
+        self._write(beat, "cannot record a heartbeat")
+
+    def bind_source_cluster(self, cluster_id: str, cluster_name: str) -> None:
+        """Record that this sink mirrors cluster ``cluster_id``; SinkError when it already holds
+        another cluster (a sink, or a table prefix of a database, mirrors one cluster: mixing
+        two would merge their groups). Checked and written in one transaction."""
+        self._check_writable()
+        found: list[Any] = []
+
+        def bind(tx: Statements) -> bool:
+            found.extend(tx.execute(self._sql["source_cluster"]).fetchall())
+            if found and found[0][0] != cluster_id:
+                return False
+            tx.execute(self._sql["bind_source"], (cluster_id, cluster_name, self._clock()))
+            return True
+
+        self._write(bind, "cannot record the source cluster")
+        if found and found[0][0] != cluster_id:
+            raise SinkError(
+                f"{self.url} holds cluster {found[0][0]} ({found[0][1]}), not {cluster_id} "
+                f"({cluster_name}): a sink mirrors one cluster; give this one its own sink URL "
+                "or table_prefix"
+            )
+
+    def source_cluster(self) -> SourceCluster | None:
+        """The cluster a mirror's sink holds; None for a job's sink."""
+        found = self._run(self._sql["source_cluster"])
+        return SourceCluster(*found[0]) if found else None
+
+    def status(self) -> CoordinatorStatus:
+        """The coordinator status row."""
+        found = self._run(self._sql["status"])
+        if not found:
+            raise SinkError(f"{self.url}: the coordinator status row is missing")
+        return status_from_row(found[0])
+
+
+def _check_status(status: str) -> None:
+    if status not in COORDINATOR_STATES:
+        raise ValueError(f"status must be one of {sorted(COORDINATOR_STATES)}, got {status!r}")
+
+
+def _clean_detail(detail: str) -> str:
+    """A status detail with NUL replaced (it is free text; PostgreSQL text cannot hold NUL)."""
+    return detail.replace("\x00", "\ufffd")
