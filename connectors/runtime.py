@@ -3,7 +3,7 @@
 ``deploy/setup.sh`` resolves the JVM jars with Maven into ``.runtime/jars/`` (``spark/``: Spark's
 Kafka connector and the jars pyspark lacks; ``kafka/``: the Apache Kafka broker); the local broker
 keeps its data and logs in ``.runtime/kafka*/``; the default SQLite sink and checkpoints live there
-too. The Spark session (``streaming.session``) and the local broker launcher
+too. The Spark session (``streaming.spark.session``) and the local broker launcher
 (``connectors.kafka.local``) both find their jars here.
 """
 

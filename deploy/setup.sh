@@ -222,7 +222,7 @@ else
   # A jar pyspark already ships, at whatever version, is a classpath conflict: fail here
   # rather than in a Spark job.
   conflicts=$("$venv/bin/python" -c \
-    'from streaming.session import pyspark_jar_conflicts; print(" ".join(pyspark_jar_conflicts()))')
+    'from streaming.spark.session import pyspark_jar_conflicts; print(" ".join(pyspark_jar_conflicts()))')
   if [ -n "$conflicts" ]; then
     echo "setup: $jars/spark duplicates jars pyspark ships: $conflicts" >&2
     echo "setup: exclude them in deploy/pom.xml (profile spark-connector)" >&2
@@ -232,10 +232,10 @@ else
   phase_done "$(find "$jars/spark" -name '*.jar' | wc -l) spark + $(find "$jars/kafka" -name '*.jar' | wc -l) kafka jars"
 fi
 
-# -- The driver JVM's class archive (streaming/class_archive.py): a restarted driver answers sooner --
+# -- The driver JVM's class archive (streaming/spark/class_archive.py): a restarted driver answers sooner --
 phase "jvm class archive"
 if "$venv/bin/python" -c \
-  'import sys; from streaming.class_archive import archive_path; sys.exit(not archive_path().is_file())'; then
+  'import sys; from streaming.spark.class_archive import archive_path; sys.exit(not archive_path().is_file())'; then
   phase_done "up to date"
 else
   "$venv/bin/python" -m streaming.cli.archive_classes >/dev/null

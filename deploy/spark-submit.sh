@@ -32,7 +32,7 @@ PY
 # Driver and Python workers run the project's interpreter (it has pyarrow and pandas).
 export PYSPARK_PYTHON="$PWD/$python"
 export PYSPARK_DRIVER_PYTHON="$PWD/$python"
-# streaming.session reads the master from here, so the session matches what was submitted.
+# streaming.spark.session reads the master from here, so the session matches what was submitted.
 export SPARK_MASTER="$master"
 
 exec "$spark_home/bin/spark-submit" \

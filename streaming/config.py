@@ -120,7 +120,7 @@ class JobConfig:
     #: Micro-batch trigger interval. Spark starts a batch at the next multiple of the interval
     #: after the previous one ends, so a batch of 1.2 s with a 1 s interval waits 0.8 s idle;
     #: without input an idle job only asks Kafka for the ingest end offsets at each trigger
-    #: (no-data batches are off, see ``streaming.job``).
+    #: (no-data batches are off, see ``streaming.spark.job``).
     trigger_interval: str = "100 milliseconds"
     #: Ingest records a micro-batch reads at most (Spark's maxOffsetsPerTrigger); unset: all.
     max_offsets_per_trigger: int | None = None
@@ -129,12 +129,12 @@ class JobConfig:
     state_partitions: int | None = None
     #: States that hold the offsets-topic partitions, each ``partitions / state_shards`` of
     #: them; unset: the one nearest 5 per state partition
-    #: (``streaming.state_shards.choose_state_shards``). A divisor of ``partitions`` and a
+    #: (``streaming.spark.state_shards.choose_state_shards``). A divisor of ``partitions`` and a
     #: multiple of every ingest topic's partition count, fixed when the checkpoint is created
     #: (``CoordinatorConfig.state_shards``).
     state_shards: int | None = None
     #: MB of decoded shard states each Python worker keeps between micro-batches, so that a
-    #: shard's next call skips decoding its blob (``streaming.shard_cache``); 0 turns it off.
+    #: shard's next call skips decoding its blob (``streaming.spark.shard_cache``); 0 turns it off.
     state_cache_mb: int = 256
     #: Where ingest reading starts when there is no checkpoint and the sink records no position.
     starting_offsets: str = "earliest"
@@ -160,7 +160,7 @@ class JobConfig:
     rebuild_sink_writes: str = "auto"
     #: The Spark operator that keeps the shards' state: "value-states"
     #: (``transformWithStateInPandas`` with a base, a log and a head per shard,
-    #: ``streaming.value_states``: a batch writes what it changed to the checkpoint),
+    #: ``streaming.spark.value_states``: a batch writes what it changed to the checkpoint),
     #: "group-state" (``applyInPandasWithState`` with one blob per shard, the operator of
     #: checkpoints made before "value-states" existed) or "auto" (what the checkpoint holds;
     #: "value-states" for a new one). The checkpoint fixes it.

@@ -1,6 +1,6 @@
 """A shard's state as a base blob and the log of the records applied since.
 
-The job's value-state operator (``streaming.value_states``) keeps each shard in Spark's state
+The job's value-state operator (``streaming.spark.value_states``) keeps each shard in Spark's state
 store as three parts, so that a micro-batch writes to the checkpoint what it changed, not the
 shard:
 

@@ -1,5 +1,5 @@
 """``python -m streaming.cli.archive_classes``: build the driver JVM's class archive
-(:mod:`streaming.class_archive`), as ``deploy/setup.sh`` does once.
+(:mod:`streaming.spark.class_archive`), as ``deploy/setup.sh`` does once.
 
 The archive holds the classes a JVM loaded by the time it exits, so the JVM that writes it runs
 what a driver runs before and in its first micro-batch: a stateful pandas function over the
@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from streaming.class_archive import archive_path, dump_options
+from streaming.spark.class_archive import archive_path, dump_options
 
 
 def _exercise(path: Path) -> None:
@@ -28,7 +28,7 @@ def _exercise(path: Path) -> None:
     from pyspark import SparkContext
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from streaming.session import spark_session
+    from streaming.spark.session import spark_session
 
     spark = spark_session(
         app_name="class-archive",

@@ -1,7 +1,8 @@
 """``consumer-offsets mirror``: keep a Kafka cluster's committed offsets in the sink.
 
 Reads the source cluster's ``__consumer_offsets`` (read-only) and writes the job's sink tables
-(``streaming.mirror``). Runs until interrupted (SIGINT/SIGTERM) or, with ``--duration``, for that
+(``streaming.spark.mirror``). Runs until interrupted (SIGINT/SIGTERM) or, with ``--duration``, for
+that
 many seconds. Settings come, as the job's do, from a ``--config`` TOML file (its ``[mirror]``
 table, or the whole of a file of ``MirrorConfig`` keys), then ``CONSUMER_OFFSETS_MIRROR_*``
 environment variables, then flags. Source client options take the Java client's names,
@@ -121,7 +122,7 @@ def run_mirror(args: argparse.Namespace) -> int:
     """Start the mirror and wait for a signal, ``--duration`` or the query's end; 1 when the
     query failed."""
     from streaming.cli.run import StartUpSignals, require_kafka
-    from streaming.mirror import OffsetsMirror
+    from streaming.spark.mirror import OffsetsMirror
 
     config = mirror_config_from_args(args)
     configure_logging(args.log_level)

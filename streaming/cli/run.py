@@ -150,8 +150,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
-    from streaming.job import OffsetsJob, StartInterrupted
-    from streaming.session import spark_session
+    from streaming.spark.job import OffsetsJob, StartInterrupted
+    from streaming.spark.session import spark_session
 
     config = config_from_args(args)
     require_kafka(
@@ -191,7 +191,7 @@ def require_kafka(servers: str, setting: str) -> None:
     exit 1) when none of them accepts a connection: within seconds and before anything is
     created; else kafka-python's clients log an error per attempt for a minute, after the sink
     and the checkpoint were made."""
-    from streaming.heartbeat import kafka_reachable
+    from streaming.spark.heartbeat import kafka_reachable
 
     reason = kafka_reachable(servers)
     if reason is not None:
@@ -291,7 +291,7 @@ def run_until_stopped(
 def query_replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) -> bool:
     """Whether ``job.query`` (a job's or a mirror's) becomes another, active query within
     ``grace_s``: the query is restarted after Spark's replayed-batch bug only."""
-    from streaming.job import is_replayed_batch_bug
+    from streaming.spark.job import is_replayed_batch_bug
 
     deadline = time.monotonic() + grace_s
     while not stop.is_set() and time.monotonic() < deadline:

@@ -1,7 +1,7 @@
 """Benchmark of a small shard call: the fixed cost of the state function, without Spark.
 
 Run with ``python -m tests.bench.bench_call [--keys 4400] [--requests 2] [--calls 400]``. Each
-call is what the job's state function (``streaming.processor``) does for one shard of a small
+call is what the job's state function (``streaming.spark.processor``) does for one shard of a small
 micro-batch: a shard of ``--keys`` offsets (220k keys over 50 shards by default), ``--requests``
 single-partition OffsetCommits as ingest messages, the state kept by the worker between calls
 (as when Spark hands the same shard to the same Python worker), the new state encoded, the
@@ -29,7 +29,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming.state import GroupState
 
 from state.coordinator.config import CoordinatorConfig
-from streaming.processor import (
+from streaming.spark.processor import (
     PROFILE_DIR_ENV,
     STATE_SCHEMA,
     ProcessorSettings,

@@ -7,7 +7,8 @@ Run from the repository root (not collected by pytest: the name does not start w
 
 It starts a local broker (``.runtime/kafka-bench/``, free ports; stopped at the end) unless
 ``--bootstrap`` names one (topics get a unique prefix), runs the job in this process
-(:class:`streaming.job.OffsetsJob`, the project's ``spark_session``, ``local[*]``) and measures,
+(:class:`streaming.spark.job.OffsetsJob`, the project's ``spark_session``, ``local[*]``) and
+measures,
 with load from child processes through librdkafka (``tests/bench/load.py``):
 
 throughput  per work (A: 1,000 groups x 100 partitions per request; B: 100 groups x 1,000),
@@ -23,7 +24,8 @@ recovery    restart with a checkpoint -> first batch committed; rebuild without 
             (LOADING -> ACTIVE) in offsets-topic records/s.
 
 The state function's section timings come from ``CONSUMER_OFFSETS_PROFILE_DIR`` (see
-``streaming/processor.py``); the driver side is timed by wrapping the writer's Kafka writes and
+``streaming/spark/processor.py``); the driver side is timed by wrapping the writer's Kafka writes
+and
 the sink's ``write_batch`` on the job's instances. Figures depend on the machine and on what
 else runs on it.
 """
@@ -55,9 +57,9 @@ from connectors.kafka.admin import KafkaAdmin, end_offsets, plain_topic_spec
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
 from streaming.config import STATE_OPERATORS, JobConfig
-from streaming.job import OffsetsJob, ensure_topics
-from streaming.processor import PROFILE_DIR_ENV
-from streaming.session import spark_session
+from streaming.spark.job import OffsetsJob, ensure_topics
+from streaming.spark.processor import PROFILE_DIR_ENV
+from streaming.spark.session import spark_session
 from tests.bench.broker import bench_broker
 from tests.bench.floor import FloorQuery, summarize_batches
 from tests.bench.load import IngestTarget, check_encoding, in_child, paced_requests, produce_rounds
@@ -183,7 +185,7 @@ class Tap:
             query = job.query
             error = None if query is None else query.exception()
             # The job's watchdog restarts the query after Spark's replayed-batch metrics bug
-            # (SPARK-55271, see streaming/job.py); anything else is a failure.
+            # (SPARK-55271, see streaming/spark/job.py); anything else is a failure.
             text = "" if error is None else str(error)
             if text and "KafkaMicroBatchStream" not in text and "Option.get()" not in text:
                 raise RuntimeError(f"query failed: {error}")
@@ -449,7 +451,7 @@ def phase_floor(ctx: Context) -> list[dict[str, Any]]:
     args = ctx.args
     ctx.stop_job()
     assert ctx.job is None
-    from streaming.job import state_partitions
+    from streaming.spark.job import state_partitions
 
     floor = FloorQuery(
         ctx.spark,

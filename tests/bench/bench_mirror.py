@@ -50,8 +50,8 @@ from connectors.sinks import open_sink
 from state.coordinator.model import OffsetCommitKey
 from state.coordinator.partitioner import partition_for
 from state.formats.records import decode_record
-from streaming.mirror import CONSUMER_OFFSETS, MirrorConfig, OffsetsMirror
-from streaming.session import spark_session
+from streaming.spark.mirror import CONSUMER_OFFSETS, MirrorConfig, OffsetsMirror
+from streaming.spark.session import spark_session
 from tests.bench.bench_e2e import percentile
 from tests.bench.memory import MemorySampler
 from tests.bench.native import commit_through_kafka

@@ -2,10 +2,10 @@
 
 Kafka source (the job's source options and ingest partitions, coalesced to the job's state
 partitions) → ``applyInPandasWithState`` keyed by the coordinator shard as the job keys it
-(``streaming.ingest.shard_of_key`` of the message key, the group id) that only counts its rows
+(``streaming.spark.ingest.shard_of_key`` of the message key, the group id) that only counts its rows
 and passes the request ids through → ``foreachBatch`` that produces one message per row
 (acks=all, librdkafka, flushed), keyed by the request id. Same trigger and state store as the
-job, and its query starts as the job's does (``streaming.job.start_query``: shuffle
+job, and its query starts as the job's does (``streaming.spark.job.start_query``: shuffle
 partitions, no-data batches, checkpoint file manager). What the job does beyond this
 (decoding, the coordinator's rules, the offsets topic, the sink) is its own cost; what this
 costs, no job of this shape on this engine and machine avoids. The benchmark prints the job's
@@ -27,8 +27,8 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from connectors.kafka.admin import KafkaAdmin, plain_topic_spec
-from streaming.ingest import shard_of_key
-from streaming.job import SOURCE_CONSUMER_DEFAULTS, start_query
+from streaming.spark.ingest import shard_of_key
+from streaming.spark.job import SOURCE_CONSUMER_DEFAULTS, start_query
 
 _OUTPUT = T.StructType(
     [T.StructField("partition", T.IntegerType()), T.StructField("request_id", T.BinaryType())]

@@ -14,7 +14,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.runtime import HOME_ENV
-from streaming.session import jar_artifact, pyspark_jar_conflicts, spark_jars
+from streaming.spark.session import jar_artifact, pyspark_jar_conflicts, spark_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from connectors.kafka.local import LocalKafkaCluster, free_port_block
-from streaming.job import OffsetsJob
+from streaming.spark.job import OffsetsJob
 from tests.fixtures.job import prepare_topics
 from tests.reliability.load import CommitLoad, acknowledged
 from tests.reliability.support import (

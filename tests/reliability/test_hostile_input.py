@@ -673,7 +673,7 @@ def sink_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def hostile_job(sink_url: str, spark: Any, kafka_bootstrap: str, tmp_path: Path) -> Iterator[Any]:
-    from streaming.job import OffsetsJob
+    from streaming.spark.job import OffsetsJob
 
     # One ingest partition per shard (the layout ingest topics had before fewer were allowed):
     # the probes choose partitions by shard, and keys that are not group ids; the layout of

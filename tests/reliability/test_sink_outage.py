@@ -2,7 +2,7 @@
 
 A dedicated, durable PostgreSQL serves as the sink while commits flow; it is stopped
 (``pg_ctl stop -m fast``) mid-load and started again some seconds later. The job's contract
-(``streaming/writer.py``), pinned down here in both of its branches:
+(``streaming/spark/writer.py``), pinned down here in both of its branches:
 
 - ``waits``: an outage shorter than ``sink_write_timeout_s`` stalls the query — the batch's sink
   write is retried with backoff, nothing of it is acknowledged meanwhile — and the query carries
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from streaming.job import OffsetsJob
+from streaming.spark.job import OffsetsJob
 from tests.fixtures.job import prepare_topics
 from tests.fixtures.postgres import PostgresServer, find_postgres_bin, local_postgres
 from tests.reliability.load import CommitLoad, acknowledged

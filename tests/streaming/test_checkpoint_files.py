@@ -1,4 +1,4 @@
-"""Which file manager a query writes its checkpoint with (``streaming.checkpoint_files``)."""
+"""Which file manager a query writes its checkpoint with (``streaming.spark.checkpoint_files``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from streaming.checkpoint_files import (
+from streaming.spark.checkpoint_files import (
     FILE_MANAGER_KEY,
     LOCAL_FILE_MANAGER,
     checkpoint_file_settings,

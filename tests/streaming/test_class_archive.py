@@ -1,4 +1,4 @@
-"""The driver JVM's class archive (``streaming/class_archive.py``): the driver is started with
+"""The driver JVM's class archive (``streaming/spark/class_archive.py``): the driver is started with
 the archive ``deploy/setup.sh`` built, and that archive is one its JVM can map."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from connectors.runtime import HOME_ENV
-from streaming import class_archive
+from streaming.spark import class_archive
 
 
 def test_options_name_the_archive_only_when_it_exists(
@@ -44,8 +44,8 @@ def test_a_driver_maps_the_archive_setup_built() -> None:
     # damaged) refuses to start instead of starting without it.
     script = textwrap.dedent(
         """
-        from streaming.session import spark_session
-        from streaming import class_archive
+        from streaming.spark.session import spark_session
+        from streaming.spark import class_archive
         options = " ".join(["-Xss16m", "-Xshare:on", *class_archive.java_options()])
         spark = spark_session(
             master="local[1]",

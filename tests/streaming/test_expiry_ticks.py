@@ -1,4 +1,5 @@
-"""Expiry ticks, without Spark: the shard call (``streaming.processor.make_shard_call``) honours
+"""Expiry ticks, without Spark: the shard call (``streaming.spark.processor.make_shard_call``)
+honours
 one only on the job's own ingest topic (on a tenant's it is a dead letter), and the job says at
 start that only operators may write that topic."""
 
@@ -19,11 +20,11 @@ from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
 from state.formats.request_codec import encode_request
 from state.shard import Authorizer, ShardState, snapshot
-from streaming.ingest import EXPIRY_TICK, OPERATOR
-from streaming.job import _log_tenants
-from streaming.output import decode_each_output
-from streaming.processor import ProcessorSettings, make_shard_call
-from streaming.shard_cache import DecodedShards
+from streaming.spark.ingest import EXPIRY_TICK, OPERATOR
+from streaming.spark.job import _log_tenants
+from streaming.spark.output import decode_each_output
+from streaming.spark.processor import ProcessorSettings, make_shard_call
+from streaming.spark.shard_cache import DecodedShards
 from streaming.tenants import Tenant
 from tests.fixtures.job import new_job_config
 
@@ -57,7 +58,7 @@ class MemoryStore:
 
 
 def messages(*rows: tuple[int, bytes], at_ms: int) -> Iterator[pd.DataFrame]:
-    """Ingest rows (``streaming.ingest.ingest_messages``) of (tenant, value)."""
+    """Ingest rows (``streaming.spark.ingest.ingest_messages``) of (tenant, value)."""
     yield pd.DataFrame(
         {
             "shard": [SHARD] * len(rows),
@@ -110,7 +111,7 @@ def test_the_job_says_at_start_what_the_cluster_must_grant(
 ) -> None:
     tenant = Tenant("team-a", "team-a.offset-commits", "team-a.offset-commit-responses", ())
     config = new_job_config("127.0.0.1:9", tmp_path, tenants=(tenant,))
-    with caplog.at_level(logging.INFO, logger="streaming.job"):
+    with caplog.at_level(logging.INFO, logger="streaming.spark.job"):
         _log_tenants(config)
     said = caplog.text
     assert "grant WRITE on it to operators (super.users) alone" in said
@@ -119,6 +120,6 @@ def test_the_job_says_at_start_what_the_cluster_must_grant(
     assert f"nobody but the job may WRITE {config.offsets_topic}, {config.responses_topic}" in said
 
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="streaming.job"):
+    with caplog.at_level(logging.INFO, logger="streaming.spark.job"):
         _log_tenants(new_job_config("127.0.0.1:9", tmp_path))
     assert "grant" not in caplog.text

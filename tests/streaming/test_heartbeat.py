@@ -11,7 +11,7 @@ import pytest
 
 from connectors.client.liveness import liveness
 from connectors.sinks import open_sink
-from streaming.heartbeat import REMINDER_S, Heartbeat, OutageLog, kafka_reachable
+from streaming.spark.heartbeat import REMINDER_S, Heartbeat, OutageLog, kafka_reachable
 
 
 class Clock:
@@ -133,7 +133,7 @@ def test_repeated_library_lines_are_printed_once_a_minute_and_counted(
         for broker in range(205):
             librdkafka.error("%s [%s] %s", "FAIL", "rdkafka#producer-1", f"b{broker}: refused")
         librdkafka.warning("%s [%s] %s", "GETPID", "rdkafka#producer-1", "load in progress")
-        logging.getLogger("streaming.job").info("the job's own lines always pass")
+        logging.getLogger("streaming.spark.job").info("the job's own lines always pass")
         clock.now += REMINDER_S
         librdkafka.error("%s [%s] %s", "FAIL", "rdkafka#producer-1", "b0: refused")
     finally:

@@ -10,7 +10,7 @@ import pytest
 
 from connectors.sinks import open_sink
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
-from streaming.job import OffsetsJob
+from streaming.spark.job import OffsetsJob
 from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import produce_requests, read_responses, wait_for
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from state.coordinator.partitioner import java_string_hash, partition_for
-from streaming.ingest import shard_of_key
+from streaming.spark.ingest import shard_of_key
 
 pytestmark = pytest.mark.spark
 
@@ -66,7 +66,7 @@ def test_shard_keys_land_in_the_state_partition_spark_gives_them(spark: Any) -> 
     n)``, Murmur3 with seed 42), so ``shard_keys`` put each shard where it is meant to go."""
     from pyspark.sql import functions as F
 
-    from streaming.state_shards import shard_keys, spark_partition
+    from streaming.spark.state_shards import shard_keys, spark_partition
 
     keys = [*range(-50, 200), 2**31 - 1, -(2**31), *random.Random(7).sample(range(2**31), 200)]
     frame = spark.createDataFrame([(k,) for k in keys], "key INT")

@@ -26,9 +26,9 @@ from state.coordinator.requests import (
     PartitionCommit,
 )
 from state.formats.request_codec import encode_request
-from streaming.checkpoint_files import FILE_MANAGER_KEY, LOCAL_FILE_MANAGER
 from streaming.config import JobConfig
-from streaming.job import OffsetsJob, ensure_topics
+from streaming.spark.checkpoint_files import FILE_MANAGER_KEY, LOCAL_FILE_MANAGER
+from streaming.spark.job import OffsetsJob, ensure_topics
 from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import (
     compacted,
@@ -343,7 +343,7 @@ def test_restart_from_checkpoint_loses_nothing(
     )
     wait_for_responses(job_config, {"a"})
     # The local checkpoint is written by the file manager that renames without child
-    # processes (streaming.checkpoint_files); the session's own setting is left as it was.
+    # processes (streaming.spark.checkpoint_files); the session's own setting is left as it was.
     assert first.query is not None
     stream = first.query._jsq.streamingQuery()
     assert stream.sparkSessionForStream().conf().get(FILE_MANAGER_KEY) == LOCAL_FILE_MANAGER

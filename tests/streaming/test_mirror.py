@@ -23,7 +23,7 @@ from kafka.admin import KafkaAdminClient
 
 from connectors.client import OffsetsReader
 from connectors.sinks import SinkError, open_sink
-from streaming.mirror import MirrorConfig, OffsetsMirror
+from streaming.spark.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
 from tests.fixtures.offset_delete import delete_offsets

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from connectors.sinks import open_sink
-from streaming.mirror import MirrorConfig, OffsetsMirror
+from streaming.spark.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka_secured import SecuredKafka
 from tests.streaming.helpers import kafka_offsets, sink_offsets, wait_for

@@ -15,7 +15,7 @@ from connectors.sinks import open_sink
 from state.coordinator.model import OffsetAndMetadata
 from state.formats.records.keys import encode_offset_commit_key
 from state.formats.records.offset_commit_value import encode_offset_commit_value
-from streaming.mirror import MirrorWriter
+from streaming.spark.mirror import MirrorWriter
 
 
 def _records(spark: Any, offsets: dict[int, int]) -> Any:

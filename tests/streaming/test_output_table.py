@@ -17,8 +17,8 @@ from state.shard import (
     encode_responses,
     snapshot_records,
 )
-from streaming.output import OUTPUT_TABLE_SCHEMA
-from streaming.processor import (
+from streaming.spark.output import OUTPUT_TABLE_SCHEMA
+from streaming.spark.processor import (
     ROW_BY_ROW_UP_TO,
     _output_by_column,
     _output_by_row,

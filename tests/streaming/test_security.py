@@ -19,8 +19,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from connectors.client import OffsetCommitClient, OffsetsReader
 from connectors.kafka.librdkafka import librdkafka_options
-from streaming.job import OffsetsJob
-from streaming.mirror import MirrorConfig, OffsetsMirror
+from streaming.spark.job import OffsetsJob
+from streaming.spark.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.job import new_job_config, prepare_topics
 from tests.fixtures.kafka_secured import SecuredKafka

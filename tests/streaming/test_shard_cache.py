@@ -17,7 +17,7 @@ from state.shard import (
     snapshot,
     state_nbytes,
 )
-from streaming.shard_cache import DecodedShards
+from streaming.spark.shard_cache import DecodedShards
 
 CONFIG = CoordinatorConfig(offsets_retention_ms=60_000)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from streaming.state_metadata import (
+from streaming.spark.state_metadata import (
     checkpoint_state_metadata,
     operator_in,
     relocate_state_metadata,

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from streaming.config import JobConfig
-from streaming.state_shards import StateLayout, choose_state_shards, shard_keys, spark_partition
+from streaming.spark.state_shards import (
+    StateLayout,
+    choose_state_shards,
+    shard_keys,
+    spark_partition,
+)
 
 INGEST_2 = {"ingest": 2}
 

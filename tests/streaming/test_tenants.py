@@ -41,8 +41,8 @@ from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
 from state.formats.request_codec import encode_request
 from streaming.config import JobConfig
-from streaming.job import OffsetsJob
-from streaming.mirror import (
+from streaming.spark.job import OffsetsJob
+from streaming.spark.mirror import (
     SOURCE_GROUP_ID_PREFIX,
     MirrorConfig,
     OffsetsMirror,

@@ -26,7 +26,7 @@ from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetCommitKey
 from state.coordinator.requests import DeleteGroupsRequest, OffsetCommitRequest, PartitionCommit
 from streaming.config import JobConfig, embedded_default
-from streaming.job import OffsetsJob, ensure_topics
+from streaming.spark.job import OffsetsJob, ensure_topics
 from tests.streaming.helpers import (
     compacted,
     produce_requests,

@@ -17,9 +17,9 @@ from state.coordinator.model import OffsetCommitKey
 from state.coordinator.requests import DeleteGroupsRequest, OffsetCommitRequest, PartitionCommit
 from state.engine.shard_log import LOG_FLOOR_BYTES
 from streaming.config import JobConfig
-from streaming.job import OffsetsJob, choose_state_operator
-from streaming.state_metadata import checkpoint_state_metadata, operator_in, time_mode_in
-from streaming.value_states import PROCESSING_TIME, TIME_MODE, value_states_time_mode
+from streaming.spark.job import OffsetsJob, choose_state_operator
+from streaming.spark.state_metadata import checkpoint_state_metadata, operator_in, time_mode_in
+from streaming.spark.value_states import PROCESSING_TIME, TIME_MODE, value_states_time_mode
 from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import produce_requests, read_offsets_topic, read_responses, wait_for
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.worker_imports import install
+from streaming.spark.worker_imports import install
 
 pytestmark = pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 is lazy itself")
 

@@ -120,7 +120,7 @@ Answer = Callable[[Request, int], dict[str, Any] | None]
 def response(
     request: Request, codes: dict[TopicPartition, int] | None = None, top: int = 0
 ) -> dict[str, Any]:
-    """A response message value in the job's format (``streaming.writer``)."""
+    """A response message value in the job's format (``streaming.spark.writer``)."""
     partitions = [
         {
             "topic": tp.topic,

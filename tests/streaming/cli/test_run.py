@@ -172,7 +172,7 @@ def start_then_interrupt(argv: list[str], cwd: Path, after_line: str) -> tuple[i
         # Spark's session starting (pyspark's own SIGINT handler is installed around here):
         # nothing of the job's exists yet.
         ("To adjust logging level", "interrupted during start-up; nothing was created"),
-        ("streaming.job: starting with", "; nothing was acknowledged"),
+        ("streaming.spark.job: starting with", "; nothing was acknowledged"),
     ],
 )
 def test_ctrl_c_during_start_up_is_one_line_and_exit_130(

@@ -6,7 +6,7 @@ Start-up follows Kafka's coordinator:
 - with a checkpoint, the query resumes from it (state, ingest offsets, batch ids);
 - without one, the sink (a view of the state) is reset, and if the offsets topic holds records
   every shard rebuilds its state from its partitions of that topic before serving (a shard
-  holds ``partitions / state_shards`` of them: ``streaming.state_shards``). Meanwhile the
+  holds ``partitions / state_shards`` of them: ``streaming.spark.state_shards``). Meanwhile the
   sink's status is LOADING, which readers answer as COORDINATOR_LOAD_IN_PROGRESS.
 
 Otherwise the sink says STARTING until the query's first micro-batch has completed, then ACTIVE:
@@ -43,22 +43,22 @@ from connectors.kafka.admin import (
 from connectors.sinks import Sink, absolute_sink_url, open_sink
 from connectors.sinks.retention import HistoryRetention
 from state.coordinator.partitioner import partition_for
-from streaming.checkpoint_files import checkpoint_file_settings
 from streaming.config import JobConfig
-from streaming.heartbeat import Heartbeat, jvm_log_quieter
-from streaming.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
-from streaming.output import OUTPUT_SCHEMA
-from streaming.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
-from streaming.state_metadata import operator_in, relocate_state_metadata, time_mode_in
-from streaming.state_shards import (
+from streaming.spark.checkpoint_files import checkpoint_file_settings
+from streaming.spark.heartbeat import Heartbeat, jvm_log_quieter
+from streaming.spark.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
+from streaming.spark.output import OUTPUT_SCHEMA
+from streaming.spark.processor import STATE_SCHEMA, ProcessorSettings, make_state_function
+from streaming.spark.state_metadata import operator_in, relocate_state_metadata, time_mode_in
+from streaming.spark.state_shards import (
     StateLayout,
     checkpoint_layout,
     choose_state_shards,
     record_layout,
 )
-from streaming.value_states import TIME_MODE as VALUE_STATES_TIME_MODE
-from streaming.value_states import ShardProcessor, value_states_time_mode
-from streaming.writer import BatchWriter, WriterSettings
+from streaming.spark.value_states import TIME_MODE as VALUE_STATES_TIME_MODE
+from streaming.spark.value_states import ShardProcessor, value_states_time_mode
+from streaming.spark.writer import BatchWriter, WriterSettings
 
 log = logging.getLogger(__name__)
 
@@ -238,10 +238,10 @@ def start_query(
     - no-data micro-batches off: a processing-time timeout makes Spark run a micro-batch at
       every trigger even without input, to fire timeouts; each one costs a whole batch that new
       commits wait behind, and keeps a core busy on an idle job. Expiry is driven by ticks in
-      the ingest log instead (:data:`streaming.ingest.EXPIRY_TICK`); timeouts still fire in
+      the ingest log instead (:data:`streaming.spark.ingest.EXPIRY_TICK`); timeouts still fire in
       batches with data.
     - on a local checkpoint, the file manager that renames without child processes
-      (:mod:`streaming.checkpoint_files`).
+      (:mod:`streaming.spark.checkpoint_files`).
     """
     settings = {
         "spark.sql.shuffle.partitions": str(partitions),
@@ -337,13 +337,13 @@ class OffsetsJob:
     retention: HistoryRetention | None = None
     #: The operator that keeps the state (``JobConfig.state_operator``), decided at start.
     state_operator: str | None = None
-    #: The value-state operator's time mode (``streaming.value_states``), decided at start:
+    #: The value-state operator's time mode (``streaming.spark.value_states``), decided at start:
     #: a checkpoint keeps the one it was made with.
     time_mode: str = VALUE_STATES_TIME_MODE
     _stopping: threading.Event = field(default_factory=threading.Event)
     _state_partitions: int = 1
     #: How many states hold the offsets-topic partitions and how the checkpoint keys them
-    #: (``streaming.state_shards``), set by start.
+    #: (``streaming.spark.state_shards``), set by start.
     state_layout: StateLayout = field(default_factory=lambda: StateLayout(1))
     #: Each ingest topic's partition count, read when the job starts.
     _ingest_layout: dict[str, int] = field(default_factory=dict)
@@ -355,10 +355,11 @@ class OffsetsJob:
 
     @classmethod
     def create(cls, config: JobConfig, spark: SparkSession | None = None) -> OffsetsJob:
-        """A job for ``config`` on ``spark`` (a new session from ``streaming.session`` when None),
+        """A job for ``config`` on ``spark`` (a new session from ``streaming.spark.session`` when
+        None),
         with its sink opened; nothing starts until :meth:`start`."""
         if spark is None:
-            from streaming.session import spark_session
+            from streaming.spark.session import spark_session
 
             spark = spark_session(master=config.spark_master)
         return cls(config, spark, open_sink(config.sink_url, keep_history=config.keep_history))
@@ -384,7 +385,7 @@ class OffsetsJob:
         resumed = checkpoint_exists(self.spark, config.checkpoint_location)
         # Before anything is written (the sink's status, markers): a mismatch fails here. A
         # checkpoint moved or restored here first gets its schema paths pointed at its own files
-        # (Spark's state metadata names them where it was: ``streaming.state_metadata``).
+        # (Spark's state metadata names them where it was: ``streaming.spark.state_metadata``).
         metadata = (
             relocate_state_metadata(self.spark, config.checkpoint_location) if resumed else []
         )

@@ -47,10 +47,10 @@ from state.shard import (
     consumer_group_records,
     positioned_record_frame_of,
 )
-from streaming.checkpoint_files import checkpoint_file_settings
 from streaming.config import MirrorConfig, load_mirror_config
-from streaming.heartbeat import Heartbeat, jvm_log_quieter
-from streaming.job import checkpoint_exists, start_with_settings, survive_replayed_batch_bug
+from streaming.spark.checkpoint_files import checkpoint_file_settings
+from streaming.spark.heartbeat import Heartbeat, jvm_log_quieter
+from streaming.spark.job import checkpoint_exists, start_with_settings, survive_replayed_batch_bug
 
 log = logging.getLogger("consumer_offsets.mirror")
 
@@ -239,7 +239,7 @@ class OffsetsMirror:
     def create(cls, config: MirrorConfig, spark: SparkSession | None = None) -> OffsetsMirror:
         """A mirror for ``config`` on ``spark`` (a new session when None), its sink opened."""
         if spark is None:
-            from streaming.session import spark_session
+            from streaming.spark.session import spark_session
 
             spark = spark_session()
         return cls(config, spark, open_sink(config.sink_url, keep_history=config.keep_history))
@@ -326,7 +326,8 @@ class OffsetsMirror:
     def _start_query(self, writer: DataStreamWriter) -> StreamingQuery:
         """Start the query with the settings Spark reads when a query starts (the session's own
         values are restored after): the consumer-based offset reader, and on a local checkpoint
-        the file manager that renames without child processes (``streaming.checkpoint_files``)."""
+        the file manager that renames without child processes
+        (``streaming.spark.checkpoint_files``)."""
         settings = {
             "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "true",
             **checkpoint_file_settings(self.spark, self.config.checkpoint_location),

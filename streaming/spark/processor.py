@@ -1,10 +1,11 @@
 """The shard call: a thin adapter from Spark rows to ``state.shard`` calls, and its
-``applyInPandasWithState`` function (``streaming.value_states`` runs the same call on
+``applyInPandasWithState`` function (``streaming.spark.value_states`` runs the same call on
 ``transformWithStateInPandas``; ``StoredShard`` is what differs: where the state lives).
 
 Spark keys the state by shard (``CoordinatorConfig.state_shard_for``: the offsets-topic partition
 ``partition_for(group)``, or that modulo ``state_shards`` when a shard holds several partitions,
-``streaming.state_shards``): at most that many keys per micro-batch whatever the number of groups,
+``streaming.spark.state_shards``): at most that many keys per micro-batch whatever the number of
+groups,
 which is what makes the Python state affordable (measured in deploy/README.md, "How it works").
 A shard of several partitions rebuilds from each of them, and gives each record its group's
 partition (``record_partitions``) for the writer.
@@ -17,15 +18,16 @@ The state is one binary column, the versioned shard blob of ``state.shard.encode
 Each call is messages -> ``state.shard`` calls -> one output row:
 
 1. the shard: the blob's state, decoded (``decode_state``) or kept by this worker since it
-   encoded it (``streaming.shard_cache``); for a shard without one, ``replay_log_chunks`` of its
+   encoded it (``streaming.spark.shard_cache``); for a shard without one, ``replay_log_chunks`` of
+   its
    offsets-topic partition (when the query starts over an existing topic; the rebuilt state then
    goes into the sink from here, or in the output for the driver to write) or ``empty_shard``;
-2. ingest messages (``streaming.ingest``) -> a request frame (``decode_request_messages``, the
+2. ingest messages (``streaming.spark.ingest``) -> a request frame (``decode_request_messages``, the
    job's markers left out) -> ``apply_batch`` at the micro-batch's timestamp, which expires what
    is due first when an expiry tick is among the messages of the job's own topic (Kafka expires
    in its periodic check only) and refuses the requests whose deadline that timestamp passed;
 3. ``encode_state`` of the new state, unless it is the state the call started from;
-4. one ``streaming.output`` row whose payload holds the loaded shard as records
+4. one ``streaming.spark.output`` row whose payload holds the loaded shard as records
    (``snapshot_records``), the records for the offsets topic and the sink, the responses and
    dead letters (``encode_responses``), and one ``stats`` row.
 """
@@ -67,15 +69,15 @@ from state.shard import (
     replay_log_chunks,
     snapshot_records,
 )
-from streaming.ingest import EXPIRY_TICK, MARKERS, OPERATOR
-from streaming.output import OUTPUT_TABLE_SCHEMA, encode_output
-from streaming.shard_cache import DEFAULT_MAX_BYTES, DecodedShards
-from streaming.worker_imports import install as install_worker_imports
+from streaming.spark.ingest import EXPIRY_TICK, MARKERS, OPERATOR
+from streaming.spark.output import OUTPUT_TABLE_SCHEMA, encode_output
+from streaming.spark.shard_cache import DEFAULT_MAX_BYTES, DecodedShards
+from streaming.spark.worker_imports import install as install_worker_imports
 
 log = logging.getLogger(__name__)
 
 # Imported in every Python worker that runs the state function: make Spark's per-task import
-# cache invalidation cheap there (see streaming.worker_imports).
+# cache invalidation cheap there (see streaming.spark.worker_imports).
 install_worker_imports()
 
 #: When set (in the environment of the Python workers), every state-function call appends one
@@ -105,7 +107,8 @@ class ProcessorSettings:
     loaded_sink_url: str | None = None
     #: How long a worker retries a sink write that fails (``JobConfig.sink_write_timeout_s``).
     sink_write_timeout_s: float = 60.0
-    #: Each tenant's ingest topic and rules, by tenant index (``streaming.ingest``'s ``tenant``
+    #: Each tenant's ingest topic and rules, by tenant index (``streaming.spark.ingest``'s
+    #: ``tenant``
     #: column); empty without tenants.
     tenant_topics: tuple[str, ...] = ()
     tenant_authorizers: tuple[Authorizer, ...] = ()
@@ -113,11 +116,12 @@ class ProcessorSettings:
     #: Empty: not known, and a shard takes every message keyed to it.
     ingest_partitions: tuple[int, ...] = ()
     #: Bytes of decoded shard states each Python worker keeps between calls
-    #: (``streaming.shard_cache``; ``JobConfig.state_cache_mb``); 0 decodes every blob.
+    #: (``streaming.spark.shard_cache``; ``JobConfig.state_cache_mb``); 0 decodes every blob.
     state_cache_bytes: int = DEFAULT_MAX_BYTES
 
 
-#: This Python worker's decoded shard states (``streaming.shard_cache``), made at its first call.
+#: This Python worker's decoded shard states (``streaming.spark.shard_cache``), made at its first
+#: call.
 _decoded: DecodedShards | None = None
 
 
@@ -160,7 +164,8 @@ def write_loaded(sink_url: str, timeout_s: float, shard: int, records: pa.Table)
 
 
 def request_frame(messages: pd.DataFrame, markers: frozenset[bytes] = MARKERS) -> pa.Table:
-    """A shard's ingest messages (``streaming.ingest.ingest_messages`` rows) as a request frame,
+    """A shard's ingest messages (``streaming.spark.ingest.ingest_messages`` rows) as a request
+    frame,
     in log order, without the job's own ``markers`` (none on a tenant's topic: there a marker is
     a message like any other, refused as a malformed request)."""
     if len(messages) > 1 and not messages["ingest_offset"].is_monotonic_increasing:
@@ -178,7 +183,7 @@ def request_frame(messages: pd.DataFrame, markers: frozenset[bytes] = MARKERS) -
 
 
 def by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
-    """A shard's messages split by the topic they came from (``streaming.ingest``'s ``tenant``
+    """A shard's messages split by the topic they came from (``streaming.spark.ingest``'s ``tenant``
     column): the job's own topic first, then each tenant's in configuration order, so that a
     replayed batch applies them in the same order. Without the column, all are the job's."""
     if "tenant" not in messages.columns or not len(messages):
@@ -204,7 +209,7 @@ def expiry_ticked(sources: list[tuple[int, pd.DataFrame]]) -> bool:
 def own_partition(settings: ProcessorSettings, tenant: int, shard: int) -> int | None:
     """The partition of ``tenant``'s ingest topic (the job's for ``OPERATOR``) that holds
     ``shard``'s requests: the shard modulo the topic's partition count (a divisor of the shard
-    count; ``streaming.ingest``). None when the layout is not known (every message counts)."""
+    count; ``streaming.spark.ingest``). None when the layout is not known (every message counts)."""
     counts = settings.ingest_partitions
     index = 0 if tenant == OPERATOR else tenant + 1
     if index >= len(counts):
@@ -369,7 +374,7 @@ def _output_by_column(
 class StoredShard(Protocol):
     """Where a shard's state lives between calls, as one call of the state function sees it:
     Spark's ``GroupState`` holding the blob (``GroupStateStore``), or the value-state operator's
-    base, log and head (``streaming.value_states``)."""
+    base, log and head (``streaming.spark.value_states``)."""
 
     def batch_time_ms(self) -> int:
         """The micro-batch's timestamp (Spark's offset log keeps it; a replay sees the same)."""
@@ -422,7 +427,7 @@ def make_state_function(
     """Build the function passed to ``applyInPandasWithState`` for these settings."""
     call = make_shard_call(settings)
     # A shard's key is the shard, or the shard plus a multiple of the count
-    # (``streaming.state_shards.shard_keys``).
+    # (``streaming.spark.state_shards.shard_keys``).
     shards = settings.coordinator.shard_count
 
     def process(

@@ -11,7 +11,7 @@ with the batch):
 - ``log`` (a list, one chunk per call since the base): appended to.
 
 A call reads the head; when this Python worker kept the state the head names
-(``streaming.shard_cache``), that is the state, and neither base nor log crosses from the JVM.
+(``streaming.spark.shard_cache``), that is the state, and neither base nor log crosses from the JVM.
 Otherwise it reads the log, whose chunks each carry the stamp of the state they lead to, and
 replays the chunks after the latest of those states this worker kept (Spark hands a shard's
 calls to either of its Python workers, so the other one usually appended a few chunks since);
@@ -22,7 +22,7 @@ that changed the shard appends its records to the log, or, when the log would ou
 base, writes the state as a new base and clears the log. Stamps are the shard cache's: 64
 random bits naming exactly one state, stored as signed 64-bit integers.
 
-No timers: expiry follows the job's ticks (``streaming.ingest``), so ``handleExpiredTimer`` is
+No timers: expiry follows the job's ticks (``streaming.spark.ingest``), so ``handleExpiredTimer`` is
 never called, and a new checkpoint runs in time mode ``None`` (:data:`TIME_MODE`).
 Processing-time mode made Spark build the timers' key encoder (code generation) at every copy
 of the operator while it plans each micro-batch, and list expired timers in every task, for
@@ -58,8 +58,8 @@ from state.shard import (
     replay_log_chunks_on,
     rewrite_base,
 )
-from streaming.processor import ProcessorSettings, ShardCall, make_shard_call
-from streaming.shard_cache import DecodedShards, new_stamp
+from streaming.spark.processor import ProcessorSettings, ShardCall, make_shard_call
+from streaming.spark.shard_cache import DecodedShards, new_stamp
 
 #: Spark's name for this operator in a checkpoint's state metadata.
 OPERATOR_NAME = "transformWithStateInPandasExec"
@@ -249,7 +249,8 @@ class ValueStateStore:
 
 
 class ShardProcessor(StatefulProcessor):
-    """The shard call (``streaming.processor``) as a ``transformWithStateInPandas`` processor."""
+    """The shard call (``streaming.spark.processor``) as a ``transformWithStateInPandas``
+    processor."""
 
     def __init__(self, settings: ProcessorSettings) -> None:
         self.settings = settings

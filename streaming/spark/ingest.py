@@ -102,7 +102,7 @@ def ingest_messages(
     ``tenant`` column says whose topic a message came from: the tenant's index, or
     :data:`OPERATOR` for the job's own topic.
 
-    With ``shard_keys`` (``streaming.state_shards.shard_keys``), the ``shard`` column holds
+    With ``shard_keys`` (``streaming.spark.state_shards.shard_keys``), the ``shard`` column holds
     shard ``k``'s key ``shard_keys[k]``, which Spark places in the state partition meant for
     it; the state function takes the key modulo the shard count.
     """

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from connectors.runtime import spark_jars_dir
-from streaming import class_archive
+from streaming.spark import class_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: Default ``spark.sql.shuffle.partitions`` of the session (Spark's own is 200: hundreds of tiny
 #: tasks per query on a small machine). The offsets job sets its own number of state partitions
-#: when it starts its query (``JobConfig.state_partitions``, see ``streaming.job``): a streaming
+#: when it starts its query (``JobConfig.state_partitions``, see ``streaming.spark.job``): a
+# streaming
 #: query's stateful operators keep the partition count they had when their checkpoint was first
 #: written (Spark restores it from the offset log).
 DEFAULT_SHUFFLE_PARTITIONS = 8
@@ -89,7 +90,7 @@ def spark_session(
     for ``local`` masters, the Kafka connector jars from :func:`spark_jars`, log level WARN.
 
     ``java_options``: more driver JVM options; by default those that map the class archive
-    ``deploy/setup.sh`` built (:mod:`streaming.class_archive`), when there is one.
+    ``deploy/setup.sh`` built (:mod:`streaming.spark.class_archive`), when there is one.
 
     Like ``SparkSession.builder.getOrCreate()``, a second call in the same process returns the
     session that already runs; settings that only apply at JVM start (jars, driver memory,

@@ -25,7 +25,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streaming.value_states import OPERATOR_NAME as VALUE_STATES_OPERATOR
+from streaming.spark.value_states import OPERATOR_NAME as VALUE_STATES_OPERATOR
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from connectors.kafka.producer import DurableProducer
 from connectors.sinks import BatchProgress, Sink
 from connectors.sinks.retry import with_sink_retries
 from state.formats.frames import RECORD_FRAME_SCHEMA
-from streaming.output import OUTPUT_TABLE_SCHEMA, decode_each_output
+from streaming.spark.output import OUTPUT_TABLE_SCHEMA, decode_each_output
 
 log = logging.getLogger("consumer_offsets.batches")
 

@@ -5,7 +5,7 @@ A Spark driver loads and verifies some 20,000 classes before its first micro-bat
 CDS archive (JDK 13+, ``-XX:ArchiveClassesAtExit``) keeps them parsed and verified in a file the
 JVM maps at start. ``deploy/setup.sh`` builds it once (``python -m streaming.cli.archive_classes``:
 a short query of the job's shape in a JVM started with :func:`dump_options`), and
-:func:`java_options` then names it for every driver JVM ``streaming.session`` starts.
+:func:`java_options` then names it for every driver JVM ``streaming.spark.session`` starts.
 
 The JVM checks the archive itself: one built by another JDK or for another classpath is refused
 with one warning line, and the JVM starts as it would without it; a missing one changes nothing.
