@@ -17,10 +17,6 @@ from state.coordinator.model import GroupMetadataValue
 from state.engine.hashing import string_hash
 from state.formats.records import decode_group_metadata_value, encode_group_metadata_value
 
-#: Up to this many names, ``StringDict`` looks up and encodes them one at a time: a call of a few
-#: requests then skips the fixed costs of a dozen Arrow kernels (the same codes either way).
-ONE_AT_A_TIME_UP_TO = 16
-
 
 @dataclass(frozen=True)
 class StringDict:
@@ -54,15 +50,6 @@ class StringDict:
         sorted_hashes = self.hashes[self.by_hash]
         lo = np.searchsorted(sorted_hashes, hashes, side="left")
         hi = np.searchsorted(sorted_hashes, hashes, side="right")
-        if len(names) <= ONE_AT_A_TIME_UP_TO:
-            # A few names: compared one at a time, without the Arrow kernels' fixed costs.
-            for i, name in enumerate(names.to_pylist()):
-                for j in range(int(lo[i]), int(hi[i])):
-                    code = int(self.by_hash[j])
-                    if self.names[code].as_py() == name:
-                        result[i] = code
-                        break
-            return result
         count = hi - lo
         single = np.flatnonzero(count == 1)
         if single.size:
@@ -86,16 +73,9 @@ class StringDict:
         """Codes for ``names`` (no nulls), adding the new ones; returns the grown dictionary too."""
         if len(names) == 0:
             return self, np.zeros(0, np.int64)
-        if len(names) <= ONE_AT_A_TIME_UP_TO:
-            # The same unique names, in order of first appearance, as ``pc.unique`` gives.
-            values = names.to_pylist()
-            index = {name: i for i, name in enumerate(dict.fromkeys(values))}
-            unique = pa.array(list(index), pa.large_string())
-            position = np.array([index[name] for name in values], dtype=np.int64)
-        else:
-            names = names.cast(pa.large_string())
-            unique = pc.unique(names)
-            position = np.asarray(pc.index_in(names, value_set=unique))
+        names = names.cast(pa.large_string())
+        unique = pc.unique(names)
+        position = np.asarray(pc.index_in(names, value_set=unique))
         hashes = string_hash(unique)
         codes = self.lookup(unique, hashes)
         missing = np.flatnonzero(codes < 0)

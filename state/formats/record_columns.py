@@ -1,12 +1,9 @@
 """Offset record keys and values encoded a whole column at a time.
 
-The same bytes as ``state.formats.records``' per-record encoders (``encode_offset_commit_key``
-version 1, ``encode_offset_commit_value`` at Kafka's versions: 1 with an explicit expire
-timestamp, else 3), built with numpy instead of one Python call per record (up to
-``ONE_AT_A_TIME_UP_TO`` rows, where numpy's fixed costs outweigh the work, through those calls);
-the tests check both ways byte for byte against ``state.formats.records``. Callers pass values
-that fit (strings of at most 32767 UTF-8 bytes, int32 partitions and epochs), which the request
-checks guarantee.
+``OffsetCommitKey`` version 1 and ``OffsetCommitValue`` at Kafka's versions (1 with an explicit
+expire timestamp, else 3), built with numpy; the layouts are ``state.formats.records``'. Callers
+pass values that fit (strings of at most 32767 UTF-8 bytes, int32 partitions and epochs), which
+the request checks guarantee.
 """
 
 from __future__ import annotations
@@ -14,15 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from state.formats.records import (
-    OFFSET_COMMIT_KEY_VERSION,
-    encode_offset_commit_key,
-    encode_offset_commit_values,
-)
-
-#: Up to this many rows, keys and values are packed a record at a time by the per-record encoders
-#: (the same bytes): a call of a few commits then skips some thirty numpy steps per column.
-ONE_AT_A_TIME_UP_TO = 16
+from state.formats.records import OFFSET_COMMIT_KEY_VERSION
 
 #: A field of a record: a fixed-width big-endian integer column, or a string column written as an
 #: int16 length and its UTF-8 bytes.
@@ -84,24 +73,7 @@ def _concat(n: int, parts: list[tuple[str, Field]]) -> pa.Array:
 
 
 def offset_commit_keys(groups: pa.Array, topics: pa.Array, partitions: np.ndarray) -> pa.Array:
-    """``encode_offset_commit_key(group, topic, partition)`` (version 1) per row."""
-    if len(partitions) <= ONE_AT_A_TIME_UP_TO and not (groups.null_count or topics.null_count):
-        return pa.array(
-            [
-                encode_offset_commit_key(g, t, p)
-                for g, t, p in zip(
-                    groups.to_pylist(), topics.to_pylist(), partitions.tolist(), strict=True
-                )
-            ],
-            pa.binary(),
-        )
-    return offset_commit_keys_by_column(groups, topics, partitions)
-
-
-def offset_commit_keys_by_column(
-    groups: pa.Array, topics: pa.Array, partitions: np.ndarray
-) -> pa.Array:
-    """``offset_commit_keys`` a column at a time (any number of rows; nulls as empty strings)."""
+    """The ``OffsetCommitKey`` (version 1) of each row; null strings as empty ones."""
     n = len(partitions)
     return _concat(
         n,
@@ -122,37 +94,8 @@ def offset_commit_values(
     expire_ts: np.ndarray,
     tombstone: np.ndarray,
 ) -> pa.Array:
-    """``encode_offset_commit_value`` per row: v1 where ``expire_ts != -1``, else v3; null where
-    ``tombstone``."""
-    if len(offsets) <= ONE_AT_A_TIME_UP_TO and not metadata.null_count:
-        return pa.array(
-            encode_offset_commit_values(
-                [
-                    None if t else o
-                    for o, t in zip(offsets.tolist(), tombstone.tolist(), strict=True)
-                ],
-                leader_epochs.tolist(),
-                metadata.to_pylist(),
-                commit_ts.tolist(),
-                [None if e == -1 else e for e in expire_ts.tolist()],
-            ),
-            pa.binary(),
-        )
-    return offset_commit_values_by_column(
-        offsets, leader_epochs, metadata, commit_ts, expire_ts, tombstone
-    )
-
-
-def offset_commit_values_by_column(
-    offsets: np.ndarray,
-    leader_epochs: np.ndarray,
-    metadata: pa.Array,
-    commit_ts: np.ndarray,
-    expire_ts: np.ndarray,
-    tombstone: np.ndarray,
-) -> pa.Array:
-    """``offset_commit_values`` a column at a time (any number of rows; null metadata as
-    empty)."""
+    """The ``OffsetCommitValue`` of each row: v1 where ``expire_ts != -1``, else v3; null where
+    ``tombstone``; null metadata as empty."""
     n = len(offsets)
     v1 = (expire_ts != -1) & ~tombstone
     v3 = ~v1 & ~tombstone

@@ -86,80 +86,9 @@ def encode_responses(responses: pa.Table, ingest_partition: int) -> tuple[pa.Tab
     return _answers(responses.filter(answered)), _dead_letters(dead, ingest_partition)
 
 
-#: Frames of up to this many rows are encoded row by row (``_answers_by_row``): a small call's
-#: few answers cost ~0.1 ms that way against ~1.5 ms of fixed cost in the ~40 Arrow kernels of
-#: ``_answers_by_column``. Both write the same bytes (the codec's property tests hold them equal).
-ROW_BY_ROW_UP_TO = 64
-
-
 def _answers(rows: pa.Table) -> pa.Table:
     if rows.num_rows == 0:
         return MESSAGE_SCHEMA.empty_table()
-    if rows.num_rows <= ROW_BY_ROW_UP_TO:
-        by_row = _answers_by_row(rows)
-        if by_row is not None:
-            return by_row
-    return _answers_by_column(rows)
-
-
-def _answers_by_row(rows: pa.Table) -> pa.Table | None:
-    """``_answers_by_column`` in plain Python for a few rows (in ingest order, every one with a
-    request id); None when a row lacks its code or a partition row its partition (the columns
-    decide what such a frame encodes to)."""
-    offsets = rows["ingest_offset"].to_pylist()
-    request_ids = rows["request_id"].to_pylist()
-    group_ids = rows["group_id"].to_pylist()
-    apis = rows["api"].to_pylist()
-    topics = rows["topic"].to_pylist()
-    partitions = rows["partition"].to_pylist()
-    codes = rows["error_code"].to_pylist()
-    reasons = rows["error_reason"].to_pylist()
-    dumps = json.dumps
-    heads: list[int] = []
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    n = len(offsets)
-    start = 0
-    while start < n:
-        end = start + 1
-        while end < n and offsets[end] == offsets[start]:
-            end += 1
-        top_code = 0
-        reason: str | None = None
-        has_level = False
-        entries = []
-        for i in range(start, end):
-            if codes[i] is None:
-                return None
-            if topics[i] is None:
-                top_code = max(top_code, codes[i])
-                if not has_level:
-                    reason, has_level = reasons[i], True
-            elif partitions[i] is None:
-                return None
-            else:
-                entries.append(
-                    f'{{"topic":{dumps(topics[i])},"partitionIndex":{partitions[i]},'
-                    f'"errorCode":{codes[i]},"errorMessage":{dumps(reasons[i])}}}'
-                )
-        heads.append(offsets[start])
-        keys.append(request_ids[start].encode())
-        values.append(
-            (
-                f'{{"version":{RESPONSE_VERSION},"requestId":{dumps(request_ids[start])},'
-                f'"groupId":{dumps(group_ids[start])},"api":{dumps(apis[start])},'
-                f'"errorCode":{top_code},"errorMessage":{dumps(reason)},'
-                f'"partitions":[{",".join(entries)}]}}'
-            ).encode()
-        )
-        start = end
-    return pa.table(
-        [pa.array(heads, pa.int64()), pa.array(keys, pa.binary()), pa.array(values, pa.binary())],
-        schema=MESSAGE_SCHEMA,
-    )
-
-
-def _answers_by_column(rows: pa.Table) -> pa.Table:
     offsets = rows["ingest_offset"].to_numpy()
     first_of_request = np.r_[True, offsets[1:] != offsets[:-1]]
     starts = np.flatnonzero(first_of_request)

@@ -99,8 +99,7 @@ names_strategy = st.lists(
 def test_dictionary_lookups_and_codes_follow_first_appearance(
     existing: list[str], query: list[str], buckets: int
 ) -> None:
-    # Queries of up to ONE_AT_A_TIME_UP_TO names take the one-at-a-time path, longer ones the
-    # Arrow kernels: both against the plain statement.
+    # Against the plain statement: first appearance gives the code.
     known = list(dict.fromkeys(existing))
     query_array = pa.array(query, pa.large_string())
     expected = [known.index(q) if q in known else -1 for q in query]

@@ -9,12 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from state.coordinator.model import OffsetAndMetadata
-from state.formats.record_columns import (
-    offset_commit_keys,
-    offset_commit_keys_by_column,
-    offset_commit_values,
-    offset_commit_values_by_column,
-)
+from state.formats.record_columns import offset_commit_keys, offset_commit_values
 from state.formats.records import encode_offset_commit_key, encode_offset_commit_value
 
 strings = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
@@ -61,10 +56,5 @@ def test_columnar_record_encoding_matches_the_record_codecs(rows: list[tuple]) -
         None if tomb else encode_offset_commit_value(OffsetAndMetadata(o, e, m, c, x))
         for o, e, m, c, x, tomb in zip(offsets, epochs, metas, commits, expires, tombs, strict=True)
     ]
-    # A few rows go a record at a time, more a column at a time: both write the same bytes.
-    for keys_of, values_of in (
-        (offset_commit_keys, offset_commit_values),
-        (offset_commit_keys_by_column, offset_commit_values_by_column),
-    ):
-        assert keys_of(*key_columns).to_pylist() == want_keys
-        assert values_of(*value_columns).to_pylist() == want
+    assert offset_commit_keys(*key_columns).to_pylist() == want_keys
+    assert offset_commit_values(*value_columns).to_pylist() == want

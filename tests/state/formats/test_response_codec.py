@@ -14,11 +14,8 @@ from hypothesis import strategies as st
 from state.coordinator.model import TopicPartition
 from state.formats.frames import RESPONSE_FRAME_SCHEMA
 from state.formats.response_codec import (
-    MESSAGE_SCHEMA,
     RESPONSE_VERSION,
     Response,
-    _answers_by_column,
-    _answers_by_row,
     decode_response,
     encode_responses,
     json_strings,
@@ -128,29 +125,6 @@ def test_encoding_matches_the_wire_format(rows: list[dict[str, Any]], shard: int
     assert answers["ingest_offset"].to_pylist() == sorted(
         {r["ingest_offset"] for r in rows if r["request_id"] is not None}
     )
-
-
-@settings(max_examples=300, deadline=None)
-@given(frames())
-def test_row_by_row_and_column_encodings_write_the_same_bytes(rows: list[dict[str, Any]]) -> None:
-    # Small frames are encoded row by row, large ones by column: the wire-format test above sees
-    # the first; this holds the second to the same bytes.
-    answered = sorted(
-        (r for r in rows if r["request_id"] is not None), key=lambda r: r["ingest_offset"]
-    )
-    table = pa.Table.from_pylist(answered, schema=RESPONSE_FRAME_SCHEMA)
-    by_row = _answers_by_row(table) if answered else MESSAGE_SCHEMA.empty_table()
-    assert by_row is not None
-    assert by_row.equals(_answers_by_column(table) if answered else MESSAGE_SCHEMA.empty_table())
-
-
-def test_a_partition_row_without_its_partition_is_left_to_the_column_encoder() -> None:
-    row = {"ingest_offset": 1, "request_id": "r", "group_id": "g", "api": "OffsetCommit"}
-    table = pa.Table.from_pylist(
-        [{**row, "topic": "t", "partition": None, "error_code": 0, "error_reason": None}],
-        schema=RESPONSE_FRAME_SCHEMA,
-    )
-    assert _answers_by_row(table) is None
 
 
 def test_json_strings_escape_only_what_needs_it() -> None:
