@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.model import GroupMetadataValue, Record
 from state.engine.columns import arrow_column, last_index_per_key, numpy_column, python_list
-from state.engine.deadlines import compute_deadlines, empty_group_deadlines
+from state.engine.expiry import compute_deadlines, empty_group_deadlines
 from state.engine.groups import GroupTable, StringDict
 from state.engine.hashing import key_hash
 from state.engine.offset_rows import Rows
