@@ -2,10 +2,9 @@
 
 ``from connectors.client import OffsetCommitClient`` commits, deletes offsets and deletes groups
 through the job (``commit_client``); :class:`OffsetsReader` reads committed offsets and lag
-(``offsets_reader``); every failure is one of the errors of ``errors``.
-:class:`CommitProgressListener` (``spark_progress``) commits a Spark query's progress and
-:func:`start_from_group` (``spark_resume``) starts a query from a group's offsets; both are
-loaded on first use, so importing this package does not import pyspark.
+(``offsets_reader``); every failure is one of the errors of ``errors``. The Spark helpers
+(``spark``: :class:`CommitProgressListener`, :func:`start_from_group`) are loaded on first use,
+so importing this package does not import pyspark.
 :func:`wait_until_applied` (``sink_currency``) waits until the sink holds a group's last commits.
 """
 
@@ -13,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from connectors.client.answers import CommitCallback, CommitResult, DeleteResult
 from connectors.client.commit_client import OffsetCommitClient
 from connectors.client.errors import (
     ClientClosedError,
@@ -27,7 +27,6 @@ from connectors.client.errors import (
     error_code_of,
 )
 from connectors.client.offsets_reader import OffsetsReader
-from connectors.client.results import CommitCallback, CommitResult, DeleteResult
 from connectors.client.sink_currency import (
     AppliedPosition,
     SinkNotCurrentError,
@@ -35,20 +34,17 @@ from connectors.client.sink_currency import (
 )
 
 if TYPE_CHECKING:
-    from connectors.client.spark_progress import CommitProgressListener
-    from connectors.client.spark_resume import (
+    from connectors.client.spark import (
         CheckpointExistsError,
+        CommitProgressListener,
         ResumedQuery,
         start_from_group,
     )
 
-#: Names loaded on first use (they import pyspark), and their modules.
-_LAZY = {
-    "CommitProgressListener": "connectors.client.spark_progress",
-    "CheckpointExistsError": "connectors.client.spark_resume",
-    "ResumedQuery": "connectors.client.spark_resume",
-    "start_from_group": "connectors.client.spark_resume",
-}
+#: Names loaded on first use (they import pyspark).
+_LAZY = frozenset(
+    {"CommitProgressListener", "CheckpointExistsError", "ResumedQuery", "start_from_group"}
+)
 
 __all__ = [
     "AppliedPosition",
@@ -81,5 +77,5 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(importlib.import_module("connectors.client.spark"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,64 +1,60 @@
 """The commit client: how committers store, delete and drop offsets through the offset manager.
 
-A committer does not talk to a broker's group coordinator here; it writes a request to the
-ingest topic and the streaming job answers it on the responses topic once the resulting records
-are in the offsets topic (``acks=all``) and the sink. :class:`OffsetCommitClient` hides that
-round trip behind Kafka's consumer API shapes:
+A committer writes a request to the ingest topic and the streaming job answers it on the
+responses topic once its records are in the offsets topic (``acks=all``) and the sink.
+:class:`OffsetCommitClient` hides that round trip behind Kafka's consumer API shapes:
+:meth:`~OffsetCommitClient.commit` is ``commitSync`` (retried until its timeout, 5 s by
+default, like ``offsets.commit.timeout.ms``), :meth:`~OffsetCommitClient.commit_async` is
+``commitAsync`` (one attempt, never retried: a retry could land after a newer commit), and
+:meth:`~OffsetCommitClient.delete_offsets` (OffsetDelete) and
+:meth:`~OffsetCommitClient.delete_group` (DeleteGroups) wait and retry like ``commit``.
 
-* :meth:`~OffsetCommitClient.commit` is ``commitSync``: one request per call (all partitions of
-  the group batched), retried on retriable error codes with exponential backoff until the
-  deadline (``offsets.commit.timeout.ms``-like, 5 s by default); raises
-  :class:`CommitFailedError` when a partition fails for good, :class:`CommitTimeoutError`
-  (REQUEST_TIMED_OUT, 7) when no definite answer came in time, saying whether the request can
-  still be applied.
-* :meth:`~OffsetCommitClient.commit_async` is ``commitAsync``: one attempt, never retried (a
-  retry could land after a newer commit and rewind the group), a ``Future`` and an optional
-  ``callback(result, exception)``.
-* :meth:`~OffsetCommitClient.delete_offsets` (OffsetDelete, KIP-496) and
-  :meth:`~OffsetCommitClient.delete_group` (DeleteGroups) wait and retry like ``commit``.
-
-Each attempt is a request with a fresh uuid4 request id, keyed by group id, on the ingest
-partition that owns the group (``requests``); one thread reads every answer (``responses``), so
-many concurrent calls share one poll loop; ``retries`` holds the ``commitSync`` retry loop.
-
-Every attempt carries ``timeoutMs``, what is left of the call's timeout: the job applies it only
-if it reaches it before the message's timestamp plus that, and answers REQUEST_TIMED_OUT after
-(deploy/README.md, "Request deadlines"). So a call that timed out waits until that deadline
-has passed on its own clock (usually milliseconds) and then says the request will not be applied
-(``will_not_be_applied``), which holds while the job's clock is not behind the client's; the one
-window left is Kafka's own: a micro-batch planned before the deadline applies it even if its
-answer comes late or the job replays it after a crash (``connectors.client.deadlines``).
-Retrying a commit is safe (the same offsets again); committers that need certainty read the
-offsets back (``connectors.client.offsets_reader``).
+Each call goes build → send → read the answer: ``requests`` builds the request, ``connection``
+sends it and reads its answer, ``answers`` reads that answer (or its absence) against the
+request; ``retries`` holds the ``commitSync`` loop over those steps. A call that timed out says
+whether its request can still be applied (``answers``, after the job's own deadline rule).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from typing import Any, Final
 
-from connectors.client.callbacks import CallbackThread
-from connectors.client.connection import Connection
-from connectors.client.deadlines import SentAttempt, attempt_timeout_ms
-from connectors.client.errors import ClientClosedError, OffsetsError, TopicsNotAvailable
-from connectors.client.outcomes import async_commit_outcome
+from connectors.client.answers import (
+    CommitCallback,
+    CommitResult,
+    DeleteResult,
+    SentAttempt,
+    attempt_timeout_ms,
+    committed,
+    outcome,
+    request_error,
+    timed_out_reason,
+)
+from connectors.client.connection import Connection, set_exception, set_result
+from connectors.client.errors import (
+    AttemptTimeout,
+    ClientClosedError,
+    CommitFailedError,
+    CommitTimeoutError,
+    OffsetsError,
+    TopicsNotAvailable,
+)
 from connectors.client.requests import (
     Offsets,
-    committed,
     ingest_message,
     offset_commit,
     partitions_of,
     with_partitions,
     with_timeout,
 )
-from connectors.client.responses import set_exception, set_result
-from connectors.client.results import CommitCallback, CommitResult, DeleteResult
 from connectors.client.retries import Attempts, Backoff, MakeRequest, call_with_retries
 from connectors.client.settings import ClientConfig, client_settings
 from connectors.closing import CloseOnExit
@@ -73,7 +69,9 @@ from state.coordinator.requests import (
 )
 from state.formats.response_codec import Response
 
-__all__ = ["DEFAULT_TIMEOUT_S", "ClientConfig", "OffsetCommitClient"]
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_TIMEOUT_S", "ClientConfig", "OffsetCommitClient", "async_commit_outcome"]
 
 #: Kafka's ``offsets.commit.timeout.ms`` default (5000 ms): how long a call waits by default.
 DEFAULT_TIMEOUT_S: Final = 5.0
@@ -89,19 +87,14 @@ _CLOSE_POLL_S: Final = 0.02
 class OffsetCommitClient(CloseOnExit):
     """Commits, deletes offsets and deletes groups through the offset manager's topics.
 
-    Build it from the job's configuration (:class:`ClientConfig`, e.g. ``JobConfig``: topic
-    names, bootstrap servers, Kafka client options) or from the same values as keywords;
-    keywords override the config. A tenant's client (``tenant``, one of the config's tenants)
-    writes to that tenant's ingest topic and reads its responses topic; what the tenant's ACLs
-    refuse fails with GROUP_AUTHORIZATION_FAILED (30) or, per partition,
-    TOPIC_AUTHORIZATION_FAILED (29), as Kafka answers. The client is thread-safe: share one per
-    process. Kafka connections are opened on first use (or by :meth:`start`); :meth:`close` (or
-    ``with``) releases them.
+    Built from the job's configuration (:class:`ClientConfig`, e.g. ``JobConfig``) and/or the
+    same values as keywords (keywords win). A ``tenant``'s client uses that tenant's topics; what
+    its ACLs refuse fails with GROUP_AUTHORIZATION_FAILED (30) or TOPIC_AUTHORIZATION_FAILED
+    (29), as Kafka answers. Thread-safe: share one per process. Connects on first use (or
+    :meth:`start`); :meth:`close` (or ``with``) releases the connections.
 
-    Futures of :meth:`commit_async` complete on the client's response thread, and their
-    ``add_done_callback`` functions run there: they must not block or call :meth:`commit`. The
-    ``callback`` argument runs on a separate callback thread instead, in completion order, where
-    blocking is allowed (but delays later callbacks).
+    :meth:`commit_async` futures complete on the response thread, where done-callbacks must not
+    block; its ``callback`` argument runs on a callback thread of its own instead.
     """
 
     def __init__(
@@ -266,21 +259,17 @@ class OffsetCommitClient(CloseOnExit):
         retention_ms: int = -1,
         timeout_s: float | None = None,
     ) -> CommitResult:
-        """Commit ``offsets`` for ``group_id`` and return once they are durable and readable.
+        """Commit ``offsets`` for ``group_id``; return once they are durable and readable.
 
-        ``offsets`` maps partitions to the next offset to consume (an int) or to an
-        OffsetAndMetadata-like value carrying ``offset``, ``metadata`` and ``leader_epoch``.
-        ``generation_id``/``member_id``/``group_instance_id`` identify a group member (the
-        defaults commit as an admin or standalone consumer, accepted only while the group has
-        no members); ``retention_ms`` -1 keeps the broker's ``offsets.retention.minutes``.
+        ``offsets`` maps partitions to the next offset to consume, an int or an
+        OffsetAndMetadata-like value (``offset``, ``metadata``, ``leader_epoch``). The member
+        fields default to an admin's commit (accepted only while the group has no members);
+        ``retention_ms`` -1 keeps the broker's retention.
 
-        Retries retriable errors (e.g. COORDINATOR_LOAD_IN_PROGRESS) with backoff, resending
-        only the partitions that failed, until ``timeout_s`` (default 5 s). Raises
-        :class:`CommitFailedError` on a non-retriable error (the other partitions *were*
-        committed; see ``partitions``), and at once, with COORDINATOR_NOT_AVAILABLE (15), when
-        no broker answers at the bootstrap servers (nothing was sent);
-        :class:`CommitTimeoutError` at the deadline; ValueError/TypeError for malformed offsets.
-        An empty mapping commits nothing.
+        Retries retriable errors, resending the partitions that failed, until ``timeout_s``.
+        Raises :class:`CommitFailedError` on a non-retriable error (other partitions *were*
+        committed: see ``partitions``) or at once when no broker answers (nothing sent),
+        :class:`CommitTimeoutError` at the deadline, ValueError/TypeError for malformed offsets.
         """
         request = offset_commit(
             group_id,
@@ -309,13 +298,11 @@ class OffsetCommitClient(CloseOnExit):
         retention_ms: int = -1,
         timeout_s: float | None = None,
     ) -> Future[CommitResult]:
-        """Send one commit and return its future at once (Kafka's ``commitAsync``).
+        """Send one commit, never retried, and return its future at once (``commitAsync``).
 
-        Not retried. The future completes with the :class:`CommitResult`, or with
-        :class:`CommitFailedError` (any failing partition), :class:`CommitTimeoutError` (no
-        answer within ``timeout_s``), :class:`ClientClosedError`. ``callback(result, None)`` or
-        ``callback(None, exception)`` runs afterwards on the callback thread; an exception it
-        raises is logged. Malformed ``offsets`` raise at once (ValueError/TypeError).
+        The future completes with the :class:`CommitResult` or the error
+        (:func:`async_commit_outcome`); ``callback(result, exception)`` then runs on the callback
+        thread. Malformed ``offsets`` raise at once.
         """
         request = offset_commit(
             group_id,
@@ -383,3 +370,90 @@ class OffsetCommitClient(CloseOnExit):
 
         request_ids = self._call(Api.DELETE_GROUPS, group_id, [], make, timeout_s)
         return DeleteResult(group_id, (), request_ids)
+
+
+def async_commit_outcome(
+    attempt: Future[Response], request: OffsetCommitRequest, timeout: float, sent: SentAttempt
+) -> CommitResult | BaseException:
+    """What ``commit_async`` completes with once its one ``attempt`` is done: the result; or
+    ``CommitTimeoutError`` (no answer within ``timeout`` s), ``CommitFailedError`` (topics not
+    available, or an error answer, retriable or not: never retried), the attempt's exception.
+
+    Runs on the response thread, so a timeout does not wait for the job's deadline: it says the
+    request will not be applied only if this client's clock has already reached it."""
+    group_id, request_id = request.group_id, request.request_id
+    keys = partitions_of(request)
+    try:
+        response = attempt.result()
+    except AttemptTimeout:
+        code = ErrorCode.REQUEST_TIMED_OUT
+        refused = sent.refused_at(int(time.time() * 1000))
+        return request_error(
+            CommitTimeoutError,
+            code,
+            dict.fromkeys(keys, code),
+            group_id,
+            timed_out_reason(timeout, sent, refused),
+            [request_id],
+            will_not_be_applied=refused,
+            deadline_ms=sent.deadline_ms,
+        )
+    except TopicsNotAvailable as exc:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return request_error(
+            CommitFailedError, code, dict.fromkeys(keys, code), group_id, str(exc), [request_id]
+        )
+    except BaseException as exc:
+        return exc
+    answer = outcome(response, keys)
+    if answer.ok:
+        return CommitResult(group_id, committed(request.partitions), (request_id,))
+    return request_error(
+        CommitFailedError,
+        answer.main_code(),
+        answer.codes,
+        group_id,
+        answer.describe(),
+        [request_id],
+    )
+
+
+class CallbackThread:
+    """Runs ``commit_async`` callers' callbacks on one thread of their own, in completion order:
+    futures complete on the response thread, which must never block, and a callback may. A
+    callback that raises is logged (the commit's outcome is already decided)."""
+
+    def __init__(self, client_id: str) -> None:
+        self._name = f"{client_id}-cb"
+        self._executor: ThreadPoolExecutor | None = None
+
+    def start(self) -> None:
+        """Create the thread's executor (when the client connects)."""
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+
+    def run(self, callback: CommitCallback, outcome: CommitResult | BaseException) -> None:
+        """Queue ``callback`` with ``outcome``; run it here when there is no thread (not started
+        yet, or shut down) rather than drop it."""
+
+        def call() -> None:
+            try:
+                if isinstance(outcome, CommitResult):
+                    callback(outcome, None)
+                else:
+                    callback(None, outcome)
+            except Exception:
+                log.exception("commit callback %r raised", callback)
+
+        executor = self._executor
+        if executor is None:
+            call()
+            return
+        try:
+            executor.submit(call)
+        except RuntimeError:  # shut down
+            call()
+
+    def shutdown(self) -> None:
+        """Run the queued callbacks, then stop the thread (if it was started)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)

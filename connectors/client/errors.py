@@ -60,7 +60,7 @@ class OffsetsRequestError(OffsetsError):
     For REQUEST_TIMED_OUT (the call's timeout passed), ``will_not_be_applied`` says whether the
     failed partitions can still be applied later: True when every attempt was answered, or when
     the last one went unanswered and the client waited until the job's deadline for it
-    (``deadline_ms``, ms since the epoch; see ``connectors.client.deadlines`` for what bounds
+    (``deadline_ms``, ms since the epoch; see ``connectors.client.answers`` for what bounds
     that); False when the client cannot tell."""
 
     api: Api

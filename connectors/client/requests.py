@@ -1,18 +1,17 @@
-"""Building the commit client's requests from its callers' arguments, and their ingest messages.
+"""Building a request from the caller's arguments, and its ingest message (no Kafka).
 
-Pure: no Kafka. The caller's offsets are checked here, before anything is sent, the way Kafka's
-client checks them (negative offsets, non-int partitions); the message is keyed by group id and
-goes to the ingest partition that owns the group (``partition_for``, Kafka's
-``abs(hashCode) % partitions``), so one group's requests stay in order.
+The caller's offsets are checked here, before anything is sent, as Kafka's client checks them;
+the message is keyed by group id, on the ingest partition that owns the group
+(``partition_for``), so one group's requests stay in order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from state.coordinator.model import OffsetAndMetadata, TopicPartition
+from state.coordinator.model import TopicPartition
 from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit, Request
 from state.formats.request_codec import encode_request
@@ -21,7 +20,6 @@ __all__ = [
     "IngestMessage",
     "OffsetLike",
     "Offsets",
-    "committed",
     "ingest_message",
     "offset_commit",
     "partition_commits",
@@ -95,16 +93,6 @@ def partition_commits(offsets: Offsets) -> list[PartitionCommit]:
             raise TypeError(f"metadata of {topic}-{partition} must be a str")
         commits.append(PartitionCommit(topic, partition, offset, int(epoch), metadata))
     return commits
-
-
-def committed(commits: Iterable[PartitionCommit]) -> dict[TopicPartition, OffsetAndMetadata]:
-    """The offsets a successful commit of ``commits`` stored, as a result reports them."""
-    return {
-        TopicPartition(c.topic, c.partition): OffsetAndMetadata(
-            offset=c.offset, leader_epoch=c.leader_epoch, metadata=c.metadata
-        )
-        for c in commits
-    }
 
 
 def partitions_of(request: OffsetCommitRequest) -> list[TopicPartition]:

@@ -1,18 +1,12 @@
-"""The retry loop of the commit client's waiting calls (Kafka's ``commitSync`` semantics).
+"""The retry loop of the commit client's waiting calls (Kafka's ``commitSync``).
 
-One call is a series of attempts, each a request with a fresh uuid4 request id, until one
-succeeds, one fails for good, or the deadline passes; a first attempt that finds no broker at
-the bootstrap servers fails the call at once (nothing was sent, and no wait would change it).
-Attempts that fail retriably are retried with Kafka's exponential backoff, resending only the
-partitions that failed (the whole request when the error was request-level).
-
-Every attempt carries its own ``timeoutMs``: what is left of the call's timeout when it is sent,
-so the job refuses each attempt from about the call's deadline on, and a retry can never be
-followed by an older attempt applied late. When the call times out without an answer to its last
-attempt, it waits until the job's deadline for that attempt has passed on this client's clock
-(``connectors.client.deadlines``; a few milliseconds, at most ``REFUSAL_WAIT_MAX_S``) and the
-error says it will not be applied; if it cannot tell (the broker never acknowledged the
-message), the error says it may still be.
+A call sends attempts, each with a fresh uuid4 request id and its own ``timeoutMs`` (what is
+left of the call's timeout, so a retry is never followed by an older attempt applied late),
+until one succeeds, one fails for good, or the deadline passes. Retriable failures are retried
+with Kafka's exponential backoff, resending only the partitions that failed. A first attempt
+that finds no broker fails at once (nothing was sent). A call that times out waits until the
+job's deadline for its unanswered attempts has passed on this client's clock
+(``answers.await_refusal``) and says whether they can still be applied.
 """
 
 from __future__ import annotations
@@ -28,11 +22,16 @@ from dataclasses import dataclass
 from typing import Final
 from uuid import uuid4
 
-from connectors.client.deadlines import (
+from connectors.client.answers import (
+    FAILED_ERRORS,
     REFUSAL_WAIT_MAX_S,
+    TIMEOUT_ERRORS,
+    Outcome,
     SentAttempt,
     attempt_timeout_ms,
     await_refusal,
+    outcome,
+    request_error,
     timed_out_reason,
 )
 from connectors.client.errors import (
@@ -41,13 +40,6 @@ from connectors.client.errors import (
     ClientClosedError,
     OffsetsRequestError,
     TopicsNotAvailable,
-)
-from connectors.client.outcomes import (
-    FAILED_ERRORS,
-    TIMEOUT_ERRORS,
-    Outcome,
-    outcome,
-    request_error,
 )
 from connectors.client.requests import with_timeout
 from state.coordinator.errors import ErrorCode

@@ -23,7 +23,13 @@ from datetime import UTC, datetime
 
 from state.coordinator.config import CoordinatorConfig
 
-__all__ = ["is_timed_out", "request_deadline_ms", "request_timeout_ms", "timed_out_reason"]
+__all__ = [
+    "format_utc_ms",
+    "is_timed_out",
+    "request_deadline_ms",
+    "request_timeout_ms",
+    "timed_out_reason",
+]
 
 
 def request_timeout_ms(timeout_ms: int | None, config: CoordinatorConfig) -> int:
@@ -48,7 +54,7 @@ def is_timed_out(
     return now_ms - timestamp_ms >= request_timeout_ms(timeout_ms, config)
 
 
-def _utc(ms: int) -> str:
+def format_utc_ms(ms: int) -> str:
     """``ms`` since the epoch as an ISO-8601 UTC time (the raw number when out of range)."""
     try:
         return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
@@ -59,7 +65,8 @@ def _utc(ms: int) -> str:
 def timed_out_reason(deadline_ms: int, now_ms: int) -> str:
     """The ``error_reason`` of a REQUEST_TIMED_OUT answer: names the deadline and the batch time,
     so that a replayed batch gives the same text."""
+    deadline, now = format_utc_ms(deadline_ms), format_utc_ms(now_ms)
     return (
-        f"request timed out: its deadline {_utc(deadline_ms)} (message timestamp + timeoutMs) "
-        f"passed before the job reached it (batch time {_utc(now_ms)}); nothing was applied"
+        f"request timed out: its deadline {deadline} (message timestamp + timeoutMs) "
+        f"passed before the job reached it (batch time {now}); nothing was applied"
     )

@@ -725,7 +725,7 @@ def test_progress_listener_commits_each_batch_end_offsets(
     topic_factory: TopicFactory,
     tmp_path: Path,
 ) -> None:
-    from connectors.client.spark_progress import CommitProgressListener
+    from connectors.client.spark.progress import CommitProgressListener
 
     topic = topic_factory(partitions=2)
     group = unique_group("spark")
@@ -758,7 +758,7 @@ def test_foreach_batch_wrapper_commits_after_the_batch_function(
     topic_factory: TopicFactory,
     tmp_path: Path,
 ) -> None:
-    from connectors.client.spark_progress import commit_after_batch
+    from connectors.client.spark.progress import commit_after_batch
 
     topic = topic_factory(partitions=2)
     group = unique_group("batch")

@@ -370,7 +370,7 @@ def test_describe_prints_the_groups_starting_offsets(
 
 
 def test_a_checkpoint_is_new_until_a_batch_file_is_written(spark: Any, tmp_path: Path) -> None:
-    from connectors.client.spark_resume import checkpoint_is_new
+    from connectors.client.spark.resume import checkpoint_is_new
 
     checkpoint = tmp_path / "checkpoint"
     assert checkpoint_is_new(spark, str(checkpoint))  # no directory at all

@@ -1,20 +1,30 @@
 """Reading answers against requests (no Kafka): per-partition codes, retriability, the typed
-errors of the waiting calls and of ``commit_async``."""
+errors of the waiting calls and of ``commit_async``; and, when no answer came, the client's side
+of request deadlines: an attempt's ``timeoutMs``, and waiting until the job's deadline for it
+has passed on this client's clock."""
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import Future
 
-from connectors.client.deadlines import SentAttempt
+import pytest
+
+from connectors.client.answers import (
+    CommitResult,
+    SentAttempt,
+    attempt_timeout_ms,
+    await_refusal,
+    outcome,
+)
+from connectors.client.commit_client import async_commit_outcome
 from connectors.client.errors import (
     AttemptTimeout,
     CommitFailedError,
     CommitTimeoutError,
     TopicsNotAvailable,
 )
-from connectors.client.outcomes import async_commit_outcome, outcome
-from connectors.client.results import CommitResult
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
@@ -89,3 +99,46 @@ def test_commit_async_outcomes() -> None:
         TP0: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     }
     assert busy.request_ids == ("r-1",) and str(busy).startswith("COORDINATOR_LOAD_IN_PROGRESS")
+
+
+@pytest.mark.parametrize(
+    ("remaining_s", "timeout_ms"),
+    [(5.0, 5000), (0.0001, 1), (0.0, 1), (-1.0, 1), (1.2341, 1235), (10**9, 2**31 - 1)],
+)
+def test_an_attempt_timeout_is_what_is_left_rounded_up(remaining_s: float, timeout_ms: int) -> None:
+    assert attempt_timeout_ms(remaining_s) == timeout_ms
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def test_refusal_waits_until_the_deadline_passes_on_this_clock() -> None:
+    sent = SentAttempt(300)
+    sent.appended(now_ms())
+    started = time.monotonic()
+    assert await_refusal(sent, time.monotonic() + 5)
+    assert 0.25 <= time.monotonic() - started < 2
+    assert sent.deadline_ms is not None and now_ms() >= sent.deadline_ms
+
+
+def test_refusal_waits_for_the_acknowledgement_from_another_thread() -> None:
+    sent = SentAttempt(0)
+    threading.Timer(0.2, sent.appended, [now_ms()]).start()
+    assert await_refusal(sent, time.monotonic() + 5)
+
+
+def test_no_refusal_without_acknowledgement_or_past_the_wait() -> None:
+    unacknowledged = SentAttempt(0)
+    assert not await_refusal(unacknowledged, time.monotonic() + 0.1)
+    assert unacknowledged.deadline_ms is None
+    far = SentAttempt(60_000)
+    far.appended(now_ms())
+    started = time.monotonic()
+    assert not await_refusal(far, time.monotonic() + 0.5)
+    # It gives up at once when the deadline lies past the wait, instead of sleeping for nothing.
+    assert time.monotonic() - started < 0.4
+
+
+def test_an_attempt_never_sent_is_refused_at_once() -> None:
+    assert await_refusal(SentAttempt(60_000, not_sent=True), time.monotonic())

@@ -1,23 +1,18 @@
 """Committing a Spark Structured Streaming query's Kafka progress as a consumer group's offsets.
 
-Spark's Kafka source keeps its position in the query's checkpoint and never commits offsets to
-Kafka (SPARK-27549 was declined), so lag monitors, ``kafka-consumer-groups.sh``-style tools and
-a plain consumer taking over cannot see how far the query got. Two ways to close the gap, both
-committing through :class:`connectors.client.commit_client.OffsetCommitClient`:
+Spark's Kafka source keeps its position in the checkpoint and never commits it to Kafka
+(SPARK-27549), so lag monitors and a consumer taking over cannot see how far a query got. Two
+ways to commit it, through :class:`OffsetCommitClient`:
 
-* :class:`CommitProgressListener`, a ``StreamingQueryListener``: after each micro-batch Spark
-  reports every source's ``endOffset``; for a Kafka source that is ``{"topic": {"0": 42}}``,
-  the next offset to read per partition, which is exactly what Kafka stores as a committed
-  offset. The listener commits it asynchronously; failures are logged, and the next batch's
-  commit supersedes them (as with Kafka's ``commitAsync``).
-* :func:`commit_after_batch`, a ``foreachBatch`` wrapper: runs the batch function, then commits
-  ``max(offset) + 1`` per partition of the batch synchronously. The batch DataFrame must still
-  carry the Kafka source's ``topic``, ``partition`` and ``offset`` columns.
+* :class:`CommitProgressListener`, a ``StreamingQueryListener``: after each micro-batch it
+  commits every Kafka source's ``endOffset`` (``{"topic": {"0": 42}}``: the next offset to read,
+  what Kafka stores as committed) asynchronously, like ``commitAsync``;
+* :func:`commit_after_batch`, a ``foreachBatch`` wrapper: commits ``max(offset) + 1`` per
+  partition of the batch synchronously after the batch function returned.
 
-Either way the committed offsets trail what the query processed, never lead it: a commit is sent
-only after the batch completed. The checkpoint stays the query's source of truth; the group's
-offsets are what the outside world sees — and what a query starts from when its checkpoint is
-new (:mod:`connectors.client.spark_resume`). Import this module only where pyspark is installed.
+Either way the committed offsets trail what the query processed, never lead it. The checkpoint
+stays the query's source of truth; the group's offsets are what the outside world sees, and
+what a query on a new checkpoint starts from (:mod:`connectors.client.spark.resume`).
 """
 
 from __future__ import annotations
@@ -41,9 +36,9 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
+from connectors.client.answers import CommitResult
 from connectors.client.commit_client import OffsetCommitClient
-from connectors.client.results import CommitResult
-from state.coordinator.model import TopicPartition
+from state.coordinator.model import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +149,7 @@ class CommitProgressListener(StreamingQueryListener):
             if self._last.get(query_id) == offsets:
                 return
             self._last[query_id] = offsets
-        values = {tp: _Offset(o, self.metadata) for tp, o in offsets.items()}
+        values = {tp: OffsetAndMetadata(o, metadata=self.metadata) for tp, o in offsets.items()}
         future = self.client.commit_async(
             self.group_id, values, self.on_commit, timeout_s=self.timeout_s
         )
@@ -174,7 +169,7 @@ class CommitProgressListener(StreamingQueryListener):
     def flush(self, timeout_s: float = 60.0, *, query: Any = None) -> None:
         """Wait until every commit sent so far is answered (applied, or failed), so that the
         group's offsets are final — e.g. before the group is handed to another consumer or a
-        query starts from it (:mod:`connectors.client.spark_resume`).
+        query starts from it (:mod:`connectors.client.spark.resume`).
 
         With ``query`` (a stopped ``StreamingQuery``, or its id) it first waits until Spark has
         reported that query's termination to this listener: Spark reports progress
@@ -206,17 +201,6 @@ class CommitProgressListener(StreamingQueryListener):
             )
         elif result is not None:
             log.debug("committed %d offset(s) for group %r", len(result.offsets), self.group_id)
-
-
-class _Offset:
-    """An offset with commit metadata, in the shape ``OffsetCommitClient`` accepts."""
-
-    __slots__ = ("leader_epoch", "metadata", "offset")
-
-    def __init__(self, offset: int, metadata: str) -> None:
-        self.offset = offset
-        self.metadata = metadata
-        self.leader_epoch = -1
 
 
 def batch_offsets(batch: DataFrame) -> dict[TopicPartition, int]:
@@ -252,7 +236,7 @@ def commit_after_batch(
         func(batch, batch_id)
         if not offsets:
             return
-        values = {tp: _Offset(o, metadata) for tp, o in offsets.items()}
+        values = {tp: OffsetAndMetadata(o, metadata=metadata) for tp, o in offsets.items()}
         try:
             client.commit(group_id, values, timeout_s=timeout_s)
         except Exception as exc:

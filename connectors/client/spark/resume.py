@@ -1,26 +1,16 @@
 """Starting a Spark Kafka query from its consumer group's committed offsets.
 
-The other half of :mod:`connectors.client.spark_progress`: that module commits a query's
-progress as a group's offsets; this one turns a group's offsets back into the position a query
-starts from — after a lost checkpoint, for a new version of a query on a fresh checkpoint, when
-a plain Kafka consumer hands its group to Spark, or to replay after ``reset-offsets``.
-
-Spark decides where a Kafka query starts only once, when its checkpoint is new: from then on it
-resumes from the checkpoint and **ignores** ``startingOffsets`` without a word (and a checkpoint
-whose source already recorded its initial offsets, even before a first batch, ignores it too).
-:func:`start_from_group` follows that rule instead of hiding it:
+The other half of :mod:`connectors.client.spark.progress`: a group's offsets become the position
+a query starts from — after a lost checkpoint, for a new query version, when a plain consumer
+hands its group to Spark, or after ``reset-offsets``. Spark takes ``startingOffsets`` only when
+the checkpoint is new and silently ignores it afterwards; :func:`start_from_group` follows that
+rule openly:
 
 * checkpoint new → it waits until the sink holds the group's last commits
-  (:func:`connectors.client.sink_currency.wait_until_applied`), reads them as ``startingOffsets``
-  (``OffsetsReader.spark_starting_offsets``) and starts the query there;
-* checkpoint present → the query resumes from it, and the group is not read; with
-  ``start="group"`` (the caller means the group's position, e.g. right after a reset) it
-  refuses with :class:`CheckpointExistsError` instead of starting somewhere else;
-* a starting position among ``source_options`` (``startingOffsets``, ``subscribe``, …) is
-  refused: the helper owns it, and with a checkpoint Spark would ignore it anyway.
-
-Import this module only where pyspark is installed (it is loaded on first use by
-``connectors.client``).
+  (:func:`wait_until_applied`) and starts the query at them;
+* checkpoint present → the query resumes from it and the group is not read; ``start="group"``
+  refuses with :class:`CheckpointExistsError` instead;
+* a starting position among ``source_options`` is refused: the helper owns it.
 """
 
 from __future__ import annotations
@@ -118,22 +108,15 @@ def start_from_group(
     """Start a Kafka query over ``topics`` at ``checkpoint_location``: from ``group_id``'s
     committed offsets when the checkpoint is new, from the checkpoint otherwise.
 
-    ``write(frame)`` gets the Kafka source's DataFrame and returns its configured writer
-    (``frame.writeStream.foreachBatch(...)``, a format, a trigger, a query name); the helper
-    sets ``checkpointLocation`` on it last and starts it. ``source_options`` are the source's
-    other options in Spark's names (``kafka.bootstrap.servers``, ``kafka.security.protocol``,
-    ``maxOffsetsPerTrigger``…); a starting position or subscription among them raises
-    ValueError (see the module docstring). ``reader`` reads the sink and the data cluster's
-    partition lists; ``missing`` and ``unknown_group`` are those of
-    ``OffsetsReader.spark_starting_offsets``.
+    ``write(frame)`` turns the Kafka source's DataFrame into its configured writer; the helper
+    sets ``checkpointLocation`` last and starts it. ``source_options`` are the source's other
+    options in Spark's names (a starting position or subscription raises ValueError).
+    ``missing`` and ``unknown_group`` are ``OffsetsReader.spark_starting_offsets``'.
 
-    Before reading the group it waits up to ``wait_timeout_s`` until the job has applied every
-    commit the group sent (``ingest_topic`` is the job's and ``tenant_topics`` its tenants'
-    ingest topics, read on ``ingest_client_options``'
-    cluster, by default the reader's), raising ``SinkNotCurrentError`` when it cannot know.
-    Call it after the group's last commit was sent: a ``commit`` returned, the previous
-    query's ``CommitProgressListener.flush()``, or its client closed. ``start="group"``
-    raises :class:`CheckpointExistsError` instead of resuming from an existing checkpoint.
+    Call it after the group's last commit was sent (a ``commit`` returned, the previous query's
+    ``CommitProgressListener.flush()``): it waits up to ``wait_timeout_s`` until the job has
+    applied them (``wait_until_applied`` over ``ingest_topic``, ``tenant_topics`` and
+    ``ingest_client_options``), raising ``SinkNotCurrentError`` when it cannot know.
     """
     if isinstance(topics, str):
         raise TypeError(f"topics must be a list of topic names, not the string {topics!r}")
