@@ -1,20 +1,22 @@
-"""Request frames (``REQUEST_FRAME_SCHEMA``) from request objects (tests, benchmarks, clients)
-and from raw ingest messages (the streaming job, for messages its own parser did not vouch for).
+"""Request frames (``EXTENDED_REQUEST_FRAME_SCHEMA``) from raw ingest messages (the streaming
+job) and from request objects (tests, benchmarks, clients).
 
 A frame may carry columns beyond ``REQUEST_FRAME_SCHEMA``: a GroupMetadata request's protocol
 type, protocol and leader (``GROUP_METADATA_FIELDS``; without them the shard stores "consumer",
 null and null), and the request's timeout (``REQUEST_TIMEOUT_FIELD``; without it every request
 gets the coordinator's ``request_timeout_ms``). These build frames with all of them.
 
-Raw messages take a fast path (``decode_request_messages``: valid OffsetCommits read straight
-into columns, ``state.formats.request_fast``, into a ``SegmentedFrame``) held equal to the
-reference (``decode_request_messages_exact``: every message a request object, then its rows).
+A valid OffsetCommit message is read straight into columns (``state.formats.request_fast``);
+every other message goes through ``request_codec.decode_request``, which names what is wrong.
+An OffsetCommit's request-level fields are kept once per message and repeated by Arrow when the
+table is built, so a 1,000-partition commit costs one append per request-level column.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from state.coordinator.requests import (
@@ -26,10 +28,11 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     Request,
 )
-from state.engine.request_segments import SegmentedFrame
 from state.formats.frames import EXTENDED_REQUEST_FRAME_SCHEMA
 from state.formats.request_codec import decode_request, encode_members
-from state.formats.request_fast import commit_columns, decode_commit_columns
+from state.formats.request_fast import CommitColumns, commit_columns, decode_commit_columns
+
+_SCHEMA = EXTENDED_REQUEST_FRAME_SCHEMA
 
 
 def _row(ingest_offset: int, index: int, timestamp_ms: int, **values: object) -> dict[str, object]:
@@ -123,53 +126,108 @@ def request_rows(
     raise TypeError(f"not a request: {type(request).__name__}")
 
 
-class _FrameColumns:
-    """A request frame built a column at a time: an OffsetCommit's partitions extend the columns
-    in bulk (the hot path), any other request goes through :func:`request_rows`."""
+#: The columns that vary between the rows of one message.
+_ROW_COLUMNS = ("partition_index", "topic", "partition", "offset", "leader_epoch", "metadata")
+#: The message's own columns, in the order of ``SegmentedFrame.add_commit``'s tuple.
+_HEAD_COLUMNS = (
+    "ingest_offset",
+    "timestamp_ms",
+    "api",
+    "request_id",
+    "group_id",
+    "generation_id",
+    "member_id",
+    "group_instance_id",
+    "retention_time_ms",
+    "members_json",
+    "error_code",
+    "error_reason",
+    "protocol_type",
+    "protocol",
+    "leader",
+    "timeout_ms",
+)
+
+
+class SegmentedFrame:
+    """A request frame (``EXTENDED_REQUEST_FRAME_SCHEMA``) built message by message, in order."""
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[object]] = {n: [] for n in EXTENDED_REQUEST_FRAME_SCHEMA.names}
+        #: Per segment, its request-level values in ``_HEAD_COLUMNS`` order.
+        self._heads: list[tuple[object, ...]] = []
+        #: Per segment, its row count.
+        self._counts: list[int] = []
+        self._rows: dict[str, list[object]] = {n: [] for n in _ROW_COLUMNS}
+
+    def add_commit(self, commit: CommitColumns, ingest_offset: int, timestamp_ms: int) -> None:
+        """The rows of an OffsetCommit with partitions: one per partition, in request order."""
+        self._heads.append(
+            (
+                ingest_offset,
+                timestamp_ms,
+                Api.OFFSET_COMMIT.value,
+                commit.request_id,
+                commit.group_id,
+                commit.generation_id,
+                commit.member_id,
+                commit.group_instance_id,
+                commit.retention_time_ms,
+                None,  # members_json
+                0,  # error_code
+                None,  # error_reason
+                None,  # protocol_type
+                None,  # protocol
+                None,  # leader
+                commit.timeout_ms,
+            )
+        )
+        n = len(commit.partitions)
+        self._counts.append(n)
+        rows = self._rows
+        rows["partition_index"] += range(n)
+        rows["topic"] += commit.topics
+        rows["partition"] += commit.partitions
+        rows["offset"] += commit.offsets
+        rows["leader_epoch"] += commit.leader_epochs
+        rows["metadata"] += commit.metadata
+
+    def add_row(self, row: Mapping[str, object]) -> None:
+        """One frame row (``request_rows``), as a segment of its own."""
+        self._heads.append(tuple(row.get(name) for name in _HEAD_COLUMNS))
+        self._counts.append(1)
+        for name, values in self._rows.items():
+            values.append(row.get(name))
 
     def add(self, request: Request | DecodeError, ingest_offset: int, timestamp_ms: int) -> None:
-        columns = self.columns
+        """The rows of one ingest message holding ``request``."""
         if isinstance(request, OffsetCommitRequest) and request.partitions:
-            partitions = request.partitions
-            n = len(partitions)
-            for name, value in (
-                ("ingest_offset", ingest_offset),
-                ("timestamp_ms", timestamp_ms),
-                ("api", Api.OFFSET_COMMIT.value),
-                ("request_id", request.request_id),
-                ("group_id", request.group_id),
-                ("generation_id", request.generation_id),
-                ("member_id", request.member_id),
-                ("group_instance_id", request.group_instance_id),
-                ("retention_time_ms", request.retention_time_ms),
-                ("timeout_ms", request.timeout_ms),
-                ("members_json", None),
-                ("error_code", 0),
-                ("error_reason", None),
-                ("protocol_type", None),
-                ("protocol", None),
-                ("leader", None),
-            ):
-                columns[name].extend([value] * n)
-            columns["partition_index"].extend(range(n))
-            columns["topic"].extend([p.topic for p in partitions])
-            columns["partition"].extend([p.partition for p in partitions])
-            columns["offset"].extend([p.offset for p in partitions])
-            columns["leader_epoch"].extend([p.leader_epoch for p in partitions])
-            columns["metadata"].extend([p.metadata for p in partitions])
-            return
-        for row in request_rows(request, ingest_offset, timestamp_ms):
-            for name, values in columns.items():
-                values.append(row.get(name))
+            self.add_commit(commit_columns(request), ingest_offset, timestamp_ms)
+        else:
+            for row in request_rows(request, ingest_offset, timestamp_ms):
+                self.add_row(row)
 
     def table(self) -> pa.Table:
-        return pa.table(
-            [pa.array(self.columns[f.name], f.type) for f in EXTENDED_REQUEST_FRAME_SCHEMA],
-            schema=EXTENDED_REQUEST_FRAME_SCHEMA,
+        counts = self._counts
+        heads = pa.table(
+            [
+                pa.array(values, _SCHEMA.field(name).type)
+                for name, values in zip(_HEAD_COLUMNS, _transposed(self._heads), strict=True)
+            ],
+            names=list(_HEAD_COLUMNS),
         )
+        # Row i of the frame belongs to segment repeat[i]; no take when every segment is one row.
+        if len(self._rows["partition_index"]) != len(counts):
+            heads = heads.take(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+        columns = [
+            pa.array(self._rows[f.name], f.type) if f.name in self._rows else heads[f.name]
+            for f in _SCHEMA
+        ]
+        return pa.table(columns, schema=_SCHEMA)
+
+
+def _transposed(heads: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """Segment tuples as column tuples (empty columns when there is no segment)."""
+    return list(zip(*heads, strict=True)) if heads else [() for _ in _HEAD_COLUMNS]
 
 
 def frame_from_requests(
@@ -186,7 +244,7 @@ def frame_from_requests(
         stamps = timestamps
         if len(stamps) != len(requests):
             raise ValueError(f"{len(stamps)} timestamps for {len(requests)} requests")
-    frame = _FrameColumns()
+    frame = SegmentedFrame()
     for i, (request, ts) in enumerate(zip(requests, stamps, strict=True)):
         frame.add(request, start_offset + i, ts)
     return frame.table()
@@ -195,15 +253,9 @@ def frame_from_requests(
 def decode_request_messages(
     messages: Iterable[tuple[int, int, bytes | bytearray | memoryview | None]],
 ) -> pa.Table:
-    """A request frame (``EXTENDED_REQUEST_FRAME_SCHEMA``) for raw ingest messages given as
-    (ingest offset, append time in ms, value bytes): a valid request becomes its rows, anything
-    else (a null or empty value included) one row carrying the decoder's error code and reason,
-    for the shard to answer.
-
-    Equal to ``decode_request_messages_exact(messages)`` for every input, faster: a valid
-    OffsetCommit is read straight into columns (``request_fast``); every message that reading
-    does not vouch for goes through ``request_codec.decode_request``, the reference.
-    """
+    """A request frame for raw ingest messages given as (ingest offset, append time in ms, value
+    bytes): a valid request becomes its rows, anything else (a null or empty value included) one
+    row carrying the decoder's error code and reason, for the shard to answer."""
     frame = SegmentedFrame()
     for offset, timestamp_ms, value in messages:
         data = bytes(value) if value is not None and len(value) else None
@@ -212,23 +264,5 @@ def decode_request_messages(
             if commit is not None:
                 frame.add_commit(commit, int(offset), int(timestamp_ms))
                 continue
-        decoded = decode_request(data)
-        if isinstance(decoded, OffsetCommitRequest) and decoded.partitions:
-            frame.add_commit(commit_columns(decoded), int(offset), int(timestamp_ms))
-        else:
-            for row in request_rows(decoded, int(offset), int(timestamp_ms)):
-                frame.add_row(row)
-    return frame.table()
-
-
-def decode_request_messages_exact(
-    messages: Iterable[tuple[int, int, bytes | bytearray | memoryview | None]],
-) -> pa.Table:
-    """``decode_request_messages`` the reference way: every message decoded by
-    ``request_codec.decode_request`` into a request object, whose rows make the frame. Kept for
-    the tests and benchmarks that hold the fast path to it."""
-    frame = _FrameColumns()
-    for offset, timestamp_ms, value in messages:
-        decoded = decode_request(bytes(value) if value is not None and len(value) else None)
-        frame.add(decoded, int(offset), int(timestamp_ms))
+        frame.add(decode_request(data), int(offset), int(timestamp_ms))
     return frame.table()
