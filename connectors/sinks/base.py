@@ -21,10 +21,11 @@ Contract shared by every sink (the contract tests run it against each implementa
   go through ``connectors.sinks.text``, which escapes NUL, and every reader here takes and
   returns the original strings.
 
-:class:`Sink` implements that contract once — argument checks, the read-only guard, idempotency
-by batch id, what one batch's transaction does, the reads, logging — and a backend supplies only
-its connection, its transactions and its SQL statements (the abstract hooks). Sinks are opened
-with ``connectors.sinks.open.open_sink`` from a URL; messages and logs only ever show the URL
+:class:`Sink` implements that contract once, one part per concern (``writes``, ``reads``,
+``status``, ``log_ends``, ``history``, ``schema``, over ``core``), with every statement said once
+for both dialects (``statements``, over the tables of ``tables``). A backend supplies only its
+connection and transactions (``sqlite``, ``postgres``). Sinks are opened with
+``connectors.sinks.open.open_sink`` from a URL; messages and logs only ever show the URL
 redacted (``connectors.sinks.url.redact_url``).
 """
 
@@ -43,15 +44,4 @@ class Sink(Writes, Reads, StatusRow, LogEndOffsets, CommitHistory, SchemaMigrati
 
     One instance holds one connection guarded by a lock; readers in other processes open their
     own sink (``open_sink(url, read_only=True)``) rather than sharing this one.
-
-    A backend's constructor calls ``super().__init__``, builds :attr:`_sql` (its statements by
-    name: ``last_batch``, ``upsert_offset``, ``delete_offset``, ``upsert_group``,
-    ``delete_group``, ``insert_history``, ``progress``, ``set_status``, ``clear_offsets``,
-    ``clear_groups``, ``reset_status``, ``status``, ``fetch_group``, ``list_groups``,
-    ``upsert_log_end``, ``log_end``, ``clear_log_end``, ``samples``, ``upsert_sample``,
-    ``delete_sample``, ``sample_heads``, ``partition_samples``, ``delete_partition_samples``,
-    ``samples_since``, ``all_offsets``, ``group_exists``, ``committed_topics``,
-    ``upsert_member``, ``delete_member``, ``clear_members``, ``add_group_commits``,
-    ``forget_group_commits``, ``group_commits``, ``source_cluster``, ``bind_source``), then calls
-    :meth:`_open`.
     """

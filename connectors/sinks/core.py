@@ -1,4 +1,5 @@
-"""What every part of the sink shares: its connection, lock, and the backend's hooks."""
+"""What every part of the sink shares: its one connection, the lock, the statements, and the
+few hooks a backend supplies (connect, transactions, what a lost connection looks like)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,16 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from connectors.closing import CloseOnExit
-from connectors.sinks.tables import (
-    TableNames,
-)
-from connectors.sinks.values import (
-    SinkError,
-)
+from connectors.sinks.statements import statements
+from connectors.sinks.tables import TableNames
+from connectors.sinks.values import SinkError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class Statements(Protocol):
@@ -28,8 +28,15 @@ class Statements(Protocol):
     def executemany(self, statement: Any, params: Any, /) -> Any: ...
 
 
+def _never() -> bool:
+    return False
+
+
 class SinkCore(ABC, CloseOnExit):
-    """The connection, its lock and the backend's hooks that every part of the sink shares."""
+    """One connection guarded by a lock, and the statements of the sink's dialect and tables.
+
+    A backend's constructor calls ``super().__init__`` then ``_open`` (``schema``).
+    """
 
     #: The sink's URL with secrets masked: the only form used in messages and logs.
     url: str
@@ -37,9 +44,10 @@ class SinkCore(ABC, CloseOnExit):
     keep_history: bool
     #: A read-only sink runs no DDL and refuses every write.
     read_only: bool
+    #: "sqlite" or "postgresql": the dialect the statements are compiled for.
+    dialect_name: ClassVar[str]
     #: The driver's base exception: what the backend's connection raises.
     _driver_error: ClassVar[type[Exception]]
-    _sql: dict[str, Any]
 
     def __init__(
         self,
@@ -49,12 +57,15 @@ class SinkCore(ABC, CloseOnExit):
         keep_history: bool,
         read_only: bool,
         clock: Callable[[], int],
+        schema: str | None = None,
     ) -> None:
         self.url = url
         self.keep_history = keep_history
         self.read_only = read_only
         self._clock = clock
         self._names = TableNames(table_prefix)
+        self._schema = schema or None
+        self._sql = statements(self.dialect_name, self._names.prefix, self._schema)
         # One connection per sink, serialised by a lock: foreachBatch writes from one driver
         # thread, but the same process may read (e.g. a status endpoint) from another.
         self._lock = threading.RLock()
@@ -71,72 +82,13 @@ class SinkCore(ABC, CloseOnExit):
         """Whether ``conn`` is known to be dead (the server or the network dropped it)."""
 
     @abstractmethod
-    def _baseline_statements(self) -> list[Any]:
-        """DDL creating schema 1's tables if missing (``schema.BASELINE``), in order."""
-
-    @abstractmethod
-    def _migration_statements(self, version: int) -> list[Any]:
-        """DDL of the step that brings schema ``version - 1`` to ``version``, in order."""
-
-    @abstractmethod
-    def _table_exists_query(self, table: str) -> tuple[Any, Sequence[Any]]:
-        """A statement and its parameters returning a row only if ``table`` (unquoted, in the
-        sink's schema) exists."""
-
-    def _lock_schema(self, tx: Statements) -> None:
-        """Serialise concurrent migrations of the same tables inside ``tx`` (and create the
-        namespace the tables live in). SQLite's ``BEGIN IMMEDIATE`` already does."""
-
-    @abstractmethod
     def _transaction(self, conn: Any, body: Callable[[Statements], bool]) -> None:
-        """Run ``body`` in one write transaction on ``conn``.
-
-        Commits when ``body`` returns True; when it returns False nothing was written and the
-        backend may commit or roll back. Rolls back and re-raises on any exception.
-        """
+        """Run ``body`` in one write transaction on ``conn``: commit when it returns True (when
+        False nothing was written); roll back and re-raise on any exception."""
 
     @abstractmethod
-    def _run(
-        self, statement: Any, params: Sequence[Any] = (), *, action: str = "read failed"
-    ) -> list[tuple[Any, ...]]:
-        """Run one statement on its own (no batch transaction) and return its rows.
-
-        Takes the lock; raises SinkError ``"<url>: <action>: <driver message>"`` on failure.
-        """
-
-    @abstractmethod
-    def _read_chunks(
-        self, statement: Any, consume: Callable[[list[tuple[Any, ...]]], None], size: int
-    ) -> None:
-        """Run one read statement (no parameters) and hand its rows to ``consume``, ``size`` at
-        a time: a big read holds one chunk of Python rows at a time, not all of them (less
-        memory, and less work for the garbage collector). Takes the lock; SinkError as
-        :meth:`_run`."""
-
-    @abstractmethod
-    def _fetch_partitions(
-        self, group_id: str, wanted: Sequence[tuple[str, int]]
-    ) -> list[tuple[Any, ...]]:
-        """Offset rows (``fetch_group``'s columns) of ``group_id`` for at least the ``wanted``
-        (topic, partition) pairs, read in one snapshot; extra rows are ignored."""
-
-    @abstractmethod
-    def _history_query(self, conditions: Sequence[str]) -> Any:
-        """The history SELECT filtered by ``column = <param>`` for each of ``conditions``,
-        newest first, with a final ``LIMIT <param>``."""
-
-    @abstractmethod
-    def _recent_history_query(self) -> Any:
-        """The history SELECT of one group (param 1) keeping each partition's newest rows up
-        to param 2, by topic and partition, newest first within each."""
-
-    @abstractmethod
-    def _groups_recent_commits(
-        self, group_ids: Sequence[str], per_partition: int
-    ) -> list[tuple[Any, ...]]:
-        """(group, topic, partition, offset, commit time) of the stored ``group_ids``' history:
-        each partition's newest up to ``per_partition``, by group, topic and partition, newest
-        first within each; in one snapshot."""
+    def _bind_list(self, values: Sequence[Any]) -> Any:
+        """``values`` as the parameter of a list match (``statements._in_list``)."""
 
     # --- the connection ------------------------------------------------------------------------
 
@@ -162,6 +114,68 @@ class SinkCore(ABC, CloseOnExit):
         with self._lock:
             self._discard()
 
+    def _on_connection(
+        self,
+        use: Callable[[Any], T],
+        action: str,
+        *,
+        retry: Callable[[], bool] = _never,
+        error: type[SinkError] = SinkError,
+    ) -> T:
+        """``use(connection)`` under the lock. A driver error drops the connection (the next
+        call opens a fresh one) and raises ``error`` ``"<url>: <action>: <driver message>"``;
+        when the connection was lost and ``retry()`` says nothing reached the store, ``use``
+        runs once more on a fresh connection."""
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    return use(conn)
+                except self._driver_error as exc:
+                    lost = self._lost(conn)
+                    self._discard()
+                    if not (lost and attempt == 1 and retry()):
+                        raise error(f"{self.url}: {action}: {exc}") from exc
+                    log.warning("%s: connection lost; %s again", self.url, action)
+        raise AssertionError("unreachable")
+
+    def _run(
+        self, name: str, params: Sequence[Any] = (), *, action: str = "read failed"
+    ) -> list[tuple[Any, ...]]:
+        """Run statement ``name`` on its own (autocommit) and return its rows; a read on a
+        connection found lost is run again on a fresh one (reads are idempotent)."""
+
+        def run(conn: Any) -> list[tuple[Any, ...]]:
+            cursor = conn.cursor()
+            try:
+                cursor.execute(self._sql[name], params)
+                return cursor.fetchall() if cursor.description else []
+            finally:
+                cursor.close()
+
+        return self._on_connection(run, action, retry=lambda: True)
+
+    def _read_chunks(
+        self, name: str, consume: Callable[[list[tuple[Any, ...]]], None], size: int
+    ) -> None:
+        """Hand the rows of read ``name`` to ``consume``, ``size`` at a time: a big read holds
+        one chunk of Python rows at a time. Run again on a fresh connection if it was lost
+        before any row was handed on."""
+        handed = False
+
+        def read(conn: Any) -> None:
+            nonlocal handed
+            cursor = conn.cursor()
+            try:
+                cursor.execute(self._sql[name])
+                while found := cursor.fetchmany(size):
+                    handed = True
+                    consume(found)
+            finally:
+                cursor.close()
+
+        self._on_connection(read, "read failed", retry=lambda: not handed)
+
     def _check_writable(self) -> None:
         if self.read_only:
             raise SinkError(f"{self.url} is open read-only")
@@ -169,11 +183,4 @@ class SinkCore(ABC, CloseOnExit):
     def _write(self, body: Callable[[Statements], bool], action: str) -> None:
         """Run ``body`` in one write transaction outside the batch path; SinkError
         ``"<url>: <action>: <driver message>"`` on failure."""
-        with self._lock:
-            conn = self._connection()
-            try:
-                self._transaction(conn, body)
-            except self._driver_error as exc:
-                if self._lost(conn):
-                    self._discard()
-                raise SinkError(f"{self.url}: {action}: {exc}") from exc
+        self._on_connection(lambda conn: self._transaction(conn, body), action)

@@ -7,13 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from connectors.sinks.core import SinkCore, Statements
-from connectors.sinks.tables import (
-    history_from_row,
-)
+from connectors.sinks.statements import HISTORY_FILTERS
 from connectors.sinks.text import original_text, stored_text
-from connectors.sinks.values import (
-    CommitHistoryEntry,
-)
+from connectors.sinks.values import CommitHistoryEntry
 from state.coordinator.model import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -61,15 +57,13 @@ class CommitHistory(SinkCore):
             raise ValueError("history: partition requires topic")
         if limit < 1:
             raise ValueError(f"history: limit must be >= 1, got {limit}")
-        conditions = ["group_id"]
         params: list[Any] = [stored_text(group_id)]
         if topic is not None:
-            conditions.append("topic")
             params.append(stored_text(topic))
         if partition is not None:
-            conditions.append('"partition"')  # a keyword in both dialects
             params.append(int(partition))
-        found = self._run(self._history_query(conditions), (*params, int(limit)))
+        statement = "history:" + " ".join(HISTORY_FILTERS[len(params) - 1])
+        found = self._run(statement, (*params, int(limit)))
         return [history_from_row(row) for row in found]
 
     def recent_history(
@@ -79,7 +73,7 @@ class CommitHistory(SinkCore):
         query (Burrow's window of every partition at once)."""
         if per_partition < 1:
             raise ValueError(f"history: per_partition must be >= 1, got {per_partition}")
-        found = self._run(self._recent_history_query(), (stored_text(group_id), per_partition))
+        found = self._run("recent_history", (stored_text(group_id), per_partition))
         windows: dict[TopicPartition, list[CommitHistoryEntry]] = {}
         for row in found:
             entry = history_from_row(row)
@@ -100,11 +94,25 @@ class CommitHistory(SinkCore):
         stored = [stored_text(g) for g in group_ids]
         key: tuple[str, str, int] | None = None
         window: list[tuple[int, int]] = []
-        for group, topic, partition, offset, at in self._groups_recent_commits(
-            stored, per_partition
-        ):
+        found = self._run("groups_recent_commits", (self._bind_list(stored), per_partition))
+        for group, topic, partition, offset, at in found:
             if key is None or key != (group, topic, partition):
                 key, window = (group, topic, partition), []
                 windows[(original_text(group), original_text(topic), partition)] = window
             window.append((offset, at))
         return windows
+
+
+def history_from_row(row: Sequence[Any]) -> CommitHistoryEntry:
+    """A history entry from a row of the history query (``CommitHistoryEntry``'s fields)."""
+    group_id, topic, partition, offset, epoch, metadata, commit_ts, batch_id = row
+    return CommitHistoryEntry(
+        original_text(group_id),
+        original_text(topic),
+        partition,
+        offset,
+        epoch,
+        original_text(metadata),
+        commit_ts,
+        batch_id,
+    )

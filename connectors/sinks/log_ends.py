@@ -113,9 +113,7 @@ class LogEndOffsets(SinkCore):
         point): what a reader that loaded the table before needs to catch up."""
         return [
             (original_text(topic), int(partition), LogEndSample(int(o), int(first), int(last)))
-            for topic, partition, o, first, last in self._run(
-                self._sql["samples_since"], (int(since_ms),)
-            )
+            for topic, partition, o, first, last in self._run("samples_since", (int(since_ms),))
         ]
 
     def log_end_samples(
@@ -125,7 +123,7 @@ class LogEndOffsets(SinkCore):
         ``topics``): what lag in seconds interpolates (``log_end_samples.lag_ms``)."""
         wanted = None if topics is None else {stored_text(t) for t in topics}
         found: dict[TopicPartition, list[LogEndSample]] = {}
-        for topic, partition, offset, first, last in self._run(self._sql["samples"]):
+        for topic, partition, offset, first, last in self._run("samples"):
             if wanted is None or topic in wanted:
                 found.setdefault(TopicPartition(original_text(topic), int(partition)), []).append(
                     LogEndSample(int(offset), int(first), int(last))
@@ -138,7 +136,7 @@ class LogEndOffsets(SinkCore):
         """Stored log-end offsets (of every topic, or of ``topics``), with when they were read."""
         wanted = None if topics is None else set(topics)
         found = {}
-        for topic, partition, offset, updated in self._run(self._sql["log_end"]):
+        for topic, partition, offset, updated in self._run("log_end"):
             entry = LogEndOffset(original_text(topic), int(partition), int(offset), int(updated))
             if wanted is None or entry.topic in wanted:
                 found[entry.topic_partition] = entry

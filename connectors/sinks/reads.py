@@ -9,9 +9,6 @@ from typing import Any, Final
 import pyarrow as pa
 
 from connectors.sinks.core import SinkCore
-from connectors.sinks.tables import (
-    committed_from_row,
-)
 from connectors.sinks.text import original_column, original_text, stored_text
 from connectors.sinks.values import (
     NO_OFFSET,
@@ -52,13 +49,14 @@ class Reads(SinkCore):
         """
         stored_group = stored_text(group_id)
         if partitions is None:
-            found = self._run(self._sql["fetch_group"], (stored_group,))
+            found = self._run("fetch_group", (stored_group,))
             return [committed_from_row(group_id, row) for row in found]
         if not partitions:
             return []
-        wanted = [(stored_text(tp[0]), int(tp[1])) for tp in partitions]
+        topics = self._bind_list(sorted({stored_text(tp[0]) for tp in partitions}))
+        numbers = self._bind_list(sorted({int(tp[1]) for tp in partitions}))
         stored: dict[tuple[str, int], CommittedOffset] = {}
-        for row in self._fetch_partitions(stored_group, wanted):
+        for row in self._run("fetch_partitions", (stored_group, topics, numbers)):
             offset = committed_from_row(group_id, row)
             stored[(offset.topic, offset.partition)] = offset
         return [
@@ -72,7 +70,7 @@ class Reads(SinkCore):
         by group, topic and partition, in one query: what a scrape of every group reads."""
         return [
             (original_text(g), original_text(t), int(p), int(o), int(ts))
-            for g, t, p, o, ts in self._run(self._sql["all_offsets"])
+            for g, t, p, o, ts in self._run("all_offsets")
         ]
 
     def offset_columns(self) -> pa.Table:
@@ -92,7 +90,7 @@ class Reads(SinkCore):
                 )
             )
 
-        self._read_chunks(self._sql["all_offsets"], add, _READ_CHUNK)
+        self._read_chunks("all_offsets", add, _READ_CHUNK)
         table = pa.Table.from_batches(batches, OFFSET_COLUMNS_SCHEMA).combine_chunks()
         for name in ("group_id", "topic"):
             i = table.schema.get_field_index(name)
@@ -104,7 +102,7 @@ class Reads(SinkCore):
     def group_exists(self, group_id: str) -> bool:
         """Whether the sink has offsets or group metadata of ``group_id`` (two index probes)."""
         stored = stored_text(group_id)
-        return bool(self._run(self._sql["group_exists"], (stored, stored)))
+        return bool(self._run("group_exists", (stored, stored)))
 
     def list_groups(self) -> list[GroupListing]:
         """Every group with offsets or group metadata, sorted by group id (code point order)."""
@@ -112,24 +110,37 @@ class Reads(SinkCore):
             GroupListing(
                 group_id=original_text(g), partitions=int(n), generation=gen, members=members
             )
-            for g, n, gen, members in self._run(self._sql["list_groups"])
+            for g, n, gen, members in self._run("list_groups")
         ]
 
     def committed_topics(self) -> list[str]:
         """Every topic with a committed offset in the sink."""
-        return [original_text(t) for (t,) in self._run(self._sql["committed_topics"])]
+        return [original_text(t) for (t,) in self._run("committed_topics")]
 
     def group_commits(self) -> dict[str, int]:
         """Each group's commits counter: offset commits applied (one per partition) since the
         group's offsets were last all deleted (schema step 4)."""
-        return {
-            original_text(group): int(count)
-            for group, count in self._run(self._sql["group_commits"])
-        }
+        return {original_text(group): int(count) for group, count in self._run("group_commits")}
 
     def table_rows(self) -> dict[str, int]:
         """Rows per table, by table name (with the prefix): what an operator watches grow."""
         return {
-            name: int(self._run(self._sql[f"count_{role}"])[0][0])
+            name: int(self._run(f"count_{role}")[0][0])
             for role, name in self._names.tables().items()
         }
+
+
+def committed_from_row(group_id: str, row: Sequence[Any]) -> CommittedOffset:
+    """A stored offset of ``group_id`` from an offsets-table row read as (topic, partition,
+    committed_offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)."""
+    topic, partition, offset, epoch, metadata, commit_ts, expire_ts = row
+    return CommittedOffset(
+        group_id,
+        original_text(topic),
+        partition,
+        offset,
+        epoch,
+        original_text(metadata),
+        commit_ts,
+        expire_ts,
+    )

@@ -17,17 +17,22 @@ A read-only sink runs no DDL: it refuses a sink older than this release (its rea
 columns the sink lacks) with a message saying how to migrate it, and reads a newer one as long
 as the columns it reads still exist (steps only add).
 
-The backends give each step's statements (``Sink._migration_statements``); the order and the
-bookkeeping are here, once.
+Each step's DDL is rendered from the table definitions (``connectors.sinks.tables``) for
+the sink's dialect, here with the order and the bookkeeping.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
+
+import sqlalchemy as sa
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from connectors.sinks.core import SinkCore, Statements
+from connectors.sinks.statements import compile_sql, dialect
+from connectors.sinks.tables import STATES_V1, TableNames, define_tables, status_table
 from connectors.sinks.values import SinkError
 
 log = logging.getLogger(__name__)
@@ -56,6 +61,9 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     # Widens a CHECK constraint: every row of an older sink still satisfies it.
     Migration(5, "status STARTING (the job runs, its first micro-batch not completed yet)"),
 )
+
+#: The status row of a new sink, up to ``updated_at_ms``: STOPPED, before any batch.
+NEW_STATUS_ROW: Final = (1, "STOPPED", "", -1, "{}", 0, 0, 0, 0, 0, 0, None, 0)
 
 #: The version this release writes.
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version if MIGRATIONS else BASELINE.version
@@ -86,22 +94,89 @@ def too_old_message(url: str, found: int) -> str:
     )
 
 
+def step_ddl(version: int, dialect_name: str, names: TableNames, schema: str | None) -> list[str]:
+    """The DDL of the step to ``version`` (1: the baseline's tables) for the dialect, in order."""
+    t = define_tables(names, schema)
+    on = dialect(dialect_name)
+    quote = on.identifier_preparer
+    status = quote.format_table(t["status"])
+    indexes = {index.name: index for index in t["history"].indexes}
+
+    def create(table: sa.Table) -> str:
+        return compile_sql(CreateTable(table, if_not_exists=True), on)
+
+    if version == 1:
+        v1_status = status_table(sa.MetaData(schema=schema), names.status, STATES_V1, False)
+        return [
+            *(create(t[role]) for role in ("offsets", "groups")),
+            create(v1_status),
+            create(t["history"]),
+            compile_sql(CreateIndex(indexes[names.history_index], if_not_exists=True), on),
+            *(create(t[role]) for role in ("log_end", "members", "source")),
+        ]
+    if version == 2:
+        heartbeat = on.ddl_compiler(on, None).get_column_specification(
+            t["status"].c.heartbeat_at_ms
+        )
+        steps = [
+            compile_sql(CreateIndex(indexes[names.history_time_index], if_not_exists=True), on),
+            f"ALTER TABLE {status} ADD COLUMN {heartbeat}",
+        ]
+        if dialect_name == "postgresql":
+            # History retention deletes a little every minute: vacuum the table after 2% of it
+            # is dead rather than PostgreSQL's 20%, so freed space is reused soon.
+            steps.append(
+                f"ALTER TABLE {quote.format_table(t['history'])} SET"
+                " (autovacuum_vacuum_scale_factor = 0.02,"
+                " autovacuum_vacuum_insert_scale_factor = 0.02)"
+            )
+        return steps
+    if version in (3, 4):
+        return [create(t["samples" if version == 3 else "commits"])]
+    if version == 5:
+        (check,) = t["status"].c.status.constraints
+        if dialect_name == "postgresql":
+            # The name PostgreSQL gave the baseline's CHECK (<table>_<column>_check).
+            name = quote.quote(f"{names.status}_status_check")
+            return [
+                f"ALTER TABLE {status} DROP CONSTRAINT IF EXISTS {name},"
+                f" ADD CONSTRAINT {name} CHECK ({check.sqltext})"  # type: ignore[attr-defined]
+            ]
+        # SQLite cannot alter a CHECK constraint: the one-row table is copied into a new one.
+        new = status_table(sa.MetaData(schema=schema), names.status + "_v5")
+        return [
+            create(new),
+            f"INSERT INTO {quote.format_table(new)} SELECT * FROM {status}",
+            f"DROP TABLE {status}",
+            f"ALTER TABLE {quote.format_table(new)} RENAME TO {quote.quote(names.status)}",
+        ]
+    raise ValueError(f"no sink schema step to version {version}")
+
+
 class SchemaMigrations(SinkCore):
     """Opening a sink: create or migrate its tables, or check a read-only sink's version."""
 
+    def _lock_schema(self, tx: Statements) -> None:
+        """Serialise concurrent migrations of the same tables inside ``tx`` (and create the
+        namespace the tables live in). SQLite's ``BEGIN IMMEDIATE`` already does."""
+
+    def _table_exists_params(self, table: str) -> tuple[object, ...]:
+        """The parameters of ``table_exists`` for ``table`` (unquoted, in the sink's schema)."""
+        return (table,)
+
     def _open(self) -> None:
-        """Connect and, unless read-only, create or migrate the tables (``schema``): the end of a
-        backend's constructor. A read-only sink checks the schema version instead."""
+        """Connect and, unless read-only, create or migrate the tables: the end of a backend's
+        constructor. A read-only sink checks the schema version instead."""
         with self._lock:
-            conn = self._connection()
-            if self.read_only:
-                self._check_schema_readable()
-            else:
-                self._migrate(conn)
+            self._connection()
+        if self.read_only:
+            self._check_schema_readable()
+        else:
+            self._migrate()
         log.info("opened sink %s (read_only=%s)", self.url, self.read_only)
 
-    def _migrate(self, conn: Any) -> None:
-        """Bring the tables to :data:`SCHEMA_VERSION` in one transaction (see ``schema``)."""
+    def _migrate(self) -> None:
+        """Bring the tables to :data:`SCHEMA_VERSION` in one transaction."""
         applied: list[Migration] = []
         found = 0
 
@@ -113,27 +188,19 @@ class SchemaMigrations(SinkCore):
             if found > SCHEMA_VERSION:
                 raise SinkError(too_new_message(self.url, found))
             for step in steps_after(found):
-                statements = (
-                    self._baseline_statements()
-                    if step.version == BASELINE.version
-                    else self._migration_statements(step.version)
-                )
-                for statement in statements:
+                for statement in step_ddl(
+                    step.version, self.dialect_name, self._names, self._schema
+                ):
                     tx.execute(statement)
                 tx.execute(
                     self._sql["record_schema_version"],
                     (step.version, step.description, self._clock()),
                 )
                 applied.append(step)
-            tx.execute(self._sql["insert_status"], (self._clock(),))
+            tx.execute(self._sql["insert_status"], (*NEW_STATUS_ROW, self._clock()))
             return True
 
-        try:
-            self._transaction(conn, migrate)
-        except self._driver_error as exc:
-            raise SinkError(
-                f"cannot create or migrate the sink tables in {self.url}: {exc}"
-            ) from exc
+        self._write(migrate, "cannot create or migrate the sink tables")
         if found and applied:
             log.warning(
                 "%s: sink schema migrated from version %d to %d (%s)",
@@ -149,7 +216,8 @@ class SchemaMigrations(SinkCore):
         (newest,) = tx.execute(self._sql["schema_version"]).fetchone()
         if newest is not None:
             return int(newest)
-        return 1 if tx.execute(*self._table_exists_query(self._names.offsets)).fetchone() else 0
+        offsets = self._table_exists_params(self._names.offsets)
+        return 1 if tx.execute(self._sql["table_exists"], offsets).fetchone() else 0
 
     def _check_schema_readable(self) -> None:
         """Refuse (SinkError) a read-only open of a sink older than this release."""
@@ -158,8 +226,9 @@ class SchemaMigrations(SinkCore):
             raise SinkError(too_old_message(self.url, found))
 
     def schema_version(self) -> int:
-        """The schema version recorded in the sink (0: none; see ``connectors.sinks.schema``)."""
-        if not self._run(*self._table_exists_query(self._names.schema)):
-            return 1 if self._run(*self._table_exists_query(self._names.offsets)) else 0
-        (newest,) = self._run(self._sql["schema_version"])[0]
+        """The schema version recorded in the sink (0: none)."""
+        if not self._run("table_exists", self._table_exists_params(self._names.schema)):
+            offsets = self._table_exists_params(self._names.offsets)
+            return 1 if self._run("table_exists", offsets) else 0
+        (newest,) = self._run("schema_version")[0]
         return int(newest or 1)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from connectors.sinks.core import SinkCore, Statements
-from connectors.sinks.tables import (
-    status_from_row,
-)
 from connectors.sinks.values import (
     COORDINATOR_STATES,
+    BatchProgress,
     CoordinatorState,
     CoordinatorStatus,
     SinkError,
@@ -28,7 +28,7 @@ class StatusRow(SinkCore):
         _check_status(status)
         self._check_writable()
         self._run(
-            self._sql["set_status"],
+            "set_status",
             (status, _clean_detail(detail), self._clock()),
             action=f"cannot set status {status}",
         )
@@ -54,7 +54,10 @@ class StatusRow(SinkCore):
             tx.execute(self._sql["clear_groups"])
             tx.execute(self._sql["clear_log_end"])
             tx.execute(self._sql["clear_members"])
-            tx.execute(self._sql["reset_status"], (status, _clean_detail(detail), self._clock()))
+            tx.execute(
+                self._sql["reset_status"],
+                (status, _clean_detail(detail), -1, "{}", self._clock()),
+            )
             return True
 
         self._write(clear, "cannot reset")
@@ -85,7 +88,7 @@ class StatusRow(SinkCore):
             found.extend(tx.execute(self._sql["source_cluster"]).fetchall())
             if found and found[0][0] != cluster_id:
                 return False
-            tx.execute(self._sql["bind_source"], (cluster_id, cluster_name, self._clock()))
+            tx.execute(self._sql["bind_source"], (1, cluster_id, cluster_name, self._clock()))
             return True
 
         self._write(bind, "cannot record the source cluster")
@@ -98,12 +101,12 @@ class StatusRow(SinkCore):
 
     def source_cluster(self) -> SourceCluster | None:
         """The cluster a mirror's sink holds; None for a job's sink."""
-        found = self._run(self._sql["source_cluster"])
+        found = self._run("source_cluster")
         return SourceCluster(*found[0]) if found else None
 
     def status(self) -> CoordinatorStatus:
         """The coordinator status row."""
-        found = self._run(self._sql["status"])
+        found = self._run("status")
         if not found:
             raise SinkError(f"{self.url}: the coordinator status row is missing")
         return status_from_row(found[0])
@@ -117,3 +120,87 @@ def _check_status(status: str) -> None:
 def _clean_detail(detail: str) -> str:
     """A status detail with NUL replaced (it is free text; PostgreSQL text cannot hold NUL)."""
     return detail.replace("\x00", "\ufffd")
+
+
+#: The key of the status row's ingest-offsets JSON under which tenants' topics are kept.
+TENANTS_KEY: Final = "tenants"
+
+
+def _partition_offsets(offsets: Mapping[int, int]) -> dict[str, int]:
+    return {str(int(p)): int(o) for p, o in sorted(offsets.items())}
+
+
+def encode_ingest_offsets(
+    offsets: Mapping[int, int], tenant_offsets: Mapping[str, Mapping[int, int]] | None = None
+) -> str:
+    """The ingest offsets as the JSON text stored in the status row (partitions sorted): the
+    job's ingest topic's partitions at the top, each tenant's topic under ``"tenants"``."""
+    data: dict[str, object] = dict(_partition_offsets(offsets))
+    if tenant_offsets:
+        data[TENANTS_KEY] = {
+            topic: _partition_offsets(by_partition)
+            for topic, by_partition in sorted(tenant_offsets.items())
+        }
+    return json.dumps(data)
+
+
+def decode_ingest_offsets(text: str | None) -> dict[int, int]:
+    """The ingest topic's offsets of :func:`encode_ingest_offsets`; no text means no offsets."""
+    data = json.loads(text or "{}")
+    return {int(p): int(o) for p, o in data.items() if p != TENANTS_KEY}
+
+
+def decode_tenant_offsets(text: str | None) -> dict[str, dict[int, int]]:
+    """The tenants' topics' offsets of :func:`encode_ingest_offsets`."""
+    tenants = json.loads(text or "{}").get(TENANTS_KEY, {})
+    return {t: {int(p): int(o) for p, o in by_p.items()} for t, by_p in tenants.items()}
+
+
+def progress_values(progress: BatchProgress, updated_at_ms: int) -> tuple[Any, ...]:
+    """The values of :data:`PROGRESS_COLUMNS` for a committed batch, in that order."""
+    return (
+        progress.batch_id,
+        encode_ingest_offsets(progress.ingest_offsets, progress.tenant_offsets),
+        progress.input_rows,
+        progress.commits_applied,
+        progress.rejected,
+        progress.tombstones,
+        progress.state_keys,
+        progress.duration_ms,
+        progress.timestamp_ms,
+        0,  # skipped_records: every record is stored (connectors.sinks.text)
+        updated_at_ms,
+    )
+
+
+def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
+    """Build the status from the row in :data:`STATUS_COLUMNS` order."""
+    status, detail, last_batch_id, ingest, input_rows, commits, rejected = row[:7]
+    # skipped_records (row[11]) stays in the table's layout; every record is stored now.
+    tombstones, state_keys, duration_ms, batch_ts, _, updated_at, heartbeat = row[7:]
+    offsets = decode_ingest_offsets(ingest)
+    tenant_offsets = decode_tenant_offsets(ingest)
+    progress = None
+    if last_batch_id >= 0:
+        progress = BatchProgress(
+            batch_id=last_batch_id,
+            ingest_offsets=offsets,
+            tenant_offsets=tenant_offsets,
+            input_rows=input_rows,
+            commits_applied=commits,
+            rejected=rejected,
+            tombstones=tombstones,
+            state_keys=state_keys,
+            duration_ms=duration_ms,
+            timestamp_ms=batch_ts,
+        )
+    return CoordinatorStatus(
+        status=status,
+        detail=detail,
+        last_batch_id=last_batch_id,
+        ingest_offsets=dict(offsets),
+        updated_at_ms=updated_at,
+        last_progress=progress,
+        heartbeat_at_ms=heartbeat,
+        tenant_offsets=tenant_offsets,
+    )

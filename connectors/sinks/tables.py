@@ -1,29 +1,24 @@
-"""The sink's tables: their names (with the optional prefix) and the coordinator status row.
+"""The sink's tables, defined once for both dialects (SQLAlchemy Core): names and columns.
 
-Every backend creates the same tables — ``consumer_offsets``, ``consumer_groups``,
-``coordinator_status`` (one row), ``offset_commit_history``, and for a mirror's sink
-``topic_log_end_offsets``, ``source_cluster`` (one row) and ``consumer_group_members``
-(consumer-protocol members), and ``topic_log_end_samples`` (log-end offsets over time, for lag
-in seconds: ``connectors.sinks.log_end_samples``) — and quotes the names with its
-own rules; the status row is read and written through the column lists here, so the backends
-agree on its layout.
+Every sink has the same tables — ``consumer_offsets``, ``consumer_groups``,
+``coordinator_status`` (one row), ``offset_commit_history``, ``topic_log_end_offsets``,
+``topic_log_end_samples`` (lag in seconds), ``source_cluster`` (one row, a mirror's),
+``consumer_group_members``, ``consumer_group_commit_counts`` and ``sink_schema_version`` — named
+with the optional prefix (and, in PostgreSQL, schema). Types are PostgreSQL's; SQLite's are its
+``INTEGER`` and ``TEXT``. Key columns compare bytes in PostgreSQL (``COLLATE "C"``): faster than
+a locale, and listings sort by code point as in SQLite.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, get_args
 
-from connectors.sinks.text import original_text
-from connectors.sinks.values import (
-    BatchProgress,
-    CommitHistoryEntry,
-    CommittedOffset,
-    CoordinatorStatus,
-)
+import sqlalchemy as sa
+from sqlalchemy.sql import quoted_name
+
+from connectors.sinks.values import CoordinatorState
 
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # PostgreSQL truncates identifiers at 63 bytes; the longest derived name is
@@ -93,140 +88,159 @@ class TableNames:
         return {role: getattr(self, role) for role in _NAMES if role not in _INDEXES}
 
 
-def committed_from_row(group_id: str, row: Sequence[Any]) -> CommittedOffset:
-    """A stored offset of ``group_id`` from an offsets-table row read as (topic, partition,
-    committed_offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)."""
-    topic, partition, offset, epoch, metadata, commit_ts, expire_ts = row
-    return CommittedOffset(
-        group_id,
-        original_text(topic),
-        partition,
-        offset,
-        epoch,
-        original_text(metadata),
-        commit_ts,
-        expire_ts,
+#: Kafka's int64 fields: ``bigint``; SQLite's ``INTEGER`` is 64-bit already.
+_BIG: Final = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+_SMALL: Final = sa.SmallInteger().with_variant(sa.Integer(), "sqlite")
+_KEY: Final = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
+#: A keyword in both dialects: always quoted.
+PARTITION: Final = quoted_name("partition", quote=True)
+#: The states the baseline's status row allowed (schema 5 added STARTING).
+STATES_V1: Final = ("LOADING", "ACTIVE", "STOPPED")
+#: Most tables are their primary key: SQLite stores them as one B-tree (no rowid).
+_NO_ROWID: Final = {"sqlite_with_rowid": False}
+
+
+def _col(
+    name: str, type_: Any, *args: Any, nullable: bool = False, primary_key: bool = False
+) -> sa.Column[Any]:
+    return sa.Column(
+        name, type_, *args, nullable=nullable, primary_key=primary_key, autoincrement=False
     )
 
 
-def history_from_row(row: Sequence[Any]) -> CommitHistoryEntry:
-    """A history entry from a row of the history query (``CommitHistoryEntry``'s fields)."""
-    group_id, topic, partition, offset, epoch, metadata, commit_ts, batch_id = row
-    return CommitHistoryEntry(
-        original_text(group_id),
-        original_text(topic),
-        partition,
-        offset,
-        epoch,
-        original_text(metadata),
-        commit_ts,
-        batch_id,
+def _commit_columns() -> list[sa.Column[Any]]:
+    """The columns of an applied commit, shared by the offsets and the history table."""
+    return [
+        _col("group_id", _KEY),
+        _col("topic", _KEY),
+        _col(PARTITION, sa.Integer),
+        _col("committed_offset", _BIG),
+        _col("leader_epoch", sa.Integer),
+        _col("metadata", sa.Text),
+        _col("commit_timestamp_ms", _BIG),
+    ]
+
+
+def _one_row_id() -> sa.Column[Any]:
+    return _col("id", _SMALL, sa.CheckConstraint("id = 1"), primary_key=True)
+
+
+def status_table(
+    metadata: sa.MetaData,
+    name: str,
+    states: tuple[str, ...] = get_args(CoordinatorState),
+    heartbeat: bool = True,
+) -> sa.Table:
+    """The coordinator status row's table, allowing ``states``; with ``heartbeat_at_ms``
+    unless it is the baseline's (schema 1)."""
+    allowed = ", ".join(f"'{state}'" for state in states)
+    counters = ("input_rows", "commits_applied", "rejected", "tombstones", "state_keys")
+    return sa.Table(
+        name,
+        metadata,
+        _one_row_id(),
+        _col("status", sa.Text, sa.CheckConstraint(f"status IN ({allowed})")),
+        _col("detail", sa.Text),
+        _col("last_batch_id", _BIG),
+        _col("ingest_offsets", sa.Text),
+        *(_col(counter, _BIG) for counter in counters),
+        _col("duration_ms", _BIG),
+        _col("batch_timestamp_ms", _BIG, nullable=True),
+        _col("skipped_records", _BIG),
+        _col("updated_at_ms", _BIG),
+        *([_col("heartbeat_at_ms", _BIG, nullable=True)] if heartbeat else []),
     )
 
 
-# --- the coordinator status row ---------------------------------------------------------------
-
-#: Columns of the status row read by :func:`status_from_row`.
-STATUS_COLUMNS: Final = (
-    "status",
-    "detail",
-    "last_batch_id",
-    "ingest_offsets",
-    "input_rows",
-    "commits_applied",
-    "rejected",
-    "tombstones",
-    "state_keys",
-    "duration_ms",
-    "batch_timestamp_ms",
-    "skipped_records",
-    "updated_at_ms",
-    "heartbeat_at_ms",
-)
-
-#: Columns that ``write_batch`` sets on the status row, bound from :func:`progress_values`.
-PROGRESS_COLUMNS: Final = STATUS_COLUMNS[2:13]
-
-
-#: The key of the status row's ingest-offsets JSON under which tenants' topics are kept.
-TENANTS_KEY: Final = "tenants"
-
-
-def _partition_offsets(offsets: Mapping[int, int]) -> dict[str, int]:
-    return {str(int(p)): int(o) for p, o in sorted(offsets.items())}
-
-
-def encode_ingest_offsets(
-    offsets: Mapping[int, int], tenant_offsets: Mapping[str, Mapping[int, int]] | None = None
-) -> str:
-    """The ingest offsets as the JSON text stored in the status row (partitions sorted): the
-    job's ingest topic's partitions at the top, each tenant's topic under ``"tenants"``."""
-    data: dict[str, object] = dict(_partition_offsets(offsets))
-    if tenant_offsets:
-        data[TENANTS_KEY] = {
-            topic: _partition_offsets(by_partition)
-            for topic, by_partition in sorted(tenant_offsets.items())
-        }
-    return json.dumps(data)
-
-
-def decode_ingest_offsets(text: str | None) -> dict[int, int]:
-    """The ingest topic's offsets of :func:`encode_ingest_offsets`; no text means no offsets."""
-    data = json.loads(text or "{}")
-    return {int(p): int(o) for p, o in data.items() if p != TENANTS_KEY}
-
-
-def decode_tenant_offsets(text: str | None) -> dict[str, dict[int, int]]:
-    """The tenants' topics' offsets of :func:`encode_ingest_offsets`."""
-    tenants = json.loads(text or "{}").get(TENANTS_KEY, {})
-    return {t: {int(p): int(o) for p, o in by_p.items()} for t, by_p in tenants.items()}
-
-
-def progress_values(progress: BatchProgress, updated_at_ms: int) -> tuple[Any, ...]:
-    """The values of :data:`PROGRESS_COLUMNS` for a committed batch, in that order."""
-    return (
-        progress.batch_id,
-        encode_ingest_offsets(progress.ingest_offsets, progress.tenant_offsets),
-        progress.input_rows,
-        progress.commits_applied,
-        progress.rejected,
-        progress.tombstones,
-        progress.state_keys,
-        progress.duration_ms,
-        progress.timestamp_ms,
-        0,  # skipped_records: every record is stored (connectors.sinks.text)
-        updated_at_ms,
+def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.Table]:
+    """The sink's tables by role (``TableNames.tables``' roles), as this release has them."""
+    md = sa.MetaData(schema=schema)
+    history = sa.Table(
+        names.history,
+        md,
+        _col("batch_id", _BIG),
+        _col("seq", _BIG),
+        *_commit_columns(),
+        sa.PrimaryKeyConstraint("batch_id", "seq"),
+        **_NO_ROWID,
     )
-
-
-def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
-    """Build the status from the row in :data:`STATUS_COLUMNS` order."""
-    status, detail, last_batch_id, ingest, input_rows, commits, rejected = row[:7]
-    # skipped_records (row[11]) stays in the table's layout; every record is stored now.
-    tombstones, state_keys, duration_ms, batch_ts, _, updated_at, heartbeat = row[7:]
-    offsets = decode_ingest_offsets(ingest)
-    tenant_offsets = decode_tenant_offsets(ingest)
-    progress = None
-    if last_batch_id >= 0:
-        progress = BatchProgress(
-            batch_id=last_batch_id,
-            ingest_offsets=offsets,
-            tenant_offsets=tenant_offsets,
-            input_rows=input_rows,
-            commits_applied=commits,
-            rejected=rejected,
-            tombstones=tombstones,
-            state_keys=state_keys,
-            duration_ms=duration_ms,
-            timestamp_ms=batch_ts,
-        )
-    return CoordinatorStatus(
-        status=status,
-        detail=detail,
-        last_batch_id=last_batch_id,
-        ingest_offsets=dict(offsets),
-        updated_at_ms=updated_at,
-        last_progress=progress,
-        heartbeat_at_ms=heartbeat,
-        tenant_offsets=tenant_offsets,
-    )
+    sa.Index(names.history_index, "group_id", "topic", PARTITION, "batch_id", _table=history)
+    sa.Index(names.history_time_index, "commit_timestamp_ms", _table=history)
+    return {
+        "offsets": sa.Table(
+            names.offsets,
+            md,
+            *_commit_columns(),
+            _col("expire_timestamp_ms", _BIG, nullable=True),
+            _col("batch_id", _BIG),
+            sa.PrimaryKeyConstraint("group_id", "topic", PARTITION),
+            # Offsets are rewritten far more often than inserted: 30% of each page kept free
+            # lets an update stay on its page (HOT) and skip a new primary-key entry.
+            postgresql_with={"fillfactor": 70},
+            **_NO_ROWID,
+        ),
+        "groups": sa.Table(
+            names.groups,
+            md,
+            _col("group_id", _KEY, primary_key=True),
+            _col("generation", sa.Integer, nullable=True),
+            _col("members", sa.Integer, nullable=True),
+            _col("batch_id", _BIG),
+            **_NO_ROWID,
+        ),
+        "status": status_table(md, names.status),
+        "history": history,
+        "log_end": sa.Table(
+            names.log_end,
+            md,
+            _col("topic", _KEY),
+            _col(PARTITION, sa.Integer),
+            _col("log_end_offset", _BIG),
+            _col("updated_at_ms", _BIG),
+            sa.PrimaryKeyConstraint("topic", PARTITION),
+            **_NO_ROWID,
+        ),
+        "samples": sa.Table(
+            names.samples,
+            md,
+            _col("topic", sa.Text),  # schema 3 created it without COLLATE "C"
+            _col(PARTITION, sa.Integer),
+            _col("log_end_offset", _BIG),
+            _col("first_seen_ms", _BIG),
+            _col("last_seen_ms", _BIG),
+            sa.PrimaryKeyConstraint("topic", PARTITION, "log_end_offset"),
+            **_NO_ROWID,
+        ),
+        "source": sa.Table(
+            names.source,
+            md,
+            _one_row_id(),
+            _col("cluster_id", sa.Text),
+            _col("cluster_name", sa.Text),
+            _col("updated_at_ms", _BIG),
+        ),
+        "members": sa.Table(
+            names.members,
+            md,
+            _col("group_id", _KEY),
+            _col("member_id", _KEY),
+            _col("batch_id", _BIG),
+            sa.PrimaryKeyConstraint("group_id", "member_id"),
+            **_NO_ROWID,
+        ),
+        "schema": sa.Table(
+            names.schema,
+            md,
+            _col("version", sa.Integer, primary_key=True),
+            _col("description", sa.Text),
+            _col("applied_at_ms", _BIG),
+        ),
+        "commits": sa.Table(
+            names.commits,
+            md,
+            _col("group_id", _KEY, primary_key=True),
+            _col("commits", _BIG),
+            _col("updated_at_ms", _BIG),
+            **_NO_ROWID,
+        ),
+    }

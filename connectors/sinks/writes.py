@@ -23,9 +23,7 @@ from connectors.sinks.batch import (
     rows,
 )
 from connectors.sinks.core import SinkCore, Statements
-from connectors.sinks.tables import (
-    progress_values,
-)
+from connectors.sinks.status import progress_values
 from connectors.sinks.text import stored_text
 from connectors.sinks.values import (
     BatchProgress,
@@ -83,27 +81,14 @@ class Writes(SinkCore):
             self._record_progress(tx, progress)
             return True
 
-        with self._lock:
-            for attempt in (1, 2):
-                conn = self._connection()
-                begun = False
-                try:
-                    self._transaction(conn, apply)
-                    break
-                except Exception as exc:
-                    lost = self._lost(conn)
-                    if lost:
-                        self._discard()  # the next call reconnects
-                    if lost and not begun and attempt == 1:
-                        # The connection died while idle (server restart, idle timeout): nothing
-                        # of this batch reached the server, so it is safe to start over.
-                        log.warning(
-                            "%s: connection lost before batch %d; retrying", self.url, batch_id
-                        )
-                        continue
-                    raise SinkWriteError(
-                        f"{self.url}: batch {batch_id} not written (replaying it is safe): {exc}"
-                    ) from exc
+        # A connection that died while idle (server restart, idle timeout) before the batch
+        # reached the server is replaced and the batch runs again: nothing of it was written.
+        self._on_connection(
+            lambda conn: self._transaction(conn, apply),
+            f"batch {batch_id} not written (replaying it is safe)",
+            retry=lambda: not begun,
+            error=SinkWriteError,
+        )
         if batch_id <= last_batch_id:
             _log_skipped_batch(self.url, batch_id, last_batch_id)
             return False
