@@ -13,9 +13,11 @@ import pytest
 
 from connectors.sinks import open_sink
 from state.coordinator.model import OffsetAndMetadata
-from state.formats.records.keys import encode_offset_commit_key
-from state.formats.records.offset_commit_value import encode_offset_commit_value
 from streaming.spark.mirror import MirrorWriter
+from tests.state.formats.records.offset_encoders import (
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
 
 
 def _records(spark: Any, offsets: dict[int, int]) -> Any:

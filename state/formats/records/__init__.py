@@ -10,17 +10,14 @@ a tombstone. One module per part, each with its layout table:
 - ``keys``: ``OffsetCommitKey`` (key versions 0, 1) and ``GroupMetadataKey`` (2);
 - ``offset_commit_value``: ``OffsetCommitValue`` v0-v4 (``OffsetAndMetadata``);
 - ``group_metadata_value``: ``GroupMetadataValue`` v0-v4 and the subscription inside it;
-- ``dispatch``: whole records, by key type;
+- ``dispatch``: whole records decoded, by key type;
 - ``record_types``: every record type a 4.1 broker writes, classified by type id and group.
 
-Writers pick the versions Kafka 4.0 writes: OffsetCommitKey 1, GroupMetadataKey 2,
-GroupMetadataValue 3, and OffsetCommitValue 1 when the commit has an explicit expire timestamp,
-else 3. Decoders accept every version.
-
-Encoding contract: ``decode(encode(v)) == v`` or ``encode`` raises ``ValueError`` naming the field
-that the chosen version cannot hold, with two exceptions: OffsetCommitValue below v3 drops
-``leader_epoch`` (decoded as -1), as Kafka does when it writes v1 for a commit with an explicit
-expire timestamp; and an ``expire_timestamp_ms`` of -1, Kafka's "none" marker, decodes as None.
+Writers pick the versions Kafka 4.0 writes: GroupMetadataKey 2 and GroupMetadataValue 3 here;
+offset records (OffsetCommitKey 1, OffsetCommitValue 1 with an explicit expire timestamp, else 3)
+a column at a time in ``state.formats.record_columns``. Decoders accept every version. Encoding
+contract: ``decode(encode(v)) == v`` or ``encode`` raises ``ValueError`` naming the field that
+the chosen version cannot hold.
 
 Decoding is strict: truncated input, trailing bytes, a negative length other than the null
 marker (-1), invalid UTF-8 or an unknown value version raise ``RecordFormatError``. (Kafka's
@@ -30,7 +27,7 @@ replacement characters; Kafka never writes either, so here both mean corruption.
 The public names of the modules are importable from this package.
 """
 
-from state.formats.records.dispatch import decode_record, encode_record
+from state.formats.records.dispatch import decode_record
 from state.formats.records.group_metadata_value import (
     GROUP_METADATA_VALUE_VERSION,
     decode_group_metadata_value,
@@ -41,15 +38,8 @@ from state.formats.records.keys import (
     OFFSET_COMMIT_KEY_VERSION,
     decode_key,
     encode_group_metadata_key,
-    encode_offset_commit_key,
-    encode_offset_commit_keys,
 )
-from state.formats.records.offset_commit_value import (
-    decode_offset_commit_value,
-    encode_offset_commit_value,
-    encode_offset_commit_values,
-    offset_commit_value_version,
-)
+from state.formats.records.offset_commit_value import decode_offset_commit_value
 from state.formats.records.record_types import (
     RECORD_TYPES,
     RecordType,
@@ -72,11 +62,5 @@ __all__ = [
     "decode_record",
     "encode_group_metadata_key",
     "encode_group_metadata_value",
-    "encode_offset_commit_key",
-    "encode_offset_commit_keys",
-    "encode_offset_commit_value",
-    "encode_offset_commit_values",
-    "encode_record",
-    "offset_commit_value_version",
     "record_type_name",
 ]

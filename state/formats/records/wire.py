@@ -4,18 +4,14 @@ All integers are big-endian and signed. Non-flexible encodings: string = int16 b
 UTF-8 (-1 = null), bytes = int32 length, array = int32 count. Flexible encodings (the "compact"
 types): compact string/bytes/array = unsigned varint of length + 1 (0 = null), and every struct
 ends with a tagged-field section: unsigned varint count, then per field varint tag, varint size,
-data. Readers skip every tagged field; writers write none.
-
-Writers come in two speeds. The codecs' lean paths pack with ``struct`` and let it raise one of
-``PACK_ERRORS`` for a bad value; only then do the ``check_*`` functions run, to name the field at
-fault (``encode_failure``). Readers go through ``Reader``, which names the field of every failure.
+data. Readers skip every tagged field; writers write none. Writers check each field first
+(``check_*``); readers go through ``Reader``. Both name the field of every failure.
 """
 
 from __future__ import annotations
 
 import operator
 import struct
-from collections.abc import Callable
 from typing import NoReturn
 
 from state.coordinator.rules import INT64_MAX, MAX_RECORD_STRING_BYTES
@@ -33,14 +29,12 @@ __all__ = [
     "INT64_MIN",
     "MAX_RECORD_STRING_BYTES",
     "NO_TAGGED_FIELDS",
-    "PACK_ERRORS",
     "Reader",
     "RecordFormatError",
     "as_bytes",
     "check_bytes",
     "check_int",
     "check_str",
-    "encode_failure",
     "read_version",
     "uvarint",
     "write_array_len",
@@ -62,10 +56,6 @@ INT64 = struct.Struct(">q")
 #: An empty tagged-field section (count 0): what the writers end every flexible struct with.
 NO_TAGGED_FIELDS = b"\x00"
 
-#: Exceptions the lean encoders let the stdlib raise for a bad field; ``encode_failure`` then finds
-#: the field and makes a ValueError naming it.
-PACK_ERRORS = (struct.error, AttributeError, TypeError, UnicodeEncodeError, OverflowError)
-
 
 class RecordFormatError(ValueError):
     """The bytes are not a valid ``__consumer_offsets`` record key or value.
@@ -75,7 +65,7 @@ class RecordFormatError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Encoding: checks (slow path, naming the field) and writers
+# Encoding: checks (naming the field) and writers
 
 
 def check_int(ctx: str, name: str, value: object, lo: int, hi: int) -> int:
@@ -126,23 +116,6 @@ def check_bytes(ctx: str, name: str, value: object) -> bytes:
     if len(raw) > INT32_MAX:
         raise ValueError(f"{ctx}: {name} is longer than {INT32_MAX} bytes")
     return raw
-
-
-def encode_failure(
-    error: Exception, ctx: str, validate: Callable[[], object], item: int | None = None
-) -> ValueError:
-    """The error to raise after a lean encoder failed with ``error``.
-
-    ``validate`` re-checks the value field by field: its ``ValueError`` names the field at fault;
-    if it finds none, the message quotes ``error``. ``item`` is the index of the value in a batch
-    encoder's input, prefixed to the message as ``item i:``.
-    """
-    prefix = "" if item is None else f"item {item}: "
-    try:
-        validate()
-    except ValueError as bad:
-        return ValueError(f"{prefix}{bad}")
-    return ValueError(f"{prefix}{ctx}: cannot encode: {error}")
 
 
 def uvarint(n: int) -> bytes:

@@ -12,6 +12,8 @@ from state.formats.records import (
     RecordFormatError,
     decode_record,
     encode_group_metadata_key,
+)
+from tests.state.formats.records.offset_encoders import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )

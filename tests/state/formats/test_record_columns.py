@@ -1,5 +1,5 @@
 """The columnar record encoders (``state.formats.record_columns``) byte for byte against the
-per-record codecs (``state.formats.records``)."""
+tests' per-record statement of the layouts (``offset_encoders``, held to Kafka's own classes)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from hypothesis import strategies as st
 
 from state.coordinator.model import OffsetAndMetadata
 from state.formats.record_columns import offset_commit_keys, offset_commit_values
-from state.formats.records import encode_offset_commit_key, encode_offset_commit_value
+from tests.state.formats.records.offset_encoders import (
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
 
 strings = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 

@@ -23,8 +23,8 @@ from state.formats.records import (
     decode_key,
     decode_offset_commit_value,
     decode_record,
-    encode_record,
 )
+from tests.state.formats.records.offset_encoders import encode_record
 from tests.state.formats.records.vectors import (
     OFFSET_VALUE_VECTORS,
     expected_group,

@@ -17,6 +17,8 @@ from state.formats.records import (
     decode_offset_commit_value,
     encode_group_metadata_key,
     encode_group_metadata_value,
+)
+from tests.state.formats.records.offset_encoders import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )

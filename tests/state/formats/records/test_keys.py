@@ -9,9 +9,8 @@ from state.formats.records import (
     RecordFormatError,
     decode_key,
     encode_group_metadata_key,
-    encode_offset_commit_key,
-    encode_offset_commit_keys,
 )
+from tests.state.formats.records.offset_encoders import encode_offset_commit_key
 from tests.state.formats.records.vectors import i16, i32, s
 
 
@@ -89,7 +88,7 @@ def test_null_key_is_a_format_error_and_non_bytes_a_type_error() -> None:
     assert decode_key(memoryview(i16(2) + s("g"))) == GroupMetadataKey("g")
 
 
-# --- encoders: argument checks and batches ----------------------------------------------------
+# --- encoders: argument checks ----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -106,8 +105,6 @@ def test_null_key_is_a_format_error_and_non_bytes_a_type_error() -> None:
 def test_encode_offset_commit_key_names_bad_field(args: tuple, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         encode_offset_commit_key(*args)
-    with pytest.raises(ValueError, match=rf"item 1: .*{field}"):
-        encode_offset_commit_keys(["g", args[0]], ["t", args[1]], [0, args[2]])
 
 
 def test_encode_offset_commit_key_max_length_string_is_accepted() -> None:
@@ -118,16 +115,3 @@ def test_encode_offset_commit_key_max_length_string_is_accepted() -> None:
 def test_encode_offset_commit_key_rejects_other_versions() -> None:
     with pytest.raises(ValueError, match="version"):
         encode_offset_commit_key("g", "t", 0, version=2)
-
-
-def test_batch_keys_equal_single_keys() -> None:
-    groups = ["g1", "g2", "g1", "é", "g1"]
-    topics = ["t", "t", "u", "t", "t"]
-    partitions = [0, 1, 2, -1, 0]
-    assert encode_offset_commit_keys(groups, topics, partitions) == [
-        encode_offset_commit_key(g, t, p)
-        for g, t, p in zip(groups, topics, partitions, strict=True)
-    ]
-    assert encode_offset_commit_keys([], [], []) == []
-    with pytest.raises(ValueError, match="length"):
-        encode_offset_commit_keys(["g"], [], [0])

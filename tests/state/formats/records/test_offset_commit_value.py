@@ -9,12 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from state.coordinator.model import OffsetAndMetadata
-from state.formats import records
-from state.formats.records import (
-    RecordFormatError,
-    decode_offset_commit_value,
+from state.formats.records import RecordFormatError, decode_offset_commit_value
+from tests.state.formats.records.offset_encoders import (
     encode_offset_commit_value,
-    encode_offset_commit_values,
+    offset_commit_value_version,
 )
 from tests.state.formats.records.vectors import (
     NO_TAGS,
@@ -81,8 +79,8 @@ def test_kafka_writer_version_choice() -> None:
     # v1 has no leader epoch: Kafka drops it there too.
     assert with_expiry == i16(1) + i64(1) + s("") + i64(10) + i64(20)
     assert decode_offset_commit_value(with_expiry) == OffsetAndMetadata(1, -1, "", 10, 20)
-    assert records.offset_commit_value_version(True) == 1
-    assert records.offset_commit_value_version(False) == 3
+    assert offset_commit_value_version(True) == 1
+    assert offset_commit_value_version(False) == 3
 
 
 @pytest.mark.parametrize("version", [0, 2, 3, 4])
@@ -153,50 +151,6 @@ def test_every_truncation_of_an_offset_value_is_rejected(
     for cut in range(len(data)):
         with pytest.raises(RecordFormatError):
             decode_offset_commit_value(data[:cut])
-
-
-# --- batches ---------------------------------------------------------------------------------
-
-
-def test_batch_values_equal_single_values() -> None:
-    offsets = [1, None, 3, 4]
-    epochs = [5, 0, -1, 7]
-    metas = ["", None, "m", ""]
-    commits = [10, 0, 30, 40]
-    expires = [None, None, 99, None]
-    out = encode_offset_commit_values(offsets, epochs, metas, commits, expires)
-    assert out == [
-        encode_offset_commit_value(OffsetAndMetadata(1, 5, "", 10)),
-        None,  # tombstone
-        encode_offset_commit_value(OffsetAndMetadata(3, -1, "m", 30, 99)),
-        encode_offset_commit_value(OffsetAndMetadata(4, 7, "", 40)),
-    ]
-    assert out[2] is not None and out[2][:2] == i16(1)
-    with pytest.raises(ValueError, match="length"):
-        encode_offset_commit_values([1], [], [""], [0], [None])
-
-
-@pytest.mark.parametrize(
-    ("column", "bad", "field"),
-    [
-        (0, 1 << 63, "offset"),
-        (1, 1 << 31, "leaderEpoch"),
-        (2, None, "metadata"),
-        (2, "x" * 40_000, "metadata"),
-        (3, "now", "commitTimestamp"),
-        (4, 1.5, "expireTimestamp"),
-    ],
-)
-def test_batch_values_name_item_and_field(column: int, bad: object, field: str) -> None:
-    columns: list[list[object]] = [[1, 2], [0, 0], ["", ""], [5, 5], [None, None]]
-    columns[column][1] = bad
-    with pytest.raises(ValueError, match=rf"item 1: .*{field}"):
-        encode_offset_commit_values(*columns)  # type: ignore[arg-type]
-
-
-def test_batch_values_reject_out_of_range_epoch_with_expiry() -> None:
-    with pytest.raises(ValueError, match="leaderEpoch"):
-        encode_offset_commit_values([1], [1 << 40], [""], [0], [5])
 
 
 # --- properties -------------------------------------------------------------------------------

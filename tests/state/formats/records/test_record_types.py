@@ -15,10 +15,10 @@ from state.formats.records import (
     RecordFormatError,
     classify_key,
     encode_group_metadata_key,
-    encode_offset_commit_key,
     record_type_name,
 )
 from state.formats.records.wire import INT16
+from tests.state.formats.records.offset_encoders import encode_offset_commit_key
 
 KAFKA_JARS = Path(__file__).resolve().parents[4] / ".runtime" / "jars" / "kafka"
 
