@@ -1,14 +1,10 @@
-"""Log-end offsets of the committed topics, read from a cluster on an interval into the sink.
+"""The mirror's log-end offsets: read from the mirrored cluster on an interval into its sink.
 
-A mirror's sink answers lag without a connection to the mirrored cluster: every
-``interval_s`` the refresher asks the cluster (ListOffsets, through :class:`BrokerOffsets`) for
-the log-end offset of every partition of every topic with a committed offset in the sink, and
-stores them (``Sink.write_log_end_offsets``). Readers (``OffsetsReader.describe``) then compute
-lag as ``log_end - committed`` from the sink alone, at most ``interval_s`` old, as Burrow and
-kafka_exporter do with their own polling.
-
-A failed refresh (cluster or sink unreachable) is logged and retried at the next interval; it
-never stops the mirror.
+A mirror's sink answers lag without a connection to the mirrored cluster: every ``interval_s``
+the refresher reads the log-end offsets of the committed topics (``BrokerOffsets``, the one
+reader of them) and stores them (``Sink.write_log_end_offsets``), as Burrow and kafka_exporter
+poll theirs. A failed refresh is logged and retried at the next interval; it never stops the
+mirror.
 """
 
 from __future__ import annotations
@@ -19,15 +15,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.client.offsets_reader import BrokerOffsets
+from connectors.client.offsets_reader import LOG_END_INTERVAL_S, BrokerOffsets
 from connectors.sinks import Sink, SinkError
-from state.coordinator.model import TopicPartition
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two refreshes: kafka_exporter's and Burrow's default polling is 30-60 s;
-#: a shorter interval keeps lag fresh for a dashboard at the cost of one ListOffsets per topic.
-DEFAULT_INTERVAL_S = 10.0
+#: Seconds between two refreshes (the mirror's ``log_end_interval_s`` default).
+DEFAULT_INTERVAL_S = LOG_END_INTERVAL_S
 
 
 class LogEndRefresher:
@@ -51,12 +45,7 @@ class LogEndRefresher:
     def refresh(self) -> int:
         """Read and store the log-end offsets of every partition of the committed topics; the
         number of partitions stored."""
-        partitions = [
-            TopicPartition(topic, partition)
-            for topic in self.sink.committed_topics()
-            for partition in self._broker.partitions_for(topic)
-        ]
-        ends = self._broker.end_offsets(partitions)
+        ends = self._broker.topic_end_offsets(self.sink.committed_topics())
         self.sink.write_log_end_offsets({(tp.topic, tp.partition): o for tp, o in ends.items()})
         return len(ends)
 

@@ -1,16 +1,13 @@
 """Reading committed offsets: Kafka's OffsetFetch, ListGroups and describe-with-lag, over the sink.
 
-:class:`OffsetsReader` answers from the sink the streaming job keeps (never from the offsets
-topic) and, for lag, takes log-end offsets from the sink where a mirror stores them and asks
-the broker for the rest. Like a group coordinator that is still
-loading its partition, every read first checks the coordinator status: while the job rebuilds
-its state (status ``LOADING``) the sink may be empty or stale, so reads raise
-:class:`CoordinatorLoadInProgressError` (COORDINATOR_LOAD_IN_PROGRESS, 14) instead of answering.
-The status check and the read are two statements, so a read that races the very start of a
-rebuild can still return the pre-rebuild view; it is never a partial batch.
+:class:`OffsetsReader` answers from the sink the job keeps. Like a coordinator still loading its
+partition, a read first checks the status: while the job rebuilds its state (``LOADING``) reads
+raise :class:`CoordinatorLoadInProgressError` (14). (Check and read are two statements: a read
+racing the start of a rebuild may return the pre-rebuild view, never a partial batch.)
 
-:class:`BrokerOffsets` is the broker side alone (beginning, end and by-time offsets, partition
-lists), shared with the CLI's ``reset-offsets``.
+:class:`BrokerOffsets` is the one reader of the cluster's offsets — log-end, log-start, by time,
+and the records at committed offsets — for lag here, ``reset-offsets``, the mirror's refresher
+and ``serve``'s cache; :func:`lag` is the one rule of lag in messages.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -41,12 +38,20 @@ from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 
 __all__ = [
+    "LOG_END_INTERVAL_S",
     "BrokerOffsets",
     "GroupDescription",
     "OffsetsReader",
     "PartitionLag",
     "lag",
 ]
+
+#: Seconds between two reads of the log-end offsets of the committed topics (the mirror's and
+#: serve's): Burrow and kafka_exporter poll every 30-60 s; 10 s keeps a dashboard's lag fresh.
+LOG_END_INTERVAL_S: Final = 10.0
+#: Bytes a partition's fetch may bring when reading a record at a committed offset: one record
+#: is wanted.
+_RECORD_FETCH_BYTES: Final = 64 * 1024
 
 
 def lag(committed: int, log_end: int | None) -> int | None:
@@ -124,11 +129,15 @@ class BrokerOffsets(CloseOnExit):
     def _client(self) -> KafkaConsumer:
         if self._consumer is None:
             self._consumer = KafkaConsumer(
-                client_id="consumer-offsets-reader",
-                group_id=None,
-                enable_auto_commit=False,
-                allow_auto_create_topics=False,
-                **self._options,
+                **{
+                    "client_id": "consumer-offsets-reader",
+                    "auto_offset_reset": "earliest",
+                    "max_partition_fetch_bytes": _RECORD_FETCH_BYTES,
+                    **self._options,
+                    "group_id": None,
+                    "enable_auto_commit": False,
+                    "allow_auto_create_topics": False,
+                }
             )
         return self._consumer
 
@@ -146,53 +155,57 @@ class BrokerOffsets(CloseOnExit):
                 known.append(KafkaTopicPartition(topic, partition))
         return known
 
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Log-end offset (the next offset to be written) of each known partition."""
+    def _list(
+        self, partitions: Iterable[TopicPartition], call: Callable[[KafkaConsumer], Any]
+    ) -> dict[TopicPartition, Any]:
+        """``call(consumer)(known partitions)`` (a ListOffsets), by partition ({} for none)."""
         known = self._known(partitions)
         if not known:
             return {}
-        answer = list_offsets(self._client().end_offsets, known, self.timeout_s)
+        answer = list_offsets(call(self._client()), known, self.timeout_s)
         return {TopicPartition(tp.topic, tp.partition): off for tp, off in answer.items()}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log-end offset (the next offset to be written) of each known partition."""
+        return self._list(partitions, lambda consumer: consumer.end_offsets)
+
+    def topic_end_offsets(self, topics: Iterable[str]) -> dict[TopicPartition, int]:
+        """Log-end offset of every partition of ``topics`` (topics the cluster lacks: none)."""
+        return self.end_offsets(
+            TopicPartition(topic, p) for topic in topics for p in self.partitions_for(topic)
+        )
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Log-start offset (the earliest readable offset) of each known partition."""
-        known = self._known(partitions)
-        if not known:
-            return {}
-        answer = list_offsets(self._client().beginning_offsets, known, self.timeout_s)
-        return {TopicPartition(tp.topic, tp.partition): off for tp, off in answer.items()}
+        return self._list(partitions, lambda consumer: consumer.beginning_offsets)
 
     def offsets_for_time(
         self, partitions: Iterable[TopicPartition], timestamp_ms: int
     ) -> dict[TopicPartition, int | None]:
         """The earliest offset whose timestamp is >= ``timestamp_ms``, per known partition;
         None where no message is that recent (Kafka's reset then uses the log end)."""
-        known = self._known(partitions)
-        if not known:
-            return {}
-        consumer = self._client()
-        answer = list_offsets(
-            lambda tps: consumer.offsets_for_times(dict.fromkeys(tps, int(timestamp_ms))),
-            known,
-            self.timeout_s,
+        answer = self._list(
+            partitions,
+            lambda consumer: (
+                lambda tps: consumer.offsets_for_times(dict.fromkeys(tps, int(timestamp_ms)))
+            ),
         )
-        return {
-            TopicPartition(tp.topic, tp.partition): (None if found is None else found.offset)
-            for tp, found in answer.items()
-        }
+        return {tp: None if found is None else found.offset for tp, found in answer.items()}
 
     def record_times(
-        self, positions: Mapping[TopicPartition, int]
+        self, positions: Mapping[TopicPartition, int], timeout_s: float | None = None
     ) -> dict[TopicPartition, RecordTime]:
         """The timestamp of the record at each known partition's offset of ``positions``
         (``gone`` where retention deleted it: then the first kept record's); a partition with
-        no record there, or none read within the timeout, is left out."""
+        no record there (or a v0 record), or none read within ``timeout_s`` (default the
+        reader's), is left out."""
         known = {
             tp: positions[TopicPartition(tp.topic, tp.partition)] for tp in self._known(positions)
         }
         if not known:
             return {}
-        found = record_timestamps(self._client(), known, self.timeout_s)
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        found = record_timestamps(self._client(), known, timeout)
         times = {
             tp: RecordTime.read_at(known[tp], r.offset, r.timestamp_ms) for tp, r in found.items()
         }

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from connectors.client.offsets_reader import lag
 from connectors.sinks import CommitHistoryEntry, CommittedOffset, GroupListing, Sink
 from connectors.sinks.log_end_samples import TimeLag, lag_ms, record_lag
 from state.coordinator.model import TopicPartition
@@ -46,9 +47,7 @@ class PartitionView:
 
     @property
     def lag(self) -> int | None:
-        if self.log_end_offset is None:
-            return None
-        return max(0, self.log_end_offset - self.committed.offset)
+        return lag(self.committed.offset, self.log_end_offset)
 
     @property
     def lag_seconds(self) -> float | None:
@@ -116,7 +115,7 @@ class LagView:
             points = [(committed.offset, committed.commit_timestamp_ms)]
         ends = self.log_ends.at_each(committed.topic_partition, [t for _, t in reversed(points)])
         return [
-            ConsumerOffset(offset, at, at, None if end is None else max(0, end - offset))
+            ConsumerOffset(offset, at, at, lag(offset, end))
             for (offset, at), end in zip(reversed(points), ends, strict=True)
         ]
 

@@ -1,23 +1,24 @@
 """Log-end offsets over time, per partition, held by the server for lag and Burrow's rules.
 
 Every ``interval_s`` the cache reads the log-end offsets of the committed topics: from the Kafka
-cluster (ListOffsets) when the server has client options for it, else from the sink's
-``topic_log_end_offsets`` (kept by a mirror). It keeps the last observations of each partition
-(a ring, as Burrow keeps its broker offsets), so the lag a commit had when it was made can be
-told from the log-end offset seen at or before it. Only a cache: a restarted server starts
-empty, and several servers over one sink need nothing from each other.
+cluster (``BrokerOffsets``, the client's one reader of them) when the server has client options
+for it, else from the sink's ``topic_log_end_offsets`` (kept by a mirror). It keeps the last
+observations of each partition (a ring, as Burrow keeps its broker offsets), so the lag a commit
+had when it was made can be told from the log-end offset seen at or before it. Only a cache: a
+restarted server starts empty, and several servers over one sink need nothing from each other.
 
-Lag in seconds needs more than a cache: each partition's table of (log-end offset, time)
-points (``connectors.sinks.log_end_samples``) lives in the sink (``topic_log_end_samples``),
-so it survives a restart and every server over the sink shares it. A server reading the
-cluster itself adds its reads to it through ``samples_sink`` (a writable sink); a mirror's
-sink gets them from the mirror. Each refresh then loads the table (:meth:`points`); without a
-writable sink the server keeps its own points in memory (lost on restart, said once).
+Lag in seconds needs more than a cache: each partition's table of (log-end offset, time) points
+(``connectors.sinks.log_end_samples``) lives in the sink (``topic_log_end_samples``), so it
+survives a restart and every server over the sink shares it. A server reading the cluster itself
+adds its reads to it through ``samples_sink`` (a writable sink); a mirror's sink gets them from
+the mirror. Each refresh then loads the table (:meth:`points`); without a writable sink the
+server keeps its own points in memory (lost on restart, said once).
 
 Where the table cannot place a committed offset (older than its oldest point: every group the
 first time its topic is sampled), a server reading the cluster reads the record at that offset
-and keeps its timestamp (:meth:`record_times`) until the offset moves: one entry per committed
-offset in that case, read in rounds until :data:`RECORD_READ_BUDGET_S` is spent each refresh.
+and keeps its timestamp (:meth:`record_times`, read by ``BrokerOffsets`` too) until the offset
+moves: one entry per committed offset in that case, read in rounds until
+:data:`RECORD_READ_BUDGET_S` is spent each refresh.
 """
 
 from __future__ import annotations
@@ -32,12 +33,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError
 
+from connectors.client.offsets_reader import LOG_END_INTERVAL_S as DEFAULT_INTERVAL_S
 from connectors.client.offsets_reader import BrokerOffsets
-from connectors.kafka.admin import record_timestamps
 from connectors.sinks import Sink, SinkError
 from connectors.sinks.log_end_samples import DEFAULT_KEEP as DEFAULT_KEEP_POINTS
 from connectors.sinks.log_end_samples import LogEndSample, RecordTime, merge_sample, thin
@@ -45,7 +44,6 @@ from state.coordinator.model import TopicPartition
 
 log = logging.getLogger(__name__)
 
-DEFAULT_INTERVAL_S = 10.0
 #: Observations kept per partition: an hour at the default interval.
 DEFAULT_KEEP = 360
 #: Seconds between two loads of the whole sampled table (in between, only what changed).
@@ -115,9 +113,9 @@ class LogEndCache:
             raise ValueError(f"log-end refresh interval must be > 0 s, got {interval_s}")
         self.sink = sink
         self.interval_s = interval_s
+        #: The cluster's log-end offsets and the records at committed offsets, read on the
+        #: refresh thread.
         self._broker = BrokerOffsets(client_options) if client_options is not None else None
-        self._client_options = client_options
-        self._records: KafkaConsumer | None = None
         #: Timestamps read, of the offsets wanted (:meth:`record_times`), and the offsets whose
         #: record could not be read, with when (tried again after :data:`RECORD_RETRY_S`).
         self._record_times: dict[RecordKey, RecordTime] = {}
@@ -245,12 +243,7 @@ class LogEndCache:
                 self.observe({entry.topic_partition: entry.offset}, entry.updated_at_ms)
             self._load_points()
             return len(stored)
-        partitions = [
-            TopicPartition(topic, partition)
-            for topic in self.sink.committed_topics()
-            for partition in self._broker.partitions_for(topic)
-        ]
-        ends = self._broker.end_offsets(partitions)
+        ends = self._broker.topic_end_offsets(self.sink.committed_topics())
         now = int(time.time() * 1000)
         self.observe(ends, now)
         if self._samples_sink is not None:
@@ -300,6 +293,8 @@ class LogEndCache:
             self._generation += 1
 
     def _read_record_times(self) -> int:
+        if self._broker is None:
+            return 0
         started = time.monotonic()
         with self._lock:
             todo = [
@@ -310,32 +305,25 @@ class LogEndCache:
             ]
         read = 0
         while todo and time.monotonic() - started < RECORD_READ_BUDGET_S:
-            batch: dict[KafkaTopicPartition, RecordKey] = {}
+            batch: dict[TopicPartition, RecordKey] = {}
             rest = []
             for key in todo:  # one offset per partition a round: it has one position
-                tp = KafkaTopicPartition(key[0], key[1])
+                tp = TopicPartition(key[0], key[1])
                 if tp in batch or len(batch) >= RECORD_READ_ROUND:
                     rest.append(key)
                 else:
                     batch[tp] = key
             todo = rest
             try:
-                found = record_timestamps(
-                    self._record_reader(),
-                    {tp: key[2] for tp, key in batch.items()},
-                    RECORD_READ_TIMEOUT_S,
+                found = self._broker.record_times(
+                    {tp: key[2] for tp, key in batch.items()}, RECORD_READ_TIMEOUT_S
                 )
             except (KafkaError, AttributeError) as exc:  # AttributeError: see list_offsets
                 log.warning("records at committed offsets not read (retried later): %s", exc)
                 found = {}
             with self._lock:
                 for tp, key in batch.items():
-                    record = found.get(tp)
-                    at = (
-                        None
-                        if record is None
-                        else RecordTime.read_at(key[2], record.offset, record.timestamp_ms)
-                    )
+                    at = found.get(tp)
                     if at is None:  # none read, or a v0 record
                         self._missed[key] = time.monotonic()
                     elif key in self._wanted:
@@ -348,21 +336,6 @@ class LogEndCache:
                 (time.monotonic() - started) * 1000,
             )
         return read
-
-    def _record_reader(self) -> KafkaConsumer:
-        """The consumer that reads records at committed offsets (its own: BrokerOffsets' is
-        never assigned partitions). Small fetches: one record a partition is wanted."""
-        if self._records is None:
-            self._records = KafkaConsumer(
-                client_id="consumer-offsets-serve-records",
-                group_id=None,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                allow_auto_create_topics=False,
-                max_partition_fetch_bytes=64 * 1024,
-                **(self._client_options or {}),
-            )
-        return self._records
 
     def _load_points(self) -> None:
         """The whole table now and then (:data:`FULL_RELOAD_S`), else only the points seen
@@ -424,8 +397,5 @@ class LogEndCache:
             self._thread = None
         if self._broker is not None:
             self._broker.close()
-        if self._records is not None:
-            self._records.close()
-            self._records = None
         if self._samples_sink is not None:
             self._samples_sink.close()
