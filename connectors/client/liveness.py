@@ -30,6 +30,7 @@ __all__ = [
     "RESPONDING",
     "STALE_AFTER_MS",
     "Liveness",
+    "duration",
     "liveness",
 ]
 
@@ -64,7 +65,7 @@ class Liveness:
 
     def describe(self) -> str:
         """One phrase for people: ``ACTIVE``, ``STOPPED``, or ``NOT RESPONDING (last seen
-        2026-05-01T12:00:00Z, 42 s ago)``."""
+        2026-05-01T12:00:00Z, 42s ago)``."""
         if self.status != NOT_RESPONDING:
             return self.status
         return f"{NOT_RESPONDING} ({self.last_seen()})"
@@ -75,16 +76,19 @@ class Liveness:
             return "no heartbeat recorded: not started, or a release without heartbeats"
         at = datetime.fromtimestamp(self.last_seen_ms / 1000, UTC)
         stamp = at.isoformat(timespec="seconds").replace("+00:00", "Z")
-        return f"last seen {stamp}, {_age(self.age_ms or 0)} ago"
+        return f"last seen {stamp}, {duration(self.age_ms or 0)} ago"
 
 
-def _age(ms: int) -> str:
-    seconds = max(0, ms) // 1000
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    return f"{seconds // 3600} h"
+def duration(ms: int) -> str:
+    """``ms`` as a person reads it: 45s, 5m12s, 2h03m, 3d04h."""
+    s = max(0, ms) // 1000
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def liveness(

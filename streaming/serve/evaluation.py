@@ -27,6 +27,8 @@ from enum import IntEnum
 from itertools import pairwise
 from typing import Any
 
+from connectors.client.liveness import duration
+
 #: Burrow's default window: 10 offsets per partition.
 DEFAULT_INTERVALS = 10
 
@@ -151,18 +153,6 @@ def partition_status(
         end=offsets[-1],
         reason=reason,
     )
-
-
-def duration(ms: int) -> str:
-    """``ms`` as a person reads it: 45s, 5m12s, 2h03m, 3d04h."""
-    s = max(0, ms) // 1000
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def _calculate(
