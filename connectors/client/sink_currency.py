@@ -1,25 +1,15 @@
 """Is the sink current for a group? Wait until the job has applied every commit the group sent.
 
 A commit is a message on the group's ingest partition (``partition_for(group)``); the job
-applies the partition's messages in order and records, in the same sink transaction as their
-offsets, the next ingest offset it will read (the status row's ``ingest_offsets``). So once that
-progress reaches the partition's log-end offset *as read now*, every commit produced before now
-is in the sink — whoever sent it.
+records, in the sink transaction that applies it, the next ingest offset it will read (the
+status row's ``ingest_offsets``). Once that progress reaches the partition's log end *as read
+now*, every commit produced before now is in the sink, whoever sent it: a stopped query's
+driver, a consumer handing its group over — producers whose memory would die with them. It can
+wait a little longer than needed (other groups of the shard), never shorter.
 
-Why the log end, read at call time, rather than the commit client remembering the offsets it
-produced: the commits that matter usually come from another process — the driver of a query
-that was stopped or lost with its checkpoint, a plain consumer handing its group over — and a
-client's memory dies with it. The log end covers every producer and needs nothing from them
-but that their commits were sent: a synchronous ``commit`` that returned, an asynchronous one
-whose future completed (``CommitProgressListener.flush``), or a closed client. It can wait a
-little longer than needed (other groups of the same shard, the job's expiry ticks), never
-shorter.
-
-When it cannot know — the job is STOPPED short of the log end, the sink is a mirror's (whose
-progress counts ``__consumer_offsets``, not the ingest topic), no cluster answers, or the
-progress does not get there in time (a job restarted on a new checkpoint records a shard only
-once it reads something there) — :func:`wait_until_applied` raises
-:class:`SinkNotCurrentError` instead of letting a stale answer through.
+When it cannot know — the job STOPPED short of the log end, a mirror's sink (its progress counts
+``__consumer_offsets``), no cluster answers, or no progress in time — :func:`wait_until_applied`
+raises :class:`SinkNotCurrentError` instead of letting a stale answer through.
 """
 
 from __future__ import annotations
@@ -73,12 +63,9 @@ def wait_until_applied(
 ) -> AppliedPosition:
     """Wait until ``reader``'s sink holds every commit of ``group_id`` sent before this call.
 
-    ``ingest_topic`` is the job's (``JobConfig.ingest_topic``) and ``tenant_topics`` its
-    tenants' ingest topics, through which the group's commits may come too; they are read on the
-    cluster of ``client_options`` (kafka-python options), by default the reader's. Waits through
-    LOADING.
-    Raises :class:`SinkNotCurrentError` when it cannot know (see the module docstring),
-    ValueError for a timeout that is not > 0.
+    ``ingest_topic`` is the job's and ``tenant_topics`` its tenants' (the group's commits may
+    come through them too), read on the cluster of ``client_options`` (default the reader's).
+    Waits through LOADING; raises :class:`SinkNotCurrentError` when it cannot know.
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")

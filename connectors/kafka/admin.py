@@ -162,8 +162,7 @@ class KafkaAdmin(CloseOnExit):
     """A small wrapper over kafka-python's admin client for the job's topic housekeeping."""
 
     def __init__(self, client_options: Mapping[str, Any]) -> None:
-        self._options = dict(client_options)
-        self._admin = KafkaAdminClient(client_id="consumer-offsets-admin", **self._options)
+        self._admin = KafkaAdminClient(client_id="consumer-offsets-admin", **client_options)
 
     def close(self) -> None:
         """Close the admin client's connections."""
@@ -252,10 +251,6 @@ class KafkaAdmin(CloseOnExit):
                 return
             time.sleep(0.2)
         raise TopicConfigurationError(f"topics {names} have no leaders after {timeout_s:.0f}s")
-
-    def end_offsets(self, topic: str) -> dict[int, int]:
-        """Log-end offset of every partition of ``topic``."""
-        return end_offsets(self._options, topic)
 
 
 def list_offsets(
