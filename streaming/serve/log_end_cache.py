@@ -128,8 +128,7 @@ class LogEndCache:
         self._latest: dict[str, dict[int, int]] = {}
         self._samples_sink = samples_sink
         self._points: dict[TopicPartition, list[LogEndSample]] = {}
-        #: :meth:`tables` and :meth:`columns`, made again after the points change.
-        self._tables: dict[TopicPartition, tuple[list[LogEndSample], list[int]]] | None = None
+        #: :meth:`columns`, made again after the points change.
         self._columns: SampleColumns | None = None
         #: Counts the refreshes: what a reader's cache of lags keys on (:attr:`generation`).
         self._generation = 0
@@ -156,27 +155,14 @@ class LogEndCache:
                 self._latest.setdefault(tp.topic, {})[tp.partition] = int(offset)
             self._generation += 1
 
-    def latest(self, tp: TopicPartition) -> int | None:
-        with self._lock:
-            ring = self._seen.get(tp)
-            return ring[-1][1] if ring else None
-
     def offsets_of(self, topic: str) -> dict[int, int]:
         """The latest log-end offset of each known partition of ``topic``."""
         with self._lock:
             return dict(self._latest.get(topic, {}))
 
-    def at(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
-        """The log-end offset last seen at or before ``timestamp_ms`` (None if none was)."""
-        with self._lock:
-            ring = self._seen.get(tp)
-            if not ring:
-                return None
-            i = bisect.bisect_right(ring, timestamp_ms, key=_time_of)
-            return ring[i - 1][1] if i else None
-
     def at_each(self, tp: TopicPartition, timestamps: list[int]) -> list[int | None]:
-        """:meth:`at` of each of ``timestamps`` (one lock for all)."""
+        """The log-end offset last seen at or before each of ``timestamps`` (None where none
+        was)."""
         with self._lock:
             ring = self._seen.get(tp)
             if not ring:
@@ -202,17 +188,6 @@ class LogEndCache:
         """The partition's (log-end offset, time) points as last loaded, oldest first."""
         with self._lock:
             return self._points.get(tp, [])
-
-    def tables(self) -> dict[TopicPartition, tuple[list[LogEndSample], list[int]]]:
-        """Every partition's points and their offsets (for bisecting), as last loaded: one
-        consistent copy for a pass over every group."""
-        with self._lock:
-            if self._tables is None:
-                self._tables = {
-                    tp: (list(points), [p.offset for p in points])
-                    for tp, points in self._points.items()
-                }
-            return self._tables
 
     def columns(self) -> SampleColumns:
         """Every partition's points as columns (:class:`SampleColumns`), as last loaded: what a
@@ -253,7 +228,7 @@ class LogEndCache:
             self._load_points()
         else:
             with self._lock:
-                self._tables, self._columns = None, None
+                self._columns = None
                 for tp, offset in ends.items():
                     merged, _ = merge_sample(self._points.get(tp, []), offset, now)
                     self._points[tp] = thin(merged)
@@ -346,14 +321,14 @@ class LogEndCache:
             loaded = self.sink.log_end_samples()
             with self._lock:
                 self._points = loaded
-                self._tables, self._columns = None, None
+                self._columns = None
             self._full_loaded_at, self._loaded_ms = now, started_ms
             return
         since = self._loaded_ms - int(2 * self.interval_s * 1000)  # writers' clocks and lag
         self._loaded_ms = int(time.time() * 1000)
         changed = self.sink.log_end_samples_since(since)
         with self._lock:
-            self._tables, self._columns = None, None
+            self._columns = None
             for topic, partition, point in changed:
                 tp = TopicPartition(topic, partition)
                 points = self._points.setdefault(tp, [])
