@@ -1,4 +1,4 @@
-"""Building record frames (``RECORD_FRAME_SCHEMA``) and converting them to and from ``Record``s.
+"""Building record frames (``RECORD_FRAME_SCHEMA``), from columns or from ``Record``s.
 
 Every record this state machine writes is built here, with the byte encodings of
 ``state.formats.records``, so all writers of the offsets topic produce identical records.
@@ -22,7 +22,6 @@ from state.coordinator.model import (
 from state.formats.frames import RECORD_FRAME_SCHEMA
 from state.formats.record_columns import offset_commit_keys, offset_commit_values
 from state.formats.records import (
-    decode_group_metadata_value,
     encode_group_metadata_key,
     encode_group_metadata_value,
 )
@@ -167,28 +166,3 @@ def _offset_records_of(records: list[Record]) -> pa.Table:
         ),
         tombstone=tomb,
     )
-
-
-def table_records(table: pa.Table) -> list[Record]:
-    """The ``Record``s of a record frame: offsets from its columns, group metadata decoded from its
-    ``value`` bytes (the columns hold only generation and member count)."""
-    out: list[Record] = []
-    for row in table.to_pylist():
-        if row["kind"] == GROUP_KIND:
-            key = GroupMetadataKey(row["group_id"])
-            value = None if row["value"] is None else decode_group_metadata_value(row["value"])
-            out.append(Record(key, value))
-        else:
-            okey = OffsetCommitKey(row["group_id"], row["topic"], row["partition"])
-            if row["value"] is None:
-                out.append(Record(okey, None))
-            else:
-                value = OffsetAndMetadata(
-                    offset=row["offset"],
-                    leader_epoch=row["leader_epoch"],
-                    metadata=row["metadata"],
-                    commit_timestamp_ms=row["commit_timestamp_ms"],
-                    expire_timestamp_ms=row["expire_timestamp_ms"],
-                )
-                out.append(Record(okey, value))
-    return out

@@ -3,8 +3,7 @@
 The parser (``parse_json``) marks objects with a repeated key (``DuplicateKeys``) and integer
 literals too long for any Kafka integer (``HugeInt``) instead of failing, and rejects NaN and
 Infinity. The readers check one field each against its Kafka type and raise ``InvalidRequest``
-naming the JSON path of the field at fault (e.g. ``topics[0].partitions[2].committedOffset``);
-the path is built only then, as reading well-formed requests is the hot path.
+naming the JSON path of the field at fault (e.g. ``topics[0].partitions[2].committedOffset``).
 """
 
 from __future__ import annotations
@@ -188,10 +187,6 @@ def read_text(value: object, prefix: str, key: str | int, expected: str = "a str
 
 def read_str(obj: dict[str, Any], key: str, prefix: str, default: Any = REQUIRED) -> str:
     """A string field; absent gives ``default`` (required if none)."""
-    value = obj.get(key, default)
-    # Fast path (several fields of every request): an ASCII string is always valid text.
-    if type(value) is str and value.isascii():
-        return value
     return read_text(read_field(obj, key, prefix, default), prefix, key)
 
 

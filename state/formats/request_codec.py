@@ -191,8 +191,7 @@ def encode_members(members: Iterable[MemberMetadata]) -> str:
 
 def _topics(obj: dict[str, Any]) -> Iterator[tuple[str, str, list[Any]]]:
     """Yield (topic name, path of the topic, its raw partitions array) for each entry of the
-    request's ``topics`` array, in order. Partitions are left to the caller, which builds a
-    partition's path only when it reports an error."""
+    request's ``topics`` array, in order."""
     for ti, raw_topic in enumerate(read_array(obj, "topics", "")):
         tpath = f"topics[{ti}]"
         topic_obj = as_object(raw_topic, tpath)
@@ -201,7 +200,7 @@ def _topics(obj: dict[str, Any]) -> Iterator[tuple[str, str, list[Any]]]:
 
 
 def _checked_commit_partition(topic: str, raw: object, path: str) -> PartitionCommit:
-    """Field-by-field reading of one commit partition, naming the first field at fault."""
+    """One commit partition, read field by field, naming the first field at fault."""
     p = as_object(raw, path)
     index = read_int(p, "partitionIndex", path, INT32)
     offset = read_int(p, "committedOffset", path, INT64)
@@ -219,32 +218,11 @@ def _offset_commit(
     member_id = read_str(obj, "memberId", "", "")
     instance_id = read_nullable_str(obj, "groupInstanceId", "")
     retention = read_int(obj, "retentionTimeMs", "", INT64, -1)
-    _, lo32, hi32 = INT32
-    _, lo64, hi64 = INT64
-    partitions = []
-    append = partitions.append
-    for name, tpath, raw_partitions in _topics(obj):
-        for pi, p in enumerate(raw_partitions):
-            # Fast path for a well-formed partition (one per committed offset, so hot); any
-            # doubt goes to the checked reader, which builds the path and names the field.
-            if type(p) is dict:
-                index = p.get("partitionIndex")
-                offset = p.get("committedOffset")
-                epoch = p.get("committedLeaderEpoch", -1)
-                metadata = p.get("committedMetadata", "")
-                if (
-                    type(index) is int
-                    and type(offset) is int
-                    and type(epoch) is int
-                    and type(metadata) is str
-                    and lo32 <= index <= hi32
-                    and lo64 <= offset <= hi64
-                    and lo32 <= epoch <= hi32
-                    and (metadata.isascii() or is_valid_text(metadata))
-                ):
-                    append(PartitionCommit(name, index, offset, epoch, metadata))
-                    continue
-            append(_checked_commit_partition(name, p, f"{tpath}.partitions[{pi}]"))
+    partitions = [
+        _checked_commit_partition(name, p, f"{tpath}.partitions[{pi}]")
+        for name, tpath, raw_partitions in _topics(obj)
+        for pi, p in enumerate(raw_partitions)
+    ]
     return OffsetCommitRequest(
         request_id=request_id,
         group_id=group_id,

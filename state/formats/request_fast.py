@@ -27,7 +27,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from state.coordinator.requests import REQUEST_VERSION, OffsetCommitRequest
-from state.formats.json_fields import INT32, INT64
+from state.formats.json_fields import INT32, INT64, is_valid_text
 
 __all__ = ["CommitColumns", "commit_columns", "decode_commit_columns"]
 
@@ -178,7 +178,8 @@ def decode_commit_columns(data: bytes | bytearray) -> CommitColumns | None:
         values += metadata
         if not _keys_are_the_fields(colons, fields, escaped, values):
             return None
-        if escaped and not _is_valid_text(values):
+        # Raw UTF-8, once validated, cannot hold a lone surrogate, but a \u escape can spell one.
+        if escaped and not is_valid_text("".join(values)):
             return None
     return CommitColumns(
         request.requestId,
@@ -213,14 +214,3 @@ def _keys_are_the_fields(colons: int, fields: int, escaped: bool, values: list[s
     if colons < fields or escaped:
         return False
     return colons - "\n".join(values).count(":") == fields
-
-
-def _is_valid_text(values: list[str]) -> bool:
-    """Whether every string value is valid Unicode, as the exact decoder requires. Needed only
-    for a document with escapes: raw UTF-8, once validated, cannot hold a lone surrogate, but a
-    ``\\u`` escape can spell one (msgspec refuses them too; this does not rely on it)."""
-    try:
-        "".join(values).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
