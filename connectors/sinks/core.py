@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from connectors.closing import CloseOnExit
 from connectors.sinks.statements import statements
-from connectors.sinks.tables import TableNames
+from connectors.sinks.tables import define_tables
 from connectors.sinks.values import SinkError
 
 log = logging.getLogger(__name__)
@@ -63,9 +63,10 @@ class SinkCore(ABC, CloseOnExit):
         self.keep_history = keep_history
         self.read_only = read_only
         self._clock = clock
-        self._names = TableNames(table_prefix)
+        self._prefix = table_prefix
         self._schema = schema or None
-        self._sql = statements(self.dialect_name, self._names.prefix, self._schema)
+        self._tables = define_tables(table_prefix, self._schema)  # ValueError: a bad prefix
+        self._sql = statements(self.dialect_name, table_prefix, self._schema)
         # One connection per sink, serialised by a lock: foreachBatch writes from one driver
         # thread, but the same process may read (e.g. a status endpoint) from another.
         self._lock = threading.RLock()

@@ -8,7 +8,7 @@ from typing import Any
 
 from connectors.sinks.core import SinkCore, Statements
 from connectors.sinks.statements import HISTORY_FILTERS
-from connectors.sinks.text import original_text, stored_text
+from connectors.sinks.text import original_row, original_text, stored_text
 from connectors.sinks.values import CommitHistoryEntry
 from state.coordinator.model import TopicPartition
 
@@ -64,7 +64,7 @@ class CommitHistory(SinkCore):
             params.append(int(partition))
         statement = "history:" + " ".join(HISTORY_FILTERS[len(params) - 1])
         found = self._run(statement, (*params, int(limit)))
-        return [history_from_row(row) for row in found]
+        return [CommitHistoryEntry(*original_row(row, 0, 1, 5)) for row in found]
 
     def recent_history(
         self, group_id: str, per_partition: int
@@ -76,7 +76,7 @@ class CommitHistory(SinkCore):
         found = self._run("recent_history", (stored_text(group_id), per_partition))
         windows: dict[TopicPartition, list[CommitHistoryEntry]] = {}
         for row in found:
-            entry = history_from_row(row)
+            entry = CommitHistoryEntry(*original_row(row, 0, 1, 5))
             windows.setdefault(TopicPartition(entry.topic, entry.partition), []).append(entry)
         return windows
 
@@ -101,18 +101,3 @@ class CommitHistory(SinkCore):
                 windows[(original_text(group), original_text(topic), partition)] = window
             window.append((offset, at))
         return windows
-
-
-def history_from_row(row: Sequence[Any]) -> CommitHistoryEntry:
-    """A history entry from a row of the history query (``CommitHistoryEntry``'s fields)."""
-    group_id, topic, partition, offset, epoch, metadata, commit_ts, batch_id = row
-    return CommitHistoryEntry(
-        original_text(group_id),
-        original_text(topic),
-        partition,
-        offset,
-        epoch,
-        original_text(metadata),
-        commit_ts,
-        batch_id,
-    )

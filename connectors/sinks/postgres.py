@@ -6,17 +6,11 @@ deduplicated upserts and tombstones are COPYed (binary) into session temp tables
 one ``INSERT … SELECT … ON CONFLICT … DO UPDATE`` and one ``DELETE … USING``; smaller batches use
 ``executemany`` (pipelined). The progress row is updated in the same transaction.
 
-Failures: if the server or the connection fails during a batch, the transaction is gone, the
-batch raises :class:`~connectors.sinks.values.SinkWriteError` and nothing of it is kept. The
-sink does *not* retry the batch itself: raised from ``foreachBatch`` the error fails the
-streaming query loudly, and the restarted query replays the batch from its checkpoint. The
-broken connection is dropped, and the next call (write or read) connects afresh. A connection
-found dead *before* a batch starts (server restart, idle timeout: the first statement fails) is
-replaced and the batch runs on the new one, since nothing of it reached the server. Reads retry
-once on a fresh connection when the connection turns out to be broken (they are idempotent).
-
-Readers in other processes open their own sink (``open_sink(url, read_only=True)`` runs no DDL and
-sets ``default_transaction_read_only``); each read is one statement, so it sees whole batches.
+Failures: a batch whose connection fails raises SinkWriteError, nothing of it kept, and fails
+the query (which replays it from its checkpoint); the next call connects afresh. A connection
+found dead before a batch began is replaced and the batch runs on the new one; a read on one
+runs once more. Readers in other processes open their own sink (read-only:
+``default_transaction_read_only``); each read is one statement, so it sees whole batches.
 
 The write path, the reads, the statements and the contract are
 :class:`~connectors.sinks.base.Sink`'s; this module supplies the connection, its transactions
@@ -42,7 +36,7 @@ from connectors.sinks.base import Sink
 from connectors.sinks.batch import OFFSET_KEY_COLUMNS, OFFSET_UPSERT_COLUMNS, PreparedBatch, rows
 from connectors.sinks.core import Statements
 from connectors.sinks.statements import compile_sql, dialect, upsert
-from connectors.sinks.tables import TableNames, define_tables
+from connectors.sinks.tables import define_tables
 from connectors.sinks.url import redact_url
 from connectors.sinks.values import SinkError, now_ms
 
@@ -59,7 +53,7 @@ _HISTORY_TYPES: Final = ["int8", "int8", "text", "text", "int4", "int8", "int4",
 def _bulk_statements(prefix: str, schema: str | None) -> dict[str, str]:
     """COPY into session temp tables (``ON COMMIT DELETE ROWS`` empties them after every
     batch), then one upsert and one ``DELETE … USING`` from them."""
-    t = define_tables(TableNames(prefix), schema)
+    t = define_tables(prefix, schema)
     offsets, history = t["offsets"], t["history"]
     md = sa.MetaData()
     temp = {"prefixes": ["TEMPORARY"], "postgresql_on_commit": "DELETE ROWS"}
@@ -84,7 +78,7 @@ def _bulk_statements(prefix: str, schema: str | None) -> dict[str, str]:
         "upsert_offsets_staged": compile_sql(
             upsert(postgresql.insert, offsets, *(c.name for c in keys), rows=rows_of),
             on,
-            "batch_id",
+            ("batch_id",),
         ),
         "delete_offsets_staged": compile_sql(
             sa.delete(offsets).where(*(offsets.c[c.name] == c for c in deletes.c)), on
@@ -121,7 +115,7 @@ class PostgresSink(Sink):
             clock=clock,
             schema=schema,
         )
-        self._bulk = _bulk_statements(self._names.prefix, self._schema)
+        self._bulk = _bulk_statements(self._prefix, self._schema)
         self._open()
 
     # --- connection and transactions -----------------------------------------------------------
@@ -207,7 +201,7 @@ class PostgresSink(Sink):
     def _lock_schema(self, tx: Statements) -> None:
         """A transaction-scoped advisory lock per (schema, prefix): concurrent CREATE … IF NOT
         EXISTS can still collide in the catalog. Then the schema, if one is named."""
-        lock_key = zlib.crc32(f"{self._schema}.{self._names.prefix}".encode()) - 2**31
+        lock_key = zlib.crc32(f"{self._schema}.{self._prefix}".encode()) - 2**31
         tx.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
         # Only a missing schema is created: CREATE SCHEMA needs the CREATE privilege on the
         # database even with IF NOT EXISTS, which a role writing into a given schema lacks

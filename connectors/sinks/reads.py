@@ -9,7 +9,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from connectors.sinks.core import SinkCore
-from connectors.sinks.text import original_column, original_text, stored_text
+from connectors.sinks.text import original_column, original_row, original_text, stored_text
 from connectors.sinks.values import (
     NO_OFFSET,
     CommittedOffset,
@@ -50,14 +50,14 @@ class Reads(SinkCore):
         stored_group = stored_text(group_id)
         if partitions is None:
             found = self._run("fetch_group", (stored_group,))
-            return [committed_from_row(group_id, row) for row in found]
+            return [CommittedOffset(group_id, *original_row(row, 0, 4)) for row in found]
         if not partitions:
             return []
         topics = self._bind_list(sorted({stored_text(tp[0]) for tp in partitions}))
         numbers = self._bind_list(sorted({int(tp[1]) for tp in partitions}))
         stored: dict[tuple[str, int], CommittedOffset] = {}
         for row in self._run("fetch_partitions", (stored_group, topics, numbers)):
-            offset = committed_from_row(group_id, row)
+            offset = CommittedOffset(group_id, *original_row(row, 0, 4))
             stored[(offset.topic, offset.partition)] = offset
         return [
             stored.get((tp[0], tp[1]))
@@ -124,23 +124,4 @@ class Reads(SinkCore):
 
     def table_rows(self) -> dict[str, int]:
         """Rows per table, by table name (with the prefix): what an operator watches grow."""
-        return {
-            name: int(self._run(f"count_{role}")[0][0])
-            for role, name in self._names.tables().items()
-        }
-
-
-def committed_from_row(group_id: str, row: Sequence[Any]) -> CommittedOffset:
-    """A stored offset of ``group_id`` from an offsets-table row read as (topic, partition,
-    committed_offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)."""
-    topic, partition, offset, epoch, metadata, commit_ts, expire_ts = row
-    return CommittedOffset(
-        group_id,
-        original_text(topic),
-        partition,
-        offset,
-        epoch,
-        original_text(metadata),
-        commit_ts,
-        expire_ts,
-    )
+        return {t.name: int(self._run(f"count_{role}")[0][0]) for role, t in self._tables.items()}

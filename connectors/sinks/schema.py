@@ -1,24 +1,12 @@
 """Versions of the sink's schema and the ordered steps that migrate an older sink in place.
 
-A sink records the steps applied to it in its ``sink_schema_version`` table (one row per step:
-version, description, when). A writable sink migrates on open, in one transaction that also
-holds the backend's schema lock, so two processes opening an old sink at once migrate it once:
-
-* no tables at all: the baseline (schema 1, the tables as the first release created them) is
-  created, then every step after it runs — a new sink takes the same path as an old one, so the
-  steps are exercised on every start, not only on upgrades;
-* the first release's tables but no version table (schema 1, written before versions existed):
-  every step after 1 runs;
-* an older version: the steps after it run, in order;
-* a newer version than this release knows: refused (a downgrade would write rows the newer
-  schema's readers misread), and the message names both versions.
-
-A read-only sink runs no DDL: it refuses a sink older than this release (its reads would name
-columns the sink lacks) with a message saying how to migrate it, and reads a newer one as long
-as the columns it reads still exist (steps only add).
-
-Each step's DDL is rendered from the table definitions (``connectors.sinks.tables``) for
-the sink's dialect, here with the order and the bookkeeping.
+A sink records each step applied in ``sink_schema_version``. A writable sink migrates on open,
+in one transaction holding the backend's schema lock: from no tables (0: the baseline, then
+every step — a new sink takes the path of an old one), from the first release's tables without
+versions (1), or from an older version; a newer version is refused (its readers would misread
+what this release writes). A read-only sink runs no DDL: it refuses an older sink, saying how
+to migrate it, and reads a newer one (steps only add). Each step's DDL is rendered from the
+table definitions (``connectors.sinks.tables``) for the sink's dialect.
 """
 
 from __future__ import annotations
@@ -32,7 +20,13 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from connectors.sinks.core import SinkCore, Statements
 from connectors.sinks.statements import compile_sql, dialect
-from connectors.sinks.tables import STATES_V1, TableNames, define_tables, status_table
+from connectors.sinks.tables import (
+    HISTORY_KEY_INDEX,
+    HISTORY_TIME_INDEX,
+    STATES_V1,
+    define_tables,
+    status_table,
+)
 from connectors.sinks.values import SinkError
 
 log = logging.getLogger(__name__)
@@ -94,24 +88,28 @@ def too_old_message(url: str, found: int) -> str:
     )
 
 
-def step_ddl(version: int, dialect_name: str, names: TableNames, schema: str | None) -> list[str]:
+def step_ddl(version: int, dialect_name: str, prefix: str, schema: str | None) -> list[str]:
     """The DDL of the step to ``version`` (1: the baseline's tables) for the dialect, in order."""
-    t = define_tables(names, schema)
+    t = define_tables(prefix, schema)
     on = dialect(dialect_name)
     quote = on.identifier_preparer
+    status_name = t["status"].name
     status = quote.format_table(t["status"])
     indexes = {index.name: index for index in t["history"].indexes}
+
+    def index(name: str) -> str:
+        return compile_sql(CreateIndex(indexes[prefix + name], if_not_exists=True), on)
 
     def create(table: sa.Table) -> str:
         return compile_sql(CreateTable(table, if_not_exists=True), on)
 
     if version == 1:
-        v1_status = status_table(sa.MetaData(schema=schema), names.status, STATES_V1, False)
+        v1_status = status_table(sa.MetaData(schema=schema), status_name, STATES_V1, False)
         return [
             *(create(t[role]) for role in ("offsets", "groups")),
             create(v1_status),
             create(t["history"]),
-            compile_sql(CreateIndex(indexes[names.history_index], if_not_exists=True), on),
+            index(HISTORY_KEY_INDEX),
             *(create(t[role]) for role in ("log_end", "members", "source")),
         ]
     if version == 2:
@@ -119,7 +117,7 @@ def step_ddl(version: int, dialect_name: str, names: TableNames, schema: str | N
             t["status"].c.heartbeat_at_ms
         )
         steps = [
-            compile_sql(CreateIndex(indexes[names.history_time_index], if_not_exists=True), on),
+            index(HISTORY_TIME_INDEX),
             f"ALTER TABLE {status} ADD COLUMN {heartbeat}",
         ]
         if dialect_name == "postgresql":
@@ -137,18 +135,18 @@ def step_ddl(version: int, dialect_name: str, names: TableNames, schema: str | N
         (check,) = t["status"].c.status.constraints
         if dialect_name == "postgresql":
             # The name PostgreSQL gave the baseline's CHECK (<table>_<column>_check).
-            name = quote.quote(f"{names.status}_status_check")
+            name = quote.quote(f"{status_name}_status_check")
             return [
                 f"ALTER TABLE {status} DROP CONSTRAINT IF EXISTS {name},"
                 f" ADD CONSTRAINT {name} CHECK ({check.sqltext})"  # type: ignore[attr-defined]
             ]
         # SQLite cannot alter a CHECK constraint: the one-row table is copied into a new one.
-        new = status_table(sa.MetaData(schema=schema), names.status + "_v5")
+        new = status_table(sa.MetaData(schema=schema), status_name + "_v5")
         return [
             create(new),
             f"INSERT INTO {quote.format_table(new)} SELECT * FROM {status}",
             f"DROP TABLE {status}",
-            f"ALTER TABLE {quote.format_table(new)} RENAME TO {quote.quote(names.status)}",
+            f"ALTER TABLE {quote.format_table(new)} RENAME TO {quote.quote(status_name)}",
         ]
     raise ValueError(f"no sink schema step to version {version}")
 
@@ -189,7 +187,7 @@ class SchemaMigrations(SinkCore):
                 raise SinkError(too_new_message(self.url, found))
             for step in steps_after(found):
                 for statement in step_ddl(
-                    step.version, self.dialect_name, self._names, self._schema
+                    step.version, self.dialect_name, self._prefix, self._schema
                 ):
                     tx.execute(statement)
                 tx.execute(
@@ -216,7 +214,7 @@ class SchemaMigrations(SinkCore):
         (newest,) = tx.execute(self._sql["schema_version"]).fetchone()
         if newest is not None:
             return int(newest)
-        offsets = self._table_exists_params(self._names.offsets)
+        offsets = self._table_exists_params(self._tables["offsets"].name)
         return 1 if tx.execute(self._sql["table_exists"], offsets).fetchone() else 0
 
     def _check_schema_readable(self) -> None:
@@ -227,8 +225,8 @@ class SchemaMigrations(SinkCore):
 
     def schema_version(self) -> int:
         """The schema version recorded in the sink (0: none)."""
-        if not self._run("table_exists", self._table_exists_params(self._names.schema)):
-            offsets = self._table_exists_params(self._names.offsets)
+        if not self._run("table_exists", self._table_exists_params(self._tables["schema"].name)):
+            offsets = self._table_exists_params(self._tables["offsets"].name)
             return 1 if self._run("table_exists", offsets) else 0
         (newest,) = self._run("schema_version")[0]
         return int(newest or 1)

@@ -63,19 +63,10 @@ class StatusRow(SinkCore):
         self._write(clear, "cannot reset")
 
     def heartbeat(self) -> None:
-        """Record that the writer is alive now (the sink's clock), in a transaction of its own.
-
-        The job and the mirror call it every few seconds, also when idle, so that readers can
-        tell a running writer from one that died without setting its status.
-        """
+        """Record that the writer is alive now (the sink's clock): the job and the mirror call it
+        every few seconds, also when idle, so readers tell a running writer from a dead one."""
         self._check_writable()
-        now = self._clock()
-
-        def beat(tx: Statements) -> bool:
-            tx.execute(self._sql["heartbeat"], (now,))
-            return True
-
-        self._write(beat, "cannot record a heartbeat")
+        self._run("heartbeat", (self._clock(),), action="cannot record a heartbeat")
 
     def bind_source_cluster(self, cluster_id: str, cluster_name: str) -> None:
         """Record that this sink mirrors cluster ``cluster_id``; SinkError when it already holds
@@ -126,81 +117,47 @@ def _clean_detail(detail: str) -> str:
 TENANTS_KEY: Final = "tenants"
 
 
-def _partition_offsets(offsets: Mapping[int, int]) -> dict[str, int]:
+def _by_partition(offsets: Mapping[int, int]) -> dict[str, int]:
     return {str(int(p)): int(o) for p, o in sorted(offsets.items())}
 
 
-def encode_ingest_offsets(
-    offsets: Mapping[int, int], tenant_offsets: Mapping[str, Mapping[int, int]] | None = None
-) -> str:
-    """The ingest offsets as the JSON text stored in the status row (partitions sorted): the
-    job's ingest topic's partitions at the top, each tenant's topic under ``"tenants"``."""
-    data: dict[str, object] = dict(_partition_offsets(offsets))
-    if tenant_offsets:
-        data[TENANTS_KEY] = {
-            topic: _partition_offsets(by_partition)
-            for topic, by_partition in sorted(tenant_offsets.items())
-        }
-    return json.dumps(data)
-
-
-def decode_ingest_offsets(text: str | None) -> dict[int, int]:
-    """The ingest topic's offsets of :func:`encode_ingest_offsets`; no text means no offsets."""
-    data = json.loads(text or "{}")
-    return {int(p): int(o) for p, o in data.items() if p != TENANTS_KEY}
-
-
-def decode_tenant_offsets(text: str | None) -> dict[str, dict[int, int]]:
-    """The tenants' topics' offsets of :func:`encode_ingest_offsets`."""
-    tenants = json.loads(text or "{}").get(TENANTS_KEY, {})
-    return {t: {int(p): int(o) for p, o in by_p.items()} for t, by_p in tenants.items()}
-
-
 def progress_values(progress: BatchProgress, updated_at_ms: int) -> tuple[Any, ...]:
-    """The values of :data:`PROGRESS_COLUMNS` for a committed batch, in that order."""
+    """The values of ``PROGRESS_COLUMNS`` for a committed batch. The ingest offsets are JSON:
+    the ingest topic's partitions at the top, each tenant's topic under ``"tenants"``."""
+    offsets: dict[str, object] = dict(_by_partition(progress.ingest_offsets))
+    if progress.tenant_offsets:
+        tenants = sorted(progress.tenant_offsets.items())
+        offsets[TENANTS_KEY] = {topic: _by_partition(by) for topic, by in tenants}
+    p = progress
+    counters = (p.input_rows, p.commits_applied, p.rejected, p.tombstones, p.state_keys)
+    # skipped_records stays 0: every record is stored (connectors.sinks.text).
     return (
-        progress.batch_id,
-        encode_ingest_offsets(progress.ingest_offsets, progress.tenant_offsets),
-        progress.input_rows,
-        progress.commits_applied,
-        progress.rejected,
-        progress.tombstones,
-        progress.state_keys,
-        progress.duration_ms,
-        progress.timestamp_ms,
-        0,  # skipped_records: every record is stored (connectors.sinks.text)
+        p.batch_id,
+        json.dumps(offsets),
+        *counters,
+        p.duration_ms,
+        p.timestamp_ms,
+        0,
         updated_at_ms,
     )
 
 
 def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:
-    """Build the status from the row in :data:`STATUS_COLUMNS` order."""
-    status, detail, last_batch_id, ingest, input_rows, commits, rejected = row[:7]
-    # skipped_records (row[11]) stays in the table's layout; every record is stored now.
-    tombstones, state_keys, duration_ms, batch_ts, _, updated_at, heartbeat = row[7:]
-    offsets = decode_ingest_offsets(ingest)
-    tenant_offsets = decode_tenant_offsets(ingest)
-    progress = None
-    if last_batch_id >= 0:
-        progress = BatchProgress(
-            batch_id=last_batch_id,
-            ingest_offsets=offsets,
-            tenant_offsets=tenant_offsets,
-            input_rows=input_rows,
-            commits_applied=commits,
-            rejected=rejected,
-            tombstones=tombstones,
-            state_keys=state_keys,
-            duration_ms=duration_ms,
-            timestamp_ms=batch_ts,
-        )
+    """The status from a row in ``STATUS_COLUMNS`` order."""
+    status, detail, last_batch_id, ingest = row[:4]
+    data = json.loads(ingest or "{}")
+    offsets = {int(p): int(o) for p, o in data.items() if p != TENANTS_KEY}
+    tenants = data.get(TENANTS_KEY, {})
+    tenant_offsets = {t: {int(p): int(o) for p, o in by.items()} for t, by in tenants.items()}
+    # row[4:11]: the counters, the duration and the batch's time, in BatchProgress's order.
+    progress = BatchProgress(last_batch_id, offsets, tenant_offsets, {}, *row[4:11])
     return CoordinatorStatus(
         status=status,
         detail=detail,
         last_batch_id=last_batch_id,
         ingest_offsets=dict(offsets),
-        updated_at_ms=updated_at,
-        last_progress=progress,
-        heartbeat_at_ms=heartbeat,
+        updated_at_ms=row[12],
+        last_progress=progress if last_batch_id >= 0 else None,
+        heartbeat_at_ms=row[13],
         tenant_offsets=tenant_offsets,
     )

@@ -11,8 +11,8 @@ a locale, and listings sort by code point as in SQLite.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass, field
 from typing import Any, Final, get_args
 
 import sqlalchemy as sa
@@ -24,68 +24,19 @@ _PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # PostgreSQL truncates identifiers at 63 bytes; the longest derived name is
 # "<prefix>offset_commit_history_key_idx" (30 characters).
 _MAX_PREFIX_LEN: Final = 32
-
-#: Table (and index) name by role, before the prefix.
-_NAMES: Final = {
-    "offsets": "consumer_offsets",
-    "groups": "consumer_groups",
-    "status": "coordinator_status",
-    "history": "offset_commit_history",
-    "history_index": "offset_commit_history_key_idx",
-    "history_time_index": "offset_commit_history_time_idx",
-    "log_end": "topic_log_end_offsets",
-    "samples": "topic_log_end_samples",
-    "source": "source_cluster",
-    "members": "consumer_group_members",
-    "schema": "sink_schema_version",
-    "commits": "consumer_group_commit_counts",
-}
-
-#: Roles that name an index, not a table.
-_INDEXES: Final = frozenset({"history_index", "history_time_index"})
+#: The history's indexes, before the prefix: by key (schema 1) and by commit time (schema 2).
+HISTORY_KEY_INDEX: Final = "offset_commit_history_key_idx"
+HISTORY_TIME_INDEX: Final = "offset_commit_history_time_idx"
 
 
 def validate_table_prefix(prefix: str) -> str:
-    """Return ``prefix`` if it is a safe identifier prefix ("" or ^[A-Za-z_][A-Za-z0-9_]*$)."""
-    if prefix == "":
-        return prefix
-    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
-        raise ValueError(f"table_prefix must match ^[A-Za-z_][A-Za-z0-9_]*$, got {prefix!r}")
-    if len(prefix) > _MAX_PREFIX_LEN:
-        raise ValueError(f"table_prefix must be at most {_MAX_PREFIX_LEN} characters: {prefix!r}")
+    """``prefix`` if it is "" or a safe identifier start; ValueError otherwise."""
+    if prefix and (not _PREFIX_RE.match(prefix) or len(prefix) > _MAX_PREFIX_LEN):
+        raise ValueError(
+            f"table_prefix must match ^[A-Za-z_][A-Za-z0-9_]*$ and have at most"
+            f" {_MAX_PREFIX_LEN} characters, got {prefix!r}"
+        )
     return prefix
-
-
-@dataclass(frozen=True, slots=True)
-class TableNames:
-    """Unquoted names of the sink's tables; each backend quotes them with its own rules.
-
-    Raises ValueError for an unsafe ``prefix`` (see :func:`validate_table_prefix`).
-    """
-
-    prefix: str = ""
-    offsets: str = field(init=False)
-    groups: str = field(init=False)
-    status: str = field(init=False)
-    history: str = field(init=False)
-    history_index: str = field(init=False)
-    history_time_index: str = field(init=False)
-    log_end: str = field(init=False)
-    samples: str = field(init=False)
-    source: str = field(init=False)
-    members: str = field(init=False)
-    schema: str = field(init=False)
-    commits: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        validate_table_prefix(self.prefix)
-        for role, name in _NAMES.items():
-            object.__setattr__(self, role, f"{self.prefix}{name}")
-
-    def tables(self) -> dict[str, str]:
-        """The tables' names by role ("offsets", "groups", "status", "history", "log_end",
-        "samples", "source", "members", "schema", "commits")."""
-        return {role: getattr(self, role) for role in _NAMES if role not in _INDEXES}
 
 
 #: Kafka's int64 fields: ``bigint``; SQLite's ``INTEGER`` is 64-bit already.
@@ -152,11 +103,13 @@ def status_table(
     )
 
 
-def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.Table]:
-    """The sink's tables by role (``TableNames.tables``' roles), as this release has them."""
+@functools.cache
+def define_tables(prefix: str, schema: str | None = None) -> dict[str, sa.Table]:
+    """The sink's tables by role, as this release has them; ValueError for an unsafe prefix."""
+    validate_table_prefix(prefix)
     md = sa.MetaData(schema=schema)
     history = sa.Table(
-        names.history,
+        prefix + "offset_commit_history",
         md,
         _col("batch_id", _BIG),
         _col("seq", _BIG),
@@ -164,11 +117,11 @@ def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.
         sa.PrimaryKeyConstraint("batch_id", "seq"),
         **_NO_ROWID,
     )
-    sa.Index(names.history_index, "group_id", "topic", PARTITION, "batch_id", _table=history)
-    sa.Index(names.history_time_index, "commit_timestamp_ms", _table=history)
+    sa.Index(prefix + HISTORY_KEY_INDEX, "group_id", "topic", PARTITION, "batch_id", _table=history)
+    sa.Index(prefix + HISTORY_TIME_INDEX, "commit_timestamp_ms", _table=history)
     return {
         "offsets": sa.Table(
-            names.offsets,
+            prefix + "consumer_offsets",
             md,
             *_commit_columns(),
             _col("expire_timestamp_ms", _BIG, nullable=True),
@@ -180,7 +133,7 @@ def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.
             **_NO_ROWID,
         ),
         "groups": sa.Table(
-            names.groups,
+            prefix + "consumer_groups",
             md,
             _col("group_id", _KEY, primary_key=True),
             _col("generation", sa.Integer, nullable=True),
@@ -188,10 +141,10 @@ def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.
             _col("batch_id", _BIG),
             **_NO_ROWID,
         ),
-        "status": status_table(md, names.status),
+        "status": status_table(md, prefix + "coordinator_status"),
         "history": history,
         "log_end": sa.Table(
-            names.log_end,
+            prefix + "topic_log_end_offsets",
             md,
             _col("topic", _KEY),
             _col(PARTITION, sa.Integer),
@@ -201,7 +154,7 @@ def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.
             **_NO_ROWID,
         ),
         "samples": sa.Table(
-            names.samples,
+            prefix + "topic_log_end_samples",
             md,
             _col("topic", sa.Text),  # schema 3 created it without COLLATE "C"
             _col(PARTITION, sa.Integer),
@@ -212,7 +165,7 @@ def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.
             **_NO_ROWID,
         ),
         "source": sa.Table(
-            names.source,
+            prefix + "source_cluster",
             md,
             _one_row_id(),
             _col("cluster_id", sa.Text),
@@ -220,7 +173,7 @@ def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.
             _col("updated_at_ms", _BIG),
         ),
         "members": sa.Table(
-            names.members,
+            prefix + "consumer_group_members",
             md,
             _col("group_id", _KEY),
             _col("member_id", _KEY),
@@ -229,14 +182,14 @@ def define_tables(names: TableNames, schema: str | None = None) -> dict[str, sa.
             **_NO_ROWID,
         ),
         "schema": sa.Table(
-            names.schema,
+            prefix + "sink_schema_version",
             md,
             _col("version", sa.Integer, primary_key=True),
             _col("description", sa.Text),
             _col("applied_at_ms", _BIG),
         ),
         "commits": sa.Table(
-            names.commits,
+            prefix + "consumer_group_commit_counts",
             md,
             _col("group_id", _KEY, primary_key=True),
             _col("commits", _BIG),

@@ -9,7 +9,8 @@ sink's readers take and return the original strings.
 
 from __future__ import annotations
 
-from typing import Final, overload
+from collections.abc import Sequence
+from typing import Any, Final, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,6 +58,14 @@ def original_text(stored: str | None) -> str | None:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def original_row(row: Sequence[Any], *texts: int) -> list[Any]:
+    """``row`` with the strings at positions ``texts`` as they were before :func:`stored_text`."""
+    found = list(row)
+    for i in texts:
+        found[i] = original_text(found[i])
+    return found
 
 
 def stored_column(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:

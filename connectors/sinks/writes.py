@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -44,18 +44,11 @@ class Writes(SinkCore):
         progress: BatchProgress,
         members: pa.Table | None = None,
     ) -> bool:
-        """Apply one micro-batch and its progress atomically; False if ``batch_id`` was done.
-
-        ``records`` follows ``RECORD_FRAME_SCHEMA`` in log order. Returns False, changing
-        nothing, when ``batch_id`` is at or below the last committed batch id (read under the
-        transaction's write lock, so two writers cannot both apply a batch). Raises ValueError
-        (before touching the store) for records that break the frame contract, and
-        :class:`SinkWriteError` when the store fails; either way nothing of the batch is kept.
-        A connection found dead before the batch reached the store is replaced and the batch
-        runs on the new one; the sink retries nothing else (Spark replays the batch).
-        ``members`` (a mirror's consumer-protocol members, ``MEMBER_SCHEMA``) are applied in
-        the same transaction.
-        """
+        """Apply one micro-batch (``RECORD_FRAME_SCHEMA``, log order), its ``members`` (a
+        mirror's, ``MEMBER_SCHEMA``) and its progress in one transaction; False, changing
+        nothing, when ``batch_id`` is at or below the last committed one (read under the write
+        lock). ValueError for records breaking the frame contract, SinkWriteError when the store
+        fails; either way nothing of the batch is kept (Spark replays it)."""
         _check_write_args(batch_id, progress)
         self._check_writable()
         prepared = prepare_batch(records)
@@ -71,12 +64,8 @@ class Writes(SinkCore):
             if batch_id <= last_batch_id:
                 return False
             self._apply_records(tx, batch_id, prepared)
-            if member_upserts.num_rows:
-                tx.executemany(
-                    self._sql["upsert_member"], rows(member_upserts, MEMBER_KEY_COLUMNS, batch_id)
-                )
-            if member_deletes.num_rows:
-                tx.executemany(self._sql["delete_member"], rows(member_deletes, MEMBER_KEY_COLUMNS))
+            self._each_row(tx, "upsert_member", member_upserts, MEMBER_KEY_COLUMNS, batch_id)
+            self._each_row(tx, "delete_member", member_deletes, MEMBER_KEY_COLUMNS)
             self._count_commits(tx, progress, prepared)
             self._record_progress(tx, progress)
             return True
@@ -104,15 +93,10 @@ class Writes(SinkCore):
         return True
 
     def write_snapshot(self, batch_id: int, records: pa.Table) -> bool:
-        """Upsert a rebuilt shard's state (its records, ``RECORD_FRAME_SCHEMA``) ahead of batch
-        ``batch_id``, in a transaction of its own; False, changing nothing, when that batch was
-        already written (a replay).
-
-        A rebuild carries every shard's whole state in its first batch: written shard by shard,
-        the driver holds one shard's rows at a time instead of millions. Readers see none of it
-        as an answer: the sink is LOADING until the rebuild's batch is written. No history: a
-        snapshot is state, not commits.
-        """
+        """Upsert a rebuilt shard's state (its records) ahead of batch ``batch_id``, in a
+        transaction of its own (the driver holds one shard's rows at a time, not millions);
+        False, changing nothing, when that batch was already written. No history: a snapshot is
+        state, not commits; readers wait for the batch (the sink is LOADING until then)."""
         self._check_writable()
         prepared = prepare_batch(records)
         written = False
@@ -129,15 +113,10 @@ class Writes(SinkCore):
         return written
 
     def write_loaded(self, records: pa.Table) -> None:
-        """Upsert a rebuilt shard's state (its records, ``RECORD_FRAME_SCHEMA``) in a transaction
-        of its own, from the process that rebuilt it, while the rest of the rebuild goes on.
-
-        Unlike :meth:`write_snapshot` it needs no batch id (a Spark worker does not know it):
-        a shard's state loaded from the offsets topic holds everything the sink has of that
-        shard, because every batch appends to the topic before it writes the sink, so writing
-        it again (a replayed rebuild, a retried task) writes the same rows. Rows are tagged with
-        the batch after the last one written: the batch that loads them.
-        """
+        """Upsert a rebuilt shard's state from the Spark worker that loaded it, which knows no
+        batch id: rows are tagged with the batch after the last one written (the one loading
+        them). Writing it again (a replay, a retried task) writes the same rows, since every
+        batch appends to the offsets topic before it writes the sink."""
         self._check_writable()
         prepared = prepare_batch(records)
 
@@ -164,29 +143,20 @@ class Writes(SinkCore):
     def _write_state(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """The batch's offsets, then its group metadata, every row tagged ``batch_id``."""
         self._write_offsets(tx, batch_id, batch)
-        self._write_groups(tx, batch_id, batch)
-
-    def _write_groups(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
-        """Upsert and delete the batch's group metadata rows."""
-        if batch.group_upserts.num_rows:
-            tx.executemany(
-                self._sql["upsert_group"],
-                rows(batch.group_upserts, GROUP_UPSERT_COLUMNS, batch_id),
-            )
-        if batch.group_deletes.num_rows:
-            tx.executemany(self._sql["delete_group"], rows(batch.group_deletes, GROUP_KEY_COLUMNS))
+        self._each_row(tx, "upsert_group", batch.group_upserts, GROUP_UPSERT_COLUMNS, batch_id)
+        self._each_row(tx, "delete_group", batch.group_deletes, GROUP_KEY_COLUMNS)
 
     def _write_offsets(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """Upsert and delete the batch's offsets, one statement per row (a backend may bulk)."""
-        if batch.offset_upserts.num_rows:
-            tx.executemany(
-                self._sql["upsert_offset"],
-                rows(batch.offset_upserts, OFFSET_UPSERT_COLUMNS, batch_id),
-            )
-        if batch.offset_deletes.num_rows:
-            tx.executemany(
-                self._sql["delete_offset"], rows(batch.offset_deletes, OFFSET_KEY_COLUMNS)
-            )
+        self._each_row(tx, "upsert_offset", batch.offset_upserts, OFFSET_UPSERT_COLUMNS, batch_id)
+        self._each_row(tx, "delete_offset", batch.offset_deletes, OFFSET_KEY_COLUMNS)
+
+    def _each_row(
+        self, tx: Statements, name: str, table: pa.Table, columns: Sequence[str], *extra: Any
+    ) -> None:
+        """Statement ``name`` once per row of ``table`` (its ``columns``, then ``extra``)."""
+        if table.num_rows:
+            tx.executemany(self._sql[name], rows(table, columns, *extra))
 
     def _write_history(
         self, tx: Statements, history: Iterable[tuple[Any, ...]], count: int
