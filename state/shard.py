@@ -2,67 +2,65 @@
 ``GroupCoordinatorShard``, offsets side).
 
 The streaming job keys its state by shard (``CoordinatorConfig.state_shard_for(group)``: the
-offsets-topic partition, or that modulo ``state_shards`` when a shard holds several partitions;
-``record_partitions`` then gives each record's partition) and keeps each shard between
-micro-batches as an opaque blob. For each shard with input or a due
-timer it calls::
+offsets-topic partition, or that modulo ``state_shards`` when a shard holds several partitions)
+and keeps each shard between micro-batches. For each shard with input it makes one call::
 
-    state = decode_state(blob)                            # or, for a shard seen the first time:
-    state = empty_shard(shard_id)                         #   nothing to load
-    state, read = replay_log(shard_id, key_value_pairs)   #   load from the offsets topic
-    state, read = replay_log_chunks(shard_id, chunks)     #   ... given as binary columns
-    frame = decode_request_messages(raw_messages)         # messages it could not parse itself
-    result = apply_batch(state, frame, now_ms, config)    # or, when the timer fired:
-    result = cleanup_group_metadata(state, now_ms, config)
-    blob = encode_state(result.state, stamp)               # stamp: names the blob (0: none)
-    answers, dead_letters = encode_responses(result.responses, shard_id)
+    out = handle_messages(shard, state, messages, now_ms, rules, load)
 
-A shard may also be kept as a base blob and a log of the records applied since
+``state`` is the stored state (None: none yet, then ``load(shard)`` rebuilds it from the
+offsets topic, or the shard starts empty); ``messages`` the shard's ingest messages as columns
+(``streaming.spark.ingest``). ``out.state`` is the new state, ``out.records`` go to the offsets
+topic and the sinks in order, ``out.answers`` and ``out.dead_letters`` to the responses and
+dead-letter topics, ``out.positions`` say how far the call read each ingest partition, and
+``out.stats`` count what it did.
+
+A shard may be stored as a base blob (``encode_state``) and a log of the records applied since
 (``encode_log_chunk`` of each call's records, ``replay_log_chunks_on`` the decoded base,
 ``rewrite_base`` to decide when to fold the log into a new base).
-
-``result.records`` go to the offsets topic (and the sinks) in order; ``result.next_expiry_ms`` is
-when to call again without input; ``snapshot_records(state)`` is a loaded shard as records, to
-refill a sink. Frames are Arrow tables of the ``state.formats.frames`` schemas, re-exported here.
 
 ``apply_batch``, ``cleanup_group_metadata`` and ``expire`` never touch their input state; the new
 state is the old one with the returned records replayed, so loading a shard from the offsets topic
 (``replay_log``/``replay_records``) rebuilds it exactly. The reads (``fetch_offsets``,
-``group_metadata``, ``snapshot``) serve tests and tools.
+``snapshot``) serve tests and tools.
 """
 
 from __future__ import annotations
 
-from state.coordinator.acls import AclBinding, Authorizer
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
 from state.engine.apply import ApplyResult, apply_batch, cleanup_group_metadata
-from state.engine.consumer_groups import ConsumerGroupRecords, consumer_group_records
+from state.engine.consumer_groups import consumer_group_records
 from state.engine.loading import (
     LoadedShard,
     positioned_record_frame_of,
-    record_frame_of,
     record_partitions,
     replay_log,
     replay_log_chunks,
     snapshot_records,
 )
-from state.engine.misrouted import refuse_misrouted
+from state.engine.misrouted import refuse_misrouted, split_misrouted
 from state.engine.request_frame import decode_request_messages, frame_from_requests
 from state.engine.shard_log import (
-    LOG_FLOOR_BYTES,
     encode_log_chunk,
     replay_log_chunk,
     replay_log_chunks_on,
     rewrite_base,
 )
-from state.engine.shard_reads import GroupSnapshot, fetch_offsets, group_metadata, snapshot
+from state.engine.shard_reads import fetch_offsets, snapshot
 from state.engine.shard_state import (
-    ExpireResult,
     ShardState,
     empty_shard,
     expire,
     next_expiry_ms,
-    replay,
     replay_records,
     state_nbytes,
 )
@@ -74,32 +72,308 @@ from state.engine.state_codec import (
     encode_state_kept,
 )
 from state.formats.frames import (
-    EXTENDED_REQUEST_FRAME_SCHEMA,
-    MEMBER_FRAME_SCHEMA,
     RECORD_FRAME_SCHEMA,
     REQUEST_FRAME_SCHEMA,
     RESPONSE_FRAME_SCHEMA,
 )
-from state.formats.records import RECORD_TYPES, RecordFormatError, classify_key
+from state.formats.records import RecordFormatError, classify_key
 from state.formats.response_codec import encode_responses
 
+#: Written by the job once per shard whenever it starts, so that every shard is called in the
+#: first batch (it loads, and warms what a first batch pays). Not a request: dropped.
+LOAD_MARKER = b'{"version":1,"api":"LoadCoordinator"}'
+#: Written by the job to every ingest partition every ``retention_check_interval_ms`` (Kafka's
+#: ``offsets.retention.check.interval.ms``): the shard expires what is due, Kafka's periodic
+#: check, even when no commit arrives for it. Not a request: dropped.
+EXPIRY_TICK = b'{"version":1,"api":"ExpireOffsets"}'
+#: The job's own messages. Only on the job's own ingest topic, which only operators may write:
+#: on a tenant's topic they are malformed requests (dead letters), so no tenant forces an expiry.
+MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
+#: The ``tenant`` of a message from the job's own ingest topic (operators'); a tenant's is its
+#: index in ``ShardRules.tenant_topics``.
+OPERATOR = -1
+
+POSITION_SCHEMA = pa.schema(
+    [("topic", pa.string()), ("partition", pa.int32()), ("next_offset", pa.int64())]
+)
+
+
+@dataclass(frozen=True)
+class ShardRules:
+    """What a call needs besides the shard: Kafka's configuration; each tenant's ingest topic and
+    ACLs, by tenant index; the partition counts of the ingest topics, the job's then each
+    tenant's (empty: not known, and a shard takes every message keyed to it)."""
+
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    tenant_topics: tuple[str, ...] = ()
+    tenant_authorizers: tuple[Authorizer, ...] = ()
+    ingest_partitions: tuple[int, ...] = ()
+
+    def own_partition(self, tenant: int, shard: int) -> int | None:
+        """The partition of ``tenant``'s ingest topic holding ``shard``'s requests: the shard
+        modulo the topic's partition count (a divisor of the shard count); None: not known."""
+        index = 0 if tenant == OPERATOR else tenant + 1
+        if index >= len(self.ingest_partitions):
+            return None
+        return shard % self.ingest_partitions[index]
+
+
+class ShardOutput(NamedTuple):
+    """One call's result. ``changed``: ``state`` must be stored (new, or not the one called
+    with). ``records`` go to the offsets topic in order, each to its ``record_partitions`` entry
+    (None: the shard is the partition); ``loaded`` is the shard as records when the call loaded
+    it (for the sinks). ``answers`` (with the ``tenant`` whose responses topic each goes to, null:
+    the job's) and ``dead_letters`` are ``encode_responses`` messages; ``positions``
+    (:data:`POSITION_SCHEMA`) the next offset after the call's messages per ingest topic (null:
+    the job's) and partition; ``group_commits`` the commits applied per group."""
+
+    state: ShardState
+    changed: bool
+    records: pa.Table
+    record_partitions: pa.Array | None
+    loaded: pa.Table
+    answers: pa.Table
+    dead_letters: pa.Table
+    positions: pa.Table
+    group_commits: pa.Table
+    stats: dict[str, int | None]
+
+
+def handle_messages(
+    shard: int,
+    state: ShardState | None,
+    messages: pd.DataFrame,
+    now_ms: int,
+    rules: ShardRules,
+    load: Callable[[int], LoadedShard] | None = None,
+) -> ShardOutput:
+    """One micro-batch of ``shard``: its ``messages`` (``ingest_offset``, ``timestamp_ms``,
+    ``value`` bytes; optionally ``ingest_partition`` and ``tenant``) decoded and applied at
+    ``now_ms`` (the micro-batch's time: a replay decides as the first run did), the job's own
+    topic first, then each tenant's under its ACLs. Without a stored ``state`` the shard is
+    ``load(shard)`` (rebuilt from its offsets-topic partitions) or empty. What is due expires
+    only when an expiry tick is among the job's own messages. A message from an ingest partition
+    not the shard's is answered NOT_COORDINATOR."""
+    loaded, loaded_records = RECORD_FRAME_SCHEMA.empty_table(), None
+    if state is not None:
+        start = state
+    elif load is not None:
+        start, loaded_records = load(shard)
+        loaded = snapshot_records(start)
+    else:
+        start = empty_shard(shard)
+    applied = _apply_messages(shard, start, messages, now_ms, rules)
+    records = applied.records()
+    responses = applied.responses()
+    answers, dead_letters = _encode_answers(applied.answered, shard)
+    return ShardOutput(
+        state=applied.state,
+        changed=state is None or applied.state is not state,
+        records=records,
+        record_partitions=record_partitions(records, rules.coordinator),
+        loaded=loaded,
+        answers=answers,
+        dead_letters=dead_letters,
+        positions=pa.Table.from_pylist(applied.positions, POSITION_SCHEMA),
+        group_commits=group_commits(responses),
+        stats=_stats(applied, records, responses, loaded_records),
+    )
+
+
+class _Applied:
+    """What a call's ``apply_batch`` calls made, in order."""
+
+    def __init__(self, state: ShardState) -> None:
+        self.state = state
+        self.record_parts: list[pa.Table] = []
+        self.answered: list[tuple[int, pa.Table]] = []
+        self.positions: list[dict[str, object]] = []
+        self.input_rows = 0
+        self.next_expiry_ms: int | None = None
+
+    def add(self, tenant: int, result: ApplyResult, input_rows: int) -> None:
+        self.state, self.next_expiry_ms = result.state, result.next_expiry_ms
+        self.record_parts.append(result.records)
+        self.answered.append((tenant, result.responses))
+        self.input_rows += input_rows
+
+    def records(self) -> pa.Table:
+        parts = self.record_parts
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def responses(self) -> pa.Table:
+        parts = [responses for _, responses in self.answered]
+        if not parts:
+            return RESPONSE_FRAME_SCHEMA.empty_table()
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _apply_messages(
+    shard: int, state: ShardState, messages: pd.DataFrame, now_ms: int, rules: ShardRules
+) -> _Applied:
+    """``apply_batch`` of each source's messages in turn (``_by_source``); the first call
+    expires what is due when the job's own topic brought an expiry tick."""
+    applied = _Applied(state)
+    sources = _by_source(messages)
+    expire_due = _expiry_ticked(sources)
+    for tenant, part in sources:
+        topic = None if tenant == OPERATOR else rules.tenant_topics[tenant]
+        applied.positions += [
+            {"topic": topic, "partition": partition, "next_offset": end}
+            for partition, end in _next_offsets(part)
+        ]
+        own = rules.own_partition(tenant, shard)
+        routed, misrouted = split_misrouted(part, own)
+        markers = MARKERS if tenant == OPERATOR else frozenset()
+        frames = [_request_frame(routed, markers)]
+        if len(misrouted):
+            frames.append(
+                refuse_misrouted(
+                    _request_frame(misrouted, markers),
+                    f"shard {shard} reads its requests from partition {own} of its ingest "
+                    "topic: a request goes to partition_for(group id, partition count) with the "
+                    "group id as its key",
+                )
+            )
+        authorizer = None if tenant == OPERATOR else rules.tenant_authorizers[tenant]
+        for frame in frames:
+            result = apply_batch(
+                applied.state,
+                frame,
+                now_ms,
+                rules.coordinator,
+                expire_due=expire_due,
+                authorizer=authorizer,
+            )
+            expire_due = False
+            applied.add(tenant, result, frame.num_rows)
+    return applied
+
+
+def _by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
+    """A shard's messages split by the topic they came from (``tenant``): the job's own topic
+    first, then each tenant's in configuration order, so that a replay applies them in the same
+    order. Without the column, all are the job's."""
+    if "tenant" not in messages.columns or not len(messages):
+        return [(OPERATOR, messages)]
+    return [
+        (int(tenant), part.reset_index(drop=True))
+        for tenant, part in messages.groupby("tenant", sort=True)
+    ]
+
+
+def _expiry_ticked(sources: list[tuple[int, pd.DataFrame]]) -> bool:
+    """Whether an expiry tick is among the messages of the job's own ingest topic; one a tenant
+    writes on its own topic is refused like any malformed request."""
+    return any(
+        tenant == OPERATOR and bool((part["value"] == EXPIRY_TICK).any())
+        for tenant, part in sources
+        if len(part)
+    )
+
+
+def _next_offsets(messages: pd.DataFrame) -> list[tuple[int | None, int]]:
+    """(ingest partition, the offset after its last message) for each partition among
+    ``messages``; partition None without the column."""
+    if not len(messages):
+        return []
+    offsets = messages["ingest_offset"].to_numpy()
+    if "ingest_partition" not in messages.columns:
+        return [(None, int(offsets.max()) + 1)]
+    partitions = messages["ingest_partition"].to_numpy()
+    first = partitions[0]
+    if (partitions == first).all():  # the usual case: every message from the shard's partition
+        return [(int(first), int(offsets.max()) + 1)]
+    return [(int(p), int(offsets[partitions == p].max()) + 1) for p in np.unique(partitions)]
+
+
+def _request_frame(messages: pd.DataFrame, markers: frozenset[bytes]) -> pa.Table:
+    """Messages as a request frame, in log order, without the job's ``markers``."""
+    if len(messages) > 1 and not messages["ingest_offset"].is_monotonic_increasing:
+        messages = messages.sort_values("ingest_offset", kind="stable")
+    return decode_request_messages(
+        (offset, timestamp_ms, value)
+        for offset, timestamp_ms, value in zip(
+            messages["ingest_offset"].tolist(),
+            messages["timestamp_ms"].tolist(),
+            messages["value"].tolist(),
+            strict=True,
+        )
+        if value is None or bytes(value) not in markers
+    )
+
+
+def _encode_answers(answered: list[tuple[int, pa.Table]], shard: int) -> tuple[pa.Table, pa.Table]:
+    """``encode_responses`` of each source's responses, a tenant's answers marked with its
+    ``tenant`` (its responses topic)."""
+    answers, dead = [], []
+    for tenant, responses in answered:
+        encoded, dead_letters = encode_responses(responses, shard)
+        if tenant != OPERATOR and encoded.num_rows:
+            encoded = encoded.append_column(
+                "tenant", pa.array([tenant] * encoded.num_rows, pa.int32())
+            )
+        answers.append(encoded)
+        dead.append(dead_letters)
+    if not answers:
+        return encode_responses(RESPONSE_FRAME_SCHEMA.empty_table(), shard)
+    if len(answers) == 1:
+        return answers[0], dead[0]
+    return pa.concat_tables(answers, promote_options="permissive"), pa.concat_tables(dead)
+
+
+def group_commits(responses: pa.Table) -> pa.Table:
+    """Offset commits applied per group (``group_id``, ``commits_applied``): OffsetCommit
+    partitions answered NONE, one per partition as Kafka writes a record per partition."""
+    if not responses.num_rows:
+        return pa.table({})
+    applied = pc.and_(
+        pc.and_(pc.equal(responses["api"], "OffsetCommit"), pc.equal(responses["error_code"], 0)),
+        pc.is_valid(responses["topic"]),
+    )
+    groups = responses["group_id"].filter(applied)
+    if not len(groups):
+        return pa.table({})
+    counts = pc.value_counts(groups).flatten()
+    return pa.table({"group_id": counts[0], "commits_applied": counts[1]})
+
+
+def _count(mask: pa.ChunkedArray | pa.Array) -> int:
+    return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
+
+
+def _stats(
+    applied: _Applied, records: pa.Table, responses: pa.Table, loaded_records: int | None
+) -> dict[str, int | None]:
+    """The call's counters (the job's statistics and the writer's progress)."""
+    ok = pc.equal(responses["error_code"], 0) if responses.num_rows else None
+    return {
+        "input_rows": applied.input_rows,
+        "commits_applied": (
+            _count(pc.and_(ok, pc.equal(responses["api"], "OffsetCommit"))) if ok is not None else 0
+        ),
+        "rejected": _count(pc.invert(ok)) if ok is not None else 0,
+        "tombstones": _count(pc.is_null(records["value"])) if records.num_rows else 0,
+        "state_keys": applied.state.num_offsets,
+        "loaded_records": loaded_records,
+        "next_expiry_ms": applied.next_expiry_ms,
+    }
+
+
 __all__ = [
-    "EXTENDED_REQUEST_FRAME_SCHEMA",
-    "LOG_FLOOR_BYTES",
-    "MEMBER_FRAME_SCHEMA",
+    "EXPIRY_TICK",
+    "LOAD_MARKER",
+    "MARKERS",
+    "OPERATOR",
     "RECORD_FRAME_SCHEMA",
-    "RECORD_TYPES",
     "REQUEST_FRAME_SCHEMA",
     "RESPONSE_FRAME_SCHEMA",
-    "AclBinding",
-    "ApplyResult",
     "Authorizer",
-    "ConsumerGroupRecords",
     "CoordinatorConfig",
-    "ExpireResult",
-    "GroupSnapshot",
     "LoadedShard",
     "RecordFormatError",
+    "ShardOutput",
+    "ShardRules",
     "ShardState",
     "StateFormatError",
     "apply_batch",
@@ -117,13 +391,11 @@ __all__ = [
     "expire",
     "fetch_offsets",
     "frame_from_requests",
-    "group_metadata",
+    "group_commits",
+    "handle_messages",
     "next_expiry_ms",
     "positioned_record_frame_of",
-    "record_frame_of",
     "record_partitions",
-    "refuse_misrouted",
-    "replay",
     "replay_log",
     "replay_log_chunk",
     "replay_log_chunks",

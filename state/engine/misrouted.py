@@ -9,6 +9,7 @@ in one shard, so it is refused as Kafka refuses a request sent to the wrong coor
 
 from __future__ import annotations
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,3 +30,14 @@ def refuse_misrouted(frame: pa.Table, reason: str) -> pa.Table:
     reasons = pc.if_else(accepted, pa.scalar(reason, reason_type), frame["error_reason"])
     frame = frame.set_column(frame.schema.get_field_index("error_code"), "error_code", codes)
     return frame.set_column(frame.schema.get_field_index("error_reason"), "error_reason", reasons)
+
+
+def split_misrouted(messages: pd.DataFrame, own: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``messages`` from the shard's own ingest partition ``own`` (``ingest_partition``), and
+    those from another (for ``refuse_misrouted``); own None: the layout is not known, all count."""
+    if own is None or "ingest_partition" not in messages.columns or not len(messages):
+        return messages, messages.iloc[0:0]
+    mine = messages["ingest_partition"] == own
+    if bool(mine.all()):
+        return messages, messages.iloc[0:0]
+    return messages[mine].reset_index(drop=True), messages[~mine].reset_index(drop=True)

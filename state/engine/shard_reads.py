@@ -1,4 +1,4 @@
-"""Reading a shard without changing it: a group's offsets and metadata, OffsetFetch, snapshots.
+"""Reading a shard without changing it: a group's offsets, OffsetFetch, snapshots.
 
 Reads of one group cost a binary search in the offsets table; ``snapshot`` reads the whole shard
 (loading, tests and debugging).
@@ -47,12 +47,6 @@ def offset_items(state: ShardState, rows: Rows) -> list[tuple[TopicPartition, Of
         value = OffsetAndMetadata(off, epoch, meta, ts, None if exp == NO_EXPIRE else exp)
         out.append((TopicPartition(topic, p), value))
     return out
-
-
-def group_metadata(state: ShardState, group_id: str) -> GroupMetadataValue | None:
-    """The GroupMetadata of ``group_id``; None for a group without it or that does not exist."""
-    code = _group_code(state, group_id)
-    return None if code < 0 else state.groups.group_metadata(code)
 
 
 def _group_code(state: ShardState, group_id: str) -> int:

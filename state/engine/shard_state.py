@@ -130,11 +130,6 @@ def next_expiry_ms(state: ShardState) -> int | None:
 # --- replay ----------------------------------------------------------------------------------
 
 
-def replay(state: ShardState, record: Record) -> ShardState:
-    """Apply one offsets-topic record (see ``replay_records``)."""
-    return replay_records(state, [record])
-
-
 def replay_records(state: ShardState, records: pa.Table | Iterable[Record]) -> ShardState:
     """Apply records in order: the last record of a key wins, a tombstone removes its key, and a
     group with neither metadata nor offsets no longer exists.
