@@ -89,7 +89,7 @@ class SinkCore(ABC, CloseOnExit):
 
     @abstractmethod
     def _bind_list(self, values: Sequence[Any]) -> Any:
-        """``values`` as the parameter of a list match (``statements._in_list``)."""
+        """``values`` as the one parameter of a list match (``= ANY``, ``json_each``)."""
 
     # --- the connection ------------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ class SinkCore(ABC, CloseOnExit):
                     self._discard()
                     if not (lost and attempt == 1 and retry()):
                         raise error(f"{self.url}: {action}: {exc}") from exc
-                    log.warning("%s: connection lost; %s again", self.url, action)
+                    log.warning("%s: connection lost; trying again on a new one", self.url)
         raise AssertionError("unreachable")
 
     def _run(

@@ -2,27 +2,17 @@
 in time. Pure functions, no I/O: the sink stores the points (``topic_log_end_samples``), the
 readers (``serve``, the CLI) interpolate.
 
-A point is a log-end offset and the span of time it was seen: ``first_seen_ms`` (the first
-sample that read it) to ``last_seen_ms`` (the last). Repeated samples of one offset merge into
-one point (a flat segment: nothing was produced meanwhile), so an idle partition keeps one row
-however long it idles. A partition keeps at most ``keep`` points (:data:`DEFAULT_KEEP`): past
-that, :func:`thin` drops the inner point whose neighbours are closest in time, so the table
-keeps covering the whole time since sampling began, with coarser steps further back, instead of
-forgetting its oldest part (the oldest and the newest point are never dropped).
+A point is a log-end offset and the span of time it was seen (``first_seen_ms`` to
+``last_seen_ms``): an idle partition keeps one point. Past ``keep`` points :func:`thin` drops
+the inner point whose neighbours are closest in time, so the table keeps covering all the time
+since sampling began, coarser further back.
 
-Time lag (:func:`lag_ms`), as kafka-lag-exporter defines it: the time of a committed offset
-``c`` is when the log end passed ``c`` — when the first record the group has not consumed was
-produced — interpolated linearly between the two points around ``c``; the lag is ``now`` minus
-that time, 0 when the group is caught up (``c >= log end``).
-
-Before the oldest point (``c`` below every offset seen: every group the first time its topic
-is sampled, or one replaying from offset 0), the table cannot say when those records were
-written. A reader with the cluster at hand reads the record at ``c`` itself: its timestamp is
-when it was produced (:class:`RecordTime`, :func:`record_lag`: exact). Without it the lag is
-**bounded** — ``now`` minus the oldest point's ``first_seen_ms`` (the time sampling began, a
-lower bound: the records are at least that old), flagged so a reader can print ">="; it stays a
-bound where the record is gone (deleted by retention). It is never extrapolated (the straight
-line back from a few recent points is how kafka-lag-exporter printed "3+ years").
+Time lag (:func:`lag_ms`), as kafka-lag-exporter defines it: ``now`` minus when the log end
+passed the committed offset, interpolated between the points around it; 0 when caught up.
+Below the oldest point a reader with the cluster reads the committed record's timestamp
+(:class:`RecordTime`, :func:`record_lag`: exact); without it the lag is a lower bound (since
+sampling began), flagged so a reader prints ">=". It is never extrapolated (how
+kafka-lag-exporter printed "3+ years").
 """
 
 from __future__ import annotations

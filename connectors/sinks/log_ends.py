@@ -9,9 +9,7 @@ from typing import Any
 from connectors.sinks.core import SinkCore, Statements
 from connectors.sinks.log_end_samples import DEFAULT_KEEP, LogEndSample, thin
 from connectors.sinks.text import original_text, stored_text
-from connectors.sinks.values import (
-    LogEndOffset,
-)
+from connectors.sinks.values import LogEndOffset
 from state.coordinator.model import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -10,11 +10,7 @@ import pyarrow as pa
 
 from connectors.sinks.core import SinkCore
 from connectors.sinks.text import original_column, original_row, original_text, stored_text
-from connectors.sinks.values import (
-    NO_OFFSET,
-    CommittedOffset,
-    GroupListing,
-)
+from connectors.sinks.values import NO_OFFSET, CommittedOffset, GroupListing
 from state.coordinator.model import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -1,17 +1,11 @@
 """History retention: commits older than ``history_retention_ms`` leave the history table.
 
-Kafka names its retentions ``*.retention.ms``; so does this one. The job and the mirror each run
-one :class:`HistoryRetention` thread beside their query. Every ``check_interval_ms`` it deletes
-the history rows committed before ``now - retention_ms``, ``chunk_rows`` at a time, each chunk in
-its own short transaction with a pause after it, so a micro-batch's write never waits behind
-more than one chunk (a few milliseconds). Then the backend reclaims space where it must be asked
-(SQLite's incremental vacuum; PostgreSQL's autovacuum runs on its own, tuned per table by the
-schema). A retention of -1 keeps history forever, as ``retention.ms=-1`` does in Kafka.
-
-What stays: every commit younger than the retention. Burrow's evaluation reads each partition's
-last 10 commits, so a partition committing at least 10 times per retention is evaluated exactly
-as without retention; one committing less often loses its older commits first, as Burrow's own
-``expire-group`` forgets a group that stopped committing.
+The job and the mirror each run a :class:`HistoryRetention` thread: every ``check_interval_ms``
+it deletes expired rows ``chunk_rows`` at a time, each chunk a short transaction followed by a
+pause, so a micro-batch never waits behind more than one chunk; then SQLite gives free pages
+back (PostgreSQL's autovacuum, tuned by the schema, does it alone). -1 keeps history forever,
+as ``retention.ms=-1`` does in Kafka. Burrow reads each partition's last 10 commits: one
+committing 10 times per retention is evaluated as without it.
 """
 
 from __future__ import annotations

@@ -25,11 +25,7 @@ from connectors.sinks.batch import (
 from connectors.sinks.core import SinkCore, Statements
 from connectors.sinks.status import progress_values
 from connectors.sinks.text import stored_text
-from connectors.sinks.values import (
-    BatchProgress,
-    SinkError,
-    SinkWriteError,
-)
+from connectors.sinks.values import BatchProgress, SinkError, SinkWriteError
 
 log = logging.getLogger(__name__)
 
