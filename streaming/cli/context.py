@@ -1,8 +1,6 @@
-"""One command's context: its arguments, configuration, output streams and clients.
-
-The reader (sink and broker reads) and the commit client (writes through the job) are opened
-only when a command first uses them, so ``--help``-level failures never touch a service.
-"""
+"""One command's context: its arguments, configuration, output streams and the clients it
+opens on first use (the reader: sink and broker reads; the commit client: writes through the
+job)."""
 
 from __future__ import annotations
 
@@ -62,8 +60,6 @@ class Context:
             self.config = replace(
                 self.config, kafka_options={**self.config.kafka_options, **options}
             )
-        self._reader: OffsetsReader | None = None
-        self._client: OffsetCommitClient | None = None
 
     @functools.cached_property
     def viewer(self) -> Viewer | None:
@@ -81,34 +77,30 @@ class Context:
 
         return Viewer(tenants[name].authorizer)
 
-    @property
+    @functools.cached_property
     def reader(self) -> OffsetsReader:
         """Reads committed offsets from the sink and log offsets from the broker."""
-        if self._reader is None:
-            self._reader = OffsetsReader(self.config.sink_url, self.config.kafka_python_options())
-        return self._reader
+        return OffsetsReader(self.config.sink_url, self.config.kafka_python_options())
 
-    @property
+    @functools.cached_property
     def client(self) -> OffsetCommitClient:
         """Commits and deletes through the job, so Kafka's rules hold."""
-        if self._client is None:
-            try:
-                self._client = OffsetCommitClient(
-                    self.config,
-                    client_id=CLIENT_ID,
-                    default_timeout_s=self.timeout_s,
-                    tenant=getattr(self.args, "tenant", None),
-                )
-            except ValueError as exc:  # a tenant the configuration does not have
-                raise UsageError(str(exc)) from None
-        return self._client
+        try:
+            return OffsetCommitClient(
+                self.config,
+                client_id=CLIENT_ID,
+                default_timeout_s=self.timeout_s,
+                tenant=getattr(self.args, "tenant", None),
+            )
+        except ValueError as exc:  # a tenant the configuration does not have
+            raise UsageError(str(exc)) from None
 
     def close(self) -> None:
         """Close the clients that were opened; the commit client does not wait for answers."""
-        if self._client is not None:
-            self._client.close(timeout_s=0)
-        if self._reader is not None:
-            self._reader.close()
+        if "client" in self.__dict__:
+            self.client.close(timeout_s=0)
+        if "reader" in self.__dict__:
+            self.reader.close()
 
     def out(self, text: str) -> None:
         """A line on stdout (the command's result)."""

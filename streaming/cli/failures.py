@@ -1,12 +1,7 @@
-"""Every way a command can fail, as one line and an exit status: never a traceback unless
-``--log-level debug``.
-
-:func:`report_failure` is the one place an exception becomes what the user sees: usage errors
-(bad flags, configuration, sink URL, input file) exit 2; everything else exits 1 with one
-``error: ...`` line on stderr (and with ``--json`` an error object on stdout) saying what
-failed and where: a Kafka error code, the sink by its redacted URL, the Kafka cluster by its
-bootstrap servers. An exception nobody expected is still one line, naming its type.
-"""
+"""Every way a command can fail, as one line and an exit status (a traceback only with
+``--log-level debug``): :func:`report_failure`, the one place an exception becomes what the user
+sees, naming what failed and where (a Kafka error code, the sink's redacted URL, the cluster's
+bootstrap servers)."""
 
 from __future__ import annotations
 

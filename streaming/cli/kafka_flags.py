@@ -1,22 +1,10 @@
-"""The Kafka connection flags every command takes, spelled as Kafka's own tools spell them.
-
-``--bootstrap-server HOST:PORT[,...]`` and a repeated ``--kafka-option KEY=VALUE`` (the Java
-client's option names), as ``kafka-consumer-groups.sh`` takes ``--bootstrap-server`` and
-``--command-config``. The spellings of earlier releases stay as hidden aliases:
-``--bootstrap-servers``, and ``--kafka-options KEY=VALUE[,KEY=VALUE]``.
-"""
+"""The Kafka connection flags, spelled as Kafka's own tools spell them: ``--bootstrap-server``
+and a repeated ``--kafka-option KEY=VALUE`` (the Java client's names); the earlier spellings
+``--bootstrap-servers`` and ``--kafka-options K=V,K=V`` stay as hidden aliases."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-
-__all__ = [
-    "add_bootstrap_server",
-    "add_kafka_options",
-    "option_pair",
-    "option_pairs",
-]
 
 
 def option_pair(pair: str) -> tuple[str, str]:
@@ -37,12 +25,10 @@ def add_bootstrap_server(
     help_: str,
     *,
     dest: str = "bootstrap_server",
-    aliases: Sequence[str] = (),
     **kwargs: object,
 ) -> None:
-    """``--bootstrap-server`` into ``dest``; ``--bootstrap-servers`` and ``aliases`` spell it
-    too."""
-    names = ["--bootstrap-server", "--bootstrap-servers", *aliases]
+    """``--bootstrap-server`` (and ``--bootstrap-servers``) into ``dest``."""
+    names = ["--bootstrap-server", "--bootstrap-servers"]
     parser.add_argument(*names, dest=dest, metavar="HOST:PORT[,...]", help=help_, **kwargs)  # type: ignore[arg-type]
 
 
@@ -51,13 +37,11 @@ def add_kafka_options(
     help_: str = "a Kafka client option, the Java client's name (repeatable)",
     *,
     dest: str = "kafka_option",
-    aliases: Sequence[str] = (),
 ) -> None:
-    """A repeated ``--kafka-option KEY=VALUE`` (and ``aliases``) into ``dest``, a list of
-    pairs (empty when none is given); the hidden ``--kafka-options K=V,K=V`` adds to it."""
+    """A repeated ``--kafka-option KEY=VALUE`` into ``dest``, a list of pairs (empty when none
+    is given); the hidden ``--kafka-options K=V,K=V`` adds to it."""
     parser.add_argument(
         "--kafka-option",
-        *aliases,
         dest=dest,
         action="append",
         default=[],

@@ -1,47 +1,12 @@
-"""``consumer-offsets``: the offset manager's command line, like ``kafka-consumer-groups.sh``.
-
-Commands (``consumer-offsets <command> --help`` for each)::
-
-    list [--tenant NAME]                       groups with committed offsets or metadata
-    describe (--group G | --all-groups) [--tenant NAME]  committed offset, log-end offset, lag
-    commit --group G --topic T --partition P --offset O [--metadata M]
-    reset-offsets --group G (--all-topics | --topic T[:P,P]) (--to-earliest | --to-latest |
-                  --to-current | --to-offset N | --shift-by N | --to-datetime ISO8601) [--execute]
-    delete-offsets --group G --topic T[:P,P]   OffsetDelete
-    delete --group G                           DeleteGroups
-    export (--group G | --all-groups) [--file F.csv] [--tenant NAME]
-    import --file F.csv [--execute]
-    history --group G [--topic T [--partition P]] [--limit N]
-    status                                     the job's coordinator status
-    run ...                                    the streaming job (python -m streaming)
-    mirror ...                                 a cluster's __consumer_offsets into the sink
-    serve --sink-url URL ...                   /metrics, Burrow's /v3 API and a dashboard
-    kafka ...                                  the local broker (connectors.kafka.local)
-
-Every command takes ``--bootstrap-server`` and a repeated ``--kafka-option KEY=VALUE`` (Kafka's
-tools' spellings; ``--bootstrap-servers`` and ``--kafka-options`` still work) and
-``--log-level``; every command but ``kafka`` takes ``--config`` (TOML: the settings of
-``streaming.config``, all of them in ``deploy/config.example.toml``), every command but ``run``,
-``mirror``, ``serve`` and ``kafka`` ``--sink-url``, ``--timeout`` (ms) and ``--json``; unset values
-come from the ``CONSUMER_OFFSETS_*`` environment variables and the config file. ``--help`` gives
-each flag's meaning and default (a setting's: its ``#:`` comment in ``streaming.config``).
-Commands that send requests (``commit``, ``reset-offsets --execute``, ``delete-offsets``,
-``delete``, ``import --execute``) first check that the job is alive (``connectors.client.
-liveness``) and refuse at once when it is STOPPED or NOT RESPONDING, unless ``--force``.
-Commits, resets, imports and deletes go through the job (``connectors.client.commit_client``), so
-Kafka's rules hold: a group with members refuses admin commits (UNKNOWN_MEMBER_ID, 25) and deletion
-(NON_EMPTY_GROUP, 68). ``reset-offsets`` and ``import`` only show what they would do unless
-given ``--execute``. ``--tenant NAME`` (the config's ``[[tenants]]``) sends a request through
-that tenant's topics, and makes ``list``, ``describe`` and ``export`` show what Kafka's
-ListGroups and OffsetFetch answer its principal.
+"""``consumer-offsets``: the offset manager's command line, like ``kafka-consumer-groups.sh``
+(``consumer-offsets --help`` lists the commands, ``consumer-offsets COMMAND --help`` each one's
+flags, their meaning and default).
 
 Output: aligned plain-text tables for people; with ``--json`` one JSON document on stdout for
-programs (errors too: ``{"error": {"code": .., "name": .., "message": ..}}``). Messages and
-warnings go to stderr; a progress line appears there for long work when it is a terminal.
-Exit status: 0 success, 1 the operation failed (the Kafka error name and code are printed, e.g.
-``OFFSET_METADATA_TOO_LARGE (12)``), 2 usage errors (bad arguments, config, sink URL or input
-file, and requests that can never succeed: a negative partition, an impossible topic name).
-Every failure is one line (``streaming.cli.failures``); ``--log-level debug`` adds the traceback.
+programs (errors too: ``{"error": {"code": .., "name": .., "message": ..}}``); messages go to
+stderr. Exit status: 0 success, 1 the operation failed (one line, e.g.
+``OFFSET_METADATA_TOO_LARGE (12)``: ``streaming.cli.failures``), 2 usage errors (bad arguments,
+config, sink URL or input file, and requests that can never succeed).
 """
 
 from __future__ import annotations
@@ -69,7 +34,7 @@ from streaming.cli.commands.offsets import (
 from streaming.cli.commands.reset import cmd_reset_offsets
 from streaming.cli.commands.transfer import cmd_export, cmd_import
 from streaming.cli.context import DEFAULT_TIMEOUT_MS, Context
-from streaming.cli.errors import EXIT_FAILURE, EXIT_USAGE
+from streaming.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
 from streaming.cli.failures import report_failure
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.config import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SINK_URL
@@ -119,18 +84,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     job_runner.add_log_level_argument(group, default="warning")
 
 
-def _force(parser: argparse.ArgumentParser) -> None:
-    """``--force``: send requests although the job looks STOPPED or not responding."""
+def _sends(parser: argparse.ArgumentParser) -> None:
+    """``--force`` and ``--tenant NAME`` of a command that sends requests through the job."""
     parser.add_argument(
         "--force",
         action="store_true",
         help="send even when the job is STOPPED or NOT RESPONDING (requests wait in the "
         "ingest topic; this command times out unless the job answers in time)",
     )
-
-
-def _tenant(parser: argparse.ArgumentParser) -> None:
-    """``--tenant NAME``: write as one of the configuration's tenants."""
     parser.add_argument(
         "--tenant",
         metavar="NAME",
@@ -189,9 +150,39 @@ def _add_reset_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--dry-run", action="store_true", help="only show them (the default)")
 
 
+def _run_job(args: argparse.Namespace) -> int:
+    """``run``: the streaming job, exactly as ``python -m streaming`` runs it."""
+    job_runner.configure_logging(args.log_level)
+    return job_runner.run(args)
+
+
+Runner = Callable[[argparse.Namespace], int]
+#: The commands that run until stopped: their flags, their runner, their help and description.
+SERVICES: Final[dict[str, tuple[Callable[[argparse.ArgumentParser], None], Runner, str, str]]] = {
+    "run": (
+        job_runner.add_job_arguments,
+        _run_job,
+        "run the streaming job",
+        "Run the offset manager's streaming job.",
+    ),
+    "mirror": (
+        mirror_runner.add_mirror_arguments,
+        mirror_runner.run_mirror,
+        "keep a Kafka cluster's committed offsets in the sink",
+        "Mirror a Kafka cluster's __consumer_offsets into the sink (read-only).",
+    ),
+    "serve": (
+        serve_runner.add_serve_arguments,
+        serve_runner.run_serve,
+        "Prometheus metrics, Burrow's API and a dashboard over the sink",
+        "A read-only HTTP server over the sink: /metrics, Burrow's /v3, a dashboard.",
+    ),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``consumer-offsets`` parser: one sub-command each, its handler in ``handler``
-    (None for ``run``, which sets ``delegate``)."""
+    """The ``consumer-offsets`` parser: one sub-command each, its handler in ``handler`` (None
+    for the :data:`SERVICES` and ``kafka``)."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Kafka consumer-group offsets, managed by the consumer-offsets streaming job.",
@@ -240,15 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="E",
         help="the leader epoch of the record before the offset (default: -1, unknown)",
     )
-    _force(p)
-    _tenant(p)
+    _sends(p)
 
     p = command(
         "reset-offsets", cmd_reset_offsets, "move a group's offsets (dry run unless --execute)"
     )
     _add_reset_arguments(p)
-    _force(p)
-    _tenant(p)
+    _sends(p)
 
     p = command("delete-offsets", cmd_delete_offsets, "delete some of a group's offsets")
     p.add_argument("--group", required=True, metavar="G", help="the group")
@@ -259,15 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="T[:P,P]",
         help="a topic, or some partitions of it (repeatable)",
     )
-    _force(p)
-    _tenant(p)
+    _sends(p)
 
     p = command("delete", cmd_delete, "delete empty groups and their offsets")
     p.add_argument(
         "--group", action="append", required=True, metavar="G", help="a group (repeatable)"
     )
-    _force(p)
-    _tenant(p)
+    _sends(p)
 
     p = command("export", cmd_export, "write committed offsets as CSV")
     _group_choice(p, "group to export")
@@ -288,8 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the group of a Kafka export's topic,partition,offset rows (which name none)",
     )
     p.add_argument("--execute", action="store_true", help="commit the offsets")
-    _force(p)
-    _tenant(p)
+    _sends(p)
 
     p = command("history", cmd_history, "a group's applied commits, newest first")
     p.add_argument("--group", required=True, metavar="G", help="the group")
@@ -303,32 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("status", cmd_status, "the job's coordinator status")
 
-    run = sub.add_parser(
-        "run",
-        help="run the streaming job",
-        description="Run the offset manager's streaming job.",
-        formatter_class=HelpFormatter,
-    )
-    job_runner.add_job_arguments(run)
-    run.set_defaults(handler=None, delegate="run")
-
-    mirror = sub.add_parser(
-        "mirror",
-        help="keep a Kafka cluster's committed offsets in the sink",
-        description="Mirror a Kafka cluster's __consumer_offsets into the sink (read-only).",
-        formatter_class=HelpFormatter,
-    )
-    mirror_runner.add_mirror_arguments(mirror)
-    mirror.set_defaults(handler=None, delegate="mirror")
-
-    serve = sub.add_parser(
-        "serve",
-        help="Prometheus metrics, Burrow's API and a dashboard over the sink",
-        description="A read-only HTTP server over the sink: /metrics, Burrow's /v3, a dashboard.",
-        formatter_class=HelpFormatter,
-    )
-    serve_runner.add_serve_arguments(serve)
-    serve.set_defaults(handler=None, delegate="serve")
+    for name, (add_arguments, _, help_, description) in SERVICES.items():
+        p = sub.add_parser(name, help=help_, description=description, formatter_class=HelpFormatter)
+        add_arguments(p)
+        p.set_defaults(handler=None)
 
     kafka = sub.add_parser(
         "kafka",
@@ -366,58 +330,36 @@ def main(
         parser.print_usage(err)
         err.write(f"{PROG}: error: a command is required\n")
         return EXIT_USAGE
-    services = {
-        "run": _run_job,
-        "mirror": mirror_runner.run_mirror,
-        "serve": serve_runner.run_serve,
-    }
-    if getattr(args, "delegate", None) in services:
-        return _run_service(services[args.delegate], args, out, err)
-    if args.log_level != "debug":
+    if args.command not in SERVICES and args.log_level != "debug":
         # kafka-python logs every refused connection; the command reports what matters itself.
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
     return _dispatch(args, out, err)
 
 
-def _run_job(args: argparse.Namespace) -> int:
-    """``run``: the streaming job, exactly as ``python -m streaming`` runs it."""
-    job_runner.configure_logging(args.log_level)
-    return job_runner.run(args)
-
-
-def _run_service(
-    runner: Callable[[argparse.Namespace], int], args: argparse.Namespace, out: TextIO, err: TextIO
-) -> int:
-    """``run``, ``mirror`` or ``serve`` until stopped; a failure to start, or the query's, as
-    one line and an exit status (:func:`streaming.cli.failures.report_failure`): usage errors
-    (configuration, sink URL) 2, a sink or a Kafka cluster that cannot be reached or refuses
-    (authentication, TLS, another cluster's sink) 1."""
-    try:
-        return runner(args)
-    except (Exception, KeyboardInterrupt) as exc:
-        servers = getattr(args, "source_bootstrap_servers", None) or getattr(
-            args, "bootstrap_servers", None
-        )
-        return report_failure(
-            exc, out, err, debug=args.log_level == "debug", kafka_servers=servers or ""
-        )
-
-
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the parsed command's handler and map its outcome to an exit status: usage errors 2,
-    Kafka, sink and network failures 1 (one line on ``err``, and as JSON with ``--json``)."""
+    """Run the parsed command (a service until stopped) and map its outcome to an exit status
+    (:func:`streaming.cli.failures.report_failure`): usage errors 2, failures 1 (one line on
+    ``err``, and as JSON with ``--json``)."""
     ctx: Context | None = None
     try:
+        if args.command in SERVICES:
+            return SERVICES[args.command][1](args)
         ctx = Context(args, out, err)
         return int(args.handler(ctx))
     except (Exception, KeyboardInterrupt) as exc:
+        if ctx is not None:
+            servers = ctx.config.bootstrap_servers
+        else:
+            servers = getattr(args, "source_bootstrap_servers", None) or getattr(
+                args, "bootstrap_servers", None
+            )
         return report_failure(
             exc,
             out,
             err,
             json_mode=bool(getattr(args, "json", False)),
             debug=args.log_level == "debug",
-            kafka_servers=ctx.config.bootstrap_servers if ctx is not None else "",
+            kafka_servers=servers or "",
         )
     finally:
         if ctx is not None:
@@ -425,22 +367,18 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def console_main() -> None:
-    """The ``consumer-offsets`` script: :func:`main` on the process's streams, then exit.
-
-    A closed pipe (``consumer-offsets export | head``) ends the command quietly with status 1:
-    stdout is pointed at ``/dev/null`` so that Python's flush at exit does not fail again
-    (the pattern Python's documentation gives for SIGPIPE).
-    """
+    """The ``consumer-offsets`` script: :func:`main` on the process's streams, then exit; a
+    closed pipe (``export | head``) ends it quietly with status 1."""
     try:
         status = main()
         sys.stdout.flush()
-    except BrokenPipeError:
+    except BrokenPipeError:  # Python's documented way: no second failure at the exit's flush
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         status = EXIT_FAILURE
     except KeyboardInterrupt:  # Ctrl-C before a command's own handling (parsing the flags)
         sys.stderr.write("interrupted\n")
-        status = 130
+        status = EXIT_INTERRUPTED
     sys.exit(status)
 
 

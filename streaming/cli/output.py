@@ -1,8 +1,5 @@
-"""What the CLI prints: aligned tables, timestamps, JSON records and errors, a progress line.
-
-Tables are for people (``kafka-consumer-groups.sh`` style); ``--json`` output is for programs,
-errors included: ``{"error": {"code": .., "name": .., "message": ..}}``.
-"""
+"""What the CLI prints: aligned tables for people (``kafka-consumer-groups.sh`` style),
+timestamps, JSON records and errors for ``--json``, a progress line."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, TextIO
 
 from connectors.client.errors import OffsetsError, OffsetsRequestError, describe_error
+from state.coordinator.model import TopicPartition
 
 # Longest metadata shown in a table cell; --json shows all of it.
 _METADATA_CELL: Final = 40
@@ -83,16 +81,21 @@ def error_json(exc: OffsetsError) -> dict[str, Any]:
         "message": exc.message or str(exc),
     }
     if isinstance(exc, OffsetsRequestError):
-        data["partitions"] = [
-            {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "error_code": int(code),
-                "error": None if code == 0 else describe_error(code),
-            }
-            for tp, code in sorted(exc.partitions.items())
-        ]
+        data["partitions"] = partition_errors(sorted(exc.partitions.items()))
     return data
+
+
+def partition_errors(codes: Iterable[tuple[TopicPartition, int]]) -> list[dict[str, Any]]:
+    """Each partition's error code as JSON: topic, partition, error_code, error (None: none)."""
+    return [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "error_code": int(code),
+            "error": describe_error(code) if code else None,
+        }
+        for tp, code in codes
+    ]
 
 
 def error_text(exc: OffsetsError) -> str:

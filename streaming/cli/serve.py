@@ -1,18 +1,13 @@
-"""``consumer-offsets serve``: Prometheus metrics, Burrow's v3 API and a dashboard over the
-sink, read-only (``streaming.serve``).
-
-Log-end offsets (for lag) come from the Kafka cluster when ``--bootstrap-server`` is given
-(client options as ``--kafka-option KEY=VALUE``, the Java client's names), else from the sink's
-stored ones, which a mirror keeps. Settings (``streaming.config.ServeSettings``) come from the
-``--config`` file's ``[serve]`` table, then ``CONSUMER_OFFSETS_SERVE_*`` variables, then flags.
-"""
+"""``consumer-offsets serve``'s flags and start (``streaming.serve``): settings
+(``streaming.config.ServeSettings``) from the ``--config`` file's ``[serve]`` table, then
+``CONSUMER_OFFSETS_SERVE_*`` variables, then flags."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 from dataclasses import fields
-from typing import Any
+from typing import Any, Final
 
 from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import UsageError
@@ -27,6 +22,19 @@ from streaming.cli.run import (
 from streaming.config import GRANULARITIES, SERVE_ENV_PREFIX, ServeSettings, load_serve_settings
 
 log = logging.getLogger("streaming.serve")
+
+
+#: serve's plain flags: (flag, setting, metavar, argparse's extra keywords).
+_FLAGS: Final = (
+    ("--host", "host", None, {}),
+    ("--port", "port", None, {"type": int}),
+    ("--cluster-name", "cluster_name", "NAME", {}),
+    ("--log-end-interval", "log_end_interval_s", "SECONDS", {"type": float}),
+    ("--granularity", "granularity", None, {"choices": GRANULARITIES}),
+    ("--evaluation-interval", "evaluation_interval_s", "SECONDS", {"type": float}),
+    ("--tenants", "tenants", "FILE", {}),
+    ("--web-config-file", "web_config_file", "FILE", {}),
+)
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,32 +57,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         settings,
         "one of kafka_options, repeatable: " + setting_help(ServeSettings, "kafka_options"),
     )
-    settings.add_argument("--host", help=setting_help(ServeSettings, "host"))
-    settings.add_argument("--port", type=int, help=setting_help(ServeSettings, "port"))
-    settings.add_argument(
-        "--cluster-name", metavar="NAME", help=setting_help(ServeSettings, "cluster_name")
-    )
-    settings.add_argument(
-        "--log-end-interval",
-        dest="log_end_interval_s",
-        type=float,
-        metavar="SECONDS",
-        help=setting_help(ServeSettings, "log_end_interval_s"),
-    )
-    settings.add_argument(
-        "--granularity", choices=GRANULARITIES, help=setting_help(ServeSettings, "granularity")
-    )
-    settings.add_argument(
-        "--evaluation-interval",
-        dest="evaluation_interval_s",
-        type=float,
-        metavar="SECONDS",
-        help=setting_help(ServeSettings, "evaluation_interval_s"),
-    )
-    settings.add_argument("--tenants", metavar="FILE", help=setting_help(ServeSettings, "tenants"))
-    settings.add_argument(
-        "--web-config-file", metavar="FILE", help=setting_help(ServeSettings, "web_config_file")
-    )
+    for flag, name, metavar, extra in _FLAGS:
+        help_ = setting_help(ServeSettings, name)
+        settings.add_argument(flag, dest=name, metavar=metavar, help=help_, **extra)
 
 
 def web_config_from_args(args: argparse.Namespace) -> Any:

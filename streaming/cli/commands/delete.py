@@ -8,11 +8,10 @@ from connectors.client.errors import (
     OffsetDeleteFailedError,
     describe_error,
 )
+from streaming.cli.commands.reset import parse_topic_spec, scope_partitions
 from streaming.cli.context import Context
-from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, CommandFailed
-from streaming.cli.output import error_json, error_text
-from streaming.cli.reset import parse_topic_spec, scope_partitions
-from streaming.cli.validation import check_group
+from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, CommandFailed, check_group
+from streaming.cli.output import error_json, error_text, partition_errors
 
 
 def cmd_delete_offsets(ctx: Context) -> int:
@@ -43,20 +42,7 @@ def cmd_delete_offsets(ctx: Context) -> int:
     codes = failure.partitions if failure is not None else {}
     statuses = [(tp, int(codes.get(tp, 0))) for tp in partitions]
     if ctx.json:
-        ctx.emit_json(
-            {
-                "group": group,
-                "partitions": [
-                    {
-                        "topic": tp.topic,
-                        "partition": tp.partition,
-                        "error_code": code,
-                        "error": describe_error(code) if code else None,
-                    }
-                    for tp, code in statuses
-                ],
-            }
-        )
+        ctx.emit_json({"group": group, "partitions": partition_errors(statuses)})
     else:
         ctx.table(
             ("TOPIC", "PARTITION", "STATUS"),

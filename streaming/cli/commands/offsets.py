@@ -3,19 +3,27 @@ and ``status``."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any, Final
 
+from connectors.client import wait_until_applied
 from connectors.client.errors import describe_error
 from connectors.client.liveness import liveness
 from connectors.sinks import redact_url
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from streaming.cli.context import Context
-from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError
+from streaming.cli.errors import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    UsageError,
+    check_group,
+    check_partition,
+    check_topic,
+)
 from streaming.cli.failures import kafka_unreachable
 from streaming.cli.output import GROUP_ID, attributes, format_timestamp, short_metadata
-from streaming.cli.validation import check_group, check_partition, check_topic
 
 #: JSON keys of ``list``, of a ``describe`` group and of each of its partitions.
 LIST_KEYS: Final = ("group", "partitions", "generation", "members")
@@ -120,18 +128,14 @@ def _seconds(value: float | None, bounded: bool) -> str | None:
 
 
 def cmd_describe(ctx: Context) -> int:
-    """``describe``: committed offset, log-end offset and lag of every partition of the
-    groups; a group that does not exist is GROUP_ID_NOT_FOUND (exit 1, the others shown).
-    With Kafka unreachable the sink's offsets are shown with lag unknown, after one warning.
-    ``--starting-offsets``: ``commands.starting_offsets``. ``--tenant``: as Kafka answers
-    its principal, a group it may not DESCRIBE is GROUP_AUTHORIZATION_FAILED (exit 1), and a
-    group's partitions and totals are those of the topics it may DESCRIBE."""
+    """``describe``: committed offset, log-end offset and lag of every partition of the groups
+    (Kafka unreachable: lag unknown, one warning); a group that does not exist is
+    GROUP_ID_NOT_FOUND, one ``--tenant`` may not DESCRIBE GROUP_AUTHORIZATION_FAILED (exit 1,
+    the others shown). ``--starting-offsets``: :func:`_starting_offsets`."""
     if getattr(ctx.args, "starting_offsets", False):
         if ctx.args.tenant:
             raise UsageError("--tenant does not go with --starting-offsets")
-        from streaming.cli.commands.starting_offsets import cmd_starting_offsets
-
-        return cmd_starting_offsets(ctx)
+        return _starting_offsets(ctx)
     if getattr(ctx.args, "topic", None):
         raise UsageError("--topic goes with --starting-offsets")
     asked = ctx.groups()
@@ -182,6 +186,38 @@ def cmd_describe(ctx: Context) -> int:
             f"error: {describe_error(ErrorCode.GROUP_ID_NOT_FOUND)}: group {group!r} does not exist"
         )
     return EXIT_FAILURE if missing or len(shown_groups) < len(asked) else EXIT_OK
+
+
+def _starting_offsets(ctx: Context) -> int:
+    """``describe --group G --starting-offsets [--topic T ...]``: the group's committed offsets
+    as a Spark Kafka query's ``startingOffsets`` (one line, or the document with ``--json``);
+    partitions without one start at the earliest. It first waits (up to ``--timeout``) until
+    the job applied every commit the group sent, and fails rather than print offsets the sink
+    may not have caught up with; a mirror's sink is printed as it is, with a note."""
+    groups = list(dict.fromkeys(ctx.args.group or []))
+    if getattr(ctx.args, "all_groups", False) or len(groups) != 1:
+        raise UsageError("--starting-offsets takes exactly one --group")
+    group = groups[0]
+    reader = ctx.reader
+    if reader.sink.source_cluster() is not None:
+        ctx.err("note: a mirror's sink: showing the offsets it last copied")
+    else:
+        wait_until_applied(
+            reader,
+            group,
+            ingest_topic=ctx.config.ingest_topic,
+            tenant_topics=[t.ingest_topic for t in ctx.config.tenants],
+            timeout_s=ctx.timeout_s,
+        )
+    try:
+        text = reader.spark_starting_offsets(group, ctx.args.topic or None)
+    except ValueError as exc:  # a group without committed offsets and no --topic
+        raise UsageError(str(exc).replace("give topics", "give --topic")) from None
+    if ctx.json:
+        ctx.emit_json(json.loads(text))
+    else:
+        ctx.out(text)
+    return EXIT_OK
 
 
 def _describe_all(ctx: Context, groups: list[str]) -> list[Any]:

@@ -1,22 +1,140 @@
-"""``export`` and ``import``: committed offsets to and from CSV (``streaming.cli.csv_io``), to
-copy groups between clusters or keep a backup. ``import`` is a dry run unless ``--execute``."""
+"""``export`` and ``import``: committed offsets to and from CSV, to copy groups between clusters
+or keep a backup (``import`` is a dry run unless ``--execute``).
+
+The file: a header (:data:`CSV_COLUMNS`), then one committed offset a line; the ``csv`` module
+quotes metadata holding commas, quotes or newlines, so any metadata round-trips. ``import`` also
+reads the CSV of Kafka's ``kafka-consumer-groups.sh --reset-offsets --export``: no header,
+``topic,partition,offset`` for one group (named with ``--group``) or
+``group,topic,partition,offset`` for several.
+"""
 
 from __future__ import annotations
+
+import csv
+import itertools
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import IO, Final
 
 from connectors.client.errors import CommitFailedError, describe_error
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from streaming.cli.context import Context
-from streaming.cli.csv_io import CSV_COLUMNS, CsvOffset, read_csv_file, write_csv
-from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, CommandFailed
+from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, CommandFailed, UsageError, check_topic
 from streaming.cli.output import Progress, attributes, error_text
+
+#: Columns of ``export`` and ``import`` files, in order.
+CSV_COLUMNS: Final = ("group", "topic", "partition", "offset", "leader_epoch", "metadata")
+
+
+@dataclass(frozen=True, slots=True)
+class CsvOffset:
+    """One line of an export/import file."""
+
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+
+
+def write_csv(rows: Iterable[CsvOffset], out: IO[str]) -> int:
+    """Write the header and ``rows``; returns the number of rows."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    n = 0
+    for r in rows:
+        writer.writerow([r.group, r.topic, r.partition, r.offset, r.leader_epoch, r.metadata])
+        n += 1
+    return n
+
+
+#: What each form of Kafka's export gives, in its column order.
+_KAFKA_FORMS: Final = {3: "topic,partition,offset", 4: "group,topic,partition,offset"}
+
+
+def read_csv(source: IO[str], name: str = "input", group: str | None = None) -> list[CsvOffset]:
+    """Parse an export file: this tool's, whose header is :data:`CSV_COLUMNS` (``leader_epoch``
+    and ``metadata`` may be empty), or Kafka's headerless ``topic,partition,offset`` (the
+    rows of ``group``, required then) or ``group,topic,partition,offset``. Raises
+    :class:`UsageError` naming the line at fault, including for a topic name Kafka cannot
+    have and a partition listed twice for one group (which offset wins would be a guess)."""
+    reader = csv.reader(source)
+    header = next(reader, None)
+    if header is None:
+        raise UsageError(f"{name}: empty file (expected a header {','.join(CSV_COLUMNS)})")
+    if tuple(h.strip() for h in header) == CSV_COLUMNS:
+        width, lines = len(CSV_COLUMNS), iter(reader)
+    elif len(header) in _KAFKA_FORMS:
+        width = len(header)
+        # Kafka writes no header; one naming Kafka's columns is taken as such.
+        named = ",".join(h.strip().lower() for h in header) == _KAFKA_FORMS[width]
+        lines = iter(reader) if named else itertools.chain([header], reader)
+        if width == 3 and group is None:
+            raise UsageError(
+                f"{name}: Kafka's one-group export (topic,partition,offset): name its group "
+                "with --group"
+            )
+    else:
+        raise UsageError(
+            f"{name}: line 1: expected header {','.join(CSV_COLUMNS)}, or Kafka's export "
+            f"({' or '.join(_KAFKA_FORMS.values())})"
+        )
+    if group is not None and width != 3:
+        raise UsageError(f"{name}: names its groups; --group is for Kafka's topic,partition,offset")
+    rows: list[CsvOffset] = []
+    seen: dict[tuple[str, str, int], int] = {}
+    for values in lines:
+        line = reader.line_num
+        if not values or all(not v.strip() for v in values):
+            continue
+        if len(values) != width:
+            raise UsageError(f"{name}: line {line}: expected {width} columns")
+        if width == 3:
+            values = [group or "", *values, "", ""]
+        elif width == 4:
+            values = [*values, "", ""]
+        row_group, topic, partition, offset, epoch, metadata = values
+        if not topic:
+            raise UsageError(f"{name}: line {line}: topic must not be empty")
+        check_topic(topic, f"{name}: line {line}: topic")
+        try:
+            p = int(partition)
+            o = int(offset)
+            e = int(epoch) if epoch.strip() else -1
+        except ValueError:
+            raise UsageError(
+                f"{name}: line {line}: partition, offset and leader_epoch must be integers"
+            ) from None
+        if p < 0 or o < 0:
+            raise UsageError(f"{name}: line {line}: partition and offset must be >= 0")
+        key = (row_group, topic, p)
+        if key in seen:
+            raise UsageError(
+                f"{name}: line {line}: {row_group} {topic}-{p} already given on line {seen[key]}"
+            )
+        seen[key] = line
+        rows.append(CsvOffset(row_group, topic, p, o, e, metadata))
+    return rows
+
+
+def read_csv_file(path: str, group: str | None = None) -> list[CsvOffset]:
+    """:func:`read_csv` of the file at ``path`` (``-``: stdin); a file that cannot be read is
+    a :class:`UsageError` too."""
+    try:
+        if path == "-":
+            return read_csv(sys.stdin, "stdin", group)
+        with open(path, newline="", encoding="utf-8") as handle:
+            return read_csv(handle, path, group)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
 
 
 def cmd_export(ctx: Context) -> int:
-    """``export``: the groups' committed offsets as CSV on stdout or in ``--file`` (with
-    ``--json`` on stdout: the rows, or what was written to the file). ``--tenant``: the
-    offsets Kafka's OffsetFetch answers its principal (a group it may not DESCRIBE is
-    GROUP_AUTHORIZATION_FAILED, exit 1 after the others are written; topics it may not
-    DESCRIBE are left out)."""
+    """``export``: the groups' committed offsets as CSV on stdout or in ``--file`` (``--json``:
+    the rows, or what was written). ``--tenant``: what OffsetFetch answers its principal (a
+    group it may not DESCRIBE is GROUP_AUTHORIZATION_FAILED, exit 1 after the others)."""
     asked = ctx.groups()
     groups = ctx.refuse_hidden_groups(asked)
     viewer = ctx.viewer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.cli.csv_io import CsvOffset, read_csv, read_csv_file, write_csv
+from streaming.cli.commands.transfer import CsvOffset, read_csv, read_csv_file, write_csv
 from streaming.cli.errors import UsageError
 
 

@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaProducer
 
 from connectors.sinks import open_sink
-from streaming.cli.csv_io import CsvOffset, read_csv, write_csv
+from streaming.cli.commands.transfer import CsvOffset, read_csv, write_csv
 from tests.fixtures.job import RunningJob, unique_group
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.cli.support import Run, run

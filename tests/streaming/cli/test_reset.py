@@ -10,8 +10,7 @@ import pytest
 from connectors.client.errors import OffsetsError
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
-from streaming.cli.errors import UsageError
-from streaming.cli.reset import (
+from streaming.cli.commands.reset import (
     ResetRow,
     ResetTarget,
     TopicSpec,
@@ -20,6 +19,7 @@ from streaming.cli.reset import (
     plan_reset,
     scope_partitions,
 )
+from streaming.cli.errors import UsageError
 
 
 @pytest.mark.parametrize(
