@@ -1,18 +1,12 @@
 """Whether the job (or the mirror) behind a sink is alive: its heartbeat, read against a clock.
 
 The job and the mirror record a heartbeat in the sink's status row every
-:data:`HEARTBEAT_INTERVAL_S` seconds from the moment they start, also when idle
-(``Sink.heartbeat``). A stored LOADING, STARTING or ACTIVE counts only while the heartbeat is
-fresh (at most :data:`STALE_AFTER_MS` old: three heartbeats missed); otherwise the process is
-gone or cut off from the sink, whatever the row says, and it is shown as
-:data:`NOT_RESPONDING` with the time it was last seen. A stored STOPPED stays STOPPED (the
-process said so on its way out). STARTING (the job's first micro-batch has not completed yet:
-Python workers and state stores are still warming up) is responding: a request sent now waits
-in the ingest topic and is answered by that first batch. The CLI (``status``, ``describe``,
-``list`` and the commands that send requests) and ``serve`` decide it here, the same way.
-
-The heartbeat is the sink's clock and freshness is judged with the reader's: on machines whose
-clocks differ by more than a few seconds the threshold moves by as much.
+:data:`HEARTBEAT_INTERVAL_S` seconds, also when idle. A stored LOADING, STARTING or ACTIVE
+counts only while the heartbeat is at most :data:`STALE_AFTER_MS` old (three missed); otherwise
+the process is :data:`NOT_RESPONDING`, last seen then. STOPPED stays STOPPED; STARTING is
+responding (a request sent now is answered by the first batch). The CLI and ``serve`` decide it
+here alone. The heartbeat is the sink's clock, judged with the reader's: clocks that differ
+move the threshold by as much.
 """
 
 from __future__ import annotations

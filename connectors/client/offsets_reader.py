@@ -390,19 +390,14 @@ class OffsetsReader(CloseOnExit):
         *,
         unknown_group: str = "error",
     ) -> str:
-        """The group's committed offsets as the ``startingOffsets`` JSON of Spark's Kafka source,
-        ``{"orders":{"0":42,"1":17}}``, over every partition of ``topics`` (the topics the query
-        subscribes to; None: those the group committed).
+        """The group's committed offsets as Spark's ``startingOffsets`` JSON over every partition
+        of ``topics`` (the query's; None: those the group committed), partitions read from the
+        data cluster; never-committed ones get ``missing``'s marker.
 
-        Spark wants every partition of a subscribed topic named, so partitions come from the
-        data cluster (this reader's client options): a partition the group never committed gets
-        ``missing``'s marker (-2 "earliest", -1 "latest"), committed partitions the topic no
-        longer has are left out. A group the sink does not know raises GROUP_ID_NOT_FOUND (69)
-        naming it, unless ``unknown_group="missing"``: then every partition gets the marker.
-        A topic the cluster does not have raises UNKNOWN_TOPIC_OR_PARTITION (3); an unreachable
-        cluster REQUEST_TIMED_OUT (7) rather than a guess; a reader without client options
-        ValueError. Reads the sink as it is now: ``connectors.client.sink_currency`` waits until
-        the job has applied the group's last commits.
+        Raises GROUP_ID_NOT_FOUND (69) for a group the sink does not know (unless
+        ``unknown_group="missing"``: every partition gets the marker),
+        UNKNOWN_TOPIC_OR_PARTITION (3) for a topic the cluster lacks, REQUEST_TIMED_OUT (7) when
+        it cannot be reached. Reads the sink as it is now (``sink_currency`` waits for it).
         """
         missing_marker(missing)  # ValueError for anything but earliest/latest, before any I/O
         if unknown_group not in ("error", "missing"):

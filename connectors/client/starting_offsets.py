@@ -1,15 +1,9 @@
-"""A group's committed offsets as the ``startingOffsets`` a Spark Kafka query takes.
+"""A group's committed offsets as the ``startingOffsets`` JSON a Spark Kafka query takes.
 
-Spark's Kafka source accepts ``startingOffsets`` as JSON, ``{"orders": {"0": 42, "1": 17}}``,
-where an offset is the next one to read (what Kafka stores as a committed offset) or one of two
-markers: -2 for the partition's earliest offset, -1 for its latest. Spark insists that such a
-JSON names *every* partition of every subscribed topic and nothing else ("If startingOffsets
-contains specific offsets, you must specify all TopicPartitions"), so a partition the group
-never committed must still appear, with a marker: :func:`starting_offsets_json` fills those in
-from the topics' partition lists (read from the data cluster by the caller).
-
-Pure: no Kafka, no sink. ``OffsetsReader.spark_starting_offsets`` is the entry point that reads
-both.
+``{"orders": {"0": 42, "1": 17}}``: per partition the next offset to read (a committed offset),
+or -2 (earliest) / -1 (latest). Spark wants *every* partition of every subscribed topic named,
+so partitions the group never committed get a marker. Pure: no Kafka, no sink
+(``OffsetsReader.spark_starting_offsets`` reads both). Imports no pyspark: the CLI uses it.
 """
 
 from __future__ import annotations
