@@ -28,17 +28,12 @@ Layout (format version 2; integers big-endian)::
             supersedes, -1 for none) and tomb bool (the key is deleted)
 
 ``hash`` is ``state.engine.hashing``'s ``string_hash``, part of this format. A row's key hash
-(``key_hash`` of its group's and topic's hashes and its partition) is not stored: decoding
-computes it, a few milliseconds for 200k offsets, where storing it took 8 incompressible bytes
-per offset, most of a blob that crosses from Spark's JVM to Python and back at every call.
-Version 1 blobs, which stored it (and a permutation of the base in deadline order), are still
-read. The stamp (reserved and always 0 before; readers ignore it, so it needs no new version)
-lets a reader that keeps decoded states recognise a blob it has already decoded without reading
-more than the header (``blob_stamp``): a writer that sets it must never give two different
-blobs the same stamp (the streaming job draws 64 random bits per blob). Decoding views the
-decompressed columns in place; encoding reuses a section's bytes verbatim when that part of the
-state did not change since it was decoded (usually the base, by far the largest). Never pickle:
-a blob is data only.
+is not stored (8 incompressible bytes per offset): decoding computes it. Version 1 blobs, which
+stored it (and a permutation of the base in deadline order), are still read. The stamp lets a
+reader that keeps decoded states recognise a blob it has already decoded from the header alone
+(``blob_stamp``): a writer that sets it must never give two different blobs the same stamp.
+Decoding views the decompressed columns in place; encoding reuses a section's bytes verbatim when
+that part of the state did not change since it was decoded. Never pickle: a blob is data only.
 """
 
 from __future__ import annotations
@@ -127,12 +122,9 @@ _DELTA_SCHEMA = _SCHEMAS[FORMAT_VERSION]["delta"]
 # --- encoding --------------------------------------------------------------------------------
 
 
-#: Sections are LZ4-compressed Arrow IPC (readers need no flag: the stream says so). A shard of
-#: 200k offsets was 14.6 MB plain and 2.2 MB compressed with its key hashes (version 1), for
-#: 1 ms more to encode and 4 ms to decode; every touched shard's blob crosses from the JVM to
-#: Python and back and into RocksDB each micro-batch, and at 10M keys the plain blobs of a
-#: task's shards outgrew the JVM's 2 GB of direct memory in one Arrow batch. zstd (level 1)
-#: made blobs a third of LZ4's but cost more to decode at every call than it saved.
+#: Sections are LZ4-compressed Arrow IPC (readers need no flag: the stream says so): a blob
+#: crosses the JVM and RocksDB every micro-batch, and plain blobs of 10M keys outgrew the JVM's
+#: direct memory. zstd cost more to decode at every call than its smaller blobs saved.
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 

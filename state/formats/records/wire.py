@@ -211,26 +211,21 @@ class Reader:
                 f"truncated: needs {n} bytes at offset {self.pos}, {self.end - self.pos} left",
             )
 
+    def _int(self, kind: struct.Struct, field: str) -> int:
+        """Read a big-endian integer of ``kind``."""
+        self._need(kind.size, field)
+        v = kind.unpack_from(self.buf, self.pos)[0]
+        self.pos += kind.size
+        return v  # type: ignore[no-any-return]
+
     def int16(self, field: str) -> int:
-        """Read a big-endian int16."""
-        self._need(2, field)
-        v = INT16.unpack_from(self.buf, self.pos)[0]
-        self.pos += 2
-        return v
+        return self._int(INT16, field)
 
     def int32(self, field: str) -> int:
-        """Read a big-endian int32."""
-        self._need(4, field)
-        v = INT32.unpack_from(self.buf, self.pos)[0]
-        self.pos += 4
-        return v
+        return self._int(INT32, field)
 
     def int64(self, field: str) -> int:
-        """Read a big-endian int64."""
-        self._need(8, field)
-        v = INT64.unpack_from(self.buf, self.pos)[0]
-        self.pos += 8
-        return v
+        return self._int(INT64, field)
 
     def uvarint(self, field: str) -> int:
         """Kafka's unsigned varint: at most 5 bytes; values above int32 are rejected because
