@@ -14,10 +14,10 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from state.engine.record_frame import GROUP_KIND
 from state.formats.frames import MEMBER_FRAME_SCHEMA, RECORD_FRAME_SCHEMA
+from state.formats.record_column_decoding import big_endian_ints, binary_parts
 from state.formats.records import RecordFormatError, classify_key
 from state.formats.records.consumer_group import (
     CONSUMER_GROUP_MEMBER_METADATA,
@@ -42,19 +42,9 @@ class ConsumerGroupRecords(NamedTuple):
 
 def _type_ids(keys: pa.Array) -> np.ndarray:
     """The int16 record type of each key (-1 for a null key or one shorter than two bytes)."""
-    heads = pc.binary_slice(keys, 0, 2).cast(pa.large_binary())
-    n = len(heads)
-    _validity, offsets_buf, data_buf = heads.buffers()
-    offsets = np.frombuffer(offsets_buf, np.int64, count=n + 1, offset=heads.offset * 8)
-    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    whole = (offsets[1:] - offsets[:-1]) == 2
-    if heads.null_count:
-        whole &= np.asarray(heads.is_valid())
-    at = np.where(whole, offsets[:-1], 0)
-    first = data[at].astype(np.int32) if len(data) else np.zeros(n, np.int32)
-    second = data[np.minimum(at + 1, len(data) - 1)].astype(np.int32) if len(data) else first
-    type_ids = ((first << 8) | second).astype(np.int16).astype(np.int32)
-    return np.where(whole, type_ids, -1)
+    data, starts, lengths, valid = binary_parts(keys)
+    whole = valid & (lengths >= 2)
+    return np.where(whole, big_endian_ints(data, starts, 2, whole), -1)
 
 
 def consumer_group_records(

@@ -36,8 +36,8 @@ class OffsetColumns(NamedTuple):
     expire_timestamp_ms: pa.Array
 
 
-def _parts(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(data bytes, start and length of each value, validity) of a binary column."""
+def binary_parts(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(data bytes, start and length of each value, validity) of a binary or string column."""
     if not pa.types.is_large_binary(column.type):
         column = column.cast(pa.large_binary())
     n = len(column)
@@ -48,7 +48,7 @@ def _parts(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     return data, offsets[:-1], offsets[1:] - offsets[:-1], valid
 
 
-def _ints(data: np.ndarray, at: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
+def big_endian_ints(data: np.ndarray, at: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
     """Big-endian signed ints of ``width`` bytes at positions ``at`` (rows not ``ok`` read 0)."""
     if not len(at) or not len(data):
         return np.zeros(len(at), np.int64)
@@ -88,42 +88,42 @@ def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Ar
 def decode_offset_commit_columns(keys: pa.Array, values: pa.Array) -> OffsetColumns:
     """Decode the records of ``keys``/``values`` (binary columns, a null value is a tombstone)
     whose layout the column decoder knows; see the module docstring."""
-    kdata, kstart, klen, kvalid = _parts(keys)
+    kdata, kstart, klen, kvalid = binary_parts(keys)
     ok = kvalid & (klen >= 4)
-    version = _ints(kdata, kstart, 2, ok)
+    version = big_endian_ints(kdata, kstart, 2, ok)
     ok &= (version == 0) | (version == 1)
-    glen = _ints(kdata, kstart + 2, 2, ok)
+    glen = big_endian_ints(kdata, kstart + 2, 2, ok)
     ok &= (glen >= 0) & (glen + 6 <= klen)
     tpos = kstart + 4 + np.where(ok, glen, 0)
-    tlen = _ints(kdata, tpos, 2, ok)
+    tlen = big_endian_ints(kdata, tpos, 2, ok)
     ok &= (tlen >= 0) & (glen + tlen + 10 == klen)
     ppos = tpos + 2 + np.where(ok, tlen, 0)
-    partition = _ints(kdata, ppos, 4, ok)
+    partition = big_endian_ints(kdata, ppos, 4, ok)
 
-    vdata, vstart, vlen, has_value = _parts(values)
+    vdata, vstart, vlen, has_value = binary_parts(values)
     vok = has_value & (vlen >= 12)
-    vversion = _ints(vdata, vstart, 2, vok)
+    vversion = big_endian_ints(vdata, vstart, 2, vok)
     vok &= (vversion >= 0) & (vversion <= 4)
     is_v4 = vversion == 4
     has_epoch = vversion >= 3
-    offset = _ints(vdata, vstart + 2, 8, vok)
+    offset = big_endian_ints(vdata, vstart + 2, 8, vok)
     vok &= ~has_epoch | (vlen >= 16)
-    epoch = np.where(has_epoch, _ints(vdata, vstart + 10, 4, vok & has_epoch), -1)
+    epoch = np.where(has_epoch, big_endian_ints(vdata, vstart + 10, 4, vok & has_epoch), -1)
     # The metadata's length: an int16 after the epoch (v3) or the offset (v0-v2); in the
     # flexible v4 a compact string's unsigned varint (length + 1), read here when it is one byte
     # (metadata under 127 bytes) and not null.
     mlen_at = vstart + np.where(has_epoch, 14, 10)
     varint = _byte(vdata, mlen_at, vok & is_v4)
     vok &= ~is_v4 | ((varint >= 1) & (varint < 0x80))
-    mlen = np.where(is_v4, varint - 1, _ints(vdata, mlen_at, 2, vok & ~is_v4))
+    mlen = np.where(is_v4, varint - 1, big_endian_ints(vdata, mlen_at, 2, vok & ~is_v4))
     mstart = mlen_at + np.where(is_v4, 1, 2)
     # Bytes besides the metadata, by version; v4 ends with an empty tagged-field section (0).
     fixed = np.select([is_v4, vversion == 3, vversion == 1], [24, 24, 28], 20)
     vok &= (mlen >= 0) & (mlen + fixed == vlen)
     vok &= ~is_v4 | (_byte(vdata, vstart + vlen - 1, vok & is_v4) == 0)
     ts_at = mstart + np.where(vok, mlen, 0)
-    commit_ts = _ints(vdata, ts_at, 8, vok)
-    expire_ts = _ints(vdata, ts_at + 8, 8, vok & (vversion == 1))
+    commit_ts = big_endian_ints(vdata, ts_at, 8, vok)
+    expire_ts = big_endian_ints(vdata, ts_at + 8, 8, vok & (vversion == 1))
     decoded = ok & (~has_value | vok)
 
     rows = np.flatnonzero(decoded)

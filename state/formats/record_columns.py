@@ -11,28 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from state.formats.record_column_decoding import binary_parts
 from state.formats.records import OFFSET_COMMIT_KEY_VERSION
 
 #: A field of a record: a fixed-width big-endian integer column, or a string column written as an
 #: int16 length and its UTF-8 bytes.
 Field = np.ndarray | pa.Array
-
-
-def _string_parts(strings: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data bytes, start of each string in data, byte length of each string); nulls are empty."""
-    if not pa.types.is_large_string(strings.type):
-        strings = strings.cast(pa.large_string())
-    n = len(strings)
-    _, offsets_buf, data_buf = strings.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=n + 1, offset=strings.offset * 8)
-    starts = offsets[:-1]
-    lengths = offsets[1:] - starts
-    if strings.null_count:
-        lengths = np.where(np.asarray(strings.is_valid()), lengths, 0)
-    data = (
-        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    )
-    return data, starts, lengths
 
 
 def _concat(n: int, parts: list[tuple[str, Field]]) -> pa.Array:
@@ -42,7 +26,8 @@ def _concat(n: int, parts: list[tuple[str, Field]]) -> pa.Array:
     prepared: list[tuple[str, object]] = []
     for kind, values in parts:
         if kind == "str":
-            data, starts, lengths = _string_parts(values)  # type: ignore[arg-type]
+            data, starts, lengths, valid = binary_parts(values)  # type: ignore[arg-type]
+            lengths = np.where(valid, lengths, 0)  # a null string is written empty
             prepared.append(("len", lengths))
             widths.append(np.full(n, 2, np.int64))
             prepared.append(("bytes", (data, starts, lengths)))
