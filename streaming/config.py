@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import os
 import re
 import tomllib
@@ -39,6 +40,8 @@ from connectors.sinks.retention import (
 from state.coordinator.config import DEFAULT_REQUEST_TIMEOUT_MS, CoordinatorConfig
 from streaming.tenants import Tenant, load_tenants, parse_tenants
 
+log = logging.getLogger(__name__)
+
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 #: Environment variables of the mirror's settings: ``CONSUMER_OFFSETS_MIRROR_SINK_URL``…
 MIRROR_ENV_PREFIX = "CONSUMER_OFFSETS_MIRROR_"
@@ -56,8 +59,12 @@ DEFAULT_SINK_URL = "sqlite:///.runtime/consumer-offsets.db"
 #: The values of ``JobConfig.rebuild_sink_writes``.
 REBUILD_SINK_WRITERS = ("auto", "executors", "driver")
 
-#: The values of ``JobConfig.state_operator``.
-STATE_OPERATORS = ("auto", "value-states", "group-state")
+#: Keys a configuration file may still hold from an earlier release, which are ignored with a
+#: warning that says why.
+REMOVED_KEYS = {
+    "state_operator": "the job keeps its state in value states, and migrates a checkpoint of "
+    "the group-state operator when it starts (streaming.spark.start_plan)",
+}
 
 #: A settings dataclass ``load_settings`` builds (``JobConfig``, the mirror's config).
 Settings = TypeVar("Settings")
@@ -158,13 +165,6 @@ class JobConfig:
     #: the batch has loaded: for executors that cannot reach the sink, such as a SQLite file on
     #: another machine) or "auto" (executors when Spark runs in local mode, else the driver).
     rebuild_sink_writes: str = "auto"
-    #: The Spark operator that keeps the shards' state: "value-states"
-    #: (``transformWithStateInPandas`` with a base, a log and a head per shard,
-    #: ``streaming.spark.value_states``: a batch writes what it changed to the checkpoint),
-    #: "group-state" (``applyInPandasWithState`` with one blob per shard, the operator of
-    #: checkpoints made before "value-states" existed) or "auto" (what the checkpoint holds;
-    #: "value-states" for a new one). The checkpoint fixes it.
-    state_operator: str = "auto"
     #: Spark's master URL, e.g. local[4] or spark://host:7077; unset: $SPARK_MASTER, else
     #: local[*].
     spark_master: str | None = None
@@ -212,11 +212,6 @@ class JobConfig:
             raise ValueError(
                 f"rebuild_sink_writes must be one of {', '.join(REBUILD_SINK_WRITERS)}, "
                 f"got {self.rebuild_sink_writes!r}"
-            )
-        if self.state_operator not in STATE_OPERATORS:
-            raise ValueError(
-                f"state_operator must be one of {', '.join(STATE_OPERATORS)}, "
-                f"got {self.state_operator!r}"
             )
         if self.retention_ms <= 0:
             raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")
@@ -339,6 +334,9 @@ def load_settings(
     path = path or env.get(f"{env_prefix}CONFIG")
     if path:
         data = read_config_file(path, table)
+        for key in set(data) & set(REMOVED_KEYS) - set(known):
+            log.warning("%s: %s is no longer a setting, ignored: %s", path, key, REMOVED_KEYS[key])
+            del data[key]
         unknown = set(data) - set(known)
         if unknown:
             where = f"[{table}] of {path}" if table and table != "mirror" else str(path)

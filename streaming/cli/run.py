@@ -291,7 +291,7 @@ def run_until_stopped(
 def query_replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) -> bool:
     """Whether ``job.query`` (a job's or a mirror's) becomes another, active query within
     ``grace_s``: the query is restarted after Spark's replayed-batch bug only."""
-    from streaming.spark.job import is_replayed_batch_bug
+    from streaming.spark.lifecycle import is_replayed_batch_bug
 
     deadline = time.monotonic() + grace_s
     while not stop.is_set() and time.monotonic() < deadline:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,12 +33,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.streaming import StreamingQuery
 
 from connectors.client.log_end_refresher import LogEndRefresher
 from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
 from connectors.sinks import BatchProgress, Sink, open_sink
-from connectors.sinks.retention import HistoryRetention
 from connectors.sinks.retry import with_sink_retries
 from state.shard import (
     RecordFormatError,
@@ -48,9 +46,7 @@ from state.shard import (
     positioned_record_frame_of,
 )
 from streaming.config import MirrorConfig, load_mirror_config
-from streaming.spark.checkpoint_files import checkpoint_file_settings
-from streaming.spark.heartbeat import Heartbeat, jvm_log_quieter
-from streaming.spark.job import checkpoint_exists, start_with_settings, survive_replayed_batch_bug
+from streaming.spark.lifecycle import QueryLifecycle
 
 log = logging.getLogger("consumer_offsets.mirror")
 
@@ -228,12 +224,12 @@ class OffsetsMirror:
     config: MirrorConfig
     spark: SparkSession
     sink: Sink
-    query: StreamingQuery | None = None
     writer: MirrorWriter | None = None
-    log_end: LogEndRefresher | None = None
-    heartbeat: Heartbeat | None = None
-    retention: HistoryRetention | None = None
-    _stopping: threading.Event = field(default_factory=threading.Event)
+    lifecycle: QueryLifecycle | None = None
+
+    @property
+    def query(self) -> StreamingQuery | None:
+        return self.lifecycle.query if self.lifecycle else None
 
     @classmethod
     def create(cls, config: MirrorConfig, spark: SparkSession | None = None) -> OffsetsMirror:
@@ -255,8 +251,9 @@ class OffsetsMirror:
         ends = end_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
         starts = beginning_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
         detail = f"mirroring {config.cluster_name}: catching up to offsets {sum(ends.values()):,}"
+        lifecycle = self.lifecycle = QueryLifecycle(self.spark, config.checkpoint_location)
         positions: dict[int, int] = {}
-        resumed = self._checkpoint_exists()
+        resumed = lifecycle.checkpoint_exists()
         if resumed:
             positions = dict(self.sink.status().ingest_offsets)
             self.sink.set_status("LOADING", detail)
@@ -295,66 +292,31 @@ class OffsetsMirror:
         )
         # Spark's AdminClient-based offset reader sees no records in an internal topic (a batch
         # read of __consumer_offsets counts 0 with it, every record with the consumer-based one).
-        self.query = self._start_query(writer)
-        # Alive from here on, also while catching up or idle (connectors.client.liveness).
-        self.heartbeat = Heartbeat(
-            self.sink,
-            config.source_bootstrap_servers,
-            "mirror",
-            quiet_jvm=jvm_log_quieter(self.spark),
-        )
-        self.heartbeat.start()
-        if resumed:
-
-            def restart() -> None:
-                self.query = self._start_query(writer)
-
-            survive_replayed_batch_bug(lambda: self.query, restart, self._stopping)
-        self.log_end = LogEndRefresher(
+        settings = {"spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "true"}
+        query = lifecycle.start(writer, settings, resumed)
+        lifecycle.keep_alive(self.sink, config.source_bootstrap_servers, "mirror")
+        log_end = LogEndRefresher(
             self.sink, config.kafka_python_options(), config.log_end_interval_s
         )
-        self.log_end.start()
+        log_end.start()
+        lifecycle.beside(log_end)
         if config.keep_history:
-            self.retention = HistoryRetention(
-                lambda: open_sink(config.sink_url, keep_history=True),
+            lifecycle.keep_history_for(
+                config.sink_url,
                 config.history_retention_ms,
                 config.history_retention_check_interval_ms,
             )
-            self.retention.start()
-        return self.query
-
-    def _start_query(self, writer: DataStreamWriter) -> StreamingQuery:
-        """Start the query with the settings Spark reads when a query starts (the session's own
-        values are restored after): the consumer-based offset reader, and on a local checkpoint
-        the file manager that renames without child processes
-        (``streaming.spark.checkpoint_files``)."""
-        settings = {
-            "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "true",
-            **checkpoint_file_settings(self.spark, self.config.checkpoint_location),
-        }
-        return start_with_settings(self.spark, writer, settings)
-
-    def _checkpoint_exists(self) -> bool:
-        return checkpoint_exists(self.spark, self.config.checkpoint_location)
+        return query
 
     def other_record_types(self) -> dict[str, int]:
         """Records of types the sink does not hold, by Kafka's name, since start."""
         return dict(self.writer.other_types) if self.writer else {}
 
     def stop(self) -> None:
-        """Stop the query and the log-end refresher; a mirror that ran leaves its sink
-        STOPPED (one that never started, e.g. refused by a sink of another cluster, leaves it
-        as it was)."""
-        self._stopping.set()
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
-        if self.log_end is not None:
-            self.log_end.stop()
-        if self.heartbeat is not None:
-            self.heartbeat.stop()
-        if self.retention is not None:
-            self.retention.stop()
-        if self.query is not None:
+        """Stop the query and what runs beside it; a mirror that ran leaves its sink STOPPED
+        (one that never started, e.g. refused by a sink of another cluster, leaves it as it
+        was)."""
+        if self.lifecycle is not None and self.lifecycle.stop():
             self.sink.set_status("STOPPED", f"mirroring {self.config.cluster_name}: stopped")
 
 

@@ -3,8 +3,9 @@ checkpoint is made to start again.
 
 Spark keeps, per stateful operator, metadata files under ``state/<operator>/_metadata``: version 1
 (the group-state operator's) names the operator; version 2 (``_metadata/v2/<batch>``, the
-value-state operator's) also records the time mode and the state schema files. The job reads the
-operator and the time mode before it starts the query, because Spark refuses either changed.
+value-state operator's) also records the time mode and the state schema files. Spark refuses
+either changed, so the job reads them before it starts the query: a checkpoint of an earlier
+release (:func:`earlier_release`) is migrated to a new one (``streaming.spark.start_plan``).
 
 Spark 4.1 writes version 2's schema files by absolute path (``stateSchemaFilePaths``,
 ``file:/…/checkpoint/state/0/_stateSchema/default/0_<uuid>``). A checkpoint that was moved, or
@@ -25,12 +26,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streaming.spark.value_states import OPERATOR_NAME as VALUE_STATES_OPERATOR
-
 log = logging.getLogger(__name__)
 
-#: Spark's name for the group-state operator in a checkpoint's state metadata.
+#: Spark's names for the value-state operator (the job's) and the group-state operator (release
+#: 1's) in a checkpoint's state metadata.
+VALUE_STATES_OPERATOR = "transformWithStateInPandasExec"
 GROUP_STATE_OPERATOR = "applyInPandasWithState"
+#: The time mode the job's checkpoints record (Spark's name for time mode ``None``).
+NO_TIME = "NoTime"
 
 #: A schema file's path: the checkpoint it was written in, then its place inside it. The root is
 #: greedy, so a checkpoint under a directory itself named ``state`` still splits at the last one.
@@ -75,8 +78,8 @@ def checkpoint_state_metadata(spark: SparkSession, location: str) -> list[str]:
 
 
 def operator_in(metadata: list[str]) -> str | None:
-    """The state operator (``JobConfig.state_operator``'s names) that state metadata texts
-    (:func:`checkpoint_state_metadata`) name; None when none does."""
+    """The state operator that state metadata texts (:func:`checkpoint_state_metadata`) name,
+    "value-states" or "group-state"; None when none does."""
     for text in metadata:
         if f'"{VALUE_STATES_OPERATOR}"' in text:
             return "value-states"
@@ -112,6 +115,19 @@ def time_mode_in(metadata: list[str]) -> str | None:
         mode = properties.get("timeMode") if isinstance(properties, dict) else None
         if isinstance(mode, str):
             return mode
+    return None
+
+
+def earlier_release(metadata: list[str]) -> str | None:
+    """What earlier release's state the metadata texts record, in words, when it is not the
+    job's (value states in time mode ``None``): the group-state operator (release 1) or value
+    states in processing-time mode (release 2); None for the job's own or no state."""
+    operator = operator_in(metadata)
+    if operator == "group-state":
+        return "the group-state operator (applyInPandasWithState)"
+    mode = time_mode_in(metadata)
+    if operator == "value-states" and mode not in (None, NO_TIME):
+        return f"value states in time mode {mode}"
     return None
 
 
@@ -181,7 +197,9 @@ def relocate_state_metadata(spark: SparkSession, location: str) -> list[str]:
 
 __all__ = [
     "GROUP_STATE_OPERATOR",
+    "VALUE_STATES_OPERATOR",
     "checkpoint_state_metadata",
+    "earlier_release",
     "operator_in",
     "relocate_state_metadata",
     "relocated",

@@ -56,7 +56,7 @@ from confluent_kafka.admin import AdminClient
 from connectors.kafka.admin import KafkaAdmin, end_offsets, plain_topic_spec
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
-from streaming.config import STATE_OPERATORS, JobConfig
+from streaming.config import JobConfig
 from streaming.spark.job import OffsetsJob, ensure_topics
 from streaming.spark.processor import PROFILE_DIR_ENV
 from streaming.spark.session import spark_session
@@ -811,12 +811,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="decoded shard states each Python worker keeps (0: decode every call)",
     )
     parser.add_argument(
-        "--state-operator",
-        choices=STATE_OPERATORS,
-        default=JobConfig.state_operator,
-        help="the operator that keeps the state (JobConfig.state_operator)",
-    )
-    parser.add_argument(
         "--latency-rates",
         type=int,
         nargs="*",
@@ -871,7 +865,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         ingest_partitions=args.ingest_partitions,
         state_cache_mb=args.state_cache_mb,
-        state_operator=args.state_operator,
     )
     prefix = config.ingest_topic.removesuffix(".commits")
     results: dict[str, Any] = {

@@ -1,7 +1,9 @@
-"""Which file manager a query writes its checkpoint with (``streaming.spark.checkpoint_files``)."""
+"""A query's checkpoint on its file system (``streaming.spark.checkpoint_files``): the file manager
+it is written with, and what a migration reads from it and where it moves it."""
 
 from __future__ import annotations
 
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,9 @@ from streaming.spark.checkpoint_files import (
     LOCAL_FILE_MANAGER,
     checkpoint_file_settings,
     checkpoint_scheme,
+    committed_positions,
+    move_aside,
+    source_positions,
 )
 
 pytestmark = pytest.mark.spark
@@ -67,3 +72,32 @@ def test_a_manager_the_user_set_is_kept(session: SparkSession, tmp_path: Path) -
     session.conf.set(FILE_MANAGER_KEY, chosen)
     assert checkpoint_file_settings(session, str(tmp_path / "checkpoint")) == {}
     assert session.conf.get(FILE_MANAGER_KEY) == chosen
+
+
+RELEASE_1 = Path(__file__).parent / "data" / "checkpoint-release-1" / "checkpoint.tar.gz"
+
+
+def test_an_offset_log_entry_gives_each_kafka_sources_positions() -> None:
+    text = 'v1\n{"batchWatermarkMs":0}\n{"a":{"0":5,"1":7}}\n-\n{"b":{"0":1}}'
+    assert source_positions(text) == {"a": {0: 5, 1: 7}, "b": {0: 1}}
+    assert source_positions('v1\n{"batchWatermarkMs":0}\n-') == {}
+
+
+def test_a_migration_starts_where_the_last_committed_batch_ended(
+    tmp_path: Path, session: SparkSession
+) -> None:
+    with tarfile.open(RELEASE_1) as tar:
+        tar.extractall(tmp_path, filter="data")
+    checkpoint = tmp_path / "checkpoint"
+    expected = {"resume-release1.commits": {0: 0, 1: 3, 2: 0, 3: 0}}
+    assert committed_positions(session, str(checkpoint)) == expected
+    # A batch planned but never committed (the driver died mid-batch) is not a start.
+    planned = (checkpoint / "offsets" / "1").read_text().replace('"1":3', '"1":9')
+    (checkpoint / "offsets" / "2").write_text(planned)
+    assert committed_positions(session, str(checkpoint)) == expected
+
+    aside = move_aside(session, str(checkpoint), "earlier-release")
+    assert aside.startswith(f"{checkpoint}.earlier-release-")
+    assert not checkpoint.exists()
+    assert committed_positions(session, aside) == expected
+    assert committed_positions(session, str(checkpoint)) == {}

@@ -36,6 +36,19 @@ def test_sources_override_in_order(tmp_path: Path) -> None:
     assert config.state_partitions == 6
 
 
+def test_a_setting_an_earlier_release_had_is_ignored_with_a_warning_naming_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    toml = tmp_path / "job.toml"
+    toml.write_text('state_operator = "group-state"\nstate_partitions = 3\n')
+    with caplog.at_level("WARNING", logger="streaming.config"):
+        config = load_config(toml, env={})
+    assert config.state_partitions == 3
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "state_operator is no longer a setting, ignored" in line
+    assert "migrates a checkpoint of the group-state operator" in line
+
+
 def test_defaults_follow_kafka() -> None:
     config = load_config(env={})
     assert config.retention_check_interval_ms == 600_000  # offsets.retention.check.interval.ms

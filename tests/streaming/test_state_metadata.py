@@ -16,6 +16,7 @@ import pytest
 
 from streaming.spark.state_metadata import (
     checkpoint_state_metadata,
+    earlier_release,
     operator_in,
     relocate_state_metadata,
     relocated,
@@ -99,6 +100,57 @@ def test_a_checkpoint_under_a_folder_named_state_splits_at_its_own_state_folder(
     assert _paths(new) == [f"file:/srv/state/checkpoint/{SCHEMA}"]
 
 
+def _spark_metadata(operator: str, time_mode: str | None) -> str:
+    """A state metadata file as Spark 4.1 writes it (``state/0/_metadata/v2/0``)."""
+    properties = {"outputMode": "Update", "stateVariables": []}
+    if time_mode is not None:
+        properties["timeMode"] = time_mode
+    return "v2\n" + json.dumps(
+        {
+            "operatorInfo": {"operatorId": 0, "operatorName": operator},
+            "stateStoreInfo": [],
+            "operatorPropertiesJson": json.dumps(properties),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("metadata", "operator", "time_mode", "earlier"),
+    [
+        ([], None, None, None),
+        # The job's own: value states without timers.
+        (
+            [_spark_metadata("transformWithStateInPandasExec", "NoTime")],
+            "value-states",
+            "NoTime",
+            None,
+        ),
+        # Release 2's: value states in processing-time mode.
+        (
+            [_spark_metadata("transformWithStateInPandasExec", "ProcessingTime")],
+            "value-states",
+            "ProcessingTime",
+            "value states in time mode ProcessingTime",
+        ),
+        # Release 1's group-state operator: version 1, without operator properties.
+        (
+            ['{"operatorInfo":{"operatorName":"applyInPandasWithState"}}'],
+            "group-state",
+            None,
+            "the group-state operator (applyInPandasWithState)",
+        ),
+        # Unreadable properties name no time mode.
+        (["v2\n{not json"], None, None, None),
+    ],
+)
+def test_a_checkpoint_of_an_earlier_release_is_told_by_its_operator_and_time_mode(
+    metadata: list[str], operator: str | None, time_mode: str | None, earlier: str | None
+) -> None:
+    assert operator_in(metadata) == operator
+    assert time_mode_in(metadata) == time_mode
+    assert earlier_release(metadata) == earlier
+
+
 def test_a_restored_checkpoint_starts_where_it_was_put(tmp_path: Path, spark: Any) -> None:
     with tarfile.open(RELEASE_2) as tar:
         tar.extractall(tmp_path, filter="data")
@@ -120,6 +172,7 @@ def test_a_restored_checkpoint_starts_where_it_was_put(tmp_path: Path, spark: An
     assert Path(schema.removeprefix("file:")).is_file()
     assert operator_in([relocated_text]) == "value-states"
     assert time_mode_in([relocated_text]) == "ProcessingTime"
+    assert earlier_release([relocated_text]) == "value states in time mode ProcessingTime"
     # Once pointed here, a second start reads the same and writes nothing.
     assert relocate_state_metadata(spark, str(checkpoint)) == [relocated_text]
     assert metadata_file.stat().st_ino == rewritten

@@ -1,10 +1,15 @@
-"""Upgrades in place: checkpoints written by earlier releases resume with today's code.
+"""Upgrades in place: checkpoints written by earlier releases are migrated by today's code.
 
 The checkpoints under ``data/checkpoint-release-*`` (see their READMEs) hold the same two
-groups' offsets in their shard state: release 1's in the group-state operator, release 2's in
-the value-state operator in processing-time mode. The test rebuilds the ingest topic each read
-(same messages at the same offsets), leaves the offsets topic empty — so the state can only come
-from the checkpoint — and resumes.
+groups' offsets: release 1's in the group-state operator, release 2's in the value-state operator
+in processing-time mode. Today's job keeps neither: it moves such a checkpoint aside and starts a
+new one where the old one's last committed batch ended, its state rebuilt from the offsets topic.
+
+The test rebuilds the ingest topic (same messages at the same offsets) and puts in the offsets
+topic the records the release wrote for those commits, built with the project's own record
+encoders: the offsets topic is what the migration reads, so the test gives it what the release
+left there. Replaying the release's ingest messages through today's job instead would test
+today's job twice and the migration not at all.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
 import tarfile
 import time
 from dataclasses import dataclass, replace
@@ -22,16 +28,18 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 
-from state.coordinator.errors import ErrorCode
-from state.coordinator.model import OffsetCommitKey
+from state.coordinator.model import OffsetAndMetadata, OffsetCommitKey, Record
+from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import DeleteGroupsRequest, OffsetCommitRequest, PartitionCommit
 from streaming.config import JobConfig, embedded_default
 from streaming.spark.job import OffsetsJob, ensure_topics
+from tests.state.formats.records.offset_encoders import encode_record
 from tests.streaming.helpers import (
     compacted,
     produce_requests,
     read_offsets_topic,
     read_responses,
+    sink_offsets,
     wait_for,
 )
 
@@ -49,20 +57,34 @@ class Release:
     topics: str
     #: Its ingest topic's partitions (None: today's default for new ingest topics).
     ingest_partitions: int | None
-    state_operator: str
-    #: The value-state operator's time mode it keeps (``OffsetsJob.time_mode``); None for the
-    #: group-state operator, which has none.
-    time_mode: str | None
+    #: What the job says the checkpoint holds.
+    earlier: str
 
 
 RELEASES = [
-    # An ingest topic of one partition per shard, the only layout then. The job runs with
-    # today's default for new ingest topics, and keeps that one.
-    Release(DATA / "checkpoint-release-1", "resume-release1", 4, "group-state", None),
+    # An ingest topic of one partition per shard, the only layout then.
     Release(
-        DATA / "checkpoint-release-2", "resume-release2", None, "value-states", "ProcessingTime"
+        DATA / "checkpoint-release-1",
+        "resume-release1",
+        4,
+        "the group-state operator (applyInPandasWithState)",
+    ),
+    Release(
+        DATA / "checkpoint-release-2",
+        "resume-release2",
+        None,
+        "value states in time mode ProcessingTime",
     ),
 ]
+
+#: What both releases committed, in log order (their READMEs): the offsets they serve.
+COMMITS = [
+    (OffsetCommitKey("payments", "orders", 0), 10),
+    (OffsetCommitKey("payments", "orders", 1), 20),
+    (OffsetCommitKey("payments", "orders", 0), 15),
+    (OffsetCommitKey("billing", "invoices", 3), 7),
+]
+SERVED = {"payments": {("orders", 0): 15, ("orders", 1): 20}, "billing": {("invoices", 3): 7}}
 
 
 def _config(bootstrap: str, folder: Path, topics: str) -> JobConfig:
@@ -107,31 +129,56 @@ def _rebuild_ingest_topic(config: JobConfig, release: Release) -> None:
         producer.close()
 
 
+def _write_offsets_topic(config: JobConfig) -> None:
+    """The release's OffsetCommit records for :data:`COMMITS`, each in its group's partition."""
+    producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers, acks="all")
+    now = int(time.time() * 1000)
+    try:
+        for key, offset in COMMITS:
+            record_key, value = encode_record(
+                Record(key, OffsetAndMetadata(offset, commit_timestamp_ms=now))
+            )
+            partition = partition_for(key.group, config.partitions)
+            producer.send(config.offsets_topic, key=record_key, value=value, partition=partition)
+        producer.flush()
+    finally:
+        producer.close()
+
+
 @pytest.mark.parametrize("release", RELEASES, ids=lambda r: r.folder.name)
-def test_a_checkpoint_of_an_earlier_release_resumes_with_its_state(
+def test_a_checkpoint_of_an_earlier_release_is_migrated_and_serves_its_offsets(
     tmp_path: Path,
     kafka_bootstrap: str,
     kafka_admin: KafkaAdminClient,
     spark: Any,
     release: Release,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = _config(kafka_bootstrap, tmp_path, release.topics)
     _delete_topics(kafka_admin, release.topics)
     ensure_topics(replace(config, ingest_partitions=release.ingest_partitions))
     try:
         _rebuild_ingest_topic(config, release)
+        _write_offsets_topic(config)
         with tarfile.open(release.folder / "checkpoint.tar.gz") as tar:
             tar.extractall(tmp_path, filter="data")
-        # Release 2's state metadata names its schema file where the checkpoint was made (an
-        # absolute path, Spark's): the job points it here as it starts.
         job = OffsetsJob.create(config, spark)
-        job.start()
-        # The release's checkpoint keeps its operator and time mode: "auto" reads which from
-        # the checkpoint (Spark refuses either changed).
-        assert job.state_operator == release.state_operator
-        if release.time_mode is not None:
-            assert job.time_mode == release.time_mode
+        with caplog.at_level(logging.WARNING, logger="streaming.spark.job"):
+            job.start()
         try:
+            # Moved aside, kept whole, and the log line says where.
+            (aside,) = tmp_path.glob("checkpoint.earlier-release-*")
+            assert (aside / "commits" / "1").is_file()
+            (line,) = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
+            assert str(aside) in line and release.earlier in line
+            assert job.plan is not None and job.plan.migrate == release.earlier
+            # The state, rebuilt from the offsets topic, serves what the release served.
+            served = wait_for(
+                lambda: {g: sink_offsets(config.sink_url, g) for g in SERVED},
+                lambda got: got == SERVED,
+                timeout_s=300,
+            )
+            assert served == SERVED
             produce_requests(
                 config.bootstrap_servers,
                 config.ingest_topic,
@@ -143,25 +190,33 @@ def test_a_checkpoint_of_an_earlier_release_resumes_with_its_state(
             responses = wait_for(
                 lambda: read_responses(config.bootstrap_servers, config.responses_topic),
                 lambda got: {"d1", "c1"} <= set(got),
-                # The first batch after a restart restores the state and starts Python workers.
                 timeout_s=300,
             )
-            # The group exists only in the checkpoint's state: without it, GROUP_ID_NOT_FOUND.
+            # The group is known from the rebuilt state (else GROUP_ID_NOT_FOUND).
             assert responses["d1"]["errorCode"] == 0, responses["d1"]
-            assert responses["d1"]["errorCode"] != ErrorCode.GROUP_ID_NOT_FOUND
             assert responses["c1"]["errorCode"] == 0
+            # The release's requests (r1-r3) were answered by the release: reading started
+            # after them, so they are not answered again.
+            assert set(responses) == {"d1", "c1"}
             records = read_offsets_topic(config.bootstrap_servers, config.offsets_topic)
-            tombstones = {r.key for _, r in records if r.value is None}
-            assert {
-                OffsetCommitKey("payments", "orders", 0),
-                OffsetCommitKey("payments", "orders", 1),
-            } <= tombstones
             assert {k: v.offset for k, v in compacted(records).items()} == {
                 OffsetCommitKey("billing", "invoices", 3): 8
             }
-            assert job.sink.status().last_batch_id >= 2  # batch ids go on from the checkpoint
+            wait_for(
+                lambda: sink_offsets(config.sink_url, "billing"),
+                lambda got: got == {("invoices", 3): 8},
+            )
+            assert sink_offsets(config.sink_url, "payments") == {}
         finally:
             job.stop()
             job.sink.close()
+        # The new checkpoint is today's: a second start resumes it, migrating nothing.
+        again = OffsetsJob.create(config, spark)
+        try:
+            again.start()
+            assert again.plan is not None and again.plan.resumed and not again.plan.migrate
+        finally:
+            again.stop()
+            again.sink.close()
     finally:
         _delete_topics(kafka_admin, release.topics)

@@ -1,9 +1,8 @@
 """The value-state operator: a shard as a base, a log and a head in Spark's state store, read
-back whole after base rewrites and restarts; a checkpoint keeps the operator it was made with."""
+back whole after base rewrites and restarts."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import replace
@@ -17,9 +16,13 @@ from state.coordinator.model import OffsetCommitKey
 from state.coordinator.requests import DeleteGroupsRequest, OffsetCommitRequest, PartitionCommit
 from state.engine.shard_log import LOG_FLOOR_BYTES
 from streaming.config import JobConfig
-from streaming.spark.job import OffsetsJob, choose_state_operator
-from streaming.spark.state_metadata import checkpoint_state_metadata, operator_in, time_mode_in
-from streaming.spark.value_states import PROCESSING_TIME, TIME_MODE, value_states_time_mode
+from streaming.spark.job import OffsetsJob
+from streaming.spark.state_metadata import (
+    checkpoint_state_metadata,
+    earlier_release,
+    operator_in,
+    time_mode_in,
+)
 from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import produce_requests, read_offsets_topic, read_responses, wait_for
 
@@ -31,9 +34,7 @@ COMMITS = 26
 
 @pytest.fixture
 def job_config(tmp_path: Path, kafka_bootstrap: str) -> JobConfig:
-    return new_job_config(
-        kafka_bootstrap, tmp_path, state_operator="value-states", state_cache_mb=0
-    )
+    return new_job_config(kafka_bootstrap, tmp_path, state_cache_mb=0)
 
 
 @pytest.fixture
@@ -84,7 +85,6 @@ def test_a_shard_reads_back_whole_from_base_and_log_across_rewrites_and_restarts
 ) -> None:
     job_config = replace(job_config, state_cache_mb=cache_mb)
     job = _start(job_config, spark, jobs)
-    assert job.state_operator == "value-states"
     # One commit per micro-batch (each waits for its answer): one log chunk per call.
     for p in range(COMMITS):
         request = OffsetCommitRequest(
@@ -104,9 +104,10 @@ def test_a_shard_reads_back_whole_from_base_and_log_across_rewrites_and_restarts
     # A restart: new Python workers, and the shard read back from the base and the log.
     metadata = checkpoint_state_metadata(spark, job_config.checkpoint_location)
     assert operator_in(metadata) == "value-states"
-    # A new checkpoint runs without Spark's timers (the processor asks for the batch's timestamp).
-    assert job.time_mode == TIME_MODE
+    # A new checkpoint runs without Spark's timers (the processor asks for the batch's timestamp)
+    # and is no earlier release's: the restart resumes it.
     assert time_mode_in(metadata) == "NoTime"
+    assert earlier_release(metadata) is None
     _start(job_config, spark, jobs)
     again = OffsetCommitRequest("again", "g", (PartitionCommit("t", 0, 999),))
     assert _send(job_config, again)["errorCode"] == 0
@@ -124,92 +125,3 @@ def test_a_shard_reads_back_whole_from_base_and_log_across_rewrites_and_restarts
     # And the state is empty after: a second delete finds no group.
     gone = _send(job_config, DeleteGroupsRequest("d2", "g"))
     assert gone["errorCode"] == ErrorCode.GROUP_ID_NOT_FOUND, gone
-
-
-def test_a_checkpoint_keeps_the_operator_it_was_made_with(
-    job_config: JobConfig, spark: Any, jobs: list[OffsetsJob]
-) -> None:
-    job = _start(job_config, spark, jobs)
-    _send(job_config, OffsetCommitRequest("c", "g", (PartitionCommit("t", 0, 1),)))
-    job.stop()
-    # "auto" too runs what the checkpoint holds, not the default for new checkpoints.
-    assert choose_state_operator("auto", "value-states", "/cp") == "value-states"
-    refused = OffsetsJob.create(replace(job_config, state_operator="group-state"), spark)
-    try:
-        with pytest.raises(ValueError, match="holds the 'value-states' operator's state"):
-            refused.start()
-        assert refused.query is None
-        # Refused before writing anything: the sink still says the job stopped.
-        assert refused.sink.status().status == "STOPPED"
-    finally:
-        refused.sink.close()
-
-
-@pytest.mark.parametrize(
-    ("chosen", "held", "runs"),
-    [
-        ("auto", None, "value-states"),
-        ("auto", "group-state", "group-state"),
-        ("auto", "value-states", "value-states"),
-        ("group-state", None, "group-state"),
-        ("group-state", "group-state", "group-state"),
-        ("value-states", "value-states", "value-states"),
-    ],
-)
-def test_the_operator_follows_the_checkpoint(chosen: str, held: str | None, runs: str) -> None:
-    assert choose_state_operator(chosen, held, "/cp") == runs
-
-
-def test_a_checkpoint_of_the_other_operator_is_refused_in_one_line() -> None:
-    with pytest.raises(ValueError, match="move the checkpoint away") as failure:
-        choose_state_operator("value-states", "group-state", "/cp")
-    assert "\n" not in str(failure.value)
-
-
-def _metadata(operator: str, time_mode: str | None) -> str:
-    """A state metadata file as Spark 4.1 writes it (``state/0/_metadata/v2/0``)."""
-    properties = {"outputMode": "Update", "stateVariables": []}
-    if time_mode is not None:
-        properties["timeMode"] = time_mode
-    return "v2\n" + json.dumps(
-        {
-            "operatorInfo": {"operatorId": 0, "operatorName": operator},
-            "stateStoreInfo": [],
-            "operatorPropertiesJson": json.dumps(properties),
-        }
-    )
-
-
-@pytest.mark.parametrize(
-    ("metadata", "operator", "time_mode", "runs"),
-    [
-        ([], None, None, TIME_MODE),
-        (
-            [_metadata("transformWithStateInPandasExec", "NoTime")],
-            "value-states",
-            "NoTime",
-            TIME_MODE,
-        ),
-        (
-            [_metadata("transformWithStateInPandasExec", "ProcessingTime")],
-            "value-states",
-            "ProcessingTime",
-            PROCESSING_TIME,
-        ),
-        # The group-state operator's metadata is version 1, without operator properties.
-        (
-            ['{"operatorInfo":{"operatorName":"applyInPandasWithState"}}'],
-            "group-state",
-            None,
-            TIME_MODE,
-        ),
-        # Unreadable properties name no time mode.
-        (["v2\n{not json"], None, None, TIME_MODE),
-    ],
-)
-def test_a_checkpoint_keeps_the_time_mode_it_was_made_with(
-    metadata: list[str], operator: str | None, time_mode: str | None, runs: str
-) -> None:
-    assert operator_in(metadata) == operator
-    assert time_mode_in(metadata) == time_mode
-    assert value_states_time_mode(time_mode_in(metadata)) == runs

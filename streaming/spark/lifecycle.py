@@ -1,0 +1,166 @@
+"""A streaming query's life, the job's and the mirror's alike: started with the settings Spark
+reads when a query starts, restarted after Spark's replayed-batch bug, kept company by the
+threads that run beside it (heartbeat, history retention…), stopped with them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from connectors.sinks import Sink, open_sink
+from connectors.sinks.retention import HistoryRetention
+from streaming.spark.checkpoint_files import checkpoint_file_settings
+from streaming.spark.heartbeat import Heartbeat, jvm_log_quieter
+
+log = logging.getLogger(__name__)
+
+#: Restarts after Spark's replayed-batch bug at most, per start.
+REPLAYED_BATCH_RESTARTS = 3
+
+
+class Companion(Protocol):
+    """A thread that runs beside the query and stops with it."""
+
+    def stop(self) -> None: ...
+
+
+C = TypeVar("C", bound=Companion)
+
+
+def start_with_settings(
+    spark: SparkSession, writer: DataStreamWriter, settings: Mapping[str, str]
+) -> StreamingQuery:
+    """Start ``writer``'s query with ``settings``, which Spark reads when a query starts (the
+    query keeps them in a session of its own); the session's own values are restored after."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        return writer.start()
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def is_replayed_batch_bug(error: object) -> bool:
+    """Whether a query's error is SPARK-55271's.
+
+    A query resumed from a checkpoint whose last batch was planned but not committed re-runs
+    that batch, commits it, and then fails while reporting progress
+    (``KafkaMicroBatchStream.metrics`` dereferences offsets only a newly planned batch sets).
+    The batch is committed by then, so starting the query once more resumes cleanly."""
+    text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
+    return "KafkaMicroBatchStream" in text or "Option.get()" in text
+
+
+@dataclass
+class QueryLifecycle:
+    """One query at ``checkpoint_location`` and the companions that stop with it."""
+
+    spark: SparkSession
+    checkpoint_location: str
+    query: StreamingQuery | None = None
+    #: Set by :meth:`stop`; the companions' loops end on it.
+    stopping: threading.Event = field(default_factory=threading.Event)
+    _companions: list[Companion] = field(default_factory=list)
+
+    def checkpoint_exists(self) -> bool:
+        """Whether the location holds a query checkpoint (any Hadoop file system)."""
+        jvm = self.spark._jvm  # type: ignore[attr-defined]
+        path = jvm.org.apache.hadoop.fs.Path(self.checkpoint_location.rstrip("/") + "/offsets")
+        fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+        return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
+
+    def start(
+        self, writer: DataStreamWriter, settings: Mapping[str, str], resumed: bool
+    ) -> StreamingQuery:
+        """Start ``writer``'s query with ``settings`` (and, on a local checkpoint, the file
+        manager of ``streaming.spark.checkpoint_files``). A ``resumed`` query is watched for
+        SPARK-55271 (:func:`is_replayed_batch_bug`) and started again after it."""
+        settings = {
+            **settings,
+            **checkpoint_file_settings(self.spark, self.checkpoint_location),
+        }
+        self.query = start_with_settings(self.spark, writer, settings)
+        if resumed:
+            threading.Thread(
+                target=self._watch, args=(writer, settings), name="query-watchdog", daemon=True
+            ).start()
+        return self.query
+
+    def _watch(self, writer: DataStreamWriter, settings: Mapping[str, str]) -> None:
+        left = REPLAYED_BATCH_RESTARTS
+        while left and not self.stopping.is_set():
+            query = self.query
+            if query is None or query.isActive:
+                self.stopping.wait(0.2)
+                continue
+            error = query.exception()
+            if not is_replayed_batch_bug(error):
+                ended = str(error)[:300] if error is not None else "stopped"
+                log.info("query watchdog: query ended (%s)", ended)
+                return
+            log.warning(
+                "restarting the query after Spark's replayed-batch metrics bug "
+                "(SPARK-55271); the replayed batch was committed"
+            )
+            self.query = start_with_settings(self.spark, writer, settings)
+            left -= 1
+
+    def beside(self, companion: C) -> C:
+        """``companion``, which :meth:`stop` stops (after the query, in the order given)."""
+        self._companions.append(companion)
+        return companion
+
+    def keep_alive(self, sink: Sink, bootstrap_servers: str, who: str) -> Heartbeat:
+        """Start the heartbeat: the sink says its writer is alive, also while it starts, loads or
+        idles (``connectors.client.liveness``)."""
+        heartbeat = Heartbeat(sink, bootstrap_servers, who, quiet_jvm=jvm_log_quieter(self.spark))
+        heartbeat.start()
+        return self.beside(heartbeat)
+
+    def keep_history_for(self, sink_url: str, retention_ms: int, interval_ms: int) -> None:
+        """Delete history older than ``retention_ms`` every ``interval_ms``, beside the query."""
+        retention = HistoryRetention(
+            lambda: open_sink(sink_url, keep_history=True), retention_ms, interval_ms
+        )
+        retention.start()
+        self.beside(retention)
+
+    @property
+    def retention(self) -> HistoryRetention | None:
+        """The history retention thread, when one runs."""
+        return next((c for c in self._companions if isinstance(c, HistoryRetention)), None)
+
+    def stop(self) -> bool:
+        """Stop the query, then its companions; whether a query was started."""
+        self.stopping.set()
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        for companion in self._companions:
+            companion.stop()
+        return self.query is not None
+
+    def wait_until(self, predicate: Callable[[], bool], timeout_s: float = 120.0) -> None:
+        """Block until ``predicate()`` holds, failing fast if the query died."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.query is not None and self.query.exception() is not None:
+                raise RuntimeError(f"query failed: {self.query.exception()}")
+            if predicate():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"condition not met within {timeout_s:.0f}s")
+
+
+__all__ = ["QueryLifecycle", "is_replayed_batch_bug", "start_with_settings"]
