@@ -1,31 +1,11 @@
 """Tenants: teams that share the job, each writing requests to an ingest topic of its own.
 
-Kafka authenticates who writes a record and its ACLs decide who may write to which topic, but it
-does not stamp the producer's principal on the record. So the job learns who sent a request from
-the topic it came from: each tenant has its own ingest topic (as many partitions as the job's,
-``partition_for`` keyed like it), which the cluster's ACLs let only that tenant's principal write,
-and its own responses topic, which only it may read. The job reads every tenant's topic in its one
-query and checks each request against the tenant's rules (``state.coordinator.acls``: Kafka's
-AclBinding fields, decided as Kafka's ``StandardAuthorizer`` decides), answering
-GROUP_AUTHORIZATION_FAILED (30) and TOPIC_AUTHORIZATION_FAILED (29) as Kafka's coordinator does.
-
-The job's own ingest topic stays the operators' (Kafka's ``super.users``): its requests are not
-checked, and the cluster's ACLs must let only operators write it. Without tenants the job reads
-only that topic and checks nothing: Kafka without an authorizer.
-
-In the job's TOML::
-
-    [[tenants]]
-    name = "team-a"
-    ingest_topic = "team-a.offset-commits"
-    responses_topic = "team-a.offset-commit-responses"
-
-    [[tenants.acls]]
-    resource_type = "GROUP"       # GROUP or TOPIC
-    pattern_type = "PREFIXED"     # LITERAL (a name, or "*" for all) or PREFIXED
-    resource_name = "team-a."
-    operation = "READ"            # READ, DELETE, DESCRIBE, ALL (WRITE, ALTER)
-    permission_type = "ALLOW"     # ALLOW or DENY; a DENY wins
+Kafka does not stamp the producer's principal on a record, so the job learns who sent a request
+from the topic it came from: each tenant has its own ingest topic (which the cluster's ACLs let
+only its principal write) and responses topic (which only it may read). The job checks each
+request against the tenant's rules (``state.coordinator.acls``, decided as Kafka's
+``StandardAuthorizer``). The job's own ingest topic stays the operators' (unchecked). The TOML
+form, ``[[tenants]]`` with ``[[tenants.acls]]``: ``deploy/config.example.toml``.
 """
 
 from __future__ import annotations
@@ -38,8 +18,6 @@ from typing import Any
 
 from state.coordinator.acls import AclBinding, Authorizer
 from state.coordinator.rules import is_valid_topic
-
-__all__ = ["TENANT_FIELDS", "Tenant", "load_tenants", "parse_tenants"]
 
 #: The keys of a ``[[tenants]]`` table.
 TENANT_FIELDS = ("name", "ingest_topic", "responses_topic", "acls")

@@ -1,7 +1,6 @@
-"""``consumer-offsets serve``: a read-only HTTP server over the sink the job or the mirror
-keeps: Prometheus metrics, Burrow's v3 API and a dashboard. It holds no state of its own but a
-cache of log-end offsets, so several can run side by side over one sink; its only write is the
-log-end samples it reads from the cluster (lag in seconds), shared with the others."""
+"""``consumer-offsets serve``: a read-only HTTP server over the sink the job or the mirror keeps
+(Prometheus metrics, Burrow's v3 API, a dashboard). Its only state is a cache of log-end offsets,
+and its only write the log-end samples it reads (shared with other servers over the sink)."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ from streaming.serve.lag_frame import frame_of
 from streaming.serve.lag_view import LagView
 from streaming.serve.log_end_cache import DEFAULT_INTERVAL_S, LogEndCache
 from streaming.serve.memo import Memo
-from streaming.serve.metrics import registry_for
-from streaming.serve.scrape import LagExposition
+from streaming.serve.scrape import LagExposition, registry_for
 from streaming.serve.snapshot import DEFAULT_EVALUATION_INTERVAL_S, GroupEvaluator
 from streaming.serve.tenant_views import ViewerMiddleware, viewer_in, visible
 from streaming.tenants import Tenant
@@ -91,7 +89,7 @@ def create_app(config: ServeConfig) -> Starlette:
         clock=time.time,
         as_of=lambda f: f.made_ms / 1000,
     )
-    evaluator = GroupEvaluator(view, config.evaluation_interval_s, interval, frames=frames.get)
+    evaluator = GroupEvaluator(view, frames.get, config.evaluation_interval_s, interval)
     lag = LagExposition(
         frames,
         lambda: evaluator.statuses,

@@ -1,16 +1,8 @@
-"""Burrow's v3 HTTP API over the sink, same routes and JSON shapes, so Burrow's clients and
-dashboards (burrow-dashboard, Burrower, burrow_exporter) work unchanged.
-
-Every answer carries Burrow's envelope: ``error``, ``message`` and ``request`` (``url``,
-``host``). Unknown clusters and groups answer 404 with ``error: true``, as Burrow does. One
-cluster per server: the sink's (``--cluster-name``). A tenant's user sees only the groups and,
-in them, the topics its rules let it DESCRIBE; other groups answer 404 as if absent, and a
-group's figures count its visible topics only (``tenant_views``).
-
-A consumer's topic lists its partitions by index, as Burrow does, up to the topic's partition
-count (the log-end offsets serve reads; a topic of unknown count: as many as the group
-committed), never beyond: a commit of a partition past it is left out of the list, as Burrow
-drops it, so no commit makes an answer larger than an honest group's.
+"""Burrow's v3 HTTP API over the sink, same routes and JSON shapes (with Burrow's envelope:
+``error``, ``message``, ``request``), so Burrow's clients and dashboards work unchanged; one
+cluster, the sink's (``--cluster-name``). Unknown clusters and groups, and those a tenant may not
+DESCRIBE, answer 404 as in Burrow. A consumer's partitions are listed by index up to the topic's
+partition count, never beyond (a commit past it is dropped, as Burrow drops it).
 """
 
 from __future__ import annotations
@@ -33,6 +25,11 @@ def _answer(request: Request, message: str, status_code: int = 200, **body: Any)
     payload = {"error": status_code >= 400, "message": message, **body}
     payload["request"] = {"url": request.url.path, "host": _HOST}
     return JSONResponse(payload, status_code=status_code)
+
+
+def _partition(offsets: list[dict[str, Any] | None], lag: int) -> dict[str, Any]:
+    """A consumer's partition as Burrow lists it (no owner: the sink knows no assignment)."""
+    return {"offsets": offsets, "owner": "", "client_id": "", "current-lag": lag}
 
 
 class BurrowApi:
@@ -115,19 +112,11 @@ class BurrowApi:
                 continue  # not a partition of the topic: Burrow drops such a commit
             # Burrow lists partitions by index; a gap (no commit) is an entry with no offsets.
             partitions = topics.setdefault(
-                p.committed.topic,
-                [
-                    {"offsets": [None] * intervals, "owner": "", "client_id": "", "current-lag": 0}
-                    for _ in range(count)
-                ],
+                p.committed.topic, [_partition([None] * intervals, 0) for _ in range(count)]
             )
             offsets: list[dict[str, Any] | None] = [o.as_burrow() for o in p.window]
-            partitions[p.committed.partition] = {
-                "offsets": [None] * (intervals - len(offsets)) + offsets,
-                "owner": "",
-                "client_id": "",
-                "current-lag": p.lag or 0,
-            }
+            window = [None] * (intervals - len(offsets)) + offsets
+            partitions[p.committed.partition] = _partition(window, p.lag or 0)
         return _answer(request, "consumer detail returned", topics=topics)
 
     def _partition_counts(self, committed: Counter[str]) -> dict[str, int]:

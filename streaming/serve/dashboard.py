@@ -1,13 +1,13 @@
-"""The dashboard: every group with its status and total lag at ``/``, and a group's page with
-each partition's committed offset, log-end offset, lag and a lag-over-time chart. Rendered on
-the server (Jinja2, inline SVG): no script and no external asset, so it works offline."""
+"""The dashboard: every group with its status and lag at ``/``, and a group's page with each
+partition's offsets, lag and lag-over-time charts; rendered on the server (Jinja2, inline SVG),
+so it works offline."""
 
 from __future__ import annotations
 
 import bisect
+import html
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +19,6 @@ from starlette.routing import Route
 from connectors.client.liveness import liveness
 from connectors.sinks import SinkError, redact_url
 from connectors.sinks.log_end_samples import LogEndSample, offset_time_ms
-from streaming.serve.chart import chart_legend, lag_chart
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView, PartitionView
 from streaming.serve.snapshot import GroupEvaluator, summarise
@@ -36,19 +35,73 @@ _templates = Environment(
 )
 
 
-@dataclass(frozen=True)
-class GroupRow:
-    group_id: str
-    status: str
-    partitions: int
-    members: int | None
-    total_lag: int
-    #: The largest lag in seconds of its partitions; None when unknown.
-    max_lag_seconds: float | None = None
-    #: Whether that figure is only a lower bound.
-    bounded: bool = False
-    #: Why the status: its rule and since when ("" before the evaluator's first pass).
-    reason: str = ""
+#: One colour per series, repeated when there are more (colour-blind safe, Okabe-Ito).
+COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442")
+WIDTH, HEIGHT = 720, 240
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 12, 36
+
+
+def _clock(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S")
+
+
+def _colour(series: Mapping[str, object], label: str) -> str:
+    return COLOURS[sorted(series).index(label) % len(COLOURS)]
+
+
+def chart_legend(series: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(label, colour) of each series, as the chart draws them."""
+    return [(label, _colour(series, label)) for label in sorted(series)]
+
+
+def lag_chart(series: Mapping[str, Sequence[tuple[int, int]]], title: str) -> str:
+    """An SVG line chart of each series' (time ms, lag) points; a note when there are none."""
+    points = [p for values in series.values() for p in values]
+    if not points:
+        return (
+            f'<svg role="img" aria-label="{html.escape(title)}" width="{WIDTH}" height="40">'
+            '<text x="8" y="24">no lag history yet</text></svg>'
+        )
+    t0, t1 = min(t for t, _ in points), max(t for t, _ in points)
+    top = max(max(lag for _, lag in points), 1)
+    span = max(t1 - t0, 1)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x(t: int) -> float:
+        return LEFT + (t - t0) / span * plot_w
+
+    def y(lag: int) -> float:
+        return TOP + plot_h - lag / top * plot_h
+
+    parts = [
+        f'<svg role="img" aria-label="{html.escape(title)}" class="lag-chart" '
+        f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        'xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{html.escape(title)}</title>",
+        f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{WIDTH - RIGHT}" y2="{TOP + plot_h}" '
+        'stroke="#888"/>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="#888"/>',
+        f'<text x="{LEFT - 6}" y="{TOP + 10}" text-anchor="end" font-size="11">{top:,}</text>',
+        f'<text x="{LEFT - 6}" y="{TOP + plot_h}" text-anchor="end" font-size="11">0</text>',
+        f'<text x="{LEFT}" y="{HEIGHT - 12}" font-size="11">{_clock(t0)}</text>',
+        f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 12}" text-anchor="end" font-size="11">'
+        f"{_clock(t1)} UTC</text>",
+    ]
+    for label, values in sorted(series.items()):
+        colour = _colour(series, label)
+        ordered = sorted(values)
+        path = " ".join(f"{x(t):.1f},{y(lag):.1f}" for t, lag in ordered)
+        parts.append(
+            f'<polyline class="series" data-series="{html.escape(label)}" fill="none" '
+            f'stroke="{colour}" stroke-width="2" points="{path}"/>'
+        )
+        for t, lag in ordered:
+            parts.append(
+                f'<circle cx="{x(t):.1f}" cy="{y(lag):.1f}" r="2.5" fill="{colour}">'
+                f"<title>{html.escape(label)} {_clock(t)}: lag {lag:,}</title></circle>"
+            )
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 def _committed_at(ms: int) -> str:
@@ -129,22 +182,9 @@ class Dashboard:
         pages = max(1, -(-len(found) // PAGE_SIZE))
         page = min(page, pages)
         shown = found[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
-        rows = [
-            GroupRow(
-                r.group_id,
-                r.status or "…",
-                r.partitions,
-                r.members,
-                r.total_lag,
-                r.max_lag_seconds,
-                r.bounded,
-                r.reason,
-            )
-            for r in shown
-        ]
         return self._page(
             "index.html",
-            groups=rows,
+            groups=shown,
             query=query,
             page=page,
             pages=pages,
@@ -170,29 +210,17 @@ class Dashboard:
         group_id = request.path_params["group"]
         viewer = viewer_in(request.scope)
         if not (viewer.may_see_group(group_id) and self.view.has_group(group_id)):
-            return self._page(
-                "index.html",
-                status_code=404,
-                groups=[],
-                query="",
-                page=1,
-                pages=1,
-                matching=0,
-                total=0,
-            )
+            empty = {"groups": [], "query": "", "page": 1, "pages": 1, "matching": 0, "total": 0}
+            return self._page("index.html", status_code=404, **empty)
         now = int(time.time() * 1000)
         partitions = viewer.partitions(self.view.partitions(group_id, window=CHART_COMMITS))
         status = self.view.status_of(group_id, partitions, now)
         by_partition = {(s.topic, s.partition): s for s in status.partitions}
-        series = {
-            f"{p.committed.topic}-{p.committed.partition}": self._lag_series(p, now)
-            for p in partitions
-        }
+        labelled = {f"{p.committed.topic}-{p.committed.partition}": p for p in partitions}
+        series = {label: self._lag_series(p, now) for label, p in labelled.items()}
         seconds = {
-            f"{p.committed.topic}-{p.committed.partition}": _seconds_series(
-                p, self.view.log_ends.points(p.topic_partition), now
-            )
-            for p in partitions
+            label: _seconds_series(p, self.view.log_ends.points(p.topic_partition), now)
+            for label, p in labelled.items()
         }
         rows = [(p, by_partition[(p.committed.topic, p.committed.partition)]) for p in partitions]
         return self._page(

@@ -1,22 +1,12 @@
-"""The lag part of ``/metrics`` as Prometheus text, written directly and column by column: at
-200,000 committed partitions a scrape has a million lines, which prometheus-client's object per
-sample (or a Python string per line) would take seconds to build; each family's lines are made
-by pyarrow's string kernels over the whole :class:`~streaming.serve.lag_frame.LagFrame` at once.
-Same format (text 0.0.4), same names, same lines in the same order as the collector had.
+"""The lag families of ``/metrics`` as Prometheus text (0.0.4), written column by column with
+pyarrow's string kernels over the whole :class:`~streaming.serve.lag_frame.LagFrame`: at
+200,000 partitions a scrape has a million lines, which an object (or a string) per line would
+take seconds to build.
 
-kafka_exporter's names and labels (``consumergroup``, ``topic``, ``partition``):
-``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag``,
-``kafka_consumergroup_lag_sum`` (group and topic), ``kafka_consumergroup_members``,
-``kafka_topic_partition_current_offset``. kafka-lag-exporter's, with its labels
-(``cluster_name``, ``group``, ``topic``, ``partition``) and the project's own:
-listed in ``_HELP`` (``consumer_offsets_group_lag_seconds_bounded`` is 1 where a lag in
-seconds is only a lower bound; ``consumer_offsets_group_status`` is Burrow's status of the
-group at the evaluator's last pass).
-
-``granularity="topic"`` (kminion's option): no per-partition series; per group and topic the
-sums and maxima instead (``kafka_consumergroup_lag_sum``,
-``kafka_consumergroup_group_topic_sum_lag``, ``consumer_offsets_group_topic_max_lag_seconds``),
-and the per-group figures as always.
+kafka_exporter's names and labels (``consumergroup``, ``topic``, ``partition``), then
+kafka-lag-exporter's (``cluster_name``, ``group``, ...) and the project's own, in ``_HELP``'s
+order. ``granularity="topic"`` (kminion's option): no per-partition series, per group and topic
+the sums and maxima instead.
 """
 
 from __future__ import annotations
@@ -82,13 +72,19 @@ _HELP: Final = {
 }
 
 
+#: A label value's escapes, in the order they apply (the backslash first).
+_ESCAPES: Final = (("\\", "\\\\"), ("\n", "\\n"), ('"', '\\"'))
+
+
 def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    for raw, escaped in _ESCAPES:
+        value = value.replace(raw, escaped)
+    return value
 
 
 def _escape_column(values: pa.Array) -> pa.Array:
     """:func:`_escape` over a string column."""
-    for raw, escaped in (("\\", "\\\\"), ("\n", "\\n"), ('"', '\\"')):
+    for raw, escaped in _ESCAPES:
         values = pc.replace_substring(values, raw, escaped)
     return values
 
@@ -261,29 +257,13 @@ def _topic_families(frame: LagFrame, c: str) -> dict[str, bytes]:
     ).sort_by([("topic", "ascending"), ("partition", "ascending")])
     rows = table["row"].to_numpy()
     t = _escape_column(frame.topics).take(pa.array(frame.topic_index[rows]))
-    p = _integers(frame.partition[rows])
+    labels = _join('topic="', t, '",partition="', _integers(frame.partition[rows]), '"} ')
     end = _integers(frame.log_end[rows])
     return {
         "kafka_topic_partition_current_offset": _text(
-            _join(
-                'kafka_topic_partition_current_offset{topic="',
-                t,
-                '",partition="',
-                p,
-                '"} ',
-                end,
-                "\n",
-            )
+            _lines("kafka_topic_partition_current_offset{", labels, end)
         ),
         "kafka_partition_latest_offset": _text(
-            _join(
-                f'kafka_partition_latest_offset{{cluster_name="{c}",topic="',
-                t,
-                '",partition="',
-                p,
-                '"} ',
-                end,
-                "\n",
-            )
+            _lines(f'kafka_partition_latest_offset{{cluster_name="{c}",', labels, end)
         ),
     }

@@ -1,16 +1,11 @@
-"""A value computed again at most once per interval, shared by every reader in between: what
-keeps ``/metrics`` and the dashboard's index from reading every group on each request.
+"""A value made again at most once per interval, shared by every reader in between: what keeps
+``/metrics`` and the dashboard's index from reading every group on each request.
 
-A reader gets the last value while it is younger than ``max_age_s`` (counted from when its
-computation began, so from before it read anything, or from ``as_of(value)`` when the value
-says how old what it holds is) and its ``key`` has not changed (the
-log-end cache's refresh count: log-end offsets change only then). Past that the value is made
-again, once, however many readers ask. With ``stale_s`` a reader does not wait for it: until the
-value is ``max_age_s + stale_s`` old it gets the last one while a thread makes the next (a
-scrape never waits for a render once the first is made); past that it waits. So whatever the
-value reads (a commit, a log-end offset) shows in every answer that starts ``max_age_s +
-stale_s`` after it was written: the bound, never exceeded (a failed remake is retried by the
-next reader; past the bound the reader makes it and sees the error).
+A reader gets the last value while it is younger than ``max_age_s`` (from when its making began,
+or ``as_of(value)``) and ``key()`` is unchanged; else it is made again, once, however many ask.
+With ``stale_s`` a reader gets the last value up to ``max_age_s + stale_s`` old while a thread
+makes the next; past that it waits. So a write shows in every answer that starts
+``max_age_s + stale_s`` after it: the bound, never exceeded.
 """
 
 from __future__ import annotations
@@ -72,14 +67,6 @@ class Memo(Generic[T]):
                     self._making = True
                     break
                 self._changed.wait()
-        return self._made_now()
-
-    def refresh(self) -> T:
-        """Make the value now (waiting for one being made first) and keep it."""
-        with self._changed:
-            while self._making:
-                self._changed.wait()
-            self._making = True
         return self._made_now()
 
     def join(self) -> None:

@@ -1,14 +1,13 @@
-"""The lag families of ``/metrics`` as the scrapes get them: made from the shared frame of every
-group's lags at most once per log-end interval, kept as text and, once a scraper has asked for
-it (Prometheus does), gzipped too, so a scrape writes bytes it already has: the compressed lag
-families, then the few lines of the job's progress compressed on a copy of the compressor
-(one gzip stream, as every client reads it).
+"""``/metrics``: the job's (or the mirror's) progress from the sink's status, read at every
+scrape (``consumer_offsets_*``; ``consumer_offsets_status`` is ACTIVE or LOADING only while the
+heartbeat is fresh, else NOT_RESPONDING), each group's commits counter, and the lag families
+(``streaming.serve.exposition``, kafka_exporter's and kafka-lag-exporter's names).
 
-The text is at most two log-end intervals old (``streaming.serve.memo``): it is made again
-when the log-end offsets are refreshed, while scrapes get the last one; a scrape that would
-get text older than that waits for the next. So that scrapes further apart than that (every
-15 to 60 s is usual) do not each wait for a new text, a thread keeps it made while someone
-scrapes (:data:`WARM_S` after the last scrape).
+The lag families' text is made from the shared frame of every group's lags at most once per
+log-end interval and kept, gzipped too once a scraper asked for it, so a scrape writes bytes it
+already has: the compressed lag families, then the progress lines compressed on a copy of the
+compressor (one gzip stream). The text is at most two log-end intervals old
+(``streaming.serve.memo``); a thread keeps it made while someone scrapes (:data:`WARM_S`).
 """
 
 from __future__ import annotations
@@ -17,12 +16,19 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from connectors.client.liveness import NOT_RESPONDING, liveness
+from connectors.sinks import SinkError
 from streaming.serve.exposition import Granularity, render
 from streaming.serve.lag_frame import LagFrame
+from streaming.serve.lag_view import LagView
 from streaming.serve.memo import Memo
 
 log = logging.getLogger(__name__)
@@ -33,38 +39,29 @@ WARM_S = 600.0
 _GZIP_LEVEL = 1
 
 
-@dataclass(frozen=True)
-class Gzipped:
-    """A gzip stream begun: ``head`` compresses the text so far, :meth:`ended` ends it."""
-
-    head: bytes
-    compressor: Any
-
-    @classmethod
-    def of(cls, text: bytes) -> Gzipped:
-        compressor = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        return cls(compressor.compress(text) + compressor.flush(zlib.Z_SYNC_FLUSH), compressor)
-
-    def ended(self, more: bytes) -> bytes:
-        """The whole stream: the text, then ``more`` (the compressor itself is left as is)."""
-        tail = self.compressor.copy()
-        return self.head + tail.compress(more) + tail.flush()
-
-
 @dataclass(eq=False)
 class Exposition:
-    """The lag families made from ``frame``; ``gzipped`` when asked for (kept once made)."""
+    """The lag families made from ``frame``, and once asked for, a gzip stream begun on them
+    (the compressed text and the compressor that ends it, kept)."""
 
     frame: LagFrame
     text: bytes
-    gzipped: Gzipped | None = None
+    _gzip: tuple[bytes, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def zipped(self) -> Gzipped:
+    def begin_gzip(self) -> tuple[bytes, Any]:
         with self._lock:
-            if self.gzipped is None:
-                self.gzipped = Gzipped.of(self.text)
-            return self.gzipped
+            if self._gzip is None:
+                compressor = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+                head = compressor.compress(self.text) + compressor.flush(zlib.Z_SYNC_FLUSH)
+                self._gzip = (head, compressor)
+            return self._gzip
+
+    def gzipped(self, more: bytes) -> bytes:
+        """The text, then ``more``, as one gzip stream (the kept compressor left as is)."""
+        head, compressor = self.begin_gzip()
+        tail = compressor.copy()
+        return head + tail.compress(more) + tail.flush()
 
 
 class LagExposition:
@@ -98,8 +95,10 @@ class LagExposition:
 
     def _make(self) -> Exposition:
         frame = self._frames.get()
-        text = render(frame, self._statuses(), self._cluster, self._granularity)
-        return Exposition(frame, text, Gzipped.of(text) if self.gzip_wanted else None)
+        made = Exposition(frame, render(frame, self._statuses(), self._cluster, self._granularity))
+        if self.gzip_wanted:
+            made.begin_gzip()
+        return made
 
     def _scraped(self) -> Exposition:
         self._scraped_at = time.monotonic()
@@ -123,7 +122,7 @@ class LagExposition:
     def gzipped(self, more: bytes = b"") -> bytes:
         """:meth:`text` gzipped (compressed now for the first scraper that asks)."""
         self.gzip_wanted = True
-        return self._scraped().zipped().ended(more)
+        return self._scraped().gzipped(more)
 
     def _keep(self) -> None:
         """While scraped: the text made again as it ages, so that no scrape waits for it."""
@@ -140,6 +139,103 @@ class LagExposition:
         if self._thread is not None:
             self._thread.join(30)
 
-    def join(self) -> None:
-        """Wait for a text being made (tests)."""
-        self._made.join()
+
+#: The status label's values: the stored states, and a live state's stale heartbeat.
+STATUSES = ("LOADING", "STARTING", "ACTIVE", "STOPPED", NOT_RESPONDING.replace(" ", "_"))
+
+
+class SinkCollector(Collector):
+    """Collects every metric from the sink at scrape time (no state between scrapes)."""
+
+    def __init__(self, view: LagView, may_see_group: Callable[[str], bool] | None = None) -> None:
+        self.view = view
+        #: The groups whose counters are shown (a tenant's: ``tenant_views``); None: all.
+        self.may_see_group = may_see_group
+
+    def collect(self) -> Iterator[Metric]:
+        # The lag families are written as text beside these (streaming.serve.exposition).
+        yield from self._progress()
+        yield from self._commits()
+
+    def _commits(self) -> Iterator[Metric]:
+        """Each group's commits counter (the sink's, shared by every ``serve`` and kept
+        across restarts): offset commits applied, one per partition, as Kafka writes one
+        record per partition committed; it starts over when all the group's offsets go."""
+        try:
+            counts = self.view.sink.group_commits()
+        except SinkError:
+            return
+        family = CounterMetricFamily(
+            "kafka_consumergroup_commits",
+            "Offset commits applied for the group (one per partition committed)",
+            labels=["cluster_name", "group"],
+        )
+        for group, count in sorted(counts.items()):
+            if self.may_see_group is not None and not self.may_see_group(group):
+                continue
+            family.add_metric([self.view.cluster, group], float(count))
+        yield family
+
+    def _progress(self) -> Iterator[Metric]:
+        try:
+            status = self.view.sink.status()
+        except SinkError:
+            return
+        alive = liveness(status)
+        current = alive.status.replace(" ", "_")
+        state = GaugeMetricFamily(
+            "consumer_offsets_status",
+            "The job's status: the sink's, NOT_RESPONDING when its heartbeat is stale "
+            "(1 for the current one)",
+            labels=["status"],
+        )
+        for name in STATUSES:
+            state.add_metric([name], 1.0 if current == name else 0.0)
+        yield state
+        if alive.last_seen_ms is not None:
+            yield _gauge(
+                "consumer_offsets_heartbeat_timestamp_seconds",
+                "When the job (or the mirror) last recorded its heartbeat (Unix time)",
+                alive.last_seen_ms / 1000,
+            )
+        yield _gauge(
+            "consumer_offsets_batches", "Micro-batches committed", status.last_batch_id + 1
+        )
+        progress = status.last_progress
+        if progress is None:
+            return
+        figures: list[tuple[str, str, Any]] = [
+            ("last_batch_input_rows", "Input rows of the last micro-batch", progress.input_rows),
+            (
+                "last_batch_commits_applied",
+                "Offset commits applied by the last micro-batch",
+                progress.commits_applied,
+            ),
+            ("last_batch_rejected", "Requests rejected in the last micro-batch", progress.rejected),
+            ("last_batch_tombstones", "Tombstones of the last micro-batch", progress.tombstones),
+            ("state_keys", "Keys in the state after the last micro-batch", progress.state_keys),
+            (
+                "last_batch_duration_seconds",
+                "Duration of the last micro-batch",
+                progress.duration_ms / 1000,
+            ),
+            (
+                "last_batch_timestamp_seconds",
+                "When the last micro-batch was committed (Unix time)",
+                progress.timestamp_ms / 1000,
+            ),
+        ]
+        for name, help_text, value in figures:
+            yield _gauge(f"consumer_offsets_{name}", help_text, value)
+
+
+def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, value=float(value))
+
+
+def registry_for(
+    view: LagView, may_see_group: Callable[[str], bool] | None = None
+) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SinkCollector(view, may_see_group))
+    return registry

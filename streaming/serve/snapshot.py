@@ -1,9 +1,6 @@
-"""What the pages over every group show, kept by a thread of its own: each group's Burrow
-status (its commit history: too dear to read per request over thousands of groups) and the
-dashboard index's rows, made from the lags of every group at once (``lag_frame``).
-
-:class:`GroupEvaluator` runs the passes; requests read its last one.
-"""
+"""What the pages over every group show, kept by a thread (:class:`GroupEvaluator`): each group's
+Burrow status (too dear to read per request over thousands of groups) and the dashboard index's
+rows, made from every group's lags at once (``lag_frame``)."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from connectors.sinks import SinkError
-from streaming.serve.lag_frame import LagFrame, frame_of
+from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView
 
 log = logging.getLogger(__name__)
@@ -91,12 +88,12 @@ class GroupEvaluator:
     index's rows (from ``frames``, every group's lags: shared with ``/metrics``)."""
 
     view: LagView
+    #: Every group's lags now (or as recently as the caller allows).
+    frames: Callable[[], LagFrame]
     interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
     #: Seconds between two computations of the index's rows (lags change with every log-end
     #: reading, statuses more slowly): the server's log-end interval.
     rows_interval_s: float = 10.0
-    #: Every group's lags now (or as recently as the caller allows).
-    frames: Callable[[], LagFrame] | None = None
     statuses: dict[str, str] = field(default_factory=dict)
     #: Each group's ``GroupStatus.reason`` at the last pass.
     reasons: dict[str, str] = field(default_factory=dict)
@@ -105,9 +102,6 @@ class GroupEvaluator:
     last_pass_s: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-
-    def _frame(self) -> LagFrame:
-        return self.frames() if self.frames is not None else frame_of(self.view)
 
     def evaluate(self) -> None:
         """One pass, synchronously: every group's status, then the index's rows."""
@@ -129,13 +123,13 @@ class GroupEvaluator:
 
     def refresh_rows(self) -> None:
         """The index's rows from the current lags and the last statuses."""
-        self.summaries = summarise(self._frame(), self.statuses, self.reasons)
+        self.summaries = summarise(self.frames(), self.statuses, self.reasons)
 
     def rows(self) -> list[GroupSummary]:
         """The index's rows of the last pass; computed now (without statuses) before the first."""
         found = self.summaries
         if found is None:
-            found = summarise(self._frame(), self.statuses, self.reasons)
+            found = summarise(self.frames(), self.statuses, self.reasons)
         return found
 
     def start(self) -> None:

@@ -1,19 +1,11 @@
-"""What a ``serve`` user may see: what Kafka's OffsetFetch would answer its principal.
+"""What a ``serve`` user may see: what Kafka's ListGroups and OffsetFetch would answer its
+principal (DESCRIBE on the group, and inside it on each topic), decided in one place
+(:class:`Viewer`) for every route:
 
-Kafka lists a group (ListGroups) and fetches its offsets (OffsetFetch) only with DESCRIBE on
-the group, and a whole group's OffsetFetch answers only the topics the principal may DESCRIBE.
-``serve`` decides the same, in one place (:class:`Viewer`, over the tenants' rules:
-``streaming.tenants``, ``state.coordinator.acls``), for every route:
-
-- no user in the request (``serve`` has no ``basic_auth_users``): every group, as a Kafka
-  without an authorizer;
-- a user named like a tenant: the groups that tenant may DESCRIBE (READ, DELETE and ALL imply
-  it) and, inside them, only the topics it may DESCRIBE; any other group answers 404 as if
-  absent, and every figure over a group (its partition count, total and largest lag, lag in
-  seconds, Burrow's status) is computed over the visible topics only;
-- a user the web config names an operator (``scope["operator"]``): every group;
-- any other user: refused, 403 on every route (:class:`ViewerMiddleware`): a typo or a user
-  added for a dashboard sees nothing until it is made a tenant or an operator.
+- no user (no ``basic_auth_users``) or an operator (``scope["operator"]``): every group;
+- a user named like a tenant: the groups and, inside them, the topics its rules let it DESCRIBE;
+  other groups answer 404, and every figure over a group counts its visible topics only;
+- anyone else: 403 on every route (:class:`ViewerMiddleware`).
 """
 
 from __future__ import annotations
@@ -31,8 +23,6 @@ from streaming.serve.evaluation import GroupStatus
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView
 from streaming.tenants import Tenant
-
-__all__ = ["Viewer", "ViewerMiddleware", "group_status", "viewer_in", "viewer_of", "visible"]
 
 
 class _OfTopic(Protocol):
@@ -85,10 +75,8 @@ class Viewer:
         return [p for p in partitions if self.may_see_topic(p.topic_partition.topic)]
 
     def frame(self, frame: LagFrame) -> tuple[LagFrame, frozenset[str]]:
-        """The rows of ``frame`` this viewer may see (visible group and topic), the listings of
-        its visible groups (their partition counts less the hidden rows), and the visible
-        groups that had rows hidden (their Burrow status must be evaluated again:
-        :func:`group_status`)."""
+        """The rows and listings of ``frame`` this viewer may see (partition counts less the
+        hidden rows), and the visible groups that had rows hidden (to evaluate again)."""
         if self.sees_all:
             return frame, frozenset()
         names = frame.groups.to_pylist()
@@ -147,8 +135,7 @@ def visible(
 
 def viewer_of(scope: Mapping[str, Any], tenants: Mapping[str, Tenant]) -> Viewer:
     """The view of the request whose ASGI ``scope`` this is (``scope["user"]`` and
-    ``scope["operator"]``, set by ``basic_auth``): no user, everything; a tenant's name, its
-    view; an operator, everything; anyone else, refused (module docstring)."""
+    ``scope["operator"]``, set by the server's basic authentication): see the module."""
     if "user" not in scope:
         return Viewer()
     tenant = tenants.get(scope["user"])

@@ -1,9 +1,7 @@
-"""``serve --web-config-file``: TLS and users, in the shape of Prometheus' exporter-toolkit.
-
-Operators already write this file for their exporters (``--web.config.file``)::
+"""``serve --web-config-file``: TLS and users, in the shape of Prometheus' exporter-toolkit::
 
     tls_server_config:
-      cert_file: server.crt
+      cert_file: server.crt                  # relative paths: from the file's folder
       key_file: server.key
       client_ca_file: ca.crt                 # optional: client certificates
       client_auth_type: RequireAndVerifyClientCert
@@ -14,13 +12,8 @@ Operators already write this file for their exporters (``--web.config.file``)::
       ops: $2b$10$...    # a bcrypt hash, e.g. from `htpasswd -nBC 10 "" | tr -d ':\\n'`
     operators: [ops]     # ours: users who see every group (others see their tenant's, or nothing)
 
-Relative paths are taken from the file's folder, as exporter-toolkit takes them. Every problem
-is a ValueError naming the field, and what exporter-toolkit refuses is refused here too: a hash
-bcrypt cannot read, a header it does not let one set, a ``client_ca_file`` nobody would verify
-against (``NoClientCert``). Stricter: a bcrypt cost below 10 (a cheap hash is quick to crack
-from the file, and makes known users answer faster than unknown ones). ``RequireAnyClientCert``
-(a certificate asked for but not verified) has no equivalent in Python's TLS and is refused
-rather than weakened. :class:`WatchedWebConfig` re-reads the file as it changes.
+What exporter-toolkit refuses is refused (a ValueError naming the field), and more: a bcrypt cost
+below 10, and ``RequireAnyClientCert`` (Python's TLS cannot ask without verifying).
 """
 
 from __future__ import annotations
@@ -130,77 +123,78 @@ def load_web_config(path: str | Path) -> WebConfig:
     except OSError as exc:
         raise ValueError(f"web config {file}: cannot read it: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"web config {file}: not YAML: {_one_line(str(exc))}") from None
-    data = {} if data is None else data
-    if not isinstance(data, dict):
-        raise ValueError(f"web config {file}: expected a mapping at the top level")
-    unknown = sorted(map(str, set(data) - set(_FIELDS)))
-    if unknown:
-        raise ValueError(f"web config {file}: unknown fields {', '.join(unknown)}")
-    tls = data.get("tls_server_config")
-    users = _users(file, data.get("basic_auth_users") or {})
-    headers, http2 = _http_server(file, data.get("http_server_config"))
-    return WebConfig(
-        tls=None if tls is None else _tls(file, tls),
-        basic_auth_users=users,
-        operators=_operators(file, data.get("operators"), users),
-        headers=headers,
-        http2=http2,
-        source=file,
-    )
+        raise ValueError(f"web config {file}: not YAML: {' '.join(str(exc).split())}") from None
+    try:
+        data = _section("the top level", {} if data is None else data, _FIELDS)
+        tls = data.get("tls_server_config")
+        users = _users(data.get("basic_auth_users") or {})
+        headers, http2 = _http_server(data.get("http_server_config"))
+        return WebConfig(
+            tls=None if tls is None else _tls(tls, file.parent),
+            basic_auth_users=users,
+            operators=_operators(data.get("operators"), users),
+            headers=headers,
+            http2=http2,
+            source=file,
+        )
+    except ValueError as exc:
+        raise ValueError(f"web config {file}: {exc}") from None
 
 
-def _tls(file: Path, section: Any) -> TlsServerConfig:
+def _section(where: str, section: Any, known: tuple[str, ...]) -> dict[Any, Any]:
+    """``section`` when it is a mapping of ``known`` fields only; else a ValueError."""
     if not isinstance(section, dict):
-        raise ValueError(f"web config {file}: tls_server_config must be a mapping")
-    known = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version"}
-    unknown = sorted(map(str, set(section) - known))
+        raise ValueError(f"{where} must be a mapping")
+    unknown = sorted(map(str, set(section) - set(known)))
     if unknown:
-        raise ValueError(f"web config {file}: tls_server_config: unknown fields {unknown}")
+        raise ValueError(f"{where}: unknown fields {', '.join(unknown)}")
+    return section
+
+
+def _tls(section: Any, folder: Path) -> TlsServerConfig:
+    known = ("cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version")
+    _section("tls_server_config", section, known)
 
     def path_of(name: str, required: bool) -> Path | None:
         value = section.get(name)
         if value is None or value == "":
             if required:
-                raise ValueError(f"web config {file}: tls_server_config.{name} is required")
+                raise ValueError(f"tls_server_config.{name} is required")
             return None
         found = Path(str(value))
-        found = found if found.is_absolute() else file.parent / found
+        found = found if found.is_absolute() else folder / found
         if not found.is_file():
-            raise ValueError(f"web config {file}: tls_server_config.{name}: no file {found}")
+            raise ValueError(f"tls_server_config.{name}: no file {found}")
         return found
 
     auth = str(section.get("client_auth_type") or "NoClientCert")
     if auth not in CLIENT_AUTH_TYPES:
         raise ValueError(
-            f"web config {file}: tls_server_config.client_auth_type {auth!r} is not supported; "
+            f"tls_server_config.client_auth_type {auth!r} is not supported; "
             f"use one of {', '.join(CLIENT_AUTH_TYPES)}"
         )
     version = str(section.get("min_version") or "TLS12")
     if version not in MIN_VERSIONS:
-        raise ValueError(
-            f"web config {file}: tls_server_config.min_version {version!r}: use TLS12 or TLS13"
-        )
+        raise ValueError(f"tls_server_config.min_version {version!r}: use TLS12 or TLS13")
     client_ca = path_of("client_ca_file", required=False)
     if auth != "NoClientCert" and client_ca is None:
         raise ValueError(
-            f"web config {file}: tls_server_config.client_ca_file is required with "
-            f"client_auth_type {auth}"
+            f"tls_server_config.client_ca_file is required with client_auth_type {auth}"
         )
     if auth == "NoClientCert" and client_ca is not None:
         # exporter-toolkit: "client CA's have been configured without a Client Auth Policy".
         raise ValueError(
-            f"web config {file}: tls_server_config.client_ca_file is set but client_auth_type is "
+            "tls_server_config.client_ca_file is set but client_auth_type is "
             "NoClientCert, so no client certificate would be verified; set client_auth_type "
             "RequireAndVerifyClientCert (or VerifyClientCertIfGiven), or remove client_ca_file"
         )
     cert, key = path_of("cert_file", True), path_of("key_file", True)
     assert cert is not None and key is not None
-    _check_tls_files(file, cert, key, client_ca)
+    _check_tls_files(cert, key, client_ca)
     return TlsServerConfig(cert, key, client_ca, auth, version)
 
 
-def _check_tls_files(file: Path, cert: Path, key: Path, client_ca: Path | None) -> None:
+def _check_tls_files(cert: Path, key: Path, client_ca: Path | None) -> None:
     """The certificate, its key and the client CAs load (at start, and before a re-read
     replaces the running ones)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -208,39 +202,29 @@ def _check_tls_files(file: Path, cert: Path, key: Path, client_ca: Path | None) 
         context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
         raise ValueError(
-            f"web config {file}: tls_server_config: cert_file {cert} with key_file {key} do not "
-            f"load: {exc}"
+            f"tls_server_config: cert_file {cert} with key_file {key} do not load: {exc}"
         ) from None
     if client_ca is not None:
         try:
             context.load_verify_locations(client_ca)
         except (OSError, ssl.SSLError) as exc:
-            raise ValueError(
-                f"web config {file}: tls_server_config.client_ca_file {client_ca}: {exc}"
-            ) from None
+            raise ValueError(f"tls_server_config.client_ca_file {client_ca}: {exc}") from None
 
 
-def _http_server(file: Path, section: Any) -> tuple[dict[str, str], bool]:
+def _http_server(section: Any) -> tuple[dict[str, str], bool]:
     """``http_server_config``: its headers (only those exporter-toolkit allows) and ``http2``."""
     if section is None:
         return {}, False
-    if not isinstance(section, dict):
-        raise ValueError(f"web config {file}: http_server_config must be a mapping")
-    unknown = sorted(map(str, set(section) - {"headers", "http2"}))
-    if unknown:
-        raise ValueError(
-            f"web config {file}: http_server_config: unknown fields {unknown} (headers and "
-            "http2 are exporter-toolkit's)"
-        )
+    _section("http_server_config", section, ("headers", "http2"))
     http2 = section.get("http2", False)
     if not isinstance(http2, bool):
-        raise ValueError(f"web config {file}: http_server_config.http2 must be true or false")
+        raise ValueError("http_server_config.http2 must be true or false")
     headers = section.get("headers") or {}
     if not isinstance(headers, dict):
-        raise ValueError(f"web config {file}: http_server_config.headers must be a mapping")
+        raise ValueError("http_server_config.headers must be a mapping")
     checked = {}
     for name, value in headers.items():
-        where = f"web config {file}: http_server_config.headers.{name}"
+        where = f"http_server_config.headers.{name}"
         if name not in HEADERS:
             raise ValueError(f"{where}: can not be configured; one of {', '.join(HEADERS)}")
         text = str(value) if isinstance(value, str | int | float) else None
@@ -253,22 +237,22 @@ def _http_server(file: Path, section: Any) -> tuple[dict[str, str], bool]:
     return checked, http2
 
 
-def _users(file: Path, section: Any) -> dict[str, bytes]:
+def _users(section: Any) -> dict[str, bytes]:
     if not isinstance(section, dict):
-        raise ValueError(f"web config {file}: basic_auth_users must map user names to hashes")
+        raise ValueError("basic_auth_users must map user names to hashes")
     users = {}
     for name, hashed in section.items():
         if not isinstance(name, str) or not name or ":" in name:
-            raise ValueError(f"web config {file}: basic_auth_users: bad user name {name!r}")
-        users[name] = _bcrypt_hash(file, name, hashed)
+            raise ValueError(f"basic_auth_users: bad user name {name!r}")
+        users[name] = _bcrypt_hash(name, hashed)
     return users
 
 
-def _bcrypt_hash(file: Path, name: str, hashed: Any) -> bytes:
+def _bcrypt_hash(name: str, hashed: Any) -> bytes:
     """``hashed`` as bcrypt reads it, at a cost of at least :data:`MIN_BCRYPT_COST`; else a
     ValueError naming the user (exporter-toolkit checks each hash's form at start too, rather
     than answering 500 on every request)."""
-    where = f"web config {file}: basic_auth_users.{name}"
+    where = f"basic_auth_users.{name}"
     form = _BCRYPT.fullmatch(hashed) if isinstance(hashed, str) else None
     if form is None or not _bcrypt_reads(hashed.encode()):
         raise ValueError(f"{where} must be a bcrypt hash that bcrypt reads; {_MAKE_A_HASH}")
@@ -295,32 +279,22 @@ def _cost(hashed: bytes) -> int:
     return int(hashed[4:6])
 
 
-def _operators(file: Path, section: Any, users: Mapping[str, bytes]) -> frozenset[str]:
+def _operators(section: Any, users: Mapping[str, bytes]) -> frozenset[str]:
     if section is None:
         return frozenset()
     if not isinstance(section, list) or not all(isinstance(name, str) for name in section):
-        raise ValueError(f"web config {file}: operators must be a list of user names")
+        raise ValueError("operators must be a list of user names")
     strangers = sorted(set(section) - set(users))
     if strangers:
-        raise ValueError(
-            f"web config {file}: operators: {', '.join(strangers)} not in basic_auth_users"
-        )
+        raise ValueError(f"operators: {', '.join(strangers)} not in basic_auth_users")
     return frozenset(section)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(part.strip() for part in text.splitlines() if part.strip())
-
-
 class WatchedWebConfig:
-    """The web config as its file stands now, for a server that runs for months.
-
-    ``current`` is the last config that read well; :meth:`refresh` reads the file again when it,
-    or a certificate, key or CA file it names, changed (modification time and size, looked at
-    no more than once per ``interval_s``), as exporter-toolkit reads its file again on every
-    request. A file that became invalid keeps the last good config and logs one ERROR (until
-    it changes again): a typo while editing never opens the server, nor stops it.
-    """
+    """The web config as its files stand now: ``current`` is the last that read well, and
+    :meth:`refresh` reads it again when the file, or a certificate, key or CA file it names,
+    changed (looked at once per ``interval_s`` at most). A file that became invalid keeps the
+    last good config and logs one ERROR: a typo never opens the server, nor stops it."""
 
     def __init__(
         self,
