@@ -3,7 +3,8 @@ when no answer came, whether the request can still be applied.
 
 A response (``state.formats.response_codec.Response``) answers some partitions and maybe the
 request as a whole: :func:`outcome` gives every asked partition its code, :class:`Outcome` says
-whether the request succeeded or may be retried, :func:`request_error` builds what to raise.
+whether the request succeeded or may be retried, :func:`request_error` builds what to raise;
+:func:`async_commit_outcome` reads ``commit_async``'s one attempt.
 
 No answer: each attempt carries ``timeoutMs`` (what is left of its call's timeout), and the job
 refuses it from its deadline on, the message's timestamp plus that
@@ -20,22 +21,27 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Final
 
 from connectors.client.errors import (
+    AttemptTimeout,
     CommitFailedError,
     CommitTimeoutError,
     DeleteGroupFailedError,
     OffsetDeleteFailedError,
     OffsetsRequestError,
+    TopicsNotAvailable,
     describe_error,
     is_retriable,
 )
+from connectors.client.requests import partitions_of
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.deadlines import format_utc_ms, is_timed_out, request_deadline_ms
+from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
-from state.coordinator.requests import Api, PartitionCommit
+from state.coordinator.requests import Api, OffsetCommitRequest, PartitionCommit
 from state.formats.response_codec import Response
 
 __all__ = [
@@ -47,6 +53,7 @@ __all__ = [
     "DeleteResult",
     "Outcome",
     "SentAttempt",
+    "async_commit_outcome",
     "attempt_timeout_ms",
     "await_refusal",
     "committed",
@@ -265,3 +272,49 @@ def timed_out_reason(timeout_s: float, sent: SentAttempt, refused: bool) -> str:
             "could apply it)"
         )
     return f"{head}; it may still be applied until {deadline} (its deadline at the job)"
+
+
+def async_commit_outcome(
+    attempt: Future[Response], request: OffsetCommitRequest, timeout: float, sent: SentAttempt
+) -> CommitResult | BaseException:
+    """What ``commit_async`` completes with once its one ``attempt`` is done: the result; or
+    ``CommitTimeoutError`` (no answer within ``timeout`` s), ``CommitFailedError`` (topics not
+    available, or an error answer, retriable or not: never retried), the attempt's exception.
+
+    Runs on the response thread, so a timeout does not wait for the job's deadline: it says the
+    request will not be applied only if this client's clock has already reached it."""
+    group_id, request_id = request.group_id, request.request_id
+    keys = partitions_of(request)
+    try:
+        response = attempt.result()
+    except AttemptTimeout:
+        code = ErrorCode.REQUEST_TIMED_OUT
+        refused = sent.refused_at(int(time.time() * 1000))
+        return request_error(
+            CommitTimeoutError,
+            code,
+            dict.fromkeys(keys, code),
+            group_id,
+            timed_out_reason(timeout, sent, refused),
+            [request_id],
+            will_not_be_applied=refused,
+            deadline_ms=sent.deadline_ms,
+        )
+    except TopicsNotAvailable as exc:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return request_error(
+            CommitFailedError, code, dict.fromkeys(keys, code), group_id, str(exc), [request_id]
+        )
+    except BaseException as exc:
+        return exc
+    answer = outcome(response, keys)
+    if answer.ok:
+        return CommitResult(group_id, committed(request.partitions), (request_id,))
+    return request_error(
+        CommitFailedError,
+        answer.main_code(),
+        answer.codes,
+        group_id,
+        answer.describe(),
+        [request_id],
+    )

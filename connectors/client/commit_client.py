@@ -32,18 +32,13 @@ from connectors.client.answers import (
     CommitResult,
     DeleteResult,
     SentAttempt,
+    async_commit_outcome,
     attempt_timeout_ms,
     committed,
-    outcome,
-    request_error,
-    timed_out_reason,
 )
 from connectors.client.connection import Connection, set_exception, set_result
 from connectors.client.errors import (
-    AttemptTimeout,
     ClientClosedError,
-    CommitFailedError,
-    CommitTimeoutError,
     OffsetsError,
     TopicsNotAvailable,
 )
@@ -71,7 +66,7 @@ from state.formats.response_codec import Response
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_TIMEOUT_S", "ClientConfig", "OffsetCommitClient", "async_commit_outcome"]
+__all__ = ["DEFAULT_TIMEOUT_S", "ClientConfig", "OffsetCommitClient"]
 
 #: Kafka's ``offsets.commit.timeout.ms`` default (5000 ms): how long a call waits by default.
 DEFAULT_TIMEOUT_S: Final = 5.0
@@ -370,52 +365,6 @@ class OffsetCommitClient(CloseOnExit):
 
         request_ids = self._call(Api.DELETE_GROUPS, group_id, [], make, timeout_s)
         return DeleteResult(group_id, (), request_ids)
-
-
-def async_commit_outcome(
-    attempt: Future[Response], request: OffsetCommitRequest, timeout: float, sent: SentAttempt
-) -> CommitResult | BaseException:
-    """What ``commit_async`` completes with once its one ``attempt`` is done: the result; or
-    ``CommitTimeoutError`` (no answer within ``timeout`` s), ``CommitFailedError`` (topics not
-    available, or an error answer, retriable or not: never retried), the attempt's exception.
-
-    Runs on the response thread, so a timeout does not wait for the job's deadline: it says the
-    request will not be applied only if this client's clock has already reached it."""
-    group_id, request_id = request.group_id, request.request_id
-    keys = partitions_of(request)
-    try:
-        response = attempt.result()
-    except AttemptTimeout:
-        code = ErrorCode.REQUEST_TIMED_OUT
-        refused = sent.refused_at(int(time.time() * 1000))
-        return request_error(
-            CommitTimeoutError,
-            code,
-            dict.fromkeys(keys, code),
-            group_id,
-            timed_out_reason(timeout, sent, refused),
-            [request_id],
-            will_not_be_applied=refused,
-            deadline_ms=sent.deadline_ms,
-        )
-    except TopicsNotAvailable as exc:
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return request_error(
-            CommitFailedError, code, dict.fromkeys(keys, code), group_id, str(exc), [request_id]
-        )
-    except BaseException as exc:
-        return exc
-    answer = outcome(response, keys)
-    if answer.ok:
-        return CommitResult(group_id, committed(request.partitions), (request_id,))
-    return request_error(
-        CommitFailedError,
-        answer.main_code(),
-        answer.codes,
-        group_id,
-        answer.describe(),
-        [request_id],
-    )
 
 
 class CallbackThread:

@@ -14,11 +14,11 @@ import pytest
 from connectors.client.answers import (
     CommitResult,
     SentAttempt,
+    async_commit_outcome,
     attempt_timeout_ms,
     await_refusal,
     outcome,
 )
-from connectors.client.commit_client import async_commit_outcome
 from connectors.client.errors import (
     AttemptTimeout,
     CommitFailedError,
