@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from state.engine.record_frame import GROUP_KIND
+from state.engine.record_frame import group_row
 from state.formats.frames import MEMBER_FRAME_SCHEMA, RECORD_FRAME_SCHEMA
 from state.formats.record_column_decoding import big_endian_ints, binary_parts
 from state.formats.records import RecordFormatError, classify_key
@@ -69,7 +69,7 @@ def consumer_group_records(
                 if group_id is None:
                     raise RecordFormatError("ConsumerGroupMetadataKey: group_id: unreadable")
                 epoch = None if value is None else decode_consumer_group_epoch(value)
-                group_rows.append(_group_row(group_id, epoch, key, value))
+                group_rows.append(group_row(group_id, epoch, None, key, value))
                 positions.append(i)
             else:
                 group_id, member_id = decode_consumer_group_member_key(key)
@@ -85,18 +85,3 @@ def consumer_group_records(
         pa.Table.from_pylist(members, schema=MEMBER_FRAME_SCHEMA),
         len(group_rows) + len(members),
     )
-
-
-def _group_row(
-    group_id: str, epoch: int | None, key: bytes, value: bytes | None
-) -> dict[str, object]:
-    return {
-        "kind": GROUP_KIND,
-        "group_id": group_id,
-        "topic": None,
-        "partition": -1,
-        "generation": epoch,
-        "members": None,
-        "key": key,
-        "value": value,
-    }

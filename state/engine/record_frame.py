@@ -106,15 +106,28 @@ def group_records(groups: Sequence[str], values: Sequence[GroupMetadataValue | N
 
 def _group_row(group: str, value: GroupMetadataValue | None) -> dict[str, object]:
     """The record frame row of a GroupMetadata record (a tombstone when ``value`` is None)."""
+    return group_row(
+        group,
+        None if value is None else value.generation,
+        None if value is None else len(value.members),
+        encode_group_metadata_key(group),
+        None if value is None else encode_group_metadata_value(value),
+    )
+
+
+def group_row(
+    group: str, generation: int | None, members: int | None, key: bytes, value: bytes | None
+) -> dict[str, object]:
+    """A group row of the record frame (``kind`` "group"), from a group record's bytes."""
     return {
         "kind": GROUP_KIND,
         "group_id": group,
         "topic": None,
         "partition": -1,
-        "generation": None if value is None else value.generation,
-        "members": None if value is None else len(value.members),
-        "key": encode_group_metadata_key(group),
-        "value": None if value is None else encode_group_metadata_value(value),
+        "generation": generation,
+        "members": members,
+        "key": key,
+        "value": value,
     }
 
 
