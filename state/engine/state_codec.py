@@ -28,8 +28,9 @@ Layout (format version 2; integers big-endian)::
             supersedes, -1 for none) and tomb bool (the key is deleted)
 
 ``hash`` is ``state.engine.hashing``'s ``string_hash``, part of this format. A row's key hash
-is not stored (8 incompressible bytes per offset): decoding computes it. Version 1 blobs, which
-stored it (and a permutation of the base in deadline order), are still read. The stamp lets a
+is not stored (8 incompressible bytes per offset): decoding computes it. Version 1 blobs (which
+stored it) were written only by releases whose checkpoints the job migrates instead of resuming,
+so they are refused like any unknown version. The stamp lets a
 reader that keeps decoded states recognise a blob it has already decoded from the header alone
 (``blob_stamp``): a writer that sets it must never give two different blobs the same stamp.
 Decoding views the decompressed columns in place; encoding reuses a section's bytes verbatim when
@@ -52,8 +53,6 @@ from state.engine.shard_state import ShardState
 
 MAGIC = b"SCOSHARD"
 FORMAT_VERSION = 2
-#: Versions this code decodes; it encodes ``FORMAT_VERSION`` only.
-READABLE_VERSIONS = (1, 2)
 _SECTIONS = ("groups", "topics", "base", "delta")
 _HEADER = struct.Struct(">8sHHiqQ4Q")
 _STAMP = struct.Struct(">Q")
@@ -97,26 +96,15 @@ _DELTA_FIELDS = [
     pa.field("base_pos", pa.int64(), nullable=False),
     pa.field("tomb", pa.bool_(), nullable=False),
 ]
-_KHASH = pa.field("khash", pa.uint64(), nullable=False)
-#: The schemas of each section, by format version.
+_BASE_SCHEMA = pa.schema(_ROW_FIELDS)
+_DELTA_SCHEMA = pa.schema([*_ROW_FIELDS, *_DELTA_FIELDS])
+#: The schema of each section.
 _SCHEMAS = {
-    2: {
-        "groups": _GROUPS_SCHEMA,
-        "topics": _TOPICS_SCHEMA,
-        "base": pa.schema(_ROW_FIELDS),
-        "delta": pa.schema([*_ROW_FIELDS, *_DELTA_FIELDS]),
-    },
-    1: {
-        "groups": _GROUPS_SCHEMA,
-        "topics": _TOPICS_SCHEMA,
-        "base": pa.schema(
-            [_KHASH, *_ROW_FIELDS, pa.field("deadline_order", pa.int64(), nullable=False)]
-        ),
-        "delta": pa.schema([_KHASH, *_ROW_FIELDS, *_DELTA_FIELDS]),
-    },
+    "groups": _GROUPS_SCHEMA,
+    "topics": _TOPICS_SCHEMA,
+    "base": _BASE_SCHEMA,
+    "delta": _DELTA_SCHEMA,
 }
-_BASE_SCHEMA = _SCHEMAS[FORMAT_VERSION]["base"]
-_DELTA_SCHEMA = _SCHEMAS[FORMAT_VERSION]["delta"]
 
 
 # --- encoding --------------------------------------------------------------------------------
@@ -259,10 +247,10 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
     if len(view) < 12 or bytes(view[:8]) != MAGIC:
         raise StateFormatError("not a shard state blob (bad magic)")
     version, count = struct.unpack_from(">HH", view, 8)
-    if version not in READABLE_VERSIONS:
+    if version != FORMAT_VERSION:
         raise StateFormatError(
             f"shard state blob format version {version} is not supported "
-            f"(this code reads versions {', '.join(map(str, READABLE_VERSIONS))})"
+            f"(this code reads version {FORMAT_VERSION})"
         )
     if len(view) < _HEADER.size or count != len(_SECTIONS):
         raise StateFormatError(
@@ -277,14 +265,13 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
     tables: dict[str, pa.Table] = {}
     raw: dict[str, memoryview] = {}
     at = _HEADER.size
-    expected = _SCHEMAS[version]
     for name, length in zip(_SECTIONS, lengths, strict=True):
         raw[name] = view[at : at + length]
         try:
             table = pa.ipc.open_stream(buffer.slice(at, length)).read_all()
         except (pa.ArrowInvalid, OSError) as e:
             raise StateFormatError(f"corrupt shard state blob: section {name}: {e}") from e
-        if not table.schema.equals(expected[name]):
+        if not table.schema.equals(_SCHEMAS[name]):
             raise StateFormatError(
                 f"corrupt shard state blob: section {name} has schema {table.schema}"
             )
@@ -311,18 +298,10 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
     except IndexError as e:  # a group or topic code beyond its dictionary
         raise StateFormatError(f"corrupt shard state blob: {e}") from e
     offsets = OffsetTable(base, delta)
-    # Remember which sections still encode which parts, for encode_state to reuse them (an
-    # older version's sections are re-encoded in the current one).
+    # Remember which sections still encode which parts, for encode_state to reuse them.
     owners = {"groups": groups, "topics": topics, "base": base, "delta": delta}
-    reusable = _SECTIONS if version == FORMAT_VERSION else ("groups", "topics")
-    return ShardState(
-        shard_id,
-        groups,
-        topics,
-        offsets,
-        retention_ms,
-        {name: (owners[name], raw[name]) for name in reusable},
-    )
+    kept = {name: (owners[name], raw[name]) for name in _SECTIONS}
+    return ShardState(shard_id, groups, topics, offsets, retention_ms, kept)
 
 
 def _string_dict(table: pa.Table) -> StringDict:
@@ -334,15 +313,12 @@ def _string_dict(table: pa.Table) -> StringDict:
 
 def _rows(table: pa.Table, groups: StringDict, topics: StringDict) -> Rows:
     """The ``Rows`` of a base or delta section: its ``_ROW_TYPES`` columns, and the key hash
-    from the group and topic hashes (stored in version 1)."""
+    from the group and topic hashes."""
     columns = {
         name: arrow_column(table, name) if name == "metadata" else numpy_column(table, name)
         for name in _ROW_TYPES
     }
-    if "khash" in table.column_names:
-        khash = numpy_column(table, "khash")
-    else:
-        khash = key_hash(
-            groups.hashes[columns["gcode"]], topics.hashes[columns["tcode"]], columns["partition"]
-        )
+    khash = key_hash(
+        groups.hashes[columns["gcode"]], topics.hashes[columns["tcode"]], columns["partition"]
+    )
     return Rows(khash=khash, **columns)
