@@ -30,6 +30,7 @@ import anyio
 import anyio.to_thread
 import bcrypt
 import uvicorn
+from starlette.responses import PlainTextResponse
 
 from streaming.serve.web_config import MIN_VERSIONS, TlsServerConfig, WatchedWebConfig, WebConfig
 
@@ -170,7 +171,7 @@ class BasicAuthMiddleware:
     def __init__(self, app: Any, web: Callable[[], WebConfig], realm: str = "consumer-offsets"):
         self.app = app
         self._web = web
-        self._challenge = f'Basic realm="{realm}", charset="UTF-8"'.encode()
+        self._challenge = {"WWW-Authenticate": f'Basic realm="{realm}", charset="UTF-8"'}
         self._bcrypt = anyio.Lock()
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
 
@@ -186,7 +187,8 @@ class BasicAuthMiddleware:
             return
         user = await self._authenticate(web, _authorization(scope))
         if user is None:
-            await _unauthorized(send, self._challenge)
+            refused = PlainTextResponse("401 Unauthorized\n", 401, self._challenge)
+            await refused(scope, receive, send)
             return
         await self.app({**scope, "user": user, "operator": user in web.operators}, receive, send)
 
@@ -282,19 +284,3 @@ def _credentials(header: bytes | None) -> tuple[str, bytes] | None:
         return name.decode("utf-8"), password
     except UnicodeDecodeError:
         return None
-
-
-async def _unauthorized(send: Any, challenge: bytes) -> None:
-    body = b"401 Unauthorized\n"
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"www-authenticate", challenge),
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

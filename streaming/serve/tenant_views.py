@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
+from starlette.responses import PlainTextResponse
 
 from state.coordinator.acls import AclOperation, Authorizer, ResourceType
 from state.coordinator.model import TopicPartition
@@ -167,12 +168,7 @@ class ViewerMiddleware:
             return
         viewer = viewer_of(scope, self.tenants)
         if viewer.refused:
-            body = b"403 Forbidden: this user is neither a tenant nor an operator\n"
-            headers = [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(body)).encode()),
-            ]
-            await send({"type": "http.response.start", "status": 403, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            body = "403 Forbidden: this user is neither a tenant nor an operator\n"
+            await PlainTextResponse(body, 403)(scope, receive, send)
             return
         await self.app({**scope, "viewer": viewer}, receive, send)

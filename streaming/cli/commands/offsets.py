@@ -28,52 +28,26 @@ from streaming.cli.output import GROUP_ID, attributes, format_timestamp, short_m
 #: JSON keys of ``list``, of a ``describe`` group and of each of its partitions.
 LIST_KEYS: Final = ("group", "partitions", "generation", "members")
 GROUP_KEYS: Final = ("group", "exists", "generation", "members", "total_lag", "max_lag_seconds")
+# fmt: off
 PARTITION_KEYS: Final = (
-    "topic",
-    "partition",
-    "committed_offset",
-    "log_end_offset",
-    "lag",
-    "lag_seconds",
-    "lag_seconds_bounded",
-    "leader_epoch",
-    "metadata",
-    "commit_timestamp_ms",
-    "expire_timestamp_ms",
+    "topic", "partition", "committed_offset", "log_end_offset", "lag", "lag_seconds",
+    "lag_seconds_bounded", "leader_epoch", "metadata", "commit_timestamp_ms", "expire_timestamp_ms",
 )
 #: Table headers of ``describe`` (those of ``kafka-consumer-groups.sh --describe``, plus two).
 DESCRIBE_HEADERS: Final = (
-    "GROUP",
-    "TOPIC",
-    "PARTITION",
-    "CURRENT-OFFSET",
-    "LOG-END-OFFSET",
-    "LAG",
-    "LAG-SECONDS",
-    "COMMITTED-AT",
-    "METADATA",
+    "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAG-SECONDS",
+    "COMMITTED-AT", "METADATA",
 )
 #: JSON keys of a ``history`` entry and of ``status``'s last batch.
 HISTORY_KEYS: Final = (
-    "group",
-    "topic",
-    "partition",
-    "offset",
-    "leader_epoch",
-    "metadata",
-    "commit_timestamp_ms",
+    "group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp_ms",
     "batch_id",
 )
 PROGRESS_KEYS: Final = (
-    "batch_id",
-    "input_rows",
-    "commits_applied",
-    "rejected",
-    "tombstones",
-    "state_keys",
-    "duration_ms",
-    "timestamp_ms",
+    "batch_id", "input_rows", "commits_applied", "rejected", "tombstones", "state_keys",
+    "duration_ms", "timestamp_ms",
 )
+# fmt: on
 
 
 def cmd_list(ctx: Context) -> int:
