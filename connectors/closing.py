@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Self
-
-__all__ = ["CloseOnExit"]
 
 
 class CloseOnExit:
@@ -19,10 +16,5 @@ class CloseOnExit:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

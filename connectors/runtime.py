@@ -1,11 +1,5 @@
-"""Where the project's runtime files live: the git-ignored ``.runtime/`` folder of the checkout.
-
-``deploy/setup.sh`` resolves the JVM jars with Maven into ``.runtime/jars/`` (``spark/``: Spark's
-Kafka connector and the jars pyspark lacks; ``kafka/``: the Apache Kafka broker); the local broker
-keeps its data and logs in ``.runtime/kafka*/``; the default SQLite sink and checkpoints live there
-too. The Spark session (``streaming.spark.session``) and the local broker launcher
-(``connectors.kafka.local``) both find their jars here.
-"""
+"""Where the project's runtime files live: the git-ignored ``.runtime/`` folder of the checkout
+(the jars ``deploy/setup.sh`` resolves, the local broker's data, the default sink)."""
 
 from __future__ import annotations
 
@@ -17,12 +11,8 @@ HOME_ENV = "CONSUMER_OFFSETS_HOME"
 
 
 def project_home() -> Path:
-    """The folder that holds ``.runtime/``.
-
-    ``$CONSUMER_OFFSETS_HOME`` when set; else the checkout this module belongs to (found by
-    ``deploy/pom.xml`` next to the package, as in an editable install); else the current
-    directory.
-    """
+    """The folder that holds ``.runtime/``: ``$CONSUMER_OFFSETS_HOME``, else this module's
+    checkout (it has ``deploy/pom.xml``), else the current directory."""
     override = os.environ.get(HOME_ENV)
     if override:
         return Path(override).expanduser().resolve()

@@ -1,12 +1,6 @@
-"""Secrets of the Kafka client options kept out of printed configs and out of every log line.
-
-Printed configs mask secret options by name (:func:`redacted_options`). Log lines are another
-matter: libraries log their own configuration (kafka-python's clients at DEBUG print
-``sasl_plain_password``; py4j at DEBUG prints every command sent to the JVM, the Spark source's
-``kafka.sasl.jaas.config`` included). :func:`hide_in_logs` registers the secret values a process
-holds, and a log record factory replaces them with ``***`` in every record, whichever library
-logs it, before any handler sees it.
-"""
+"""Secrets of the Kafka client options kept out of printed configs (masked by option name) and
+out of every log line: libraries log their own configuration (kafka-python's clients, py4j at
+DEBUG), so a log record factory masks the secret values themselves, whoever logs them."""
 
 from __future__ import annotations
 
@@ -86,13 +80,3 @@ def _install() -> None:
         return record
 
     logging.setLogRecordFactory(masking_factory)
-
-
-__all__ = [
-    "MASK",
-    "SECRET_MARKERS",
-    "hide_in_logs",
-    "is_secret_option",
-    "redacted_options",
-    "secret_values",
-]

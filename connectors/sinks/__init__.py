@@ -1,13 +1,13 @@
-"""The queryable sinks: the compacted offsets state in SQLite or PostgreSQL.
+"""The queryable sinks: the compacted offsets state in SQLite or PostgreSQL, opened from a URL.
+Modules of this package never import the package itself."""
 
-The public API, re-exported from its modules: :class:`Sink` (``base``), :func:`open_sink`
-(``open``), :func:`redact_url` and :func:`absolute_sink_url` (``url``), the errors and the
-values (``values``). Modules of this package never import the package itself.
-"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from connectors.sinks.base import Sink
-from connectors.sinks.open import open_sink
-from connectors.sinks.url import absolute_sink_url, redact_url
+from connectors.sinks.url import absolute_sink_url, parse_sink_url, redact_url
 from connectors.sinks.values import (
     NO_OFFSET,
     BatchProgress,
@@ -20,6 +20,7 @@ from connectors.sinks.values import (
     SinkError,
     SinkWriteError,
     SourceCluster,
+    now_ms,
 )
 
 __all__ = [
@@ -39,3 +40,34 @@ __all__ = [
     "open_sink",
     "redact_url",
 ]
+
+
+def open_sink(
+    url: str,
+    *,
+    table_prefix: str | None = None,
+    keep_history: bool | None = None,
+    read_only: bool | None = None,
+    clock: Callable[[], int] = now_ms,
+    **options: Any,
+) -> Sink:
+    """Open the sink ``url`` names (``url.parse_sink_url``: keyword arguments that are not None
+    win over the URL's options), creating or migrating its tables unless ``read_only``; further
+    ``options`` go to the backend's constructor. ValueError for a URL it cannot take."""
+    target = parse_sink_url(
+        url, table_prefix=table_prefix, keep_history=keep_history, read_only=read_only
+    )
+    common: dict[str, Any] = {
+        "table_prefix": target.table_prefix,
+        "keep_history": target.keep_history,
+        "read_only": target.read_only,
+        "clock": clock,
+    }
+    # Imported on use: a SQLite user needs no PostgreSQL driver loaded.
+    if target.backend == "sqlite":
+        from connectors.sinks.sqlite import SqliteSink
+
+        return SqliteSink(target.address, **common, **options)
+    from connectors.sinks.postgres import PostgresSink
+
+    return PostgresSink(target.address, schema=target.schema, **common, **options)

@@ -1,32 +1,17 @@
-"""The queryable sink: where the streaming job writes compacted offsets and users read them.
+"""The sink: the compacted offsets topic (the last value per key, tombstones removed), written
+once per micro-batch from ``foreachBatch`` and read by users without replaying the log.
 
-The streaming job calls :meth:`Sink.write_batch` from ``foreachBatch`` on the driver, once per
-micro-batch, with the batch's records (``state.formats.frames.RECORD_FRAME_SCHEMA``) as a pyarrow
-Table. The sink keeps the *compacted* view of the offsets topic — the last value per key, tombstones
-removed — so readers answer OffsetFetch without replaying the log.
+The contract of every backend (the contract tests run it against each):
 
-Contract shared by every sink (the contract tests run it against each implementation):
-
-* A batch is applied in one transaction together with its progress row: readers see all of a
-  batch or none of it, and a failed batch leaves the previous state intact.
-* A batch is deduplicated to the last record per key before it is applied (offsets keyed by
-  ``(group_id, topic, partition)``, group metadata by ``group_id``); a null ``value`` is a
-  tombstone and deletes the key. Applying the deduplicated batch equals applying every record in
-  log order.
-* Batches are idempotent per batch id: a batch id at or below the last committed one changes
-  nothing and ``write_batch`` returns False (Spark replays the last batch after a restart).
-* Values always travel as bound parameters; identifiers (the optional table prefix, the schema)
-  are validated and quoted.
-* Every string is stored, NUL included (PostgreSQL ``text`` cannot hold NUL): names and metadata
-  go through ``connectors.sinks.text``, which escapes NUL, and every reader here takes and
-  returns the original strings.
-
-:class:`Sink` implements that contract once, one part per concern (``writes``, ``reads``,
-``status``, ``log_ends``, ``history``, ``schema``, over ``core``), with every statement said once
-for both dialects (``statements``, over the tables of ``tables``). A backend supplies only its
-connection and transactions (``sqlite``, ``postgres``). Sinks are opened with
-``connectors.sinks.open.open_sink`` from a URL; messages and logs only ever show the URL
-redacted (``connectors.sinks.url.redact_url``).
+* A batch (``state.formats.frames.RECORD_FRAME_SCHEMA``, log order) is applied in one transaction
+  with its progress row: readers see all of it or none of it.
+* It is reduced to the last record per key (offsets by group, topic and partition; metadata by
+  group) first; a null ``value`` deletes the key.
+* It is idempotent per batch id: one at or below the last committed changes nothing and
+  ``write_batch`` returns False (Spark replays the last batch after a restart).
+* Values travel as bound parameters; identifiers (table prefix, schema) are validated and quoted.
+* Every string is stored, NUL included (``connectors.sinks.text``); messages and logs show the
+  URL redacted.
 """
 
 from __future__ import annotations
@@ -40,8 +25,6 @@ from connectors.sinks.writes import Writes
 
 
 class Sink(Writes, Reads, StatusRow, LogEndOffsets, CommitHistory, SchemaMigrations):
-    """A store of the compacted offsets state, written per micro-batch and read by users.
-
-    One instance holds one connection guarded by a lock; readers in other processes open their
-    own sink (``open_sink(url, read_only=True)``) rather than sharing this one.
-    """
+    """The sink, one part per concern over ``core``; a backend (``sqlite``, ``postgres``)
+    supplies its connection and transactions. Readers in other processes open their own
+    (``open_sink(url, read_only=True)``)."""

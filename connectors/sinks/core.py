@@ -1,5 +1,5 @@
-"""What every part of the sink shares: its one connection, the lock, the statements, and the
-few hooks a backend supplies (connect, transactions, what a lost connection looks like)."""
+"""What every part of the sink shares: one connection under a lock, the statements, and the
+hooks a backend supplies (connect, transactions, what a lost connection looks like)."""
 
 from __future__ import annotations
 
@@ -28,15 +28,8 @@ class Statements(Protocol):
     def executemany(self, statement: Any, params: Any, /) -> Any: ...
 
 
-def _never() -> bool:
-    return False
-
-
 class SinkCore(ABC, CloseOnExit):
-    """One connection guarded by a lock, and the statements of the sink's dialect and tables.
-
-    A backend's constructor calls ``super().__init__`` then ``_open`` (``schema``).
-    """
+    """A backend's constructor calls ``super().__init__`` then ``_open`` (``schema``)."""
 
     #: The sink's URL with secrets masked: the only form used in messages and logs.
     url: str
@@ -67,12 +60,9 @@ class SinkCore(ABC, CloseOnExit):
         self._schema = schema or None
         self._tables = define_tables(table_prefix, self._schema)  # ValueError: a bad prefix
         self._sql = statements(self.dialect_name, table_prefix, self._schema)
-        # One connection per sink, serialised by a lock: foreachBatch writes from one driver
-        # thread, but the same process may read (e.g. a status endpoint) from another.
+        # foreachBatch writes from one driver thread; the same process may read from another.
         self._lock = threading.RLock()
         self._conn: Any = None
-
-    # --- the backend's hooks -------------------------------------------------------------------
 
     @abstractmethod
     def _connect(self) -> Any:
@@ -90,8 +80,6 @@ class SinkCore(ABC, CloseOnExit):
     @abstractmethod
     def _bind_list(self, values: Sequence[Any]) -> Any:
         """``values`` as the one parameter of a list match (``= ANY``, ``json_each``)."""
-
-    # --- the connection ------------------------------------------------------------------------
 
     def _connection(self) -> Any:
         """The open connection, replacing one known to be lost; call with the lock held."""
@@ -120,7 +108,7 @@ class SinkCore(ABC, CloseOnExit):
         use: Callable[[Any], T],
         action: str,
         *,
-        retry: Callable[[], bool] = _never,
+        retry: Callable[[], bool] = lambda: False,
         error: type[SinkError] = SinkError,
     ) -> T:
         """``use(connection)`` under the lock. A driver error drops the connection (the next
@@ -143,37 +131,30 @@ class SinkCore(ABC, CloseOnExit):
     def _run(
         self, name: str, params: Sequence[Any] = (), *, action: str = "read failed"
     ) -> list[tuple[Any, ...]]:
-        """Run statement ``name`` on its own (autocommit) and return its rows; a read on a
-        connection found lost is run again on a fresh one (reads are idempotent)."""
+        """Statement ``name``'s rows, run on its own (autocommit); run again on a fresh
+        connection when the first was lost (reads are idempotent)."""
 
         def run(conn: Any) -> list[tuple[Any, ...]]:
-            cursor = conn.cursor()
-            try:
+            with contextlib.closing(conn.cursor()) as cursor:
                 cursor.execute(self._sql[name], params)
                 return cursor.fetchall() if cursor.description else []
-            finally:
-                cursor.close()
 
         return self._on_connection(run, action, retry=lambda: True)
 
     def _read_chunks(
         self, name: str, consume: Callable[[list[tuple[Any, ...]]], None], size: int
     ) -> None:
-        """Hand the rows of read ``name`` to ``consume``, ``size`` at a time: a big read holds
-        one chunk of Python rows at a time. Run again on a fresh connection if it was lost
-        before any row was handed on."""
+        """Hand the rows of read ``name`` to ``consume`` ``size`` at a time; run again on a
+        fresh connection if it was lost before any row was handed on."""
         handed = False
 
         def read(conn: Any) -> None:
             nonlocal handed
-            cursor = conn.cursor()
-            try:
+            with contextlib.closing(conn.cursor()) as cursor:
                 cursor.execute(self._sql[name])
                 while found := cursor.fetchmany(size):
                     handed = True
                     consume(found)
-            finally:
-                cursor.close()
 
         self._on_connection(read, "read failed", retry=lambda: not handed)
 
@@ -182,6 +163,5 @@ class SinkCore(ABC, CloseOnExit):
             raise SinkError(f"{self.url} is open read-only")
 
     def _write(self, body: Callable[[Statements], bool], action: str) -> None:
-        """Run ``body`` in one write transaction outside the batch path; SinkError
-        ``"<url>: <action>: <driver message>"`` on failure."""
+        """Run ``body`` in one write transaction; SinkError naming ``action`` on failure."""
         self._on_connection(lambda conn: self._transaction(conn, body), action)

@@ -1,8 +1,7 @@
-"""The commit history: Burrow's windows and retention's deletes."""
+"""The commit history (``offset_commit_history``): Burrow's windows and retention's deletes."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,17 +11,22 @@ from connectors.sinks.text import original_row, original_text, stored_text
 from connectors.sinks.values import CommitHistoryEntry
 from state.coordinator.model import TopicPartition
 
-log = logging.getLogger(__name__)
+
+def _at_least_one(name: str, value: int) -> None:
+    if value < 1:
+        raise ValueError(f"history: {name} must be >= 1, got {value}")
+
+
+def _entry(row: Sequence[Any]) -> CommitHistoryEntry:
+    return CommitHistoryEntry(*original_row(row, 0, 1, 5))
 
 
 class CommitHistory(SinkCore):
-    """The offset commits as applied (``offset_commit_history``): reads and retention."""
+    """The offset commits as applied, kept when the writer runs with ``keep_history``."""
 
     def purge_history(self, older_than_ms: int, limit: int) -> int:
-        """Delete at most ``limit`` history rows committed before ``older_than_ms``, in one
-        short transaction; the number deleted. Callers repeat it until it returns less than
-        ``limit`` (``connectors.sinks.retention``), so no single delete holds the write lock
-        long enough to stall a batch."""
+        """Delete at most ``limit`` rows committed before ``older_than_ms`` in one short
+        transaction (callers repeat it: ``retention``); the number deleted."""
         self._check_writable()
         if limit < 1:
             raise ValueError(f"purge_history: limit must be >= 1, got {limit}")
@@ -38,8 +42,7 @@ class CommitHistory(SinkCore):
         return deleted
 
     def reclaim_space(self) -> None:
-        """Return free pages to the file system where the backend needs asking (SQLite's
-        incremental vacuum); PostgreSQL's autovacuum does it on its own."""
+        """Return free pages to the file system where the backend needs asking (SQLite)."""
 
     def history(
         self,
@@ -48,55 +51,47 @@ class CommitHistory(SinkCore):
         partition: int | None = None,
         limit: int = 100,
     ) -> list[CommitHistoryEntry]:
-        """The group's offset commits, newest first, at most ``limit``.
-
-        Empty unless the writer runs with ``keep_history=True`` (a reader cannot know, so this
-        reads whatever history the store holds). ``partition`` requires ``topic``.
-        """
+        """The group's offset commits, newest first, at most ``limit`` (``partition`` requires
+        ``topic``)."""
         if partition is not None and topic is None:
             raise ValueError("history: partition requires topic")
-        if limit < 1:
-            raise ValueError(f"history: limit must be >= 1, got {limit}")
+        _at_least_one("limit", limit)
         params: list[Any] = [stored_text(group_id)]
         if topic is not None:
             params.append(stored_text(topic))
         if partition is not None:
             params.append(int(partition))
         statement = "history:" + " ".join(HISTORY_FILTERS[len(params) - 1])
-        found = self._run(statement, (*params, int(limit)))
-        return [CommitHistoryEntry(*original_row(row, 0, 1, 5)) for row in found]
+        return [_entry(row) for row in self._run(statement, (*params, int(limit)))]
 
     def recent_history(
         self, group_id: str, per_partition: int
     ) -> dict[TopicPartition, list[CommitHistoryEntry]]:
         """Each partition's last ``per_partition`` commits of the group, newest first, in one
         query (Burrow's window of every partition at once)."""
-        if per_partition < 1:
-            raise ValueError(f"history: per_partition must be >= 1, got {per_partition}")
-        found = self._run("recent_history", (stored_text(group_id), per_partition))
+        _at_least_one("per_partition", per_partition)
         windows: dict[TopicPartition, list[CommitHistoryEntry]] = {}
-        for row in found:
-            entry = CommitHistoryEntry(*original_row(row, 0, 1, 5))
+        for row in self._run("recent_history", (stored_text(group_id), per_partition)):
+            entry = _entry(row)
             windows.setdefault(TopicPartition(entry.topic, entry.partition), []).append(entry)
         return windows
 
     def groups_recent_commits(
         self, group_ids: Sequence[str], per_partition: int
     ) -> dict[tuple[str, str, int], list[tuple[int, int]]]:
-        """The last ``per_partition`` commits of each partition of several groups at once, as
-        (offset, commit time ms), newest first, by (group, topic, partition): Burrow's windows
-        for a pass over every group, fewer queries and no object per commit."""
-        if per_partition < 1:
-            raise ValueError(f"history: per_partition must be >= 1, got {per_partition}")
+        """The last ``per_partition`` commits of each partition of several groups, as (offset,
+        commit time ms), newest first, by (group, topic, partition): no object per commit."""
+        _at_least_one("per_partition", per_partition)
         windows: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
         if not group_ids:
             return windows
-        stored = [stored_text(g) for g in group_ids]
+        stored = self._bind_list([stored_text(g) for g in group_ids])
         key: tuple[str, str, int] | None = None
         window: list[tuple[int, int]] = []
-        found = self._run("groups_recent_commits", (self._bind_list(stored), per_partition))
-        for group, topic, partition, offset, at in found:
-            if key is None or key != (group, topic, partition):
+        for group, topic, partition, offset, at in self._run(
+            "groups_recent_commits", (stored, per_partition)
+        ):
+            if key != (group, topic, partition):
                 key, window = (group, topic, partition), []
                 windows[(original_text(group), original_text(topic), partition)] = window
             window.append((offset, at))

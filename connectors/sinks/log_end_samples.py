@@ -1,18 +1,9 @@
-"""Log-end offsets over time, per partition: the table that turns a lag in messages into a lag
-in time. Pure functions, no I/O: the sink stores the points (``topic_log_end_samples``), the
-readers (``serve``, the CLI) interpolate.
+"""Log-end offsets over time per partition, which turn a lag in messages into a lag in time
+(pure: the sink stores the points, the readers interpolate).
 
-A point is a log-end offset and the span of time it was seen (``first_seen_ms`` to
-``last_seen_ms``): an idle partition keeps one point. Past ``keep`` points :func:`thin` drops
-the inner point whose neighbours are closest in time, so the table keeps covering all the time
-since sampling began, coarser further back.
-
-Time lag (:func:`lag_ms`), as kafka-lag-exporter defines it: ``now`` minus when the log end
-passed the committed offset, interpolated between the points around it; 0 when caught up.
-Below the oldest point a reader with the cluster reads the committed record's timestamp
-(:class:`RecordTime`, :func:`record_lag`: exact); without it the lag is a lower bound (since
-sampling began), flagged so a reader prints ">=". It is never extrapolated (how
-kafka-lag-exporter printed "3+ years").
+Time lag, as kafka-lag-exporter defines it: now minus when the log end passed the committed
+offset, interpolated between the points around it, 0 when caught up. Below the oldest point it
+comes from the committed record's timestamp (exact), or is a lower bound; never extrapolated.
 """
 
 from __future__ import annotations
@@ -22,8 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-#: Points kept per partition. At a 10 s sampling interval the first 60 points cover 10 min;
-#: after that thinning widens the steps, never the error at the newest points.
+#: Points kept per partition (:func:`thin` widens the older steps, never the newest).
 DEFAULT_KEEP: Final = 60
 
 
@@ -39,21 +29,18 @@ class LogEndSample:
 
 @dataclass(frozen=True, slots=True)
 class TimeLag:
-    """A committed offset's lag in time: ``lag_ms`` (>= 0); ``bounded`` when the offset is older
-    than the table, so the true lag is at least ``lag_ms``."""
+    """A committed offset's lag in time; ``bounded``: at least ``lag_ms``."""
 
     lag_ms: int
     bounded: bool = False
-    #: Bounded because the record at the committed offset is gone (deleted by retention or
-    #: compaction), not because it was not read.
+    #: Bounded because the committed record is gone (retention, compaction).
     gone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class RecordTime:
-    """The timestamp of the record at a committed offset, read from the partition (CreateTime or
-    LogAppendTime, as the topic keeps them). ``gone``: that record was deleted and this is the
-    timestamp of the first one kept after it, so the committed record is older still."""
+    """The timestamp of the record at a committed offset; ``gone``: that record was deleted and
+    this is the first kept after it, so the committed one is older still."""
 
     timestamp_ms: int
     gone: bool = False
@@ -71,14 +58,9 @@ class RecordTime:
 def merge_sample(
     points: Sequence[LogEndSample], offset: int, at_ms: int
 ) -> tuple[list[LogEndSample], bool]:
-    """``points`` (oldest first) with log end ``offset`` seen at ``at_ms``; and whether the
-    table started over.
-
-    The same offset as the newest point extends it (a flat segment); a larger one appends a
-    point; a sample older than the newest point changes nothing (time only moves forward). A
-    smaller offset than the newest (the topic was deleted and recreated, or truncated) starts
-    the table over: the old points describe records that no longer exist.
-    """
+    """``points`` (oldest first) with log end ``offset`` seen at ``at_ms``, and whether the table
+    started over: the newest offset again extends its point, a larger one appends one, an older
+    sample changes nothing, a smaller offset (topic recreated or truncated) starts over."""
     if offset < 0:
         raise ValueError(f"log-end offset must be >= 0, got {offset}")
     if not points:
@@ -94,9 +76,8 @@ def merge_sample(
 
 
 def thin(points: Sequence[LogEndSample], keep: int = DEFAULT_KEEP) -> list[LogEndSample]:
-    """``points`` (oldest first) reduced to at most ``keep`` by dropping, one at a time, the
-    inner point whose neighbours are closest in time (ties: the oldest), so the steps stay even
-    and widen with age; the oldest and the newest point stay."""
+    """``points`` (oldest first) cut to ``keep`` by dropping, one at a time, the inner point whose
+    neighbours are closest in time (ties: the oldest): the steps widen with age."""
     if keep < 2:
         raise ValueError(f"points kept per partition must be >= 2, got {keep}")
     kept = list(points)
@@ -111,10 +92,9 @@ def thin(points: Sequence[LogEndSample], keep: int = DEFAULT_KEEP) -> list[LogEn
 def offset_time_ms(
     points: Sequence[LogEndSample], offset: int, offsets: Sequence[int] | None = None
 ) -> tuple[int, bool] | None:
-    """When the log end passed ``offset`` (ms), and whether that is only a bound (``offset``
-    below the oldest point: the oldest point's first time). None without points, or when
-    ``offset`` is at or past the newest point (not produced yet as far as the table knows).
-    ``offsets``: the points' offsets, when the caller keeps them (saves building the list)."""
+    """When the log end passed ``offset``, and whether that is only a bound (below the oldest
+    point); None without points or at or past the newest. ``offsets``: the points' offsets, if
+    the caller keeps them."""
     if not points or offset >= points[-1].offset:
         return None
     oldest = points[0]
@@ -137,11 +117,8 @@ def lag_ms(
     now_ms: int,
     offsets: Sequence[int] | None = None,
 ) -> TimeLag | None:
-    """The time lag of a group at ``committed`` on a partition whose log end is ``log_end``
-    (the latest read) and whose table is ``points``: 0 when caught up (``committed >=
-    log_end``), else ``now_ms`` minus the committed offset's time (:func:`offset_time_ms`),
-    bounded below the oldest point. None when behind but nothing was sampled yet.
-    ``offsets`` as for :func:`offset_time_ms`."""
+    """The time lag at ``committed`` of a partition whose latest log end is ``log_end``: 0 when
+    caught up, else ``now_ms`` minus :func:`offset_time_ms`; None when behind with no point."""
     if log_end is not None and committed >= log_end:
         return TimeLag(0)
     if not points:
@@ -159,9 +136,8 @@ def lag_ms(
 
 
 def record_lag(found: TimeLag | None, record: RecordTime, now_ms: int) -> TimeLag:
-    """The lag of a committed offset the table cannot place (``found`` bounded, or None: no
-    point) from the timestamp of its record: ``now_ms`` minus it, exact; where the record is
-    gone, the larger of the two lower bounds, still bounded."""
+    """The lag of a committed offset the table cannot place (``found``), from its record's
+    timestamp: exact, or where the record is gone the larger of the two lower bounds."""
     lag = max(0, now_ms - record.timestamp_ms)
     if not record.gone:
         return TimeLag(lag)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -12,30 +11,18 @@ from connectors.sinks.text import original_text, stored_text
 from connectors.sinks.values import LogEndOffset
 from state.coordinator.model import TopicPartition
 
-log = logging.getLogger(__name__)
+
+def _sample(offset: Any, first: Any, last: Any) -> LogEndSample:
+    return LogEndSample(int(offset), int(first), int(last))
 
 
 class LogEndOffsets(SinkCore):
     """Log-end offsets read from the cluster, and their samples over time."""
 
     def write_log_end_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Store the log-end offsets of ``(topic, partition)``s as read from the cluster now.
-
-        Not part of any batch: a mirror refreshes them on an interval so readers compute lag
-        without a connection to the mirrored cluster.
-        """
-        self._check_writable()
-        if not offsets:
-            return
-        now = self._clock()
-        params = [(stored_text(t), int(p), int(o), now) for (t, p), o in offsets.items()]
-
-        def upsert(tx: Statements) -> bool:
-            tx.executemany(self._sql["upsert_log_end"], params)
-            self._merge_samples(tx, offsets, now, DEFAULT_KEEP)
-            return True
-
-        self._write(upsert, "cannot write log-end offsets")
+        """Store the log-end offsets of ``(topic, partition)``s as read from the cluster now,
+        and sample them: readers compute lag without a connection to the cluster."""
+        self._write_log_ends(offsets, None, DEFAULT_KEEP, latest=True)
 
     def record_log_end_samples(
         self,
@@ -43,31 +30,35 @@ class LogEndOffsets(SinkCore):
         at_ms: int | None = None,
         keep: int = DEFAULT_KEEP,
     ) -> None:
-        """Add log-end offsets read at ``at_ms`` (default: now) to each partition's table of
-        (offset, time) points (``connectors.sinks.log_end_samples``): a repeated offset extends
-        its point, a new one adds a point, and a partition keeps at most ``keep`` points
-        (thinned in the same transaction). Several writers may sample the same partitions:
-        points merge by offset, and a sample older than a partition's newest point is ignored.
-        :meth:`write_log_end_offsets` records its offsets here too.
-        """
+        """Add log-end offsets read at ``at_ms`` (default: now) to each partition's points
+        (``log_end_samples.merge_sample``), at most ``keep`` a partition. Writers may sample the
+        same partitions: points merge by offset, a sample older than the newest is ignored."""
+        self._write_log_ends(offsets, at_ms, keep, latest=False)
+
+    def _write_log_ends(
+        self, offsets: Mapping[tuple[str, int], int], at_ms: int | None, keep: int, latest: bool
+    ) -> None:
         self._check_writable()
         if not offsets:
             return
         at = self._clock() if at_ms is None else int(at_ms)
 
-        def record(tx: Statements) -> bool:
+        def write(tx: Statements) -> bool:
+            if latest:
+                params = [(stored_text(t), int(p), int(o), at) for (t, p), o in offsets.items()]
+                tx.executemany(self._sql["upsert_log_end"], params)
             self._merge_samples(tx, offsets, at, keep)
             return True
 
-        self._write(record, "cannot write log-end samples")
+        what = "log-end offsets" if latest else "log-end samples"
+        self._write(write, f"cannot write {what}")
 
     def _merge_samples(
         self, tx: Statements, offsets: Mapping[tuple[str, int], int], at_ms: int, keep: int
     ) -> None:
-        """Merge one round of samples into the table inside ``tx``, reading only each
-        partition's newest point and count (one aggregate), and a partition's points only
-        when it has outgrown ``keep`` by a fifth (then it is thinned back to ``keep``): the
-        same points as :func:`merge_sample` then :func:`thin`, at a fraction of the reads."""
+        """Merge one round of samples inside ``tx``: the points of ``merge_sample`` then
+        ``thin``, reading each partition's newest point and count (one aggregate), and its
+        points only once it has outgrown ``keep`` by a fifth."""
         heads = {
             (topic, int(partition)): (int(newest), int(last), int(count))
             for topic, partition, newest, last, count in tx.execute(
@@ -95,37 +86,31 @@ class LogEndOffsets(SinkCore):
             tx.executemany(self._sql["upsert_sample"], upserts)
         deletes: list[tuple[Any, ...]] = []
         for topic, partition in grown:
-            points = [
-                LogEndSample(int(o), int(first), int(last))
-                for o, first, last in tx.execute(
-                    self._sql["partition_samples"], (topic, partition)
-                ).fetchall()
-            ]
+            found = tx.execute(self._sql["partition_samples"], (topic, partition)).fetchall()
+            points = [_sample(*row) for row in found]
             kept = {p.offset for p in thin(points, keep)}
             deletes.extend((topic, partition, p.offset) for p in points if p.offset not in kept)
         if deletes:
             tx.executemany(self._sql["delete_sample"], deletes)
 
     def log_end_samples_since(self, since_ms: int) -> list[tuple[str, int, LogEndSample]]:
-        """Points seen at or after ``since_ms`` (``last_seen_ms``), as (topic, partition,
-        point): what a reader that loaded the table before needs to catch up."""
+        """Points seen at or after ``since_ms``, as (topic, partition, point): what a reader
+        that loaded the table before needs to catch up."""
         return [
-            (original_text(topic), int(partition), LogEndSample(int(o), int(first), int(last)))
-            for topic, partition, o, first, last in self._run("samples_since", (int(since_ms),))
+            (original_text(topic), int(partition), _sample(*point))
+            for topic, partition, *point in self._run("samples_since", (int(since_ms),))
         ]
 
     def log_end_samples(
         self, topics: Iterable[str] | None = None
     ) -> dict[TopicPartition, list[LogEndSample]]:
-        """Each partition's (offset, time) points, oldest first (of every topic, or of
-        ``topics``): what lag in seconds interpolates (``log_end_samples.lag_ms``)."""
+        """Each partition's points, oldest first (of every topic, or of ``topics``)."""
         wanted = None if topics is None else {stored_text(t) for t in topics}
         found: dict[TopicPartition, list[LogEndSample]] = {}
-        for topic, partition, offset, first, last in self._run("samples"):
+        for topic, partition, *point in self._run("samples"):
             if wanted is None or topic in wanted:
-                found.setdefault(TopicPartition(original_text(topic), int(partition)), []).append(
-                    LogEndSample(int(offset), int(first), int(last))
-                )
+                tp = TopicPartition(original_text(topic), int(partition))
+                found.setdefault(tp, []).append(_sample(*point))
         return found
 
     def log_end_offsets(

@@ -1,26 +1,14 @@
-"""The PostgreSQL sink (psycopg 3): one transaction per micro-batch, upserts via COPY for bulk.
+"""The PostgreSQL sink (psycopg 3): its connection, transactions, and COPY for bulk batches.
 
-Writing a batch: ``SELECT last_batch_id … FOR UPDATE`` on the status row serialises writers and
-makes the batch idempotent; then, for batches of at least ``copy_threshold`` offset changes, the
-deduplicated upserts and tombstones are COPYed (binary) into session temp tables and applied with
-one ``INSERT … SELECT … ON CONFLICT … DO UPDATE`` and one ``DELETE … USING``; smaller batches use
-``executemany`` (pipelined). The progress row is updated in the same transaction.
-
-Failures: a batch whose connection fails raises SinkWriteError, nothing of it kept, and fails
-the query (which replays it from its checkpoint); the next call connects afresh. A connection
-found dead before a batch began is replaced and the batch runs on the new one; a read on one
-runs once more. Readers in other processes open their own sink (read-only:
-``default_transaction_read_only``); each read is one statement, so it sees whole batches.
-
-The write path, the reads, the statements and the contract are
-:class:`~connectors.sinks.base.Sink`'s; this module supplies the connection, its transactions
-and COPY for bulk batches.
+``SELECT last_batch_id … FOR UPDATE`` on the status row serialises writers. From
+``copy_threshold`` offset changes on, a batch's upserts and deletes are COPYed (binary) into
+session temp tables and applied with one statement each; smaller batches use ``executemany``
+(pipelined). A read-only sink sets ``default_transaction_read_only``.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
@@ -39,8 +27,6 @@ from connectors.sinks.statements import compile_sql, dialect, upsert
 from connectors.sinks.tables import define_tables
 from connectors.sinks.url import redact_url
 from connectors.sinks.values import SinkError, now_ms
-
-log = logging.getLogger(__name__)
 
 _APPLICATION_NAME: Final = "spark-consumer-offsets-sink"
 # COPY's binary types of the staged rows, in OFFSET_UPSERT_COLUMNS, key and history order.
@@ -87,7 +73,7 @@ def _bulk_statements(prefix: str, schema: str | None) -> dict[str, str]:
 
 
 class PostgresSink(Sink):
-    """:class:`Sink` on PostgreSQL; see the module docstring for transactions and failures."""
+    """:class:`Sink` on PostgreSQL."""
 
     dialect_name = "postgresql"
     _driver_error = psycopg.Error
@@ -117,8 +103,6 @@ class PostgresSink(Sink):
         )
         self._bulk = _bulk_statements(self._prefix, self._schema)
         self._open()
-
-    # --- connection and transactions -----------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
         given = conninfo_to_dict(self._conninfo)
@@ -160,8 +144,6 @@ class PostgresSink(Sink):
 
     def _table_exists_params(self, table: str) -> tuple[object, ...]:
         return (self._schema, table)
-
-    # --- bulk writes ---------------------------------------------------------------------------
 
     def _write_offsets(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """From ``copy_threshold`` offset changes on: COPY into the stage tables, then one

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -13,11 +12,7 @@ from connectors.sinks.text import original_column, original_row, original_text, 
 from connectors.sinks.values import NO_OFFSET, CommittedOffset, GroupListing
 from state.coordinator.model import TopicPartition
 
-log = logging.getLogger(__name__)
-
-
-#: :meth:`Sink.offset_columns`' columns: every committed offset, sorted by group, topic and
-#: partition.
+#: :meth:`Reads.offset_columns`' columns.
 OFFSET_COLUMNS_SCHEMA: Final = pa.schema(
     [
         ("group_id", pa.string()),
@@ -27,7 +22,7 @@ OFFSET_COLUMNS_SCHEMA: Final = pa.schema(
         ("commit_timestamp_ms", pa.int64()),
     ]
 )
-#: Rows of a big read held as Python objects at a time (:meth:`Sink._read_chunks`).
+#: Rows of a big read held as Python objects at a time.
 _READ_CHUNK: Final = 10_000
 
 
@@ -37,12 +32,9 @@ class Reads(SinkCore):
     def fetch_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition] | None = None
     ) -> list[CommittedOffset]:
-        """Kafka's OffsetFetch over the sink.
-
-        ``partitions=None``: every partition of the group with a committed offset, sorted by
-        topic then partition. Otherwise one answer per requested partition in request order,
-        with offset -1, metadata "" and leader epoch -1 where nothing is committed.
-        """
+        """Kafka's OffsetFetch: every committed partition of the group (``partitions=None``),
+        by topic and partition; or one answer per requested partition, in order, offset -1
+        where nothing is committed."""
         stored_group = stored_text(group_id)
         if partitions is None:
             found = self._run("fetch_group", (stored_group,))
@@ -63,28 +55,20 @@ class Reads(SinkCore):
 
     def all_offsets(self) -> list[tuple[str, str, int, int, int]]:
         """Every committed offset as (group, topic, partition, offset, commit time ms), sorted
-        by group, topic and partition, in one query: what a scrape of every group reads."""
+        by group, topic and partition, in one query."""
         return [
             (original_text(g), original_text(t), int(p), int(o), int(ts))
             for g, t, p, o, ts in self._run("all_offsets")
         ]
 
     def offset_columns(self) -> pa.Table:
-        """:meth:`all_offsets` as columns (:data:`OFFSET_COLUMNS_SCHEMA`), same order: what a
-        vectorised pass over every group reads, with no Python object per row kept."""
+        """:meth:`all_offsets` as columns (:data:`OFFSET_COLUMNS_SCHEMA`), same order, with no
+        Python object per row kept."""
         batches: list[pa.RecordBatch] = []
 
         def add(found: list[tuple[Any, ...]]) -> None:
-            columns = zip(*found, strict=True)
-            batches.append(
-                pa.record_batch(
-                    [
-                        pa.array(c, f.type)
-                        for c, f in zip(columns, OFFSET_COLUMNS_SCHEMA, strict=True)
-                    ],
-                    schema=OFFSET_COLUMNS_SCHEMA,
-                )
-            )
+            columns = list(zip(*found, strict=True))
+            batches.append(pa.record_batch(columns, schema=OFFSET_COLUMNS_SCHEMA))
 
         self._read_chunks("all_offsets", add, _READ_CHUNK)
         table = pa.Table.from_batches(batches, OFFSET_COLUMNS_SCHEMA).combine_chunks()
@@ -114,10 +98,10 @@ class Reads(SinkCore):
         return [original_text(t) for (t,) in self._run("committed_topics")]
 
     def group_commits(self) -> dict[str, int]:
-        """Each group's commits counter: offset commits applied (one per partition) since the
-        group's offsets were last all deleted (schema step 4)."""
+        """Each group's commits counter: offset commits applied (one per partition) since its
+        offsets were last all deleted."""
         return {original_text(group): int(count) for group, count in self._run("group_commits")}
 
     def table_rows(self) -> dict[str, int]:
-        """Rows per table, by table name (with the prefix): what an operator watches grow."""
+        """Rows per table, by table name (with the prefix)."""
         return {t.name: int(self._run(f"count_{role}")[0][0]) for role, t in self._tables.items()}

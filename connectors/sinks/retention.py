@@ -1,12 +1,6 @@
-"""History retention: commits older than ``history_retention_ms`` leave the history table.
-
-The job and the mirror each run a :class:`HistoryRetention` thread: every ``check_interval_ms``
-it deletes expired rows ``chunk_rows`` at a time, each chunk a short transaction followed by a
-pause, so a micro-batch never waits behind more than one chunk; then SQLite gives free pages
-back (PostgreSQL's autovacuum, tuned by the schema, does it alone). -1 keeps history forever,
-as ``retention.ms=-1`` does in Kafka. Burrow reads each partition's last 10 commits: one
-committing 10 times per retention is evaluated as without it.
-"""
+"""History retention: commits older than ``history_retention_ms`` (-1: never, as Kafka's
+``retention.ms``) leave the history table, a chunk per short transaction, so a micro-batch never
+waits behind more than one chunk."""
 
 from __future__ import annotations
 
@@ -24,9 +18,8 @@ log = logging.getLogger(__name__)
 
 #: Keep history forever.
 KEEP_FOREVER: Final = -1
-#: One day: ~10 commits a partition even for consumers that commit every two hours.
+#: One day: Burrow's 10 commits a partition even for consumers that commit every two hours.
 DEFAULT_HISTORY_RETENTION_MS: Final = 24 * 60 * 60 * 1000
-#: A minute: each run deletes one minute of commits, in chunks.
 DEFAULT_CHECK_INTERVAL_MS: Final = 60_000
 #: Rows per delete transaction (~10-30 ms of SQLite's write lock on 2 cores).
 DEFAULT_CHUNK_ROWS: Final = 5_000
@@ -64,11 +57,8 @@ def purge_expired_history(
     budget_s: float = 30.0,
     stop: threading.Event | None = None,
 ) -> PurgeResult:
-    """Delete history committed before ``now - retention_ms`` in chunks of ``chunk_rows``.
-
-    Stops when a chunk deletes fewer than ``chunk_rows`` (nothing older is left), when
-    ``budget_s`` has passed, or when ``stop`` is set; then reclaims space.
-    """
+    """Delete history committed before ``now - retention_ms``, ``chunk_rows`` at a time, until
+    none is left, ``budget_s`` has passed or ``stop`` is set; then reclaim space."""
     started = time.monotonic()
     deleted = 0
     complete = retention_ms == KEEP_FOREVER
@@ -90,13 +80,9 @@ def purge_expired_history(
 
 
 class HistoryRetention(threading.Thread):
-    """A daemon thread that applies the history retention every ``check_interval_ms``.
-
-    It opens its own sink with ``open_writer`` (its own connection: a batch write and a purge
-    chunk then only meet at the database's lock) and closes it when stopped. A failed run is
-    logged (once per outage, then when it works again) and retried at the next interval: the
-    retention must never take the job down.
-    """
+    """A daemon thread applying the retention every ``check_interval_ms`` on a sink of its own
+    (``open_writer``). A failed run is logged once per outage and retried: the retention never
+    takes the job down."""
 
     def __init__(
         self,
@@ -117,7 +103,7 @@ class HistoryRetention(threading.Thread):
         self._stop_event = threading.Event()
         self._sink: Sink | None = None
         self._failing = False
-        #: The last run's result (None before the first); read by tests and status lines.
+        #: The last run's result (None before the first).
         self.last_result: PurgeResult | None = None
 
     def run(self) -> None:

@@ -1,10 +1,5 @@
-"""Waiting out a sink outage: retry a write with backoff for a bounded time.
-
-Used by every process that writes the job's sink: the driver for each micro-batch, and a Spark
-Python worker for the state of a shard it rebuilt. Retrying is safe because every write is one
-transaction and idempotent (a batch's by its batch id, a rebuilt shard's because it upserts the
-same rows).
-"""
+"""Waiting out a sink outage: a write retried with backoff for a bounded time (safe: every
+write is one idempotent transaction)."""
 
 from __future__ import annotations
 
@@ -25,9 +20,8 @@ MAX_BACKOFF_S = 5.0
 def with_sink_retries(
     write: Callable[[], T], timeout_s: float, what: str, log: logging.Logger
 ) -> T:
-    """Run ``write``, retrying with backoff while it raises ``SinkError``, for up to
-    ``timeout_s`` seconds (0: no retry); then the last error propagates. ``what`` names the
-    write in log lines ("batch 12", "shard 7's rebuilt state")."""
+    """``write()``, retried while it raises ``SinkError`` for up to ``timeout_s`` seconds (0:
+    no retry), then the last error propagates; ``what`` names the write in log lines."""
     deadline = time.monotonic() + timeout_s
     backoff_s = FIRST_BACKOFF_S
     attempt = 1

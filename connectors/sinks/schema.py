@@ -1,19 +1,17 @@
-"""Versions of the sink's schema and the ordered steps that migrate an older sink in place.
+"""The sink's schema versions and the steps that migrate an older sink in place.
 
-A sink records each step applied in ``sink_schema_version``. A writable sink migrates on open,
-in one transaction holding the backend's schema lock: from no tables (0: the baseline, then
-every step — a new sink takes the path of an old one), from the first release's tables without
-versions (1), or from an older version; a newer version is refused (its readers would misread
-what this release writes). A read-only sink runs no DDL: it refuses an older sink, saying how
-to migrate it, and reads a newer one (steps only add). Each step's DDL is rendered from the
-table definitions (``connectors.sinks.tables``) for the sink's dialect.
+A writable sink migrates on open in one transaction, from no tables (0: a new sink takes every
+step), the first release's tables (1, no versions recorded) or an older version; it refuses a
+newer one. A read-only sink runs no DDL: it refuses an older sink and reads a newer one (steps
+only add). Each step's DDL is rendered from ``tables`` for the sink's dialect.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.schema import CreateIndex, CreateTable
@@ -43,8 +41,7 @@ class Migration:
 #: Schema 1: the tables as created before schema versions existed (the baseline).
 BASELINE: Final = Migration(1, "baseline: offsets, groups, status, history, log-end offsets")
 
-#: Every step after the baseline, in order. A step only adds (tables, columns, indexes), so a
-#: reader of an older release keeps working on a migrated sink.
+#: Every step after the baseline, in order; each only adds, so older readers keep working.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         2,
@@ -67,25 +64,7 @@ def steps_after(version: int) -> list[Migration]:
     """The steps that bring a sink at ``version`` (0: no tables) to :data:`SCHEMA_VERSION`."""
     if version < 0:
         raise ValueError(f"schema version must be >= 0, got {version}")
-    every = (BASELINE, *MIGRATIONS)
-    return [step for step in every if step.version > version]
-
-
-def too_new_message(url: str, found: int) -> str:
-    """The refusal of a sink written by a newer release."""
-    return (
-        f"{url} has sink schema version {found}, newer than this release's {SCHEMA_VERSION}: "
-        "it was written by a newer release; run that release (or a newer one) against it"
-    )
-
-
-def too_old_message(url: str, found: int) -> str:
-    """The refusal of a read-only open of a sink that has not been migrated yet."""
-    return (
-        f"{url} has sink schema version {found}, older than this release's {SCHEMA_VERSION}: "
-        "start the job or the mirror of this release on it once (it migrates the sink in "
-        "place), then read it"
-    )
+    return [step for step in (BASELINE, *MIGRATIONS) if step.version > version]
 
 
 def step_ddl(version: int, dialect_name: str, prefix: str, schema: str | None) -> list[str]:
@@ -163,8 +142,8 @@ class SchemaMigrations(SinkCore):
         return (table,)
 
     def _open(self) -> None:
-        """Connect and, unless read-only, create or migrate the tables: the end of a backend's
-        constructor. A read-only sink checks the schema version instead."""
+        """Connect, then migrate the tables (read-only: check their version): the end of a
+        backend's constructor."""
         with self._lock:
             self._connection()
         if self.read_only:
@@ -182,9 +161,15 @@ class SchemaMigrations(SinkCore):
             nonlocal found
             self._lock_schema(tx)
             tx.execute(self._sql["create_schema_table"])
-            found = self._schema_version(tx)
+            found = self._schema_version(
+                lambda name, *params: tx.execute(self._sql[name], params).fetchall()
+            )
             if found > SCHEMA_VERSION:
-                raise SinkError(too_new_message(self.url, found))
+                raise SinkError(
+                    f"{self.url} has sink schema version {found}, newer than this release's"
+                    f" {SCHEMA_VERSION}: it was written by a newer release; run that release (or"
+                    " a newer one) against it"
+                )
             for step in steps_after(found):
                 for statement in step_ddl(
                     step.version, self.dialect_name, self._prefix, self._schema
@@ -208,25 +193,26 @@ class SchemaMigrations(SinkCore):
                 "; ".join(f"{step.version}: {step.description}" for step in applied),
             )
 
-    def _schema_version(self, tx: Statements) -> int:
-        """The sink's schema version: the newest recorded step, 1 for the tables of a release
-        before versions (no step recorded), 0 for no tables."""
-        (newest,) = tx.execute(self._sql["schema_version"]).fetchone()
-        if newest is not None:
-            return int(newest)
-        offsets = self._table_exists_params(self._tables["offsets"].name)
-        return 1 if tx.execute(self._sql["table_exists"], offsets).fetchone() else 0
-
     def _check_schema_readable(self) -> None:
         """Refuse (SinkError) a read-only open of a sink older than this release."""
         found = self.schema_version()
         if 0 < found < SCHEMA_VERSION:
-            raise SinkError(too_old_message(self.url, found))
+            raise SinkError(
+                f"{self.url} has sink schema version {found}, older than this release's"
+                f" {SCHEMA_VERSION}: start the job or the mirror of this release on it once (it"
+                " migrates the sink in place), then read it"
+            )
 
     def schema_version(self) -> int:
-        """The schema version recorded in the sink (0: none)."""
-        if not self._run("table_exists", self._table_exists_params(self._tables["schema"].name)):
-            offsets = self._table_exists_params(self._tables["offsets"].name)
-            return 1 if self._run("table_exists", offsets) else 0
-        (newest,) = self._run("schema_version")[0]
-        return int(newest or 1)
+        """The sink's schema version: the newest recorded step, 1 for the tables of a release
+        before versions, 0 for no tables."""
+        return self._schema_version(lambda name, *params: self._run(name, params))
+
+    def _schema_version(self, run: Callable[..., list[Any]]) -> int:
+        """:meth:`schema_version`, ``run(statement, *params)`` returning a statement's rows."""
+
+        def exists(role: str) -> bool:
+            return bool(run("table_exists", *self._table_exists_params(self._tables[role].name)))
+
+        newest = run("schema_version")[0][0] if exists("schema") else None
+        return int(newest) if newest is not None else int(exists("offsets"))

@@ -1,27 +1,14 @@
-"""The SQLite sink: one database file, written by the job, read concurrently by other processes.
+"""The SQLite sink: one database file, its connection and ``BEGIN IMMEDIATE`` transactions.
 
-Concurrency: the database runs in WAL mode, so readers never block the writer and the writer
-never blocks readers; a reader sees the last batch committed before its statement (or read
-transaction) started, never part of a batch. Readers open their *own* connection — in another
-process, ``open_sink("sqlite:///path.db", read_only=True)`` — instead of sharing the writer's
-sink. WAL needs the -wal/-shm files next to the database, so every process must see the same
-local filesystem (not NFS). ``busy_timeout`` makes a second writer or a checkpoint wait instead of
-failing with "database is locked".
-
-Durability: ``synchronous=NORMAL`` (the default) keeps the database consistent across process
-and OS crashes, but an OS crash or power loss may lose the last committed batches. Spark will
-not replay a batch it has marked committed, so those keys stay stale until they next change;
-pass ``synchronous="FULL"`` where that matters more than write latency.
-
-The write path, the reads, the statements and the contract are
-:class:`~connectors.sinks.base.Sink`'s; this module supplies the connection and its
-``BEGIN IMMEDIATE`` transactions.
+WAL mode: readers (in other processes, on the same local filesystem, not NFS) and the writer
+never block each other, and a reader sees whole batches. ``synchronous=NORMAL`` (the default)
+may lose the last committed batches to a power loss, which Spark will not replay: pass
+``synchronous="FULL"`` where that matters more than write latency.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -32,15 +19,13 @@ from connectors.sinks.base import Sink
 from connectors.sinks.core import Statements
 from connectors.sinks.values import SinkError, now_ms
 
-log = logging.getLogger(__name__)
-
 _SYNCHRONOUS: Final = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 # Pages (4 KiB) one incremental vacuum frees: 8 MiB, a few milliseconds of the write lock.
 _VACUUM_PAGES: Final = 2048
 
 
 class SqliteSink(Sink):
-    """:class:`Sink` on a SQLite file; see the module docstring for concurrency and durability."""
+    """:class:`Sink` on a SQLite file."""
 
     dialect_name = "sqlite"
     _driver_error = sqlite3.Error
@@ -69,8 +54,6 @@ class SqliteSink(Sink):
             clock=clock,
         )
         self._open()
-
-    # --- connection and transactions -----------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         try:

@@ -1,9 +1,6 @@
-"""Every statement of the sink, said once for both dialects (SQLAlchemy Core).
-
-Statements are compiled once per process and (dialect, prefix, schema) to the SQL text the sink
-runs on its own DBAPI connection (sqlite3, psycopg): the hot path executes plain strings, as it
-would hand-written SQL. Parameters are positional (``?``, ``%s``), bound in the order each
-statement declares; compiling checks that order.
+"""Every statement of the sink, said once for both dialects (SQLAlchemy Core), compiled once
+per (dialect, prefix, schema) to the SQL text the sink runs on its own DBAPI connection: the hot
+path executes plain strings. Parameters are positional, in the order each statement declares.
 """
 
 from __future__ import annotations
@@ -33,9 +30,10 @@ _COMMIT: Final = ("topic", PARTITION, "committed_offset", "leader_epoch", "metad
 OFFSET_VALUE_COLUMNS: Final = (*_COMMIT, "commit_timestamp_ms", "expire_timestamp_ms")
 #: A history row as read (``CommitHistoryEntry``'s fields).
 HISTORY_READ_COLUMNS: Final = ("group_id", *_COMMIT, "commit_timestamp_ms", "batch_id")
-#: The filters :meth:`Sink.history` combines, each naming a statement ``history:<filters>``.
+#: The filters ``Sink.history`` combines, each naming a statement ``history:<filters>``.
 HISTORY_FILTERS: Final = (("group_id",), ("group_id", "topic"), ("group_id", "topic", PARTITION))
-#: Whether a table exists: the one question the two catalogs answer differently.
+#: The tables ``Sink.reset`` empties, in order.
+CLEARED_ON_RESET: Final = ("offsets", "groups", "log_end", "members")
 _TABLE_EXISTS: Final = {
     "sqlite": "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :table",
     "postgresql": "SELECT 1 FROM information_schema.tables"
@@ -45,6 +43,7 @@ _ONE: Final = sa.literal_column("1")
 _ZERO: Final = sa.literal_column("0")
 
 Built = tuple[Any, tuple[str, ...]]
+_p: Final = sa.bindparam
 
 
 def dialect(name: str) -> Dialect:
@@ -63,10 +62,6 @@ def compile_sql(statement: Any, on: Dialect, params: tuple[str, ...] = ()) -> st
     if found != tuple(params):
         raise AssertionError(f"statement binds {found}, expected {params}: {compiled}")
     return str(compiled)
-
-
-def _p(name: str) -> sa.BindParameter[Any]:
-    return sa.bindparam(name)
 
 
 def _equal(table: Any, *columns: str) -> list[Any]:
@@ -89,12 +84,9 @@ def _select(
     return stmt.order_by(*(table.c[c] if isinstance(c, str) else c for c in order)), by
 
 
-def _set_status(*columns: str) -> Callable[[sa.Table], Built]:
+def _set_status(st: sa.Table, *columns: str) -> Built:
     """An UPDATE of the status row's ``columns`` (given in the table's order)."""
-    return lambda st: (
-        sa.update(st).where(st.c.id == _ONE).values({c: _p(c) for c in columns}),
-        columns,
-    )
+    return sa.update(st).where(st.c.id == _ONE).values({c: _p(c) for c in columns}), columns
 
 
 def upsert(
@@ -112,14 +104,6 @@ def upsert(
     return stmt.on_conflict_do_update(index_elements=list(keys), set_=set_)
 
 
-def _earlier(a: Any, b: Any) -> Any:
-    return sa.case((a < b, a), else_=b)
-
-
-def _later(a: Any, b: Any) -> Any:
-    return sa.case((a > b, a), else_=b)
-
-
 def _newest_first(h: Any, *by: Any) -> Any:
     """Row number of a history row among those of ``by``, newest first (log order)."""
     order = (h.c.batch_id.desc(), h.c.seq.desc())
@@ -135,7 +119,9 @@ def statements(dialect_name: str, prefix: str, schema: str | None) -> dict[str, 
 
 
 def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
-    insert = postgresql.insert if dialect_name == "postgresql" else sqlite.insert
+    pg = dialect_name == "postgresql"
+    insert = postgresql.insert if pg else sqlite.insert
+    least, greatest = (sa.func.least, sa.func.greatest) if pg else (sa.func.min, sa.func.max)
 
     def upsert_all(table: sa.Table, *keys: str, **update: Any) -> Built:
         return upsert(insert, table, *keys, **update), tuple(c.name for c in table.c)
@@ -143,7 +129,7 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
     def in_list(name: str, column: Any) -> Any:
         """``column`` is one of the values of parameter ``name``: a list for psycopg, JSON
         text for SQLite, as the backend's ``_bind_list`` makes it."""
-        if dialect_name == "postgresql":
+        if pg:
             return column == sa.any_(_p(name))
         return column.in_(
             sa.select(sa.literal_column("value")).select_from(sa.func.json_each(_p(name)))
@@ -152,6 +138,8 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
     o, g, st, h, m = t["offsets"], t["groups"], t["status"], t["history"], t["members"]
     le, s, src, c = t["log_end"], t["samples"], t["source"], t["commits"]
     excluded = {name: insert(table).excluded for name, table in t.items()}
+    # What a pass over every group reads of an offset or a commit.
+    offset_at = ("group_id", "topic", PARTITION, "committed_offset", "commit_timestamp_ms")
     # History: one group's newest rows per partition; many groups' newest, numbered over the
     # key index alone (it holds the primary key) before those rows are read from the table.
     recent = (
@@ -178,7 +166,7 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         "create_schema_table": (CreateTable(t["schema"], if_not_exists=True), ()),
         "table_exists": (
             sa.text(_TABLE_EXISTS[dialect_name]),
-            ("schema", "table") if dialect_name == "postgresql" else ("table",),
+            ("schema", "table") if pg else ("table",),
         ),
         "schema_version": (sa.select(sa.func.max(t["schema"].c.version)), ()),
         "record_schema_version": _insert(t["schema"]),
@@ -190,24 +178,15 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         ),
         "status": (sa.select(*(st.c[col] for col in STATUS_COLUMNS)).where(st.c.id == _ONE), ()),
         "last_batch": (sa.select(st.c.last_batch_id).where(st.c.id == _ONE).with_for_update(), ()),
-        "progress": _set_status(*PROGRESS_COLUMNS)(st),
-        "set_status": _set_status("status", "detail", "updated_at_ms")(st),
+        "progress": _set_status(st, *PROGRESS_COLUMNS),
+        "set_status": _set_status(st, "status", "detail", "updated_at_ms"),
         "reset_status": _set_status(
-            "status", "detail", "last_batch_id", "ingest_offsets", "updated_at_ms"
-        )(st),
-        "heartbeat": _set_status("heartbeat_at_ms")(st),
-        "source_cluster": (
-            sa.select(src.c.cluster_id, src.c.cluster_name, src.c.updated_at_ms).where(
-                src.c.id == _ONE
-            ),
-            (),
+            st, "status", "detail", "last_batch_id", "ingest_offsets", "updated_at_ms"
         ),
-        "bind_source": upsert_all(
-            src,
-            "id",
-            cluster_name=excluded["source"].cluster_name,
-            updated_at_ms=excluded["source"].updated_at_ms,
-        ),
+        "heartbeat": _set_status(st, "heartbeat_at_ms"),
+        # One row (id 1); bound only to the cluster it holds, if any.
+        "source_cluster": _select(src, "cluster_id", "cluster_name", "updated_at_ms"),
+        "bind_source": upsert_all(src, "id"),
         # --- batch writes
         "upsert_offset": upsert_all(o, "group_id", "topic", PARTITION),
         "delete_offset": _delete(o, "group_id", "topic", PARTITION),
@@ -252,15 +231,7 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
             ),
             ("group_id", "topics", "partitions"),
         ),
-        "all_offsets": _select(
-            o,
-            "group_id",
-            "topic",
-            PARTITION,
-            "committed_offset",
-            "commit_timestamp_ms",
-            order=("group_id", "topic", PARTITION),
-        ),
+        "all_offsets": _select(o, *offset_at, order=("group_id", "topic", PARTITION)),
         "group_exists": (
             sa.select(_ONE).where(
                 sa.exists().where(o.c.group_id == _p("group_id"))
@@ -297,11 +268,7 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         "groups_recent_commits": (
             _select(
                 hh,
-                "group_id",
-                "topic",
-                PARTITION,
-                "committed_offset",
-                "commit_timestamp_ms",
+                *offset_at,
                 order=("group_id", "topic", PARTITION, hh.c.batch_id.desc(), hh.c.seq.desc()),
             )[0]
             .select_from(
@@ -315,7 +282,6 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         # --- log-end offsets and their samples
         "upsert_log_end": upsert_all(le, "topic", PARTITION),
         "log_end": _select(le, *le.c.keys(), order=("topic", PARTITION)),
-        "clear_log_end": (sa.delete(le), ()),
         "samples": _select(s, *s.c.keys(), order=("topic", PARTITION, "log_end_offset")),
         "samples_since": (
             _select(s, *s.c.keys(), order=("topic", PARTITION, "log_end_offset"))[0].where(
@@ -347,14 +313,12 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
             "topic",
             PARTITION,
             "log_end_offset",
-            first_seen_ms=_earlier(s.c.first_seen_ms, excluded["samples"].first_seen_ms),
-            last_seen_ms=_later(s.c.last_seen_ms, excluded["samples"].last_seen_ms),
+            first_seen_ms=least(s.c.first_seen_ms, excluded["samples"].first_seen_ms),
+            last_seen_ms=greatest(s.c.last_seen_ms, excluded["samples"].last_seen_ms),
         ),
         "delete_sample": _delete(s, "topic", PARTITION, "log_end_offset"),
         "delete_partition_samples": _delete(s, "topic", PARTITION),
-        "clear_offsets": (sa.delete(o), ()),
-        "clear_groups": (sa.delete(g), ()),
-        "clear_members": (sa.delete(m), ()),
+        **{f"clear_{role}": (sa.delete(t[role]), ()) for role in CLEARED_ON_RESET},
     }
     for filters in HISTORY_FILTERS:
         stmt, _ = _select(

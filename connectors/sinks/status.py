@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from connectors.sinks.core import SinkCore, Statements
+from connectors.sinks.statements import CLEARED_ON_RESET
 from connectors.sinks.values import (
     COORDINATOR_STATES,
     BatchProgress,
@@ -17,32 +17,20 @@ from connectors.sinks.values import (
     SourceCluster,
 )
 
-log = logging.getLogger(__name__)
-
 
 class StatusRow(SinkCore):
     """The coordinator status row, the writer's heartbeat and the cluster a mirror holds."""
 
     def set_status(self, status: CoordinatorState, detail: str = "") -> None:
         """Set the coordinator status row (batch progress is left as it is)."""
-        _check_status(status)
-        self._check_writable()
-        self._run(
-            "set_status",
-            (status, _clean_detail(detail), self._clock()),
-            action=f"cannot set status {status}",
-        )
+        params = self._status_params(status, detail)
+        self._run("set_status", params, action=f"cannot set status {status}")
 
     def reset(self, status: CoordinatorState, detail: str = "") -> None:
-        """Empty the offsets and groups tables and forget the batch progress, in one transaction.
-
-        The sink is a view of the job's state: when the job starts a new checkpoint (batch ids
-        restart at 0 and the state is rebuilt from the offsets topic) the view starts over too.
-        History, if kept, stays: its rows move below batch id 0 (order kept), so the new
-        batch ids 0, 1, … neither collide with them nor sort before them.
-        """
-        _check_status(status)
-        self._check_writable()
+        """Empty the state's tables and forget the batch progress in one transaction, as a job
+        starting a new checkpoint does. History stays, moved below batch id 0 (order kept) so
+        the new batch ids neither collide with it nor sort before it."""
+        status, detail, now = self._status_params(status, detail)
 
         def clear(tx: Statements) -> bool:
             lowest, highest = tx.execute(self._sql["history_bounds"]).fetchone()
@@ -50,28 +38,22 @@ class StatusRow(SinkCore):
                 # Every moved row lands below every row there is, so no key collides midway
                 # (PostgreSQL checks a unique key row by row).
                 tx.execute(self._sql["shift_history"], (highest + 1 + max(0, -lowest),))
-            tx.execute(self._sql["clear_offsets"])
-            tx.execute(self._sql["clear_groups"])
-            tx.execute(self._sql["clear_log_end"])
-            tx.execute(self._sql["clear_members"])
-            tx.execute(
-                self._sql["reset_status"],
-                (status, _clean_detail(detail), -1, "{}", self._clock()),
-            )
+            for role in CLEARED_ON_RESET:
+                tx.execute(self._sql[f"clear_{role}"])
+            tx.execute(self._sql["reset_status"], (status, detail, -1, "{}", now))
             return True
 
         self._write(clear, "cannot reset")
 
     def heartbeat(self) -> None:
-        """Record that the writer is alive now (the sink's clock): the job and the mirror call it
-        every few seconds, also when idle, so readers tell a running writer from a dead one."""
+        """Record that the writer is alive now (the sink's clock), so readers tell a running
+        writer from a dead one."""
         self._check_writable()
         self._run("heartbeat", (self._clock(),), action="cannot record a heartbeat")
 
     def bind_source_cluster(self, cluster_id: str, cluster_name: str) -> None:
-        """Record that this sink mirrors cluster ``cluster_id``; SinkError when it already holds
-        another cluster (a sink, or a table prefix of a database, mirrors one cluster: mixing
-        two would merge their groups). Checked and written in one transaction."""
+        """Record that this sink mirrors cluster ``cluster_id``; SinkError when it holds another
+        (mixing two would merge their groups)."""
         self._check_writable()
         found: list[Any] = []
 
@@ -102,15 +84,13 @@ class StatusRow(SinkCore):
             raise SinkError(f"{self.url}: the coordinator status row is missing")
         return status_from_row(found[0])
 
-
-def _check_status(status: str) -> None:
-    if status not in COORDINATOR_STATES:
-        raise ValueError(f"status must be one of {sorted(COORDINATOR_STATES)}, got {status!r}")
-
-
-def _clean_detail(detail: str) -> str:
-    """A status detail with NUL replaced (it is free text; PostgreSQL text cannot hold NUL)."""
-    return detail.replace("\x00", "\ufffd")
+    def _status_params(self, status: str, detail: str) -> tuple[str, str, int]:
+        """(status, detail, now) of a writable sink's status change; NUL in the free-text
+        detail replaced (PostgreSQL text cannot hold it)."""
+        if status not in COORDINATOR_STATES:
+            raise ValueError(f"status must be one of {sorted(COORDINATOR_STATES)}, got {status!r}")
+        self._check_writable()
+        return status, detail.replace("\x00", "\ufffd"), self._clock()
 
 
 #: The key of the status row's ingest-offsets JSON under which tenants' topics are kept.
@@ -121,9 +101,9 @@ def _by_partition(offsets: Mapping[int, int]) -> dict[str, int]:
     return {str(int(p)): int(o) for p, o in sorted(offsets.items())}
 
 
-def progress_values(progress: BatchProgress, updated_at_ms: int) -> tuple[Any, ...]:
-    """The values of ``PROGRESS_COLUMNS`` for a committed batch. The ingest offsets are JSON:
-    the ingest topic's partitions at the top, each tenant's topic under ``"tenants"``."""
+def progress_values(progress: BatchProgress, at_ms: int) -> tuple[Any, ...]:
+    """The values of ``PROGRESS_COLUMNS`` for a batch committed at ``at_ms``; the ingest
+    offsets as JSON, each tenant's topic under ``"tenants"``."""
     offsets: dict[str, object] = dict(_by_partition(progress.ingest_offsets))
     if progress.tenant_offsets:
         tenants = sorted(progress.tenant_offsets.items())
@@ -131,15 +111,7 @@ def progress_values(progress: BatchProgress, updated_at_ms: int) -> tuple[Any, .
     p = progress
     counters = (p.input_rows, p.commits_applied, p.rejected, p.tombstones, p.state_keys)
     # skipped_records stays 0: every record is stored (connectors.sinks.text).
-    return (
-        p.batch_id,
-        json.dumps(offsets),
-        *counters,
-        p.duration_ms,
-        p.timestamp_ms,
-        0,
-        updated_at_ms,
-    )
+    return (p.batch_id, json.dumps(offsets), *counters, p.duration_ms, p.timestamp_ms, 0, at_ms)
 
 
 def status_from_row(row: Sequence[Any]) -> CoordinatorStatus:

@@ -1,13 +1,6 @@
-"""The sink's tables, defined once for both dialects (SQLAlchemy Core): names and columns.
-
-Every sink has the same tables — ``consumer_offsets``, ``consumer_groups``,
-``coordinator_status`` (one row), ``offset_commit_history``, ``topic_log_end_offsets``,
-``topic_log_end_samples`` (lag in seconds), ``source_cluster`` (one row, a mirror's),
-``consumer_group_members``, ``consumer_group_commit_counts`` and ``sink_schema_version`` — named
-with the optional prefix (and, in PostgreSQL, schema). Types are PostgreSQL's; SQLite's are its
-``INTEGER`` and ``TEXT``. Key columns compare bytes in PostgreSQL (``COLLATE "C"``): faster than
-a locale, and listings sort by code point as in SQLite.
-"""
+"""The sink's tables, defined once for both dialects (SQLAlchemy Core), named with the optional
+prefix (and PostgreSQL schema). Key columns compare bytes in PostgreSQL (``COLLATE "C"``): faster
+than a locale, and listings sort by code point as in SQLite."""
 
 from __future__ import annotations
 
@@ -27,16 +20,6 @@ _MAX_PREFIX_LEN: Final = 32
 #: The history's indexes, before the prefix: by key (schema 1) and by commit time (schema 2).
 HISTORY_KEY_INDEX: Final = "offset_commit_history_key_idx"
 HISTORY_TIME_INDEX: Final = "offset_commit_history_time_idx"
-
-
-def validate_table_prefix(prefix: str) -> str:
-    """``prefix`` if it is "" or a safe identifier start; ValueError otherwise."""
-    if prefix and (not _PREFIX_RE.match(prefix) or len(prefix) > _MAX_PREFIX_LEN):
-        raise ValueError(
-            f"table_prefix must match ^[A-Za-z_][A-Za-z0-9_]*$ and have at most"
-            f" {_MAX_PREFIX_LEN} characters, got {prefix!r}"
-        )
-    return prefix
 
 
 #: Kafka's int64 fields: ``bigint``; SQLite's ``INTEGER`` is 64-bit already.
@@ -106,7 +89,11 @@ def status_table(
 @functools.cache
 def define_tables(prefix: str, schema: str | None = None) -> dict[str, sa.Table]:
     """The sink's tables by role, as this release has them; ValueError for an unsafe prefix."""
-    validate_table_prefix(prefix)
+    if prefix and (not _PREFIX_RE.match(prefix) or len(prefix) > _MAX_PREFIX_LEN):
+        raise ValueError(
+            f"table_prefix must match ^[A-Za-z_][A-Za-z0-9_]*$ and have at most"
+            f" {_MAX_PREFIX_LEN} characters, got {prefix!r}"
+        )
     md = sa.MetaData(schema=schema)
     history = sa.Table(
         prefix + "offset_commit_history",

@@ -1,23 +1,19 @@
-"""Names and metadata as the sinks store them: every Kafka string, NUL included.
-
-PostgreSQL ``text`` cannot hold NUL, and a Kafka group id, topic or commit metadata may contain
-one. Both sinks store such a string with one escape: ``U+FFFF`` (a Unicode noncharacter) is
-written twice, and NUL is written as ``U+FFFF`` followed by ``0``. Strings without either —
-all but the rarest — are stored as they are, so SQL over the tables reads them unchanged. The
-sink's readers take and return the original strings.
-"""
+"""Kafka strings as the sinks store them, NUL included (PostgreSQL ``text`` cannot hold it):
+``U+FFFF`` (a noncharacter) is written twice and NUL as ``U+FFFF`` ``0``; any other string, all
+but the rarest, as it is. The sink's readers take and return the original strings."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Final, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: The escape character: Unicode's last noncharacter of the Basic Multilingual Plane.
 ESCAPE: Final = "\uffff"
 _NUL: Final = "\x00"
+_ESCAPED: Final = re.compile(ESCAPE + "(.)", re.DOTALL)
 
 
 @overload
@@ -47,17 +43,7 @@ def original_text(stored: str | None) -> str | None:
     """The string :func:`stored_text` stored as ``stored``."""
     if stored is None or ESCAPE not in stored:
         return stored
-    out = []
-    i = 0
-    while i < len(stored):
-        c = stored[i]
-        if c == ESCAPE and i + 1 < len(stored):
-            out.append(_NUL if stored[i + 1] == "0" else ESCAPE)
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    return _ESCAPED.sub(lambda m: _NUL if m.group(1) == "0" else ESCAPE, stored)
 
 
 def original_row(row: Sequence[Any], *texts: int) -> list[Any]:

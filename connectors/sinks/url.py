@@ -1,8 +1,5 @@
-"""Sink URLs: what a URL names (:func:`parse_sink_url`), its secrets masked (:func:`redact_url`)
-and a relative SQLite path made absolute (:func:`absolute_sink_url`).
-
-Pure string handling; opening the sink a URL names is ``connectors.sinks.open``.
-"""
+"""Sink URLs, as strings: what a URL names, its secrets masked, a relative SQLite path made
+absolute."""
 
 from __future__ import annotations
 
@@ -27,11 +24,8 @@ _URL_OPTIONS: Final = frozenset({"table_prefix", "keep_history", "read_only", "s
 
 
 def _split_url(url: str) -> tuple[str, str, str, str]:
-    """``scheme://``, authority, path, and ``?query#fragment`` of a URL, verbatim.
-
-    Unlike ``urlunsplit``, joining the parts gives back the input exactly (``urlunsplit`` turns
-    ``sqlite:////abs`` into ``sqlite://abs`` and ``postgresql:///db`` into ``postgresql:/db``).
-    """
+    """``scheme://``, authority, path, and ``?query#fragment`` of a URL, verbatim: joined they
+    give back the input (``urlunsplit`` turns ``sqlite:////abs`` into ``sqlite://abs``)."""
     head, sep, rest = url.partition("://")
     ends = [i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0]
     authority_end = min(ends, default=len(rest))
@@ -50,11 +44,8 @@ def _with_query(url: str, pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password (userinfo or query parameter) replaced by ``***``.
-
-    Also masks ``password=`` in a libpq key/value connection string. Never raises; a URL
-    without secrets comes back unchanged.
-    """
+    """``url`` with its password (userinfo, query parameter, or libpq key/value connection
+    string) replaced by ``***``; never raises."""
     if "://" not in url:
         return _CONNINFO_SECRET_RE.sub(r"\1\2***", url)
     scheme, authority, path, tail = _split_url(url)
@@ -82,11 +73,8 @@ def _parse_bool(name: str, raw: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class SinkTarget:
-    """What a sink URL names: the backend, its address and the sink options.
-
-    ``address`` is the database file for SQLite and, for PostgreSQL, the URL as a libpq
-    connection string without the sink options (libpq's own query parameters stay).
-    """
+    """What a sink URL names. ``address``: the SQLite file, or the PostgreSQL URL as a libpq
+    connection string without the sink options."""
 
     backend: Literal["sqlite", "postgresql"]
     address: str
@@ -97,9 +85,8 @@ class SinkTarget:
 
 
 def absolute_sink_url(url: str) -> str:
-    """``url`` with a relative SQLite path made absolute against the current directory, for a
-    process that may start elsewhere (a Spark Python worker); any other URL comes back as it is.
-    Raises ValueError like :func:`parse_sink_url`."""
+    """``url`` with a relative SQLite path made absolute, for a process that may start elsewhere
+    (a Spark Python worker); any other URL as it is. ValueError like :func:`parse_sink_url`."""
     if parse_sink_url(url).backend != "sqlite":
         return url
     scheme, authority, path, tail = _split_url(url)
@@ -116,16 +103,9 @@ def parse_sink_url(
     keep_history: bool | None = None,
     read_only: bool | None = None,
 ) -> SinkTarget:
-    """Split a sink URL into its backend, address and options.
-
-    * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` → SQLite
-    * ``postgresql://user:pass@host:port/db`` (or ``postgres://``) → PostgreSQL; libpq query
-      parameters (``sslmode`` …) are passed on.
-
-    ``table_prefix``, ``keep_history``, ``read_only`` and (PostgreSQL) ``schema`` may also be
-    URL query parameters; keyword arguments that are not None win. Raises ValueError for an
-    unsupported scheme or a malformed URL; messages show the URL redacted.
-    """
+    """A sink URL's backend, address and options (:data:`ACCEPTED_FORMS`; libpq's query
+    parameters pass on). The options may be query parameters too; keyword arguments that are
+    not None win. ValueError, the URL redacted, for a URL it cannot take."""
     safe = redact_url(url)
     if not url.strip():
         raise ValueError(f"no sink URL given: expected {ACCEPTED_FORMS}")
@@ -147,16 +127,11 @@ def parse_sink_url(
     sink_opts = {k: v for k, v in query if k in _URL_OPTIONS}
     passthrough = [(k, v) for k, v in query if k not in _URL_OPTIONS]
     prefix = table_prefix if table_prefix is not None else sink_opts.get("table_prefix", "")
-    history = (
-        keep_history
-        if keep_history is not None
-        else _parse_bool("keep_history", sink_opts.get("keep_history", "false"))
-    )
-    ro = (
-        read_only
-        if read_only is not None
-        else _parse_bool("read_only", sink_opts.get("read_only", "false"))
-    )
+
+    def flag(name: str, given: bool | None) -> bool:
+        return given if given is not None else _parse_bool(name, sink_opts.get(name, "false"))
+
+    history, ro = flag("keep_history", keep_history), flag("read_only", read_only)
     if scheme == "sqlite":
         if parts.netloc:
             raise ValueError(

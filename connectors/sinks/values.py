@@ -1,8 +1,5 @@
-"""What the sinks speak: their errors, the coordinator states and the values they return.
-
-Plain values, no I/O: the writer (``streaming``), the read API (``connectors.client``) and every
-backend share them.
-"""
+"""What the sinks speak, shared by the writer, the readers and every backend: their errors,
+the coordinator states and the values they return."""
 
 from __future__ import annotations
 
@@ -13,8 +10,8 @@ from typing import Final, Literal, get_args
 
 from state.coordinator.model import TopicPartition
 
-#: The coordinator status row. OffsetFetch answers COORDINATOR_LOAD_IN_PROGRESS while LOADING.
-#: STARTING: the query runs but its first micro-batch has not completed (requests wait for it).
+#: OffsetFetch answers COORDINATOR_LOAD_IN_PROGRESS while LOADING; STARTING: the query runs,
+#: its first micro-batch not completed yet.
 CoordinatorState = Literal["LOADING", "STARTING", "ACTIVE", "STOPPED"]
 COORDINATOR_STATES: Final = frozenset(get_args(CoordinatorState))
 
@@ -32,30 +29,20 @@ class SinkError(Exception):
 
 
 class SinkWriteError(SinkError):
-    """A batch failed: its transaction was rolled back and the state is as before the call.
-
-    The one exception is a connection lost *during* COMMIT, whose outcome the client cannot
-    know; replaying the batch is safe either way, because batches are idempotent per id. Raised
-    out of ``foreachBatch`` this fails the streaming query; after a restart Spark replays the
-    batch from its checkpoint.
-    """
+    """A batch failed and was rolled back (or, lost during COMMIT, may have been written:
+    replaying it is safe either way, batches being idempotent per id)."""
 
 
 @dataclass(frozen=True, slots=True)
 class BatchProgress:
-    """What the streaming job reports for one micro-batch, stored with the batch's records.
-
-    ``ingest_offsets`` maps each ingest-topic partition to the *next* offset to read after this
-    batch (Spark's end offsets); a restarted job without a checkpoint can start there.
-    ``tenant_offsets`` does the same for each tenant's ingest topic (topic → partition → next
-    offset); empty without tenants.
-    """
+    """What the job reports for one micro-batch, stored with its records. ``ingest_offsets``:
+    the next offset to read per ingest partition (Spark's end offsets); ``tenant_offsets`` the
+    same per tenant's ingest topic."""
 
     batch_id: int
     ingest_offsets: Mapping[int, int] = field(default_factory=dict)
     tenant_offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
-    #: Offset commits applied in this batch per group (one per partition, as Kafka writes one
-    #: record per partition): added to the group's commits counter with the batch.
+    #: Offset commits applied per group (one per partition), added to its commits counter.
     group_commits: Mapping[str, int] = field(default_factory=dict)
     input_rows: int = 0
     commits_applied: int = 0
@@ -87,10 +74,7 @@ class CommittedOffset:
 
 @dataclass(frozen=True, slots=True)
 class GroupListing:
-    """A group known to the sink: it has committed offsets, group metadata, or both.
-
-    ``generation``/``members`` are None when the sink holds no group metadata for it.
-    """
+    """A group with committed offsets, group metadata or both (None: no metadata)."""
 
     group_id: str
     partitions: int
@@ -114,8 +98,7 @@ class CommitHistoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class LogEndOffset:
-    """A partition's log-end offset as read from the cluster (ListOffsets), and when it was
-    read (the ``topic_log_end_offsets`` table, kept by the mirror)."""
+    """A partition's log-end offset as read from the cluster, and when it was read."""
 
     topic: str
     partition: int
@@ -130,8 +113,7 @@ class LogEndOffset:
 
 @dataclass(frozen=True, slots=True)
 class SourceCluster:
-    """The Kafka cluster a mirror's sink holds (the ``source_cluster`` table): a sink, or a
-    table prefix of one database, mirrors one cluster."""
+    """The Kafka cluster a mirror's sink holds (one per sink or table prefix)."""
 
     cluster_id: str
     cluster_name: str
@@ -140,13 +122,9 @@ class SourceCluster:
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorStatus:
-    """The coordinator status row: job state plus the last committed batch's progress.
-
-    ``last_batch_id`` is -1 and ``last_progress`` None before the first batch.
-    ``updated_at_ms`` is the sink clock at the last status change or batch;
-    ``heartbeat_at_ms`` the sink clock at the writer's last heartbeat (``Sink.heartbeat``),
-    None if it never sent one.
-    """
+    """The job's state and the last committed batch's progress (-1 and None before the first).
+    ``updated_at_ms``: the sink clock at the last change; ``heartbeat_at_ms`` at the writer's
+    last heartbeat (None: never)."""
 
     status: CoordinatorState
     detail: str
@@ -155,5 +133,4 @@ class CoordinatorStatus:
     updated_at_ms: int
     last_progress: BatchProgress | None
     heartbeat_at_ms: int | None = None
-    #: Each tenant's ingest topic → partition → the next offset the job reads there.
     tenant_offsets: dict[str, dict[int, int]] = field(default_factory=dict)

@@ -42,9 +42,9 @@ class Writes(SinkCore):
     ) -> bool:
         """Apply one micro-batch (``RECORD_FRAME_SCHEMA``, log order), its ``members`` (a
         mirror's, ``MEMBER_SCHEMA``) and its progress in one transaction; False, changing
-        nothing, when ``batch_id`` is at or below the last committed one (read under the write
-        lock). ValueError for records breaking the frame contract, SinkWriteError when the store
-        fails; either way nothing of the batch is kept (Spark replays it)."""
+        nothing, when ``batch_id`` is at or below the last committed one. ValueError for records
+        breaking the frame contract, SinkWriteError when the store fails; either way nothing of
+        the batch is kept (Spark replays it)."""
         _check_write_args(batch_id, progress)
         self._check_writable()
         prepared = prepare_batch(records)
@@ -59,15 +59,19 @@ class Writes(SinkCore):
             begun = True
             if batch_id <= last_batch_id:
                 return False
-            self._apply_records(tx, batch_id, prepared)
+            self._write_state(tx, batch_id, prepared)
+            if self.keep_history and prepared.history.num_rows:
+                history = rows(prepared.history, (SEQ, *HISTORY_COLUMNS))
+                count = prepared.history.num_rows
+                self._write_history(tx, ((batch_id, *row) for row in history), count)
             self._each_row(tx, "upsert_member", member_upserts, MEMBER_KEY_COLUMNS, batch_id)
             self._each_row(tx, "delete_member", member_deletes, MEMBER_KEY_COLUMNS)
             self._count_commits(tx, progress, prepared)
             self._record_progress(tx, progress)
             return True
 
-        # A connection that died while idle (server restart, idle timeout) before the batch
-        # reached the server is replaced and the batch runs again: nothing of it was written.
+        # A connection that died while idle is replaced and the batch runs again on a new one:
+        # nothing of it reached the server.
         self._on_connection(
             lambda conn: self._transaction(conn, apply),
             f"batch {batch_id} not written (replaying it is safe)",
@@ -89,30 +93,26 @@ class Writes(SinkCore):
         return True
 
     def write_snapshot(self, batch_id: int, records: pa.Table) -> bool:
-        """Upsert a rebuilt shard's state (its records) ahead of batch ``batch_id``, in a
-        transaction of its own (the driver holds one shard's rows at a time, not millions);
-        False, changing nothing, when that batch was already written. No history: a snapshot is
-        state, not commits; readers wait for the batch (the sink is LOADING until then)."""
+        """Upsert a rebuilt shard's state ahead of batch ``batch_id`` in a transaction of its
+        own, without history; False, changing nothing, when that batch was already written."""
         self._check_writable()
         prepared = prepare_batch(records)
         written = False
 
         def apply(tx: Statements) -> bool:
             nonlocal written
-            if batch_id <= self._last_batch_id(tx):
-                return False
-            self._write_state(tx, batch_id, prepared)
-            written = True
-            return True
+            written = batch_id > self._last_batch_id(tx)
+            if written:
+                self._write_state(tx, batch_id, prepared)
+            return written
 
         self._write(apply, f"snapshot for batch {batch_id} not written")
         return written
 
     def write_loaded(self, records: pa.Table) -> None:
-        """Upsert a rebuilt shard's state from the Spark worker that loaded it, which knows no
-        batch id: rows are tagged with the batch after the last one written (the one loading
-        them). Writing it again (a replay, a retried task) writes the same rows, since every
-        batch appends to the offsets topic before it writes the sink."""
+        """Upsert a rebuilt shard's state from the Spark worker that loaded it, tagged with the
+        batch after the last one written (the one loading it). Idempotent: every batch appends
+        to the offsets topic before it writes the sink, so a replay writes the same rows."""
         self._check_writable()
         prepared = prepare_batch(records)
 
@@ -128,13 +128,6 @@ class Writes(SinkCore):
         if found is None:
             raise SinkError(f"{self.url}: the coordinator status row is missing")
         return int(found[0])
-
-    def _apply_records(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
-        """Offsets, then group metadata, then (if kept) history; every row tagged ``batch_id``."""
-        self._write_state(tx, batch_id, batch)
-        if self.keep_history and batch.history.num_rows:
-            history = rows(batch.history, (SEQ, *HISTORY_COLUMNS))
-            self._write_history(tx, ((batch_id, *row) for row in history), batch.history.num_rows)
 
     def _write_state(self, tx: Statements, batch_id: int, batch: PreparedBatch) -> None:
         """The batch's offsets, then its group metadata, every row tagged ``batch_id``."""
@@ -157,23 +150,17 @@ class Writes(SinkCore):
     def _write_history(
         self, tx: Statements, history: Iterable[tuple[Any, ...]], count: int
     ) -> None:
-        """Insert ``count`` history rows ``(batch_id, seq, *HISTORY_COLUMNS)`` (a backend may
-        bulk)."""
+        """Insert ``count`` rows ``(batch_id, seq, *HISTORY_COLUMNS)`` (a backend may bulk)."""
         tx.executemany(self._sql["insert_history"], history)
 
     def _count_commits(self, tx: Statements, progress: BatchProgress, batch: PreparedBatch) -> None:
         """Add the batch's commits to each group's counter; forget the counter of a group whose
-        last offset this batch deleted (its rows stay bounded by the groups there are)."""
+        last offset the batch deleted."""
         if progress.group_commits:
             now = self._clock()
-            tx.executemany(
-                self._sql["add_group_commits"],
-                [
-                    (stored_text(group), int(count), now)
-                    for group, count in sorted(progress.group_commits.items())
-                    if count > 0
-                ],
-            )
+            counts = sorted(progress.group_commits.items())
+            added = [(stored_text(group), int(n), now) for group, n in counts if n > 0]
+            tx.executemany(self._sql["add_group_commits"], added)
         if batch.offset_deletes.num_rows:
             deleted = set(batch.offset_deletes.column("group_id").to_pylist())
             tx.executemany(self._sql["forget_group_commits"], [(g, g) for g in sorted(deleted)])
@@ -191,17 +178,13 @@ def _check_write_args(batch_id: int, progress: BatchProgress) -> None:
 
 
 def _log_skipped_batch(url: str, batch_id: int, last_batch_id: int) -> None:
-    """Log a batch id at or below the last committed one (returned False, nothing written)."""
-    if batch_id == last_batch_id:
-        # The normal replay of the last batch after a restart.
+    """Log a batch id at or below the last committed one (nothing written)."""
+    if batch_id == last_batch_id:  # the normal replay of the last batch after a restart
         log.info("%s: batch %d already committed, skipped", url, batch_id)
-    else:
-        log.warning(
-            "%s: batch %d is older than the last committed batch %d and was skipped; if the "
-            "job's checkpoint was reset, its batch ids restart at 0 and the sink ignores them "
-            "until they pass %d",
-            url,
-            batch_id,
-            last_batch_id,
-            last_batch_id,
-        )
+        return
+    log.warning(
+        "%s: batch %d is older than the last committed batch %d and was skipped; if the job's"
+        " checkpoint was reset, its batch ids restart at 0 and the sink ignores them until"
+        " they pass %d",
+        *(url, batch_id, last_batch_id, last_batch_id),
+    )

@@ -1,20 +1,10 @@
-"""The job's and the mirror's heartbeat, and their own log line when Kafka or the sink goes away.
+"""The job's and the mirror's heartbeat, and their own log lines when Kafka or the sink goes away.
 
-:class:`Heartbeat` is a daemon thread that, every :data:`HEARTBEAT_INTERVAL_S` seconds and also
-when the query is idle, records a heartbeat in the sink (``Sink.heartbeat``) and checks that a
-Kafka broker accepts a connection. Readers judge the heartbeat's age
-(``connectors.client.liveness``): a process that was SIGKILLed, or cut off from its sink, shows
-as NOT RESPONDING within seconds instead of ACTIVE forever.
-
-The same probes give the process its own account of an outage (:class:`OutageLog`): one WARNING
-line when Kafka or the sink becomes unreachable, a reminder every :data:`REMINDER_S` seconds
-while it lasts, and one line when it is back, saying for how long. Meanwhile the libraries'
-own chatter about it (kafka-python and librdkafka warnings and errors in Python logging; the
-JVM's Kafka clients and Spark's lost tasks, quieted to ERROR) is not printed line by line but
-counted in the job's next line ("N library messages folded"). Outside an outage a library
-line that repeats (librdkafka hands over what it queued during an outage at the producer's
-next poll, after the outage) is printed once per :data:`REMINDER_S`, the next one saying how
-many like it were folded.
+:class:`Heartbeat` records a heartbeat in the sink every few seconds, also when idle, so readers
+(``connectors.client.liveness``) tell a running writer from a dead one, and probes Kafka. From
+the same probes :class:`OutageLog` logs one line when Kafka or the sink becomes unreachable, a
+reminder every :data:`REMINDER_S` and one when it is back; meanwhile the libraries' own lines
+about it are counted into those lines, not printed one by one.
 """
 
 from __future__ import annotations
@@ -23,23 +13,14 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from connectors.client.liveness import HEARTBEAT_INTERVAL_S
-from connectors.sinks import Sink, SinkError, redact_url
+from connectors.sinks import Sink, SinkError
 
 log = logging.getLogger("consumer_offsets.health")
-
-__all__ = [
-    "HEARTBEAT_INTERVAL_S",
-    "REMINDER_S",
-    "Heartbeat",
-    "OutageLog",
-    "jvm_log_quieter",
-    "kafka_reachable",
-]
 
 #: While something stays unreachable, a reminder line this often (the rate limit).
 REMINDER_S: Final = 60.0
@@ -47,9 +28,9 @@ REMINDER_S: Final = 60.0
 _CONNECT_TIMEOUT_S: Final = 2.0
 #: Loggers of this project: never folded.
 _OWN_LOGGERS: Final = ("consumer_offsets", "streaming", "connectors", "state", "__main__")
-#: JVM loggers that repeat an outage line by line: Kafka's clients (NetworkClient's "Connection
-#: to node -1 could not be established"), Spark's Kafka source and its retried tasks.
-JVM_OUTAGE_LOGGERS: Final = (
+#: JVM loggers that repeat an outage line by line: Kafka's clients, Spark's Kafka source and
+#: its retried tasks.
+_JVM_OUTAGE_LOGGERS: Final = (
     "org.apache.kafka",
     "org.apache.spark.sql.kafka010",
     "org.apache.spark.scheduler.TaskSetManager",
@@ -57,8 +38,8 @@ JVM_OUTAGE_LOGGERS: Final = (
 
 
 def kafka_reachable(bootstrap_servers: str, timeout_s: float = _CONNECT_TIMEOUT_S) -> str | None:
-    """None when one of the bootstrap servers accepts a TCP connection, else why none did.
-    Only reachability: a broker that refuses this client's login is reported by the client."""
+    """None when one of the bootstrap servers accepts a TCP connection, else why none did (a
+    refused login is the client's to report)."""
     reasons = []
     for server in (s.strip() for s in bootstrap_servers.split(",")):
         if not server:
@@ -75,19 +56,14 @@ def kafka_reachable(bootstrap_servers: str, timeout_s: float = _CONNECT_TIMEOUT_
 @dataclass
 class _Outage:
     since: float
-    reason: str
     reminded: float
     folded_at_start: int
 
 
 class OutageLog(logging.Filter):
-    """One line per change of what is reachable, rate-limited, with library chatter folded in.
-
-    As a :class:`logging.Filter` on the root logger's handlers it drops (and counts) records of
-    libraries below CRITICAL while an outage is on; the project's own records always pass.
-    ``quiet_jvm(True)`` is called when the first outage starts and ``quiet_jvm(False)`` when
-    the last one ends.
-    """
+    """One line per change of what is reachable, rate-limited. As a filter on the root
+    logger's handlers it folds libraries' records below CRITICAL: all of them during an outage
+    (``quiet_jvm(True)`` quiets the JVM's meanwhile), else repeats within :data:`REMINDER_S`."""
 
     def __init__(
         self,
@@ -117,8 +93,8 @@ class OutageLog(logging.Filter):
             return self._last_verdict
 
     def _decide(self, record: logging.LogRecord) -> bool:
-        """Whether a library's record is printed: never during an outage (it is counted into
-        the outage's lines), else once per REMINDER_S for records of one kind."""
+        """Whether a library's record is printed: never during an outage, else once per
+        REMINDER_S for records of one kind, the next saying how many were folded."""
         if self.outages:
             self.folded += 1
             return False
@@ -135,8 +111,7 @@ class OutageLog(logging.Filter):
         return True
 
     def observe(self, what: str, failure: str | None) -> None:
-        """Record one probe of ``what`` (e.g. ``Kafka at host:9092``): ``failure`` None when it
-        answered, else why not. Logs on a change, and a reminder at most every REMINDER_S."""
+        """Record one probe of ``what`` (``failure``: None, or why it did not answer)."""
         now = self.clock()
         outage = self.outages.get(what)
         if failure is None:
@@ -156,7 +131,7 @@ class OutageLog(logging.Filter):
         if outage is None:
             if not self.outages and self.quiet_jvm is not None:
                 self.quiet_jvm(True)
-            self.outages[what] = _Outage(now, failure, now, self.folded)
+            self.outages[what] = _Outage(now, now, self.folded)
             log.warning(
                 "%s: %s unreachable (%s); waiting for it, nothing acknowledged is lost",
                 self.who,
@@ -191,8 +166,8 @@ class OutageLog(logging.Filter):
 
 
 def _kind(record: logging.LogRecord) -> tuple[str, int, str]:
-    """Records of one kind: one logger, level and message template (librdkafka logs every line
-    through ``"%s [%s] %s"``: its facility, e.g. FAIL, tells them apart)."""
+    """Records of one kind: one logger, level and message template (librdkafka's ``"%s [%s]
+    %s"`` told apart by its facility, the first argument)."""
     template = str(record.msg)[:80]
     if template.startswith("%s") and isinstance(record.args, tuple) and record.args:
         template += f"|{str(record.args[0])[:40]}"
@@ -203,12 +178,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def jvm_log_quieter(
-    spark: Any, names: Iterable[str] = JVM_OUTAGE_LOGGERS
-) -> Callable[[bool], None]:
-    """``quiet(True)`` sets the JVM loggers ``names`` to ERROR, ``quiet(False)`` puts back the
-    levels they had (Spark's session JVM, log4j2)."""
-    names = tuple(names)
+def jvm_log_quieter(spark: Any) -> Callable[[bool], None]:
+    """``quiet(True)`` sets the JVM's (log4j2) outage loggers to ERROR, ``quiet(False)`` puts
+    back their levels."""
     previous: dict[str, Any] = {}
 
     def quiet(on: bool) -> None:
@@ -216,7 +188,7 @@ def jvm_log_quieter(
             jvm = spark.sparkContext._jvm
             log4j = jvm.org.apache.logging.log4j
             configurator = log4j.core.config.Configurator
-            for name in names:
+            for name in _JVM_OUTAGE_LOGGERS:
                 if on:
                     previous[name] = log4j.LogManager.getLogger(name).getLevel()
                     configurator.setLevel(name, log4j.Level.ERROR)
@@ -229,7 +201,7 @@ def jvm_log_quieter(
 
 
 class Heartbeat:
-    """The heartbeat thread of one job or mirror (see the module docstring)."""
+    """The heartbeat thread of one job or mirror."""
 
     def __init__(
         self,
@@ -245,7 +217,7 @@ class Heartbeat:
         self.interval_s = interval_s
         self.outages = OutageLog(who, quiet_jvm)
         self._kafka = f"Kafka at {bootstrap_servers}"
-        self._sink_name = f"the sink {redact_url(sink.url)}"
+        self._sink_name = f"the sink {sink.url}"  # already redacted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
