@@ -4,6 +4,7 @@ DEBUG), so a log record factory masks the secret values themselves, whoever logs
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterable, Mapping
@@ -20,7 +21,6 @@ _MIN_SECRET_LENGTH = 4
 
 _secrets: frozenset[str] = frozenset()
 _lock = threading.Lock()
-_installed = False
 
 
 def is_secret_option(name: str) -> bool:
@@ -58,11 +58,8 @@ def hide_in_logs(values: Iterable[str]) -> None:
         _install()
 
 
+@functools.cache  # once per process
 def _install() -> None:
-    global _installed
-    if _installed:
-        return
-    _installed = True
     previous = logging.getLogRecordFactory()
 
     def masking_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:

@@ -103,8 +103,6 @@ class HistoryRetention(threading.Thread):
         self._stop_event = threading.Event()
         self._sink: Sink | None = None
         self._failing = False
-        #: The last run's result (None before the first).
-        self.last_result: PurgeResult | None = None
 
     def run(self) -> None:
         if self.retention_ms == KEEP_FOREVER:
@@ -135,7 +133,6 @@ class HistoryRetention(threading.Thread):
         if self._failing:
             log.info("history retention: the sink is reachable again")
             self._failing = False
-        self.last_result = result
         if result.deleted:
             log.info(
                 "history retention: deleted %d commits older than %d ms in %.2f s%s",
