@@ -114,40 +114,30 @@ class OutageLog(logging.Filter):
         """Record one probe of ``what`` (``failure``: None, or why it did not answer)."""
         now = self.clock()
         outage = self.outages.get(what)
-        if failure is None:
-            if outage is None:
-                return
-            del self.outages[what]
-            log.warning(
-                "%s: %s reachable again after %s%s",
-                self.who,
-                what,
-                _duration(now - outage.since),
-                self._folded_since(outage),
-            )
-            if not self.outages and self.quiet_jvm is not None:
-                self.quiet_jvm(False)
-            return
-        if outage is None:
-            if not self.outages and self.quiet_jvm is not None:
-                self.quiet_jvm(True)
+        if outage is None and failure is not None:
+            self._switch_jvm_quiet(True)
             self.outages[what] = _Outage(now, now, self.folded)
-            log.warning(
-                "%s: %s unreachable (%s); waiting for it, nothing acknowledged is lost",
-                self.who,
-                what,
-                failure,
+            self._say(
+                "%s unreachable (%s); waiting for it, nothing acknowledged is lost", what, failure
             )
-        elif now - outage.reminded >= REMINDER_S:
+        elif outage is not None and failure is None:
+            del self.outages[what]
+            lasted = _duration(now - outage.since)
+            self._say("%s reachable again after %s%s", what, lasted, self._folded_since(outage))
+            self._switch_jvm_quiet(False)
+        elif outage is not None and now - outage.reminded >= REMINDER_S:
             outage.reminded = now
-            log.warning(
-                "%s: %s still unreachable after %s (%s)%s",
-                self.who,
-                what,
-                _duration(now - outage.since),
-                failure,
-                self._folded_since(outage),
-            )
+            lasted = _duration(now - outage.since)
+            folded = self._folded_since(outage)
+            self._say("%s still unreachable after %s (%s)%s", what, lasted, failure, folded)
+
+    def _say(self, message: str, *args: object) -> None:
+        log.warning("%s: " + message, self.who, *args)
+
+    def _switch_jvm_quiet(self, on: bool) -> None:
+        """Quiet the JVM's loggers (or end that) when no other outage is on."""
+        if not self.outages and self.quiet_jvm is not None:
+            self.quiet_jvm(on)
 
     def _folded_since(self, outage: _Outage) -> str:
         count = self.folded - outage.folded_at_start
