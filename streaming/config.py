@@ -1,27 +1,24 @@
 """Every long-running command's typed settings: defaults < TOML file < environment < flags.
 
 ``JobConfig`` (``run``) is the file's top level, ``MirrorConfig`` its ``[mirror]`` table (or
-the whole of a file of the mirror's own), ``ServeSettings`` its ``[serve]`` table;
-``deploy/config.example.toml`` lists them all. Each field's ``#:`` comment is its meaning, which
-``--help`` shows (:func:`field_help`). Kafka client options pass through untouched (SASL/SSL
-included) and are rendered with the ``kafka.`` prefix Spark's Kafka source and sink want.
-Secrets never reach a log line: ``redacted()`` is what gets printed.
+the whole of a file of the mirror's own), serve's settings (``streaming.cli.serve``) its
+``[serve]`` table; ``deploy/config.example.toml`` lists them all. Each field's ``#:`` comment
+is its meaning, which ``--help`` shows. Kafka client options pass through untouched (SASL/SSL
+included). Secrets never reach a log line: ``redacted()`` is what gets printed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from connectors.client.log_end_refresher import DEFAULT_INTERVAL_S
+from connectors.client.offsets_reader import LOG_END_INTERVAL_S
 from connectors.kafka.admin import (
     DEFAULT_BOOTSTRAP_SERVERS,
     DEFAULT_DEAD_LETTER_TOPIC,
@@ -45,8 +42,6 @@ log = logging.getLogger(__name__)
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 #: Environment variables of the mirror's settings: ``CONSUMER_OFFSETS_MIRROR_SINK_URL``…
 MIRROR_ENV_PREFIX = "CONSUMER_OFFSETS_MIRROR_"
-#: Environment variables of serve's settings: ``CONSUMER_OFFSETS_SERVE_PORT``…
-SERVE_ENV_PREFIX = "CONSUMER_OFFSETS_SERVE_"
 #: Tables of a configuration file that hold another command's settings than the job's.
 COMMAND_TABLES = ("mirror", "serve")
 
@@ -176,10 +171,17 @@ class JobConfig:
 
     def __post_init__(self) -> None:
         hide_in_logs(secret_values(self.kafka_options))
-        if self.partitions < 1:
-            raise ValueError(f"partitions must be >= 1, got {self.partitions}")
-        if self.replication_factor < 1:
-            raise ValueError(f"replication_factor must be >= 1, got {self.replication_factor}")
+        _check_at_least(
+            self,
+            partitions=1,
+            replication_factor=1,
+            state_partitions=1,
+            state_cache_mb=0,
+            retention_check_interval_ms=1,
+            sink_write_timeout_s=0,
+            retention_ms=1,
+            request_timeout_ms=0,
+        )
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             # Kafka refuses acks=all writes when min.insync.replicas exceeds the replica count.
             object.__setattr__(
@@ -198,25 +200,11 @@ class JobConfig:
             raise ValueError(
                 f"state_shards must divide partitions ({self.partitions}), got {self.state_shards}"
             )
-        if self.state_partitions is not None and self.state_partitions < 1:
-            raise ValueError(f"state_partitions must be >= 1, got {self.state_partitions}")
-        if self.state_cache_mb < 0:
-            raise ValueError(f"state_cache_mb must be >= 0, got {self.state_cache_mb}")
-        if self.retention_check_interval_ms <= 0:
-            raise ValueError(
-                f"retention_check_interval_ms must be > 0, got {self.retention_check_interval_ms}"
-            )
-        if self.sink_write_timeout_s < 0:
-            raise ValueError(f"sink_write_timeout_s must be >= 0, got {self.sink_write_timeout_s}")
         if self.rebuild_sink_writes not in REBUILD_SINK_WRITERS:
             raise ValueError(
                 f"rebuild_sink_writes must be one of {', '.join(REBUILD_SINK_WRITERS)}, "
                 f"got {self.rebuild_sink_writes!r}"
             )
-        if self.retention_ms <= 0:
-            raise ValueError(f"retention_ms must be > 0, got {self.retention_ms}")
-        if self.request_timeout_ms < 0:
-            raise ValueError(f"request_timeout_ms must be >= 0, got {self.request_timeout_ms}")
         check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
         topics = {
             self.ingest_topic,
@@ -268,6 +256,15 @@ class JobConfig:
 
     def __repr__(self) -> str:  # dataclass repr would print secrets
         return f"JobConfig({self.redacted()!r})"
+
+
+def _check_at_least(settings: object, **lowest: int) -> None:
+    """ValueError naming the first field of ``settings`` below its ``lowest`` value (None: unset,
+    allowed)."""
+    for name, low in lowest.items():
+        value = getattr(settings, name)
+        if value is not None and value < low:
+            raise ValueError(f"{name} must be >= {low}, got {value}")
 
 
 def _coerce(kind: type, name: str, raw: Any) -> Any:
@@ -411,15 +408,14 @@ class MirrorConfig:
     #: The source cluster's name in the sink (``source_cluster``) and its status detail.
     cluster_name: str = "source"
     #: Seconds between two reads of the committed topics' log-end offsets into the sink.
-    log_end_interval_s: float = DEFAULT_INTERVAL_S
+    log_end_interval_s: float = LOG_END_INTERVAL_S
     #: Seconds a micro-batch's sink write is retried while the sink is unreachable (the query
     #: waits) before the mirror fails, as the job's ``sink_write_timeout_s``; 0 fails at once.
     sink_write_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         hide_in_logs(secret_values(self.source_kafka_options))
-        if self.sink_write_timeout_s < 0:
-            raise ValueError(f"sink_write_timeout_s must be >= 0, got {self.sink_write_timeout_s}")
+        _check_at_least(self, sink_write_timeout_s=0)
         check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
 
     def redacted(self) -> dict[str, Any]:
@@ -450,122 +446,3 @@ def load_mirror_config(
     file of ``MirrorConfig`` keys), then ``CONSUMER_OFFSETS_MIRROR_*`` environment variables,
     then ``overrides`` (CLI flags), as the job's ``load_config``."""
     return load_settings(MirrorConfig, MIRROR_ENV_PREFIX, path, env, overrides, table="mirror")
-
-
-#: The values of ``ServeSettings.granularity``.
-GRANULARITIES = ("partition", "topic")
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    """``serve``'s settings: the ``[serve]`` table of a configuration file, then
-    ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then flags (``--log-end-interval`` and
-    ``--evaluation-interval`` set the ``_s`` fields)."""
-
-    #: The sink to serve, the job's or the mirror's; unset: the file's top-level (the job's)
-    #: sink_url.
-    sink_url: str
-    #: The cluster to read log-end offsets (lag) from; unset: the file's top-level (the job's)
-    #: bootstrap_servers, else the log-end offsets the sink stores, which a mirror keeps.
-    bootstrap_servers: str = ""
-    #: Kafka client options for that cluster, in the Java client's names; unset: the file's
-    #: top-level kafka_options.
-    kafka_options: Mapping[str, str] = field(default_factory=dict)
-    #: The address to listen on.
-    host: str = "127.0.0.1"
-    #: The port to listen on.
-    port: int = 8000
-    #: The cluster's name in Burrow's API (/v3/kafka/NAME).
-    cluster_name: str = "local"
-    #: Seconds between two reads of the log-end offsets.
-    log_end_interval_s: float = 10.0
-    #: /metrics' lag series: "partition", or "topic" (per group and topic: fewer series).
-    granularity: str = "partition"
-    #: Seconds between two evaluations of every group's Burrow status and the dashboard's index.
-    evaluation_interval_s: float = 30.0
-    #: A TOML file of the job's [[tenants]] (its configuration file will do): a user named like
-    #: a tenant sees only the groups its rules let it DESCRIBE; unset: the configuration file's
-    #: own [[tenants]].
-    tenants: str | None = None
-    #: TLS and users, as Prometheus exporters' web config file (tls_server_config,
-    #: basic_auth_users with bcrypt hashes); unset: plain HTTP, no users.
-    web_config_file: str | None = None
-
-    def __post_init__(self) -> None:
-        hide_in_logs(secret_values(self.kafka_options))
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be 0-65535, got {self.port}")
-        if self.log_end_interval_s <= 0:
-            raise ValueError(f"log_end_interval_s must be > 0, got {self.log_end_interval_s}")
-        if self.evaluation_interval_s <= 0:
-            raise ValueError(f"evaluation_interval_s must be > 0, got {self.evaluation_interval_s}")
-        if self.granularity not in GRANULARITIES:
-            raise ValueError(
-                f"granularity must be one of {', '.join(GRANULARITIES)}, got {self.granularity!r}"
-            )
-
-
-def load_serve_settings(
-    path: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> ServeSettings:
-    """serve's settings from the ``[serve]`` table of a TOML file (the job's own file will do:
-    its top-level ``sink_url``, ``bootstrap_servers`` and ``kafka_options`` fill those serve
-    does not set), then ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then ``overrides``
-    (flags)."""
-    env = os.environ if env is None else env
-    path = path or env.get(f"{SERVE_ENV_PREFIX}CONFIG")
-    job = read_config_file(path) if path else {}
-    # The job's client options belong to the job's cluster: taken only with its address.
-    borrowed = (
-        ("sink_url", "bootstrap_servers", "kafka_options")
-        if job.get("bootstrap_servers")
-        else ("sink_url",)
-    )
-    fallbacks = {k: job.get(k) for k in borrowed}
-    return load_settings(
-        ServeSettings, SERVE_ENV_PREFIX, path, env, overrides, fallbacks, table="serve"
-    )
-
-
-def field_docs(kind: type) -> dict[str, str]:
-    """Each field's ``#:`` comment in the source of the dataclass ``kind``, on one line: the
-    meaning ``--help`` and the example configuration give ({} without the source)."""
-    try:
-        lines = inspect.getsource(kind).splitlines()
-    except (OSError, TypeError):
-        return {}
-    docs: dict[str, str] = {}
-    comment: list[str] = []
-    for line in lines:
-        text = line.strip()
-        if text.startswith("#:"):
-            comment.append(text[2:].strip())
-            continue
-        name = re.match(r" {4}(\w+): ", line)
-        if name and comment:
-            docs[name.group(1)] = " ".join(comment).replace("``", "")
-        comment = []
-    return docs
-
-
-def field_default(kind: type, name: str) -> Any:
-    """The default of ``kind``'s field ``name`` (``dataclasses.MISSING`` when it has none)."""
-    (found,) = [f for f in fields(kind) if f.name == name]
-    if found.default_factory is not dataclasses.MISSING:
-        return found.default_factory()
-    return found.default
-
-
-def field_help(kind: type, name: str) -> str:
-    """``--help``'s text for the field ``name`` of ``kind``: the first sentence of its ``#:``
-    comment and its default, rendered from the dataclass."""
-    doc = re.split(r"(?<=\.)\s+(?=[A-Z])", field_docs(kind).get(name, ""))[0]
-    default = field_default(kind, name)
-    if default is dataclasses.MISSING:
-        return f"{doc} (required)".strip()
-    if default is None or default == () or default == {} or default == "":
-        return doc  # what unset means, the comment says
-    shown = str(default).lower() if isinstance(default, bool) else default
-    return f"{doc} (default: {shown})".strip()

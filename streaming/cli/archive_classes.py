@@ -2,8 +2,9 @@
 (:mod:`streaming.spark.class_archive`), as ``deploy/setup.sh`` does once.
 
 The archive holds the classes a JVM loaded by the time it exits, so the JVM that writes it runs
-what a driver runs before and in its first micro-batch: a stateful pandas function over the
-RocksDB state store, a ``foreachBatch`` sink and the Kafka source's plan.
+what a driver runs before and in its first micro-batch: the job's state operator (value states,
+``transformWithStateInPandas``) over the RocksDB state store, a ``foreachBatch`` sink and the
+Kafka source's plan.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from streaming.spark.class_archive import archive_path, dump_options
 
@@ -26,7 +28,8 @@ def _exercise(path: Path) -> None:
     first micro-batch; then stop the JVM, which writes the archive."""
     import pandas as pd
     from pyspark import SparkContext
-    from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql import types as T
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
     from streaming.spark.session import spark_session
 
@@ -40,11 +43,22 @@ def _exercise(path: Path) -> None:
     kafka = spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
     _ = kafka.option("subscribe", "class-archive").load().selectExpr("CAST(value AS STRING)").schema
 
-    def count(
-        key: tuple[int], frames: Iterator[pd.DataFrame], state: object
-    ) -> Iterator[pd.DataFrame]:
-        rows = sum(len(frame) for frame in frames)
-        yield pd.DataFrame({"shard": [key[0]], "rows": [rows]})
+    class Count(StatefulProcessor):
+        """The job's operator (value states, time mode None), keeping a count per key."""
+
+        def init(self, handle: Any) -> None:
+            schema = T.StructType([T.StructField("rows", T.LongType(), False)])
+            self.rows = handle.getValueState("rows", schema)
+
+        def handleInputRows(
+            self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+        ) -> Iterator[pd.DataFrame]:
+            total = sum(len(frame) for frame in rows) + (self.rows.get() or (0,))[0]
+            self.rows.update((total,))
+            yield pd.DataFrame({"shard": [int(key[0])], "rows": [total]})
+
+        def close(self) -> None:
+            pass
 
     def sink(frame: object, _batch_id: int) -> None:
         frame.collect()  # type: ignore[attr-defined]
@@ -56,13 +70,7 @@ def _exercise(path: Path) -> None:
             .load()
             .selectExpr("CAST(value % 4 AS INT) AS shard", "value", "timestamp")
             .groupBy("shard")
-            .applyInPandasWithState(
-                count,
-                "shard INT, rows LONG",
-                "rows LONG",
-                "update",
-                GroupStateTimeout.ProcessingTimeTimeout,
-            )
+            .transformWithStateInPandas(Count(), "shard INT, rows LONG", "update", "None")
             .writeStream.outputMode("update")
             .foreachBatch(sink)
             .option("checkpointLocation", checkpoint)
@@ -72,7 +80,11 @@ def _exercise(path: Path) -> None:
         deadline = time.monotonic() + 120
         while (query.lastProgress or {}).get("batchId", -1) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
+        reached = (query.lastProgress or {}).get("batchId", -1)
+        error = query.exception()
         query.stop()
+        if reached < 3:
+            raise RuntimeError(f"the exercise's query reached batch {reached} of 3: {error}")
     gateway = SparkContext._gateway  # type: ignore[attr-defined]
     spark.stop()
     process = getattr(gateway, "proc", None)

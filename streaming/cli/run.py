@@ -10,8 +10,11 @@ ends it with one line (exit 130).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -23,7 +26,7 @@ from typing import Any, Final
 from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import EXIT_INTERRUPTED, UsageError
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
-from streaming.config import ENV_PREFIX, JobConfig, field_help, load_config
+from streaming.config import ENV_PREFIX, JobConfig, load_config
 
 #: How long a query that ended may take to be replaced by the job's own restart.
 RESTART_GRACE_S: Final = 60.0
@@ -63,8 +66,50 @@ def settings_epilog(env_prefix: str, table: str | None = None) -> str:
     )
 
 
+def field_docs(kind: type) -> dict[str, str]:
+    """Each field's ``#:`` comment in the source of the dataclass ``kind``, on one line: the
+    meaning ``--help`` and the example configuration give ({} without the source)."""
+    try:
+        lines = inspect.getsource(kind).splitlines()
+    except (OSError, TypeError):
+        return {}
+    docs: dict[str, str] = {}
+    comment: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if text.startswith("#:"):
+            comment.append(text[2:].strip())
+            continue
+        name = re.match(r" {4}(\w+): ", line)
+        if name and comment:
+            docs[name.group(1)] = " ".join(comment).replace("``", "")
+        comment = []
+    return docs
+
+
+def field_default(kind: type, name: str) -> Any:
+    """The default of ``kind``'s field ``name`` (``dataclasses.MISSING`` when it has none)."""
+    (found,) = [f for f in fields(kind) if f.name == name]
+    if found.default_factory is not dataclasses.MISSING:
+        return found.default_factory()
+    return found.default
+
+
+def field_help(kind: type, name: str) -> str:
+    """``--help``'s text for the field ``name`` of ``kind``: the first sentence of its ``#:``
+    comment and its default, rendered from the dataclass."""
+    doc = re.split(r"(?<=\.)\s+(?=[A-Z])", field_docs(kind).get(name, ""))[0]
+    default = field_default(kind, name)
+    if default is dataclasses.MISSING:
+        return f"{doc} (required)".strip()
+    if default is None or default == () or default == {} or default == "":
+        return doc  # what unset means, the comment says
+    shown = str(default).lower() if isinstance(default, bool) else default
+    return f"{doc} (default: {shown})".strip()
+
+
 def setting_help(kind: type, name: str) -> str:
-    """A setting's meaning and default (``streaming.config.field_help``), ready for argparse."""
+    """A setting's meaning and default (:func:`field_help`), ready for argparse."""
     return field_help(kind, name).replace("%", "%%")
 
 

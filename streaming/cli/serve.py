@@ -1,14 +1,19 @@
-"""``consumer-offsets serve``'s flags and start (``streaming.serve``): settings
-(``streaming.config.ServeSettings``) from the ``--config`` file's ``[serve]`` table, then
+"""``consumer-offsets serve``'s settings, flags and start (``streaming.serve``): settings
+(:class:`ServeSettings`) from the ``--config`` file's ``[serve]`` table, then
 ``CONSUMER_OFFSETS_SERVE_*`` variables, then flags."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import fields
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Final
 
+from connectors.client.offsets_reader import LOG_END_INTERVAL_S
+from connectors.secrets import hide_in_logs, secret_values
 from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import UsageError
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
@@ -19,9 +24,88 @@ from streaming.cli.run import (
     setting_help,
     settings_epilog,
 )
-from streaming.config import GRANULARITIES, SERVE_ENV_PREFIX, ServeSettings, load_serve_settings
+from streaming.config import load_settings, read_config_file
 
 log = logging.getLogger("streaming.serve")
+
+#: Environment variables of serve's settings: ``CONSUMER_OFFSETS_SERVE_PORT``…
+SERVE_ENV_PREFIX = "CONSUMER_OFFSETS_SERVE_"
+
+#: The values of ``ServeSettings.granularity``.
+GRANULARITIES = ("partition", "topic")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """``serve``'s settings: the ``[serve]`` table of a configuration file, then
+    ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then flags (``--log-end-interval`` and
+    ``--evaluation-interval`` set the ``_s`` fields)."""
+
+    #: The sink to serve, the job's or the mirror's; unset: the file's top-level (the job's)
+    #: sink_url.
+    sink_url: str
+    #: The cluster to read log-end offsets (lag) from; unset: the file's top-level (the job's)
+    #: bootstrap_servers, else the log-end offsets the sink stores, which a mirror keeps.
+    bootstrap_servers: str = ""
+    #: Kafka client options for that cluster, in the Java client's names; unset: the file's
+    #: top-level kafka_options.
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    #: The address to listen on.
+    host: str = "127.0.0.1"
+    #: The port to listen on.
+    port: int = 8000
+    #: The cluster's name in Burrow's API (/v3/kafka/NAME).
+    cluster_name: str = "local"
+    #: Seconds between two reads of the log-end offsets.
+    log_end_interval_s: float = LOG_END_INTERVAL_S
+    #: /metrics' lag series: "partition", or "topic" (per group and topic: fewer series).
+    granularity: str = "partition"
+    #: Seconds between two evaluations of every group's Burrow status and the dashboard's index.
+    evaluation_interval_s: float = 30.0
+    #: A TOML file of the job's [[tenants]] (its configuration file will do): a user named like
+    #: a tenant sees only the groups its rules let it DESCRIBE; unset: the configuration file's
+    #: own [[tenants]].
+    tenants: str | None = None
+    #: TLS and users, as Prometheus exporters' web config file (tls_server_config,
+    #: basic_auth_users with bcrypt hashes); unset: plain HTTP, no users.
+    web_config_file: str | None = None
+
+    def __post_init__(self) -> None:
+        hide_in_logs(secret_values(self.kafka_options))
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0-65535, got {self.port}")
+        if self.log_end_interval_s <= 0:
+            raise ValueError(f"log_end_interval_s must be > 0, got {self.log_end_interval_s}")
+        if self.evaluation_interval_s <= 0:
+            raise ValueError(f"evaluation_interval_s must be > 0, got {self.evaluation_interval_s}")
+        if self.granularity not in GRANULARITIES:
+            raise ValueError(
+                f"granularity must be one of {', '.join(GRANULARITIES)}, got {self.granularity!r}"
+            )
+
+
+def load_serve_settings(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> ServeSettings:
+    """serve's settings from the ``[serve]`` table of a TOML file (the job's own file will do:
+    its top-level ``sink_url``, ``bootstrap_servers`` and ``kafka_options`` fill those serve
+    does not set), then ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then ``overrides``
+    (flags)."""
+    env = os.environ if env is None else env
+    path = path or env.get(f"{SERVE_ENV_PREFIX}CONFIG")
+    job = read_config_file(path) if path else {}
+    # The job's client options belong to the job's cluster: taken only with its address.
+    borrowed = (
+        ("sink_url", "bootstrap_servers", "kafka_options")
+        if job.get("bootstrap_servers")
+        else ("sink_url",)
+    )
+    fallbacks = {k: job.get(k) for k in borrowed}
+    return load_settings(
+        ServeSettings, SERVE_ENV_PREFIX, path, env, overrides, fallbacks, table="serve"
+    )
 
 
 #: serve's plain flags: (flag, setting, metavar, argparse's extra keywords).

@@ -11,36 +11,26 @@ ACTIVE (measured with ``commit``: 7.7-16.8 s where later ones took 1.5-3.7 s; no
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from connectors.kafka.admin import (
-    KafkaAdmin,
-    dead_letter_topic_spec,
-    end_offsets,
-    ingest_topic_spec,
-    offsets_topic_spec,
-    responses_topic_spec,
-)
+from connectors.kafka.admin import end_offsets
 from connectors.sinks import Sink, absolute_sink_url, open_sink
 from connectors.sinks.retention import HistoryRetention
-from state.coordinator.partitioner import partition_for
 from streaming.config import JobConfig
 from streaming.spark.checkpoint_files import committed_positions, move_aside
-from streaming.spark.ingest import EXPIRY_TICK, LOAD_MARKER, ingest_messages
+from streaming.spark.ingest import LOAD_MARKER, ingest_messages
 from streaming.spark.lifecycle import QueryLifecycle
 from streaming.spark.output import OUTPUT_SCHEMA
 from streaming.spark.processor import ProcessorSettings
 from streaming.spark.start_plan import CheckpointFacts, SinkFacts, StartPlan, plan_start
 from streaming.spark.state_metadata import earlier_release, relocate_state_metadata
 from streaming.spark.state_shards import StateLayout, checkpoint_layout, record_layout
+from streaming.spark.topics import ensure_topics, ingest_layout, start_expiry_ticks, write_markers
 from streaming.spark.value_states import ShardProcessor
 from streaming.spark.writer import BatchWriter, WriterSettings
 
@@ -61,40 +51,6 @@ SOURCE_CONSUMER_DEFAULTS = {
     "kafka.fetch.max.wait.ms": "1",
     "groupIdPrefix": SOURCE_GROUP_ID_PREFIX,
 }
-
-
-def ensure_topics(config: JobConfig) -> list[str]:
-    """Create the job's topics where missing; refuse a layout the cluster cannot serve."""
-    rf, isr, n = config.replication_factor, config.min_insync_replicas, config.partitions
-    ingest = config.ingest_topic_partitions
-    specs = [
-        ingest_topic_spec(config.ingest_topic, ingest, rf, isr, n),
-        offsets_topic_spec(config.offsets_topic, n, rf, isr, config.compression),
-        responses_topic_spec(config.responses_topic, n, rf),
-        dead_letter_topic_spec(config.dead_letter_topic, 1, rf),
-    ]
-    for tenant in config.tenants:
-        specs.append(ingest_topic_spec(tenant.ingest_topic, ingest, rf, isr, n))
-        specs.append(responses_topic_spec(tenant.responses_topic, n, rf))
-    with KafkaAdmin(config.kafka_python_options()) as admin:
-        return admin.ensure_topics(specs)
-
-
-def ingest_layout(config: JobConfig) -> dict[str, int]:
-    """The partition count of each of the job's ingest topics (they exist: ``ensure_topics``)."""
-    with KafkaAdmin(config.kafka_python_options()) as admin:
-        return admin.partition_counts(list(config.ingest_topics))
-
-
-@functools.lru_cache(maxsize=4096)
-def marker_key(shard: int, shards: int) -> bytes:
-    """A message key whose shard (``partition_for``) is ``shard``: the job's markers carry it,
-    so that on an ingest topic of fewer partitions than shards each marker wakes its shard."""
-    return next(
-        key.encode()
-        for key in (f"__consumer_offsets-marker-{shard}-{i}" for i in range(1_000_000))
-        if partition_for(key, shards) == shard
-    )
 
 
 def _log_tenants(config: JobConfig) -> None:
@@ -128,31 +84,6 @@ def _log_tenants(config: JobConfig) -> None:
         config.responses_topic,
         config.dead_letter_topic,
     )
-
-
-def _write_markers(
-    config: JobConfig,
-    marker: bytes,
-    ingest_partitions: int,
-    shards: int,
-    producer: KafkaProducer | None = None,
-) -> None:
-    """Write ``marker`` once per state shard (of ``shards``; acks=all) to the job's ingest topic
-    of ``ingest_partitions`` partitions, where that shard reads it, so every shard is called."""
-    own = producer is None
-    producer = producer or KafkaProducer(acks="all", **config.kafka_python_options())
-    try:
-        for shard in range(shards):
-            producer.send(
-                config.ingest_topic,
-                key=marker_key(shard, shards),
-                value=marker,
-                partition=shard % ingest_partitions,
-            )
-        producer.flush(timeout=60)
-    finally:
-        if own:
-            producer.close()
 
 
 def state_partitions(config: JobConfig, spark: SparkSession, shards: int | None = None) -> int:
@@ -298,13 +229,13 @@ class OffsetsJob:
         # must, and the Python workers, the state stores and the plan are ready before ACTIVE
         # (the writer says ACTIVE after that batch).
         own_partitions = self._ingest_layout[config.ingest_topic]
-        _write_markers(config, LOAD_MARKER, own_partitions, plan.shards)
+        write_markers(config, LOAD_MARKER, own_partitions, plan.shards)
         self.writer = self._batch_writer(plan)
         writer = self._build_query(plan).option("checkpointLocation", config.checkpoint_location)
         _stop_if(interrupted, "starting the query")
         query = lifecycle.start(writer, query_settings(plan.state_partitions), plan.resumed)
         log.info("query started (%s)", "from the checkpoint" if plan.resumed else "new checkpoint")
-        self._start_expiry_ticks(lifecycle.stopping)
+        start_expiry_ticks(config, own_partitions, plan.shards, lifecycle.stopping)
         if config.keep_history:
             lifecycle.keep_history_for(
                 config.sink_url,
@@ -406,35 +337,6 @@ class OffsetsJob:
             local = str(self.spark.sparkContext.master).startswith("local")
             writers = "executors" if local else "driver"
         return absolute_sink_url(self.config.sink_url) if writers == "executors" else None
-
-    def _start_expiry_ticks(self, stopping: threading.Event) -> None:
-        """Every ``retention_check_interval_ms``, wake every shard with an expiry tick (Kafka's
-        periodic offset expiration). A failed write is logged and retried at the next tick."""
-        interval_s = self.config.retention_check_interval_ms / 1000
-
-        def tick() -> None:
-            producer: KafkaProducer | None = None
-            try:
-                while not stopping.wait(interval_s):
-                    try:
-                        if producer is None:
-                            producer = KafkaProducer(
-                                acks="all", **self.config.kafka_python_options()
-                            )
-                        _write_markers(
-                            self.config,
-                            EXPIRY_TICK,
-                            self._ingest_layout[self.config.ingest_topic],
-                            self.state_shards,
-                            producer,
-                        )
-                    except Exception as error:  # keep ticking: the next tick covers this one
-                        log.warning("expiry tick not written, retrying next interval: %s", error)
-            finally:
-                if producer is not None:
-                    producer.close(timeout=10)
-
-        threading.Thread(target=tick, name="expiry-ticks", daemon=True).start()
 
     def stop(self) -> None:
         """Stop the query. A batch interrupted inside foreachBatch is replayed on the next start

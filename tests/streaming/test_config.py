@@ -10,15 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from streaming.config import (
-    JobConfig,
-    MirrorConfig,
-    ServeSettings,
-    field_default,
-    load_config,
-    load_mirror_config,
-    load_serve_settings,
-)
+from streaming.cli.run import field_default
+from streaming.cli.serve import ServeSettings, load_serve_settings
+from streaming.config import JobConfig, MirrorConfig, load_config, load_mirror_config
 
 
 def test_sources_override_in_order(tmp_path: Path) -> None:

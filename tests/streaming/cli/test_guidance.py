@@ -16,8 +16,9 @@ from kafka.admin import KafkaAdminClient
 from connectors.kafka.admin import TopicConfigurationError
 from streaming.cli.failures import report_failure
 from streaming.cli.main import build_parser
-from streaming.cli.serve import serve_config_from_args
-from streaming.config import JobConfig, MirrorConfig, ServeSettings, embedded_default, field_default
+from streaming.cli.run import field_default
+from streaming.cli.serve import ServeSettings, serve_config_from_args
+from streaming.config import JobConfig, MirrorConfig, embedded_default
 from tests.fixtures.kafka import TopicFactory, topic_name
 from tests.streaming.cli.support import run
 from tests.streaming.cli.test_sink_commands import write_offsets
