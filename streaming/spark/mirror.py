@@ -35,7 +35,6 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from connectors.client.log_end_refresher import LogEndRefresher
 from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
 from connectors.sinks import BatchProgress, Sink, open_sink
 from connectors.sinks.retry import with_sink_retries
@@ -47,6 +46,7 @@ from state.shard import (
 )
 from streaming.config import MirrorConfig, load_mirror_config
 from streaming.spark.lifecycle import QueryLifecycle
+from streaming.spark.log_end_refresher import LogEndRefresher
 
 log = logging.getLogger("consumer_offsets.mirror")
 

@@ -20,9 +20,6 @@ from connectors.sinks import Sink, SinkError
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two refreshes (the mirror's ``log_end_interval_s`` default).
-DEFAULT_INTERVAL_S = LOG_END_INTERVAL_S
-
 
 class LogEndRefresher:
     """A daemon thread that stores the cluster's log-end offsets in the sink every
@@ -32,7 +29,7 @@ class LogEndRefresher:
         self,
         sink: Sink,
         client_options: Mapping[str, Any],
-        interval_s: float = DEFAULT_INTERVAL_S,
+        interval_s: float = LOG_END_INTERVAL_S,
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"log-end refresh interval must be > 0 s, got {interval_s}")
@@ -80,4 +77,4 @@ class LogEndRefresher:
         self._broker.close()
 
 
-__all__ = ["DEFAULT_INTERVAL_S", "LogEndRefresher"]
+__all__ = ["LogEndRefresher"]
