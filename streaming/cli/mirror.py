@@ -135,7 +135,8 @@ def run_mirror(args: argparse.Namespace) -> int:
     signals.creating()
     mirror = OffsetsMirror.create(config)
     try:
-        return run_until_stopped(mirror, mirror.start(), args.duration, signals)
+        mirror.start()
+        return run_until_stopped(mirror, args.duration, signals)
     finally:
         signals.end()
         mirror.stop()

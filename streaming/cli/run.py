@@ -18,7 +18,6 @@ import re
 import signal
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import Field, fields, replace
 from typing import Any, Final
@@ -28,8 +27,6 @@ from streaming.cli.errors import EXIT_INTERRUPTED, UsageError
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.config import ENV_PREFIX, JobConfig, load_config
 
-#: How long a query that ended may take to be replaced by the job's own restart.
-RESTART_GRACE_S: Final = 60.0
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 #: Libraries that log at INFO what a user cannot act on (kafka-python: every connection opened
@@ -208,8 +205,8 @@ def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
     try:
         job = OffsetsJob.create(config, spark)
         try:
-            query = job.start(signals.requested.is_set)
-            code = run_until_stopped(job, query, args.duration, signals)
+            job.start(signals.requested.is_set)
+            code = run_until_stopped(job, args.duration, signals)
             if code == 0 and signals.requested.is_set() and _still_starting(job.sink):
                 raise StartInterrupted("stopped before the first micro-batch completed")
             return code
@@ -294,12 +291,12 @@ class StartUpSignals:
 
 
 def run_until_stopped(
-    runner: Any, query: Any, duration: float | None, signals: StartUpSignals | None = None
+    runner: Any, duration: float | None, signals: StartUpSignals | None = None
 ) -> int:
-    """Wait until SIGINT/SIGTERM, ``duration`` seconds or the end of ``runner.query`` (a job's
-    or a mirror's, which may replace its query after Spark's replayed-batch bug); returns 1 when
-    the query failed, else 0. The caller stops the runner. A signal that came during start-up
-    (``signals``) stops it at once."""
+    """Wait until SIGINT/SIGTERM, ``duration`` seconds or the end of the query of ``runner`` (a
+    job or a mirror: ``runner.lifecycle.run_until``); returns 1 when the query failed, else 0.
+    The caller stops the runner. A signal that came during start-up (``signals``) stops it at
+    once."""
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
@@ -312,16 +309,7 @@ def run_until_stopped(
     signal.signal(signal.SIGINT, _stop)
     if signals is not None and signals.end():
         _stop(signal.SIGINT, None)
-    deadline = None if duration is None else time.monotonic() + duration
-    while not stop.is_set():
-        query = runner.query or query
-        if not query.isActive and not query_replaced(runner, query, stop, RESTART_GRACE_S):
-            break
-        stop.wait(0.5)
-        if deadline is not None and time.monotonic() >= deadline:
-            break
-    query = runner.query or query
-    error = query.exception()
+    error = runner.lifecycle.run_until(stop, duration)
     if error is not None:
         # One line (Spark's message carries the JVM's stack trace); all of it at debug.
         text = str(error)
@@ -331,22 +319,6 @@ def run_until_stopped(
         print(f"error: the query failed: {text}", file=sys.stderr)
         return 1
     return 0
-
-
-def query_replaced(job: Any, ended: Any, stop: threading.Event, grace_s: float) -> bool:
-    """Whether ``job.query`` (a job's or a mirror's) becomes another, active query within
-    ``grace_s``: the query is restarted after Spark's replayed-batch bug only."""
-    from streaming.spark.lifecycle import is_replayed_batch_bug
-
-    deadline = time.monotonic() + grace_s
-    while not stop.is_set() and time.monotonic() < deadline:
-        current = job.query
-        if current is not None and current is not ended and current.isActive:
-            return True
-        if not is_replayed_batch_bug(ended.exception()):
-            return False  # stopped, or a failure the job does not restart
-        stop.wait(0.2)
-    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

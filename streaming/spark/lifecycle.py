@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 #: Restarts after Spark's replayed-batch bug at most, per start.
 REPLAYED_BATCH_RESTARTS = 3
+#: How long a query that ended may take to be replaced by that restart.
+RESTART_GRACE_S = 60.0
 
 
 class Companion(Protocol):
@@ -150,6 +152,34 @@ class QueryLifecycle:
         for companion in self._companions:
             companion.stop()
         return self.query is not None
+
+    def run_until(self, stop: threading.Event, duration_s: float | None = None) -> object:
+        """Wait until ``stop`` is set, ``duration_s`` passed or the query ended for good (not
+        replaced after SPARK-55271 within :data:`RESTART_GRACE_S`); the last query's error, or
+        None. The caller stops the lifecycle."""
+        assert self.query is not None, "start runs first"
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        while not stop.is_set():
+            query = self.query
+            if not query.isActive and not self._replaced(query, stop):
+                break
+            stop.wait(0.5)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        return self.query.exception()
+
+    def _replaced(self, ended: StreamingQuery, stop: threading.Event) -> bool:
+        """Whether the ended query becomes another, active one within :data:`RESTART_GRACE_S`:
+        the watchdog restarts it after the replayed-batch bug only."""
+        deadline = time.monotonic() + RESTART_GRACE_S
+        while not stop.is_set() and time.monotonic() < deadline:
+            current = self.query
+            if current is not None and current is not ended and current.isActive:
+                return True
+            if not is_replayed_batch_bug(ended.exception()):
+                return False  # stopped, or a failure that is not restarted
+            stop.wait(0.2)
+        return False
 
     def wait_until(self, predicate: Callable[[], bool], timeout_s: float = 120.0) -> None:
         """Block until ``predicate()`` holds, failing fast if the query died."""
