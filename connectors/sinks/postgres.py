@@ -29,16 +29,15 @@ from connectors.sinks.url import redact_url
 from connectors.sinks.values import SinkError, now_ms
 
 _APPLICATION_NAME: Final = "spark-consumer-offsets-sink"
-# COPY's binary types of the staged rows, in OFFSET_UPSERT_COLUMNS, key and history order.
-_UPSERT_TYPES: Final = ["text", "text", "int4", "int8", "int4", "text", "int8", "int8"]
-_DELETE_TYPES: Final = ["text", "text", "int4"]
-_HISTORY_TYPES: Final = ["int8", "int8", "text", "text", "int4", "int8", "int4", "text", "int8"]
 
 
 @functools.cache
-def _bulk_statements(prefix: str, schema: str | None) -> dict[str, str]:
+def _bulk_statements(
+    prefix: str, schema: str | None
+) -> tuple[dict[str, str], dict[str, list[str]]]:
     """COPY into session temp tables (``ON COMMIT DELETE ROWS`` empties them after every
-    batch), then one upsert and one ``DELETE … USING`` from them."""
+    batch), then one upsert and one ``DELETE … USING`` from them; and each COPY's column
+    types (the tables' own, as psycopg names them)."""
     t = define_tables(prefix, schema)
     offsets, history = t["offsets"], t["history"]
     md = sa.MetaData()
@@ -54,7 +53,11 @@ def _bulk_statements(prefix: str, schema: str | None) -> dict[str, str]:
         columns = ", ".join(quote.quote(c.name) for c in table.c)
         return f"COPY {quote.format_table(table)} ({columns}) FROM STDIN (FORMAT BINARY)"
 
+    def types(table: sa.Table) -> list[str]:
+        return [c.type.compile(on).split()[0].lower() for c in table.c]  # no COLLATE
+
     rows_of = sa.select(*upserts.c, sa.bindparam("batch_id"))
+    copy_types = {"copy_upserts": upserts, "copy_deletes": deletes, "copy_history": history}
     return {
         "create_stage_upserts": compile_sql(CreateTable(upserts, if_not_exists=True), on),
         "create_stage_deletes": compile_sql(CreateTable(deletes, if_not_exists=True), on),
@@ -69,7 +72,7 @@ def _bulk_statements(prefix: str, schema: str | None) -> dict[str, str]:
         "delete_offsets_staged": compile_sql(
             sa.delete(offsets).where(*(offsets.c[c.name] == c for c in deletes.c)), on
         ),
-    }
+    }, {name: types(table) for name, table in copy_types.items()}
 
 
 class PostgresSink(Sink):
@@ -101,7 +104,7 @@ class PostgresSink(Sink):
             clock=clock,
             schema=schema,
         )
-        self._bulk = _bulk_statements(self._prefix, self._schema)
+        self._bulk, self._copy_types = _bulk_statements(self._prefix, self._schema)
         self._open()
 
     def _connect(self) -> psycopg.Connection[Any]:
@@ -153,30 +156,24 @@ class PostgresSink(Sink):
             return
         if batch.offset_upserts.num_rows:
             upserts = rows(batch.offset_upserts, OFFSET_UPSERT_COLUMNS)
-            self._copy(tx, "copy_upserts", upserts, _UPSERT_TYPES)
+            self._copy(tx, "copy_upserts", upserts)
             tx.execute(self._bulk["upsert_offsets_staged"], (batch_id,))
         if batch.offset_deletes.num_rows:
             deletes = rows(batch.offset_deletes, OFFSET_KEY_COLUMNS)
-            self._copy(tx, "copy_deletes", deletes, _DELETE_TYPES)
+            self._copy(tx, "copy_deletes", deletes)
             tx.execute(self._bulk["delete_offsets_staged"])
 
     def _write_history(
         self, tx: Statements, history: Iterable[tuple[Any, ...]], count: int
     ) -> None:
         if count >= self.copy_threshold:
-            self._copy(tx, "copy_history", history, _HISTORY_TYPES)
+            self._copy(tx, "copy_history", history)
         else:
             super()._write_history(tx, history, count)
 
-    def _copy(
-        self,
-        cur: Any,
-        statement: str,
-        data: Iterable[tuple[Any, ...]],
-        types: list[str],
-    ) -> None:
+    def _copy(self, cur: Any, statement: str, data: Iterable[tuple[Any, ...]]) -> None:
         with cur.copy(self._bulk[statement]) as copy:
-            copy.set_types(types)
+            copy.set_types(self._copy_types[statement])
             for row in data:
                 copy.write_row(row)
 
