@@ -14,7 +14,7 @@ topic:
   Python workers, the state store opened from the checkpoint);
 - ``ack``: kill → the first answer the new driver produced (its CreateTime): what a client
   waits. After the replayed batch Spark's Kafka source fails once more and the query is
-  started again (SPARK-55271, ``streaming.spark.job.survive_replayed_batch_bug``), so this
+  started again (SPARK-55271, ``streaming.spark.lifecycle.QueryLifecycle``), so this
   includes that second start.
 
 Starts a one-node broker of its own unless ``--bootstrap`` names one.

@@ -185,7 +185,7 @@ def diff(expected: Mapping[Any, Any], actual: Mapping[Any, Any], limit: int = 10
 
 class QueryWatch:
     """``alive`` for an in-process job: raises if its query died for good. The job restarts its
-    own query after Spark's replayed-batch bug (``OffsetsJob._survive_replayed_batch_bug``), so
+    own query after Spark's replayed-batch bug (``streaming.spark.lifecycle.QueryLifecycle``), so
     an ended query gets ``grace_s`` to be replaced; counts those replacements."""
 
     def __init__(self, job: Any, grace_s: float = 60.0) -> None:
