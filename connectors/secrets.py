@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from typing import Any
 
-from connectors.kafka.jaas import UnsupportedOptionError, jaas_credentials
+from connectors.kafka.client_options import UnsupportedOptionError, jaas_credentials
 
 #: Kafka client option names whose values are secrets.
 SECRET_MARKERS = ("password", "jaas", "secret", "token", "key")

@@ -26,7 +26,7 @@ from connectors.kafka.admin import (
     DEFAULT_OFFSETS_TOPIC,
     DEFAULT_RESPONSES_TOPIC,
 )
-from connectors.kafka.kafka_python import kafka_python_options
+from connectors.kafka.client_options import kafka_python_options
 from connectors.secrets import hide_in_logs, redacted_options, secret_values
 from connectors.sinks import redact_url
 from connectors.sinks.retention import (

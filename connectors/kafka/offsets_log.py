@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from connectors.kafka.librdkafka import librdkafka_options
+from connectors.kafka.client_options import librdkafka_options
 
 #: Records per chunk handed to the state.
 CHUNK_RECORDS = 100_000

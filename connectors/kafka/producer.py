@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from connectors.kafka.librdkafka import librdkafka_options
+from connectors.kafka.client_options import librdkafka_options
 
 log = logging.getLogger(__name__)
 

@@ -164,7 +164,7 @@ def serve_config_from_args(args: argparse.Namespace) -> Any:
     over the ``--config`` file); ``--tenants`` defaults to that file's ``[[tenants]]``. Sets
     ``args.host``, ``args.port`` and ``args.web_config_file`` to the settings' (``run_serve``
     reads them there). A :class:`UsageError` names what is wrong."""
-    from connectors.kafka.kafka_python import kafka_python_options
+    from connectors.kafka.client_options import kafka_python_options
     from streaming.serve import ServeConfig
 
     names = [f.name for f in fields(ServeSettings) if f.name != "kafka_options"]

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from connectors.client import OffsetCommitClient, OffsetsReader
-from connectors.kafka.librdkafka import librdkafka_options
+from connectors.kafka.client_options import librdkafka_options
 from streaming.spark.job import OffsetsJob
 from streaming.spark.mirror import MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.kafka.kafka_python import UnsupportedOptionError, kafka_python_options
+from connectors.kafka.client_options import UnsupportedOptionError, kafka_python_options
 
 JAAS = (
     "org.apache.kafka.common.security.scram.ScramLoginModule required "

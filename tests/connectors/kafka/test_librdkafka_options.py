@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.kafka.librdkafka import UnsupportedOptionError, librdkafka_options
+from connectors.kafka.client_options import UnsupportedOptionError, librdkafka_options
 
 
 def test_shared_names_pass_through_and_java_only_tuning_is_left_out() -> None:
