@@ -138,11 +138,13 @@ def read_checkpoint(spark: SparkSession, location: str) -> CheckpointFacts:
     if not QueryLifecycle(spark, location).checkpoint_exists():
         return CheckpointFacts()
     earlier = earlier_release(relocate_state_metadata(spark, location))
+    layout = checkpoint_layout(spark, location)
     return CheckpointFacts(
         exists=True,
-        layout=checkpoint_layout(spark, location),
+        layout=layout,
         earlier_release=earlier,
-        committed=committed_positions(spark, location) if earlier else {},
+        # Read for a migration only (``plan_start``: an earlier release's, or without layout).
+        committed=committed_positions(spark, location) if earlier or not layout else {},
     )
 
 

@@ -22,11 +22,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: Default ``spark.sql.shuffle.partitions`` of the session (Spark's own is 200: hundreds of tiny
-#: tasks per query on a small machine). The offsets job sets its own number of state partitions
-#: when it starts its query (``JobConfig.state_partitions``, see ``streaming.spark.job``): a
-# streaming
-#: query's stateful operators keep the partition count they had when their checkpoint was first
-#: written (Spark restores it from the offset log).
+#: tasks per query on a small machine). The job starts its query with its own count of state
+#: partitions (``streaming.spark.job.query_settings``), which its checkpoint then keeps.
 DEFAULT_SHUFFLE_PARTITIONS = 8
 
 #: Default driver heap; in ``local`` mode the executors live in the driver's JVM too.

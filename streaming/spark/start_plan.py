@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from streaming.config import JobConfig
 from streaming.spark.state_shards import StateLayout, choose_state_shards
 
+#: What a checkpoint that records no state layout is: release 1's (one state per partition).
+NO_LAYOUT = "release 1 (no state layout recorded)"
 #: Ingest positions by topic, then partition (Spark's Kafka source JSON, decoded).
 Positions = Mapping[str, Mapping[int, int]]
 
@@ -31,7 +33,7 @@ class CheckpointFacts:
     """What the checkpoint location holds when the job starts."""
 
     exists: bool = False
-    #: The state layout it records (None: none recorded).
+    #: The state layout it records (None: none recorded, as release 1's: migrated).
     layout: StateLayout | None = None
     #: The earlier release's state it holds, in words, when it must be migrated.
     earlier_release: str | None = None
@@ -88,21 +90,19 @@ def plan_start(
     """The start for ``config`` given the checkpoint, the sink, the offsets topic's end offsets
     (``stored``), each ingest topic's partition count and the state partitions wanted
     (``parallelism``). Raises ``ValueError`` for state shards the checkpoint or topics refuse."""
-    migrate = checkpoint.earlier_release if checkpoint.exists else None
-    resumed = checkpoint.exists and migrate is None
-    held = checkpoint.layout if resumed else None
+    migrate = None
+    if checkpoint.exists:
+        migrate = checkpoint.earlier_release or (None if checkpoint.layout else NO_LAYOUT)
+    held = checkpoint.layout if checkpoint.exists and migrate is None else None
+    resumed = held is not None
     shards = choose_state_shards(
         config.partitions,
         ingest_layout,
         config.state_shards,
         held.shards if held else None,
-        resumed,
         parallelism,
     )
-    # A checkpoint made before layouts were recorded: one state per partition, keyed by it.
-    layout = (
-        (held or StateLayout(shards)) if resumed else StateLayout(shards, min(parallelism, shards))
-    )
+    layout = held or StateLayout(shards, min(parallelism, shards))
     has_log = sum(stored.values()) > 0
     if resumed:
         # A rebuild that never finished (the driver died before its batch was committed): the

@@ -11,8 +11,7 @@ partitions.
 State ``k`` holds partitions ``p`` with ``p % state_shards == k``, and reads its requests from
 partition ``k % count`` of an ingest topic of ``count`` partitions; so ``state_shards`` divides
 the offsets topic's partitions and is a multiple of every ingest topic's partition count. The
-checkpoint fixes it: its states are keyed by it. A checkpoint made before it was recorded holds
-one state per partition.
+checkpoint fixes it: its states are keyed by it.
 
 Spark places a key in state partition ``pmod(murmur3(key), n)``, which spreads a few small
 integers unevenly: 10 shards over 2 tasks land 3 and 7, 2 shards both in one task (one core then
@@ -45,16 +44,13 @@ def choose_state_shards(
     ingest_counts: Mapping[str, int],
     wanted: int | None,
     held: int | None,
-    resumed: bool,
     state_partitions: int,
 ) -> int:
-    """The state shards to run: the checkpoint's (``held``; a resumed checkpoint without a
-    record holds one state per partition), else ``wanted`` (``JobConfig.state_shards``), else
-    the valid count nearest (by ratio; the larger on a tie) ``STATES_PER_STATE_PARTITION`` per
-    state partition, and at least one per partition so that no task sits idle.
-    Raises ``ValueError`` in one line that says what to do when they cannot be served."""
-    if resumed and held is None:
-        held = partitions
+    """The state shards to run: the checkpoint's (``held``), else ``wanted``
+    (``JobConfig.state_shards``), else the valid count nearest (by ratio; the larger on a tie)
+    ``STATES_PER_STATE_PARTITION`` per state partition, and at least one per partition so that
+    no task sits idle. Raises ``ValueError`` in one line that says what to do when they cannot
+    be served."""
     if held is not None and wanted is not None and wanted != held:
         raise ValueError(
             f"state_shards is {wanted} but the checkpoint's state is held in {held} state "
@@ -81,7 +77,7 @@ def choose_state_shards(
 @dataclass(frozen=True)
 class StateLayout:
     """How a checkpoint keys its states: ``shards`` states, their keys spread over
-    ``spread_over`` state partitions (0: the shard is the key, as checkpoints made before)."""
+    ``spread_over`` state partitions (0: the shard is the key, as release 2's checkpoints)."""
 
     shards: int
     spread_over: int = 0

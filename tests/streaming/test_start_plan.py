@@ -7,7 +7,7 @@ import json
 import pytest
 
 from streaming.config import embedded_default
-from streaming.spark.start_plan import CheckpointFacts, SinkFacts, StartPlan, plan_start
+from streaming.spark.start_plan import NO_LAYOUT, CheckpointFacts, SinkFacts, StartPlan, plan_start
 from streaming.spark.state_shards import StateLayout
 
 CONFIG = embedded_default(ingest_topic="in", partitions=4, ingest_partitions=2)
@@ -61,16 +61,19 @@ def test_a_checkpoint_resumes_with_its_layout_and_the_sinks_progress() -> None:
     assert plan.ingest_offsets == {0: 7, 1: 3}
 
 
-def test_a_checkpoint_made_before_layouts_holds_one_state_per_partition() -> None:
-    plan = _plan(CheckpointFacts(exists=True))
-    assert plan.layout == StateLayout(4) and plan.state_partitions == 2
+def test_a_checkpoint_without_a_recorded_layout_is_release_1s_and_migrated() -> None:
+    plan = _plan(CheckpointFacts(exists=True, committed={"in": {0: 4}}), stored=LOG)
+    assert plan.migrate == NO_LAYOUT and not plan.resumed
+    assert plan.layout == StateLayout(4, 2)
+    assert json.loads(plan.starting_offsets) == {"in": {"0": 4, "1": -2}}
 
 
 def test_a_rebuild_the_driver_never_finished_resumes_loading() -> None:
-    plan = _plan(CheckpointFacts(exists=True), SinkFacts("LOADING"), stored=LOG)
+    held = CheckpointFacts(exists=True, layout=StateLayout(4, 2))
+    plan = _plan(held, SinkFacts("LOADING"), stored=LOG)
     assert (plan.status, plan.reset_sink, plan.loading) == ("LOADING", False, True)
     # Without records in the offsets topic there is nothing to load.
-    assert not _plan(CheckpointFacts(exists=True), SinkFacts("LOADING")).loading
+    assert not _plan(held, SinkFacts("LOADING")).loading
 
 
 def test_a_checkpoint_of_an_earlier_release_is_migrated_from_its_committed_positions() -> None:

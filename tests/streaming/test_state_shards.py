@@ -40,14 +40,13 @@ INGEST_2 = {"ingest": 2}
 def test_default_follows_the_state_partitions(
     partitions: int, ingest: dict[str, int], state_partitions: int, expected: int
 ) -> None:
-    assert choose_state_shards(partitions, ingest, None, None, False, state_partitions) == expected
+    assert choose_state_shards(partitions, ingest, None, None, state_partitions) == expected
 
 
-def test_a_checkpoint_keeps_what_it_records_and_an_old_one_holds_one_state_per_partition() -> None:
-    assert choose_state_shards(50, INGEST_2, None, 10, True, 8) == 10
-    assert choose_state_shards(50, INGEST_2, 10, 10, True, 8) == 10
-    assert choose_state_shards(50, INGEST_2, None, None, True, 2) == 50
-    assert choose_state_shards(50, INGEST_2, 50, None, True, 2) == 50
+def test_a_checkpoint_keeps_what_it_records() -> None:
+    assert choose_state_shards(50, INGEST_2, None, 10, 8) == 10
+    assert choose_state_shards(50, INGEST_2, 10, 10, 8) == 10
+    assert choose_state_shards(50, INGEST_2, None, 50, 2) == 50
 
 
 def test_another_count_than_the_checkpoints_is_refused_saying_what_to_do() -> None:
@@ -56,9 +55,9 @@ def test_another_count_than_the_checkpoints_is_refused_saying_what_to_do() -> No
         match=r"state_shards is 10 but the checkpoint's state is held "
         r"in 50 state shards: unset state_shards or set it to 50",
     ):
-        choose_state_shards(50, INGEST_2, 10, None, True, 2)
+        choose_state_shards(50, INGEST_2, 10, 50, 2)
     with pytest.raises(ValueError, match=r"state_shards is 25 but .* held in 10"):
-        choose_state_shards(50, INGEST_2, 25, 10, True, 2)
+        choose_state_shards(50, INGEST_2, 25, 10, 2)
 
 
 @pytest.mark.parametrize(("wanted", "ingest"), [(5, INGEST_2), (25, INGEST_2), (10, {"i": 50})])
@@ -70,7 +69,7 @@ def test_a_count_the_ingest_topics_cannot_feed_is_refused(
         match=rf"{wanted} state shards cannot read the ingest topics.*"
         r"valid: ",
     ):
-        choose_state_shards(50, ingest, wanted, None, False, 2)
+        choose_state_shards(50, ingest, wanted, None, 2)
 
 
 def test_the_configured_count_must_divide_partitions() -> None:
