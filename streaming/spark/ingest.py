@@ -15,27 +15,9 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-#: Written by the job once per shard whenever it starts, so that every shard is called in the
-#: first batch, at once: it loads (without a checkpoint, over a non-empty offsets topic) and
-#: warms what a first batch pays. Not a request: the state function drops it.
-LOAD_MARKER = b'{"version":1,"api":"LoadCoordinator"}'
-
-#: Written by the job to every ingest partition every ``retention_check_interval_ms`` (Kafka's
-#: ``offsets.retention.check.interval.ms``), so that every shard is called and expires what is
-#: due even when no commit arrives for it. Not a request: the state function drops it. Ticks
-#: replace Spark's no-data micro-batches, which a processing-time timeout would otherwise run
-#: at every trigger, each costing a whole micro-batch and delaying the next commits.
-EXPIRY_TICK = b'{"version":1,"api":"ExpireOffsets"}'
-
-#: Messages of the job's own, dropped by the state function after they woke their shard. Only
-#: on the job's own ingest topic, which only operators may write: on a tenant's topic they are
-#: malformed requests (dead letters), so no tenant can force an expiry pass.
-MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
-
-
-#: The ``tenant`` of a message read from the job's own ingest topic (unchecked: operators').
-OPERATOR = -1
-
+# The job's own messages among the requests (``state.shard``): the job writes them, the state
+# function drops them once they woke their shard.
+from state.shard import EXPIRY_TICK, LOAD_MARKER, MARKERS, OPERATOR
 
 _UINT32 = 1 << 32
 
@@ -127,3 +109,6 @@ def ingest_messages(
             tenant = F.when(F.col("topic") == topic, F.lit(index)).otherwise(tenant)
         columns.append(tenant.cast("int").alias("tenant"))
     return kafka_df.select(*columns)
+
+
+__all__ = ["EXPIRY_TICK", "LOAD_MARKER", "MARKERS", "OPERATOR", "ingest_messages", "shard_of_key"]

@@ -27,8 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as T
+
+from state.shard import ShardOutput
 
 #: The Spark schema of the state function's output.
 OUTPUT_SCHEMA = T.StructType(
@@ -81,6 +85,57 @@ OUTPUT_TABLE_SCHEMA = pa.schema(
 _LZ4 = pa.ipc.IpcWriteOptions(compression="lz4")
 _PLAIN = pa.ipc.IpcWriteOptions()
 _COMPRESS_FROM = 256 * 1024
+
+
+def output_table(shard: int, out: ShardOutput) -> pa.Table:
+    """One call's output as :data:`OUTPUT_TABLE_SCHEMA` rows: the loaded state, records,
+    responses, dead letters, positions, commits per group, then the stats row. Every row's
+    ``shard`` is ``shard`` but a record's, which is its offsets-topic partition."""
+    parts = [
+        (kind, table)
+        for kind, table in (
+            ("loaded", out.loaded),
+            ("record", out.records),
+            ("response", out.answers),
+            ("dead_letter", out.dead_letters),
+            ("position", out.positions),
+            ("group_commits", out.group_commits),
+        )
+        if table.num_rows
+    ]
+    tables, shards, offset = [], [], 0
+    for kind, part in parts:
+        shards.append(
+            out.record_partitions.cast(pa.int32())
+            if kind == "record" and out.record_partitions is not None
+            else pa.array(np.full(part.num_rows, shard, dtype=np.int32))
+        )
+        table = part
+        if kind in ("loaded", "record"):
+            table = table.append_column("is_tombstone", pc.is_null(table["value"]))
+        if kind == "loaded":
+            # Only the sink reads a loaded shard, and it needs the decoded columns: the
+            # record bytes would double what a rebuild carries to the driver.
+            table = table.drop_columns(["key", "value"])
+        table = table.append_column("out", pa.array([kind] * table.num_rows, pa.string()))
+        table = table.append_column(
+            "seq", pa.array(range(offset, offset + table.num_rows), pa.int64())
+        )
+        offset += table.num_rows
+        tables.append(table)
+    stats_row = {"out": ["stats"], "seq": [offset]}
+    stats_row.update({k: [v] for k, v in out.stats.items()})
+    tables.append(pa.table(stats_row))
+    combined = pa.concat_tables(tables, promote_options="permissive")
+    shards.append(pa.array([shard], pa.int32()))
+    combined = combined.append_column("shard", pa.chunked_array(shards, pa.int32()))
+    columns = []
+    for field in OUTPUT_TABLE_SCHEMA:
+        if field.name in combined.column_names:
+            columns.append(combined[field.name].cast(field.type))
+        else:
+            columns.append(pa.nulls(combined.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=OUTPUT_TABLE_SCHEMA)
 
 
 def encode_output(table: pa.Table) -> bytes:

@@ -1,22 +1,18 @@
 """Decoded shard states kept in a Python worker between micro-batches, found by the blob's stamp.
 
-Spark hands the state function a shard's blob at every call. Decoding it (decompressing and
-viewing its Arrow sections, recomputing key hashes) costs in proportion to the shard's state, not
-to the requests of the call; Spark reuses its Python workers, so the worker that encoded a blob
-usually decodes it at the shard's next call. ``encode`` names each blob with 64 random bits (the
-header's stamp, ``state.shard.blob_stamp``) and keeps the state it encoded under that name;
-``decode`` returns the kept state when the blob's stamp names one, else decodes. Correctness
-never depends on the cache: a blob names exactly one state (a new stamp per encode, never
-reused), Spark's store hands back whichever blob it committed — the last one, or an older one
-when a batch is retried or replayed — and a new worker, an evicted entry or a blob without a
-stamp (older versions) is simply decoded.
+Decoding a shard's blob costs in proportion to its state, not to the call's requests, and Spark
+reuses its Python workers: the worker that encoded a blob usually decodes it at the shard's next
+call. ``encode`` names each blob with 64 random bits (``state.shard.blob_stamp``) and keeps the
+state it encoded under that name; ``decode`` returns the kept state when the blob's stamp names
+one, else decodes. Correctness never depends on the cache: a stamp names exactly one state (never
+reused), and whatever blob Spark's store hands back (the last, or an older one on a retry or
+replay) is either kept under its own stamp or decoded.
 
 Bounded: at most ``max_bytes`` of decoded columns per worker (``state.shard.state_nbytes``); 0
-keeps nothing. A worker calls its shards in turn, every micro-batch: least-recently-used eviction
-would throw out each state just before its next call when they do not all fit (at 10M keys not
-one call of 250 found its state). So a state is admitted only while there is room, and only an
-entry unused for ``idle_s`` (a shard this worker no longer serves, a stopped query's) makes room;
-a shard already kept keeps its place for its new state.
+keeps nothing. A worker calls its shards in turn every micro-batch, so least-recently-used
+eviction would throw out each state just before its next call when they do not all fit: a state
+is admitted only while there is room, only an entry unused for ``idle_s`` makes room, and a shard
+already kept keeps its place for its new state.
 """
 
 from __future__ import annotations

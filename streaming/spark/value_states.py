@@ -22,15 +22,13 @@ that changed the shard appends its records to the log, or, when the log would ou
 base, writes the state as a new base and clears the log. Stamps are the shard cache's: 64
 random bits naming exactly one state, stored as signed 64-bit integers.
 
-No timers: expiry follows the job's ticks (``streaming.spark.ingest``), so ``handleExpiredTimer`` is
-never called, and a new checkpoint runs in time mode ``None`` (:data:`TIME_MODE`).
-Processing-time mode made Spark build the timers' key encoder (code generation) at every copy
-of the operator while it plans each micro-batch, and list expired timers in every task, for
-timers the job never sets. A call decides against the micro-batch's timestamp, which Spark keeps
-in its offset log, so a replayed batch decides as it did: in time mode ``None`` PySpark's
-``TimerValues`` do not carry it, so the processor asks the task's state server once per task
-(:func:`batch_timestamp_ms`). Checkpoints made in processing-time mode (:data:`PROCESSING_TIME`)
-keep it, as Spark requires, and take the timestamp from ``TimerValues``.
+No timers: expiry follows the job's ticks (``state.shard.EXPIRY_TICK``), so
+``handleExpiredTimer`` is never called and the query runs in time mode ``None`` (processing-time
+mode made Spark build the timers' key encoder at every copy of the operator while planning each
+micro-batch, for timers the job never sets). A call decides against the micro-batch's timestamp,
+which Spark keeps in its offset log, so a replayed batch decides as it did; in time mode ``None``
+PySpark's ``TimerValues`` do not carry it, so the processor asks the task's state server once per
+task (:func:`batch_timestamp_ms`).
 """
 
 from __future__ import annotations
@@ -63,10 +61,6 @@ from streaming.spark.shard_cache import DecodedShards, new_stamp
 
 #: Spark's name for this operator in a checkpoint's state metadata.
 OPERATOR_NAME = "transformWithStateInPandasExec"
-#: The time mode of a new checkpoint: no timers (the batch's timestamp: :func:`batch_timestamp_ms`).
-TIME_MODE = "None"
-#: The time mode of checkpoints made before :data:`TIME_MODE`; Spark refuses to change it.
-PROCESSING_TIME = "ProcessingTime"
 
 HEAD_SCHEMA = T.StructType(
     [
@@ -88,10 +82,10 @@ LOG_SCHEMA = T.StructType(
 
 
 def batch_timestamp_ms(handle: StatefulProcessorHandle) -> int:
-    """The micro-batch's timestamp (ms), from the task's state server: what ``TimerValues``
-    carry in processing-time mode. PySpark 4.1 does not ask the server for it in time mode
-    ``None``, and gives it through no public method then, so this calls the handle's client as
-    ``TimerValues`` would (the pinned PySpark; the Spark tests fail loudly if it changes)."""
+    """The micro-batch's timestamp (ms), from the task's state server. PySpark does not ask the
+    server for it in time mode ``None`` and gives it through no public method, so this calls the
+    handle's client as ``TimerValues`` would in processing-time mode (the pinned PySpark; the
+    Spark tests fail loudly if it changes)."""
     client = getattr(handle, "_statefulProcessorApiClient", None)
     fetch = getattr(client, "_get_batch_timestamp", None)
     if fetch is None:
@@ -103,13 +97,6 @@ def batch_timestamp_ms(handle: StatefulProcessorHandle) -> int:
     if timestamp < 0:
         raise RuntimeError(f"the state server gave no micro-batch timestamp ({timestamp})")
     return timestamp
-
-
-def value_states_time_mode(held: str | None) -> str:
-    """The time mode to run (``transformWithStateInPandas``' names) for a checkpoint whose
-    state metadata records ``held`` (Spark's names; None: a new checkpoint): Spark refuses a
-    checkpoint's time mode changed, so one made in processing-time mode keeps it."""
-    return PROCESSING_TIME if held == PROCESSING_TIME else TIME_MODE
 
 
 _U64 = 1 << 64
@@ -167,9 +154,6 @@ class ValueStateStore:
 
     def batch_time_ms(self) -> int:
         return self._batch_time_ms
-
-    def timed_out(self) -> bool:
-        return False
 
     def read(self, shards: DecodedShards) -> ShardState | None:
         row = self._head_state.get()
@@ -269,12 +253,9 @@ class ShardProcessor(StatefulProcessor):
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         assert self._call is not None, "init runs first"
-        now_ms = timerValues.getCurrentProcessingTimeInMs()
-        if now_ms < 0:  # time mode None
-            if self._batch_time_ms is None:
-                self._batch_time_ms = batch_timestamp_ms(self._handle)
-            now_ms = self._batch_time_ms
-        store = ValueStateStore(self._head, self._base, self._log, now_ms)
+        if self._batch_time_ms is None:
+            self._batch_time_ms = batch_timestamp_ms(self._handle)
+        store = ValueStateStore(self._head, self._base, self._log, self._batch_time_ms)
         # The key is the shard, or the shard plus a multiple of the count (``shard_keys``).
         shard = int(key[0]) % self.settings.coordinator.shard_count
         yield from self._call(shard, rows, store)
@@ -288,10 +269,7 @@ __all__ = [
     "HEAD_SCHEMA",
     "LOG_SCHEMA",
     "OPERATOR_NAME",
-    "PROCESSING_TIME",
-    "TIME_MODE",
     "Head",
     "ShardProcessor",
     "batch_timestamp_ms",
-    "value_states_time_mode",
 ]

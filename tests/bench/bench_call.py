@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -25,19 +24,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Row
-from pyspark.sql.streaming.state import GroupState
+import pyarrow as pa
 
 from state.coordinator.config import CoordinatorConfig
-from streaming.spark.processor import (
-    PROFILE_DIR_ENV,
-    STATE_SCHEMA,
-    ProcessorSettings,
-    make_state_function,
-)
+from state.shard import ShardState
+from streaming.spark import processor
+from streaming.spark.processor import ProcessorSettings
+from streaming.spark.shard_cache import DecodedShards
 from tests.bench.bench_e2e import read_sections
 from tests.bench.bench_shard import KEYS_PER_GROUP, loaded_shard, shard_groups
 from tests.bench.load import commit_json, partitions_json
+from tests.bench.profiling.sitecustomize import install as install_profiling
 
 SHARD = 0
 NOW_MS = 2_000_000
@@ -61,22 +58,22 @@ def ingest_messages(call: int, requests: int, groups: list[str]) -> pd.DataFrame
     )
 
 
-def group_state(blob: bytes, call: int) -> GroupState:
-    """The state handle PySpark's worker builds for a shard with state ``blob``."""
-    return GroupState(
-        optionalValue=Row(shard_state=blob),
-        batchProcessingTimeMs=NOW_MS + call,
-        eventTimeWatermarkMs=-1,
-        timeoutConf="NoTimeout",
-        hasTimedOut=False,
-        watermarkPresent=False,
-        defined=True,
-        updated=False,
-        removed=False,
-        timeoutTimestamp=-1,
-        keyAsUnsafe=b"",
-        valueSchema=STATE_SCHEMA,
-    )
+class BlobStore:
+    """A shard's state as one blob between calls (``streaming.spark.processor.StoredShard``)."""
+
+    def __init__(self, blob: bytes, call: int) -> None:
+        self.blob, self.call = blob, call
+
+    def batch_time_ms(self) -> int:
+        return NOW_MS + self.call
+
+    def read(self, shards: DecodedShards) -> ShardState:
+        return shards.decode(self.blob)
+
+    def write(
+        self, shards: DecodedShards, shard: int, state: ShardState, records: pa.Table
+    ) -> None:
+        self.blob = shards.encode(state, shard)
 
 
 def main() -> None:
@@ -99,16 +96,16 @@ def main() -> None:
         load_from_offsets_topic=False,
         ingest_partitions=(2,),
     )
-    process = make_state_function(settings)
+    shard_call = processor.make_shard_call(settings)
 
     def call(index: int, blob: bytes) -> tuple[bytes, float]:
         messages = ingest_messages(index, args.requests, groups)
-        state = group_state(blob, index)
+        store = BlobStore(blob, index)
         started = time.perf_counter()
-        outputs = list(process((SHARD,), iter([messages]), state))
+        outputs = list(shard_call(SHARD, iter([messages]), store))
         elapsed = time.perf_counter() - started
         assert len(outputs) == 1
-        return (bytes(state.get[0]) if state._updated else blob), elapsed
+        return store.blob, elapsed
 
     for i in range(50):  # warm-up: imports, the worker's kept state
         blob, _ = call(i, blob)
@@ -118,10 +115,10 @@ def main() -> None:
         times.append(elapsed)
 
     with tempfile.TemporaryDirectory() as profile_dir:
-        os.environ[PROFILE_DIR_ENV] = profile_dir
+        install_profiling(profile_dir, stores=(BlobStore,))
+        shard_call = processor.make_shard_call(settings)
         for i in range(50 + args.calls, 50 + 2 * args.calls):
             blob, _ = call(i, blob)
-        del os.environ[PROFILE_DIR_ENV]
         sections: dict[str, list[float]] = defaultdict(list)
         for row in read_sections(Path(profile_dir)):
             for name, seconds in row.items():

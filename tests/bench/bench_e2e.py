@@ -23,9 +23,8 @@ scale       the same probe batches (updates of the work-A groups) with ~100k key
 recovery    restart with a checkpoint -> first batch committed; rebuild without a checkpoint
             (LOADING -> ACTIVE) in offsets-topic records/s.
 
-The state function's section timings come from ``CONSUMER_OFFSETS_PROFILE_DIR`` (see
-``streaming/spark/processor.py``); the driver side is timed by wrapping the writer's Kafka writes
-and
+The state function's section timings come from ``tests/bench/profiling/sitecustomize.py``, put
+on the Python workers' path; the driver side is timed by wrapping the writer's Kafka writes and
 the sink's ``write_batch`` on the job's instances. Figures depend on the machine and on what
 else runs on it.
 """
@@ -58,13 +57,13 @@ from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
 from streaming.config import JobConfig
 from streaming.spark.job import OffsetsJob, ensure_topics
-from streaming.spark.processor import PROFILE_DIR_ENV
 from streaming.spark.session import spark_session
 from tests.bench.broker import bench_broker
 from tests.bench.floor import FloorQuery, summarize_batches
 from tests.bench.load import IngestTarget, check_encoding, in_child, paced_requests, produce_rounds
 from tests.bench.memory import MemorySampler
 from tests.bench.native import commit_through_kafka
+from tests.bench.profiling.sitecustomize import PROFILE_DIR_ENV
 from tests.bench.report import report
 from tests.bench.results import print_and_save
 from tests.fixtures.job import new_job_config
@@ -704,8 +703,9 @@ def phase_rebuild(ctx: Context) -> dict[str, Any]:
 
 
 def summarize_sections(rows: list[dict[str, float]]) -> dict[str, Any]:
-    names = ["decode_state", "read_input", "decode_requests", "apply", "encode_state"]
-    names += ["encode_responses", "output_table", "emit", "load_shard", "snapshot"]
+    # tests/bench/profiling/sitecustomize.py's sections.
+    names = ["decode_state", "adapter", "handle", "encode_state", "output_table"]
+    names += ["encode_output", "emit", "load_shard", "write_loaded"]
     totals = {n: sum(r.get(n, 0.0) for r in rows) for n in names}
     return {
         "calls": len(rows),
@@ -882,6 +882,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             admin.ensure_topics([plain_topic_spec(f"{prefix}.orders", widest, 1)])
         event_log = folder / "events"
         event_log.mkdir()
+        # The workers' profiling hook: the JVM passes its PYTHONPATH to the Python workers.
+        python_path = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(__file__).parent / "profiling"), *filter(None, [python_path])]
+        )
         spark = spark_session(
             app_name="consumer-offsets-bench",
             master=args.master,
@@ -895,6 +900,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 **dict(pair.split("=", 1) for pair in args.spark_conf),
             },
         )
+        # Only the JVM (started now) passes the hook on: not the load's child processes.
+        if python_path is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = python_path
         jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[attr-defined]
         sampler = MemorySampler(jvm_pid)
         sampler.start()

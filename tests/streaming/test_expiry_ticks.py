@@ -1,7 +1,6 @@
 """Expiry ticks, without Spark: the shard call (``streaming.spark.processor.make_shard_call``)
-honours
-one only on the job's own ingest topic (on a tenant's it is a dead letter), and the job says at
-start that only operators may write that topic."""
+honours one only on the job's own ingest topic (on a tenant's it is a dead letter), and the job
+says at start that only operators may write that topic."""
 
 from __future__ import annotations
 
@@ -44,9 +43,6 @@ class MemoryStore:
 
     def batch_time_ms(self) -> int:
         return self.now_ms
-
-    def timed_out(self) -> bool:
-        return False
 
     def read(self, shards: DecodedShards) -> ShardState | None:
         return self.state
