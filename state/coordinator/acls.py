@@ -1,22 +1,11 @@
 """Kafka's ACLs for the offset APIs, as its ``StandardAuthorizer`` decides them.
 
-A tenant's rules are Kafka ``AclBinding``s without principal and host: the principal is the
-tenant (Kafka authenticated it when it let the tenant write to its own ingest topic), the host
-is any. A binding names a resource (``GROUP`` or ``TOPIC``) by a pattern — ``LITERAL`` (the exact
-name, or ``*`` for every name) or ``PREFIXED`` (every name that starts with it) — an operation
-and ALLOW or DENY. Deciding an operation on a resource, as Kafka does:
-
-- a DENY binding whose pattern matches and whose operation is the one asked or ``ALL`` denies,
-  whatever allows it (DENY wins);
-- else an ALLOW binding whose pattern matches allows when its operation is the one asked,
-  ``ALL``, or one that implies it: ``DESCRIBE`` is implied by READ, WRITE, DELETE and ALTER
-  (``AclEntry.supportedOperations``' implication);
-- else the operation is denied (no binding: denied, Kafka's ``allow.everyone.if.no.acl.found``
-  false).
-
-What the offset APIs ask (Kafka's ``KafkaApis``): OffsetCommit READ on the group and READ on each
-topic; OffsetDelete DELETE on the group and READ on each topic; DeleteGroups DELETE on the group;
-OffsetFetch and DescribeGroups DESCRIBE on the group (and DESCRIBE on each topic for a fetch).
+A tenant's rules are ``AclBinding``s without principal (the tenant) and host (any). A matching DENY
+of the operation or ``ALL`` denies; else a matching ALLOW of the operation, ``ALL`` or one implying
+it (READ, WRITE, DELETE and ALTER imply DESCRIBE) allows; else denied (Kafka's
+``allow.everyone.if.no.acl.found`` false). ``KafkaApis`` asks: OffsetCommit READ on the group and
+each topic; OffsetDelete DELETE on the group, READ on each topic; DeleteGroups DELETE on the group;
+OffsetFetch and DescribeGroups DESCRIBE on the group (and each fetched topic).
 """
 
 from __future__ import annotations
@@ -25,16 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
-
-__all__ = [
-    "WILDCARD_RESOURCE",
-    "AclBinding",
-    "AclOperation",
-    "AclPermissionType",
-    "Authorizer",
-    "PatternType",
-    "ResourceType",
-]
 
 #: A LITERAL resource name matching every name (Kafka's ``ResourcePattern.WILDCARD_RESOURCE``).
 WILDCARD_RESOURCE = "*"
@@ -73,8 +52,7 @@ class AclPermissionType(Enum):
     DENY = "DENY"
 
 
-#: Operations an ALLOW of the key's operation also allows (Kafka: DESCRIBE is implied by READ,
-#: WRITE, DELETE and ALTER).
+#: Operations an ALLOW of the key's operation allows.
 _IMPLIES: Mapping[AclOperation, frozenset[AclOperation]] = {
     op: frozenset({op, AclOperation.DESCRIBE})
     if op in (AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER)
@@ -183,9 +161,3 @@ class Authorizer:
             elif binding.operation is AclOperation.ALL or operation in _IMPLIES[binding.operation]:
                 allowed = True
         return allowed
-
-    def authorize_all(
-        self, resource_type: ResourceType, names: Iterable[str], operation: AclOperation
-    ) -> dict[str, bool]:
-        """``authorize`` for each distinct name of ``names``."""
-        return {name: self.authorize(resource_type, name, operation) for name in set(names)}

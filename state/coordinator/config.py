@@ -22,21 +22,16 @@ DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 class CoordinatorConfig:
     """Kafka's group-coordinator settings that decide routing, expiry and commit validation.
 
-    - ``offsets_topic_partitions``: ``offsets.topic.num.partitions``; a group lives on shard
-      ``partition_for(group, offsets_topic_partitions)``. Like Kafka, changing it after groups exist
-      moves groups to other shards, which this code does not support.
+    - ``offsets_topic_partitions``: ``offsets.topic.num.partitions``; a group lives on partition
+      ``partition_for(group, offsets_topic_partitions)`` and may not move (as in Kafka).
     - ``state_shards``: how many states hold the partitions (a divisor of
-      ``offsets_topic_partitions``; None: one per partition). State ``k`` holds the groups of
-      every partition ``p`` with ``p % state_shards == k``, as a broker leads several partitions
-      of ``__consumer_offsets``: ``state_shard_for(group)`` (fewer, larger states cost fewer
-      calls per micro-batch).
-    - ``offsets_retention_ms``: ``offsets.retention.minutes`` in ms; how long an offset without an
-      explicit expire timestamp outlives its base timestamp once its group is empty.
-    - ``offset_metadata_max_bytes``: ``offset.metadata.max.bytes``; longer commit metadata (counted
-      as Kafka counts it, in UTF-16 code units) is rejected with OFFSET_METADATA_TOO_LARGE.
+      ``offsets_topic_partitions``; None: one per partition); state ``k`` holds every partition
+      ``p`` with ``p % state_shards == k``, as a broker leads several partitions.
+    - ``offsets_retention_ms``: ``offsets.retention.minutes`` in ms.
+    - ``offset_metadata_max_bytes``: ``offset.metadata.max.bytes`` (counted as Kafka does, in
+      UTF-16 code units); longer metadata gets OFFSET_METADATA_TOO_LARGE.
     - ``request_timeout_ms``: the timeout of a request without its own ``timeoutMs`` (Kafka's
-      ``default.api.timeout.ms``): a request reached at or after ``message timestamp + timeout``
-      is answered REQUEST_TIMED_OUT and changes nothing (``state.coordinator.deadlines``).
+      ``default.api.timeout.ms``; ``state.coordinator.deadlines``).
     """
 
     offsets_topic_partitions: int = 50
@@ -74,8 +69,6 @@ class CoordinatorConfig:
             raise ValueError(f"offsets_retention_ms must be >= 1, got {self.offsets_retention_ms}")
         if self.request_timeout_ms < 0:
             raise ValueError(f"request_timeout_ms must be >= 0, got {self.request_timeout_ms}")
-        # Metadata is a record string (int16 length): at most 32,767 bytes of UTF-8, which a
-        # UTF-16 code unit can take three of.
         if not 0 <= self.offset_metadata_max_bytes <= MAX_OFFSET_METADATA_MAX_BYTES:
             raise ValueError(
                 f"offset_metadata_max_bytes must be in 0..{MAX_OFFSET_METADATA_MAX_BYTES}, "

@@ -1,8 +1,7 @@
 """Kafka's request handlers for one group: validate a request, return its records and responses.
 
-As in Kafka's ``OffsetMetadataManager``, a handler reads the group's state through a ``GroupView``
-and never changes it: the caller replays the returned records. The reference coordinator and the
-shard's exact path (groups whose batch is not commit-only) both use these handlers.
+As in ``OffsetMetadataManager``, a handler reads the group through a ``GroupView`` and never changes
+it: the caller replays the records. Used by the reference coordinator and the shard's exact path.
 """
 
 from __future__ import annotations
@@ -44,8 +43,7 @@ from state.coordinator.rules import (
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """One response row: a partition's answer, or the request's (``topic`` and ``partition``
-    None)."""
+    """A partition's answer, or the request's (``topic`` and ``partition`` None)."""
 
     topic: str | None
     partition: int | None
@@ -54,14 +52,13 @@ class Response:
 
     @staticmethod
     def of(topic: str | None, partition: int | None, code: int) -> Response:
-        """The response with ``code`` and its standard ``error_reason``."""
         return Response(topic, partition, int(code), error_reason(code))
 
 
 @dataclass(frozen=True, slots=True)
 class HandlerResult:
-    """Records to replay, in order, and one response per partition of the request (in request order)
-    or a single request-level response."""
+    """Records to replay, in order, and a response per partition (request order) or one for the
+    request."""
 
     records: list[Record]
     responses: list[Response]
@@ -95,9 +92,8 @@ def handle(
     shard_id: int,
     config: CoordinatorConfig,
 ) -> HandlerResult:
-    """Answer ``request`` for the group it names (``group`` is that group's view, empty when the
-    group does not exist or the id is invalid). ``timestamp_ms`` is the request's log-append time:
-    the commit timestamp and the time a group's metadata changes."""
+    """Answer ``request`` over its group's view (empty for no group or an invalid id);
+    ``timestamp_ms``, its log-append time, stamps commits and metadata changes."""
     if isinstance(request, OffsetCommitRequest):
         return _offset_commit(request, group, timestamp_ms, shard_id, config)
     if isinstance(request, OffsetDeleteRequest):
@@ -112,8 +108,7 @@ def handle(
 def _group_id_error(
     group_id: str | None, shard_id: int, config: CoordinatorConfig, *, empty_allowed: bool = False
 ) -> ErrorCode:
-    """Checks made before the group is looked up: a usable id (``GroupCoordinatorService``), then
-    that this shard coordinates it (the coordinator runtime's NOT_COORDINATOR)."""
+    """INVALID_GROUP_ID for an unusable id, NOT_COORDINATOR for another shard's group."""
     if not is_valid_group_id(group_id, empty_allowed=empty_allowed):
         return ErrorCode.INVALID_GROUP_ID
     assert group_id is not None
@@ -131,8 +126,7 @@ def _group_error(
     *,
     empty_allowed: bool = False,
 ) -> ErrorCode:
-    """The group-level answer of a request: the id checks, then ``validate(metadata, exists)``
-    of the group's state (``validate_offset_delete_group`` or ``validate_delete_group``)."""
+    """The id checks, then ``validate(metadata, exists)`` of the group's state."""
     error = _group_id_error(group_id, shard_id, config, empty_allowed=empty_allowed)
     if error == ErrorCode.NONE:
         error = validate(group.metadata, group.exists())
@@ -140,7 +134,7 @@ def _group_error(
 
 
 def _answer(code: ErrorCode, records: list[Record] | None = None) -> HandlerResult:
-    """A request-level answer (``code`` for the whole request), with the ``records`` to replay."""
+    """A request-level answer, with the ``records`` to replay."""
     return HandlerResult(records or [], [Response.of(None, None, code)])
 
 

@@ -1,8 +1,4 @@
-"""Values of the offset manager, named as in Kafka's group coordinator.
-
-These are the shapes shared by the request handlers, the state machine, the record codecs and the
-sinks. They carry no behaviour beyond validation-free construction.
-"""
+"""Values of the offset manager, named as in Kafka's group coordinator (no validation)."""
 
 from __future__ import annotations
 
@@ -19,11 +15,8 @@ class TopicPartition(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
-    """A committed offset: the value of an OffsetCommit record (``OffsetCommitValue``).
-
-    ``expire_timestamp_ms`` is set only when the commit carried an explicit retention; otherwise
-    the offset expires ``offsets.retention.ms`` after its base timestamp, as in Kafka >= 2.1.
-    """
+    """A committed offset (``OffsetCommitValue``); ``expire_timestamp_ms`` is set only when the
+    commit carried an explicit retention."""
 
     offset: int
     leader_epoch: int = -1

@@ -1,13 +1,7 @@
 """Requests to the offset manager, in the shape of Kafka's OffsetCommit/OffsetDelete/DeleteGroups.
 
-Producers write one request per message to the ingest topic (key: the group id, value: versioned
-JSON, see ``state.formats.request_codec`` and the README). The streaming job flattens a batch of
-messages into a *request frame* (``state.formats.frames.REQUEST_FRAME_SCHEMA``): one row per
-partition of each request (one row for requests without partitions), in log order.
-
-Every request may carry ``timeout_ms`` (the wire's ``timeoutMs``, Kafka's name for a request's
-timeout): the job applies it only if it reaches it before ``message timestamp + timeout_ms``
-(None: the job's ``request_timeout_ms``), see ``state.coordinator.deadlines``.
+One request per ingest message (wire format: ``state.formats.request_codec``); ``timeout_ms``
+(None: the job's default) bounds when it may be applied (``state.coordinator.deadlines``).
 """
 
 from __future__ import annotations
@@ -27,8 +21,7 @@ class Api(StrEnum):
     OFFSET_COMMIT = "OffsetCommit"
     OFFSET_DELETE = "OffsetDelete"
     DELETE_GROUPS = "DeleteGroups"
-    # Stores a classic group's generation and members, as the coordinator does when a rebalance
-    # completes (the GroupMetadata record). Commits are then checked against it.
+    # A classic group's generation and members, as stored when a rebalance completes.
     GROUP_METADATA = "GroupMetadata"
 
 
@@ -57,7 +50,6 @@ class OffsetCommitRequest:
     group_instance_id: str | None = None
     #: -1 uses the broker's ``offsets.retention.minutes``.
     retention_time_ms: int = -1
-    #: The request's timeout from its message timestamp; None: the job's default.
     timeout_ms: int | None = None
 
 

@@ -1,10 +1,6 @@
-"""Kafka's offset-manager rules, one value at a time.
-
-These are the checks of Kafka's ``KafkaApis``, ``GroupCoordinatorService``,
-``OffsetMetadataManager`` and ``ClassicGroup`` that decide a request's error codes and when an
-offset expires. The reference coordinator and the shard's exact path call them; the shard's
-vectorized commit path implements the same rules over columns and is tested against them.
-"""
+"""Kafka's offset-manager rules, one value at a time: the checks of ``KafkaApis``,
+``GroupCoordinatorService``, ``OffsetMetadataManager`` and ``ClassicGroup`` that decide error codes
+and expiry. The engine's fast path says the same over columns and is tested against them."""
 
 from __future__ import annotations
 
@@ -18,13 +14,10 @@ from state.coordinator.model import GroupMetadataValue, OffsetAndMetadata
 TOPIC_NAME_MAX_LENGTH = 249
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
-#: The consumer protocol type (``ConsumerProtocol.PROTOCOL_TYPE``): only such groups have a known
-#: subscription, which KIP-496 uses for OffsetDelete and offset expiry.
+#: ``ConsumerProtocol.PROTOCOL_TYPE``: only such groups have a known subscription (KIP-496).
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
-#: The largest int64 (Kafka's ``Long.MAX_VALUE``): deadlines saturate here instead of wrapping
-#: around, and a deadline of INT64_MAX never comes. The engine's vectorized arithmetic and the
-#: record codecs' range checks use this one.
+#: Kafka's ``Long.MAX_VALUE``: deadlines saturate here instead of wrapping; it never comes.
 INT64_MAX = 2**63 - 1
 
 
@@ -38,16 +31,13 @@ def is_valid_topic(topic: str | None) -> bool:
     )
 
 
-#: The job answers UNKNOWN_TOPIC_OR_PARTITION for a partition index at or past this. Kafka has no
-#: hard limit (any int32 index), but no real topic comes near it; the cap bounds what any reader
-#: of the offsets allocates per topic, e.g. Burrow's positional list of a group's partitions (a
-#: commit of partition 2^31-1 would make it 2^31 entries long).
+#: Partition indexes at or past this get UNKNOWN_TOPIC_OR_PARTITION. Kafka has no such limit; it
+#: bounds what readers allocate per topic (Burrow lists a group's partitions by index).
 MAX_PARTITIONS_PER_TOPIC = 100_000
 
 
 def is_valid_partition(partition: int | None) -> bool:
-    """A partition index the job takes: not null, not negative, below
-    :data:`MAX_PARTITIONS_PER_TOPIC`."""
+    """Not null, not negative, below ``MAX_PARTITIONS_PER_TOPIC``."""
     return partition is not None and 0 <= partition < MAX_PARTITIONS_PER_TOPIC
 
 
@@ -56,12 +46,8 @@ MAX_RECORD_STRING_BYTES = 0x7FFF
 
 
 def is_valid_group_id(group_id: str | None, *, empty_allowed: bool = False) -> bool:
-    """Kafka's group id check, plus a group id must fit in a record key.
-
-    Kafka 4.1 takes an empty group id in OffsetCommit, OffsetFetch and DeleteGroups
-    (``empty_allowed``: the group "" is a group like any other) and refuses it in OffsetDelete and
-    JoinGroup (``GroupCoordinatorService.isGroupIdNotEmpty``). A group id too long for a record
-    fails in Kafka when the record is written; here every API answers INVALID_GROUP_ID."""
+    """Kafka's group id check, plus it must fit a record key. ``empty_allowed``: Kafka 4.1 takes
+    "" in OffsetCommit, OffsetFetch and DeleteGroups, not in OffsetDelete and JoinGroup."""
     if group_id is None:
         return False
     if not group_id:
@@ -70,31 +56,21 @@ def is_valid_group_id(group_id: str | None, *, empty_allowed: bool = False) -> b
 
 
 def java_length(text: str) -> int:
-    """Java's ``String.length()`` of ``text``: UTF-16 code units (a character outside the Basic
-    Multilingual Plane counts twice)."""
+    """Java's ``String.length()``: UTF-16 code units (a character outside the BMP counts 2)."""
     if text.isascii():
         return len(text)
     return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
 
 
 def metadata_too_large(metadata: str | None, config: CoordinatorConfig) -> bool:
-    """Whether commit metadata exceeds ``offset.metadata.max.bytes``.
-
-    Kafka compares Java's ``String.length()`` (UTF-16 code units) despite the setting's name, so
-    4,096 ``é`` (8,192 bytes of UTF-8) pass and 4,097 ``x`` do not; the record's int16 length
-    prefix still bounds the bytes (``CoordinatorConfig`` keeps the setting at most 32,767 / 4).
-    """
+    """Whether commit metadata exceeds ``offset.metadata.max.bytes``, counted as Kafka does in
+    UTF-16 code units despite the name (4,096 ``é`` pass, 4,097 ``x`` do not)."""
     return metadata is not None and java_length(metadata) > config.offset_metadata_max_bytes
 
 
 def subscribed_topics(metadata: GroupMetadataValue | None) -> frozenset[str] | None:
-    """The topics a classic group's members subscribe to, or None when unknown.
-
-    Known only for a ``consumer`` group with members that all name their topics, as Kafka's
-    ``ClassicGroup.computeSubscribedTopics`` knows it only when every member's subscription parses.
-    A member with no topics counts as unknown: a request that omits subscriptions must not make
-    active members' offsets expire.
-    """
+    """The topics a ``consumer`` group's members subscribe to (``computeSubscribedTopics``), or
+    None when unknown: no members, or a member naming no topic (whose offsets must not expire)."""
     if metadata is None or not metadata.members:
         return None
     if metadata.protocol_type != CONSUMER_PROTOCOL_TYPE:
@@ -120,16 +96,12 @@ def validate_commit_group(
     member_id: str,
     group_instance_id: str | None,
 ) -> ErrorCode:
-    """The group-level check of an OffsetCommit (``OffsetMetadataManager.validateOffsetCommit`` and
-    ``ClassicGroup.validateOffsetCommit``).
+    """The group-level check of an OffsetCommit (``ClassicGroup.validateOffsetCommit``).
 
-    ``exists``: the group has GroupMetadata or committed offsets. A missing group accepts a commit
-    with a negative generation (it becomes a simple group) and answers ILLEGAL_GENERATION otherwise
-    (OffsetCommit < v9). A group is Empty when it has no members (a simple group always is); an
-    Empty group accepts negative-generation commits whatever the member id (admin and standalone
-    commits).
-    Otherwise the member must be in the group (by static instance id when given) and the generation
-    must be the group's. Rebalance states are not modelled: a group with members is Stable.
+    ``exists``: the group has GroupMetadata or offsets. A missing group takes a negative generation
+    only; an Empty group takes any negative-generation commit (admin, standalone); otherwise the
+    member (by static instance id when given) and generation must match. A group with members is
+    Stable (rebalance states are not modelled).
     """
     if not exists:
         return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
@@ -156,8 +128,8 @@ def validate_commit_group(
 
 
 def validate_offset_delete_group(metadata: GroupMetadataValue | None, exists: bool) -> ErrorCode:
-    """KIP-496 group check: the group must exist; a group with members must use the consumer
-    protocol (``ClassicGroup.validateOffsetDelete``), whose subscribed topics are then protected."""
+    """``ClassicGroup.validateOffsetDelete`` (KIP-496): the group exists and, with members, uses
+    the consumer protocol."""
     if not exists:
         return ErrorCode.GROUP_ID_NOT_FOUND
     if (
@@ -179,21 +151,16 @@ def validate_delete_group(metadata: GroupMetadataValue | None, exists: bool) -> 
 
 
 def expire_timestamp(timestamp_ms: int, retention_time_ms: int) -> int | None:
-    """The explicit expire timestamp of a commit: ``commit time + retention_time_ms`` when the
-    request sets a retention (OffsetCommit v2-v4), else None and the broker's retention applies.
-
-    As in Kafka's ``OffsetMetadataManager``, any value other than -1 is explicit: 0 or a negative
-    retention expires the offset at the next retention check. Where the sum passes the int64
-    range Kafka's wraps around to a past timestamp and the offset expires at once; here it
-    saturates and the offset never expires (README, "Differences from Kafka")."""
+    """``commit time + retention_time_ms``, or None for -1 (the broker's retention). Any other
+    value is explicit, as in Kafka; a sum past int64 saturates where Kafka's wraps (README,
+    "Differences from Kafka")."""
     if retention_time_ms == -1:
         return None
     return saturating_add(timestamp_ms, retention_time_ms)
 
 
 def saturating_add(a: int, b: int) -> int:
-    """``a + b``, or ``INT64_MAX`` when the sum passes it: a deadline that would overflow a Java
-    long never comes (``state.engine.columns.saturating_add`` is the same over columns)."""
+    """``a + b``, at most ``INT64_MAX`` (``state.engine.columns.saturating_add`` over columns)."""
     return min(a + b, INT64_MAX)
 
 
@@ -203,18 +170,14 @@ def offset_deadline(
     metadata: GroupMetadataValue | None,
     config: CoordinatorConfig,
 ) -> int | None:
-    """When ``offset`` (of ``topic`` in a group with ``metadata``) expires: it is removed by the
-    first expiry pass with ``now >= deadline``; None means it cannot expire in the group's current
-    state.
+    """When ``offset`` (of ``topic`` in a group with ``metadata``) expires, the first expiry pass
+    with ``now >= deadline`` removing it; None: not in the group's current state.
 
-    Kafka >= 2.1 (KIP-211) via ``ClassicGroup.offsetExpirationCondition``:
-    - a group with members: offsets never expire, except, in a ``consumer`` group with a known
-      subscription, offsets of topics no member subscribes to (KIP-496), based on the commit time;
-    - an Empty group with GroupMetadata: based on the later of the commit time and the time the
-      group became Empty (Kafka uses the latter alone, which can expire a commit made after the
-      group emptied as soon as it is written);
-    - a simple group (offsets only): based on the commit time.
-    An explicit expire timestamp (OffsetCommit v1 value) replaces ``base + offsets.retention.ms``.
+    As ``ClassicGroup.offsetExpirationCondition`` (KIP-211), the base being: with members, never,
+    but for topics no member of a known ``consumer`` subscription reads (KIP-496) the commit time;
+    Empty with GroupMetadata, the later of commit time and when it became Empty (Kafka: the latter
+    alone); a simple group, the commit time. An explicit expire timestamp replaces
+    ``base + offsets.retention.ms``.
     """
     if metadata is not None and metadata.members:
         topics = subscribed_topics(metadata)
@@ -231,12 +194,8 @@ def offset_deadline(
 
 
 def empty_group_deadline(metadata: GroupMetadataValue | None, has_offsets: bool) -> int | None:
-    """When a group's GroupMetadata is deleted for being Empty with no offsets left.
-
-    Kafka deletes such a group (writing a GroupMetadata tombstone) in the first expiry pass after it
-    became Empty and lost its last offset; here that pass is the first with ``now`` at or after the
-    time it became Empty.
-    """
+    """When an Empty group with no offsets left gets its GroupMetadata tombstone: the first
+    expiry pass at or after it became Empty."""
     if metadata is None or metadata.members or has_offsets:
         return None
     return metadata.current_state_timestamp_ms

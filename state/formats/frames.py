@@ -1,29 +1,11 @@
-"""The Arrow frames between the state and the Spark adapter: requests in, records and responses out.
+"""The Arrow frames between the state and its callers: requests in, records and responses out.
 
-A frame is a table with one of these schemas; they are the whole contract between ``state`` and
-its callers (the streaming job, the sinks, the tests), so that no Python object per row crosses it:
-
-- ``REQUEST_FRAME_SCHEMA``: the requests of a micro-batch, flattened one row per partition;
-  ``EXTENDED_REQUEST_FRAME_SCHEMA`` adds a GroupMetadata request's protocol fields and the
-  request's timeout;
-- ``RECORD_FRAME_SCHEMA``: the records to append to the offsets topic, keyed by
-  group/topic/partition whatever the state is keyed by;
-- ``RESPONSE_FRAME_SCHEMA``: one answer per partition of each request, or a dead letter.
+They are the whole contract, so that no Python object per row crosses it.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-
-__all__ = [
-    "EXTENDED_REQUEST_FRAME_SCHEMA",
-    "GROUP_METADATA_FIELDS",
-    "MEMBER_FRAME_SCHEMA",
-    "RECORD_FRAME_SCHEMA",
-    "REQUEST_FRAME_SCHEMA",
-    "REQUEST_TIMEOUT_FIELD",
-    "RESPONSE_FRAME_SCHEMA",
-]
 
 #: One row per partition of each request, in log order (``ingest_offset``, ``partition_index``).
 #: Request-level fields repeat on each row. Requests without partitions (DeleteGroups,
@@ -33,8 +15,7 @@ REQUEST_FRAME_SCHEMA = pa.schema(
     [
         pa.field("ingest_offset", pa.int64(), nullable=False),
         pa.field("partition_index", pa.int32(), nullable=False),
-        # The ingest message's timestamp: the broker's append time (the job creates the ingest
-        # topic with LogAppendTime). The commit timestamp, and where a request's deadline starts.
+        # The broker's append time (LogAppendTime): the commit time and the deadline's start.
         pa.field("timestamp_ms", pa.int64(), nullable=False),
         pa.field("api", pa.string()),
         pa.field("request_id", pa.string()),
@@ -55,17 +36,13 @@ REQUEST_FRAME_SCHEMA = pa.schema(
     ]
 )
 
-#: GroupMetadata fields that ``REQUEST_FRAME_SCHEMA`` lacks: a GroupMetadata request's protocol
-#: type, protocol and leader. Optional in a request frame: without them the shard stores
-#: "consumer", null and null.
+#: Optional GroupMetadata fields (absent: "consumer", null, null).
 GROUP_METADATA_FIELDS = [
     pa.field("protocol_type", pa.string()),
     pa.field("protocol", pa.string()),
     pa.field("leader", pa.string()),
 ]
-#: The request's ``timeoutMs`` (null: the coordinator's ``request_timeout_ms``): it is refused
-#: with REQUEST_TIMED_OUT when reached at or after ``timestamp_ms + timeout_ms``. Optional in a
-#: request frame: without it every request gets the default.
+#: The optional request ``timeoutMs`` (null or absent: ``request_timeout_ms``).
 REQUEST_TIMEOUT_FIELD = pa.field("timeout_ms", pa.int32())
 #: ``REQUEST_FRAME_SCHEMA`` plus ``GROUP_METADATA_FIELDS`` and ``REQUEST_TIMEOUT_FIELD``.
 EXTENDED_REQUEST_FRAME_SCHEMA = pa.schema(
@@ -95,9 +72,8 @@ RECORD_FRAME_SCHEMA = pa.schema(
     ]
 )
 
-#: Members of consumer-protocol (KIP-848) groups as a reader of ``__consumer_offsets`` learns
-#: them, in log order: one row per ``ConsumerGroupMemberMetadata`` record, ``alive`` false for
-#: its tombstone (the member left the group).
+#: One row per ``ConsumerGroupMemberMetadata`` record (KIP-848) in log order; ``alive`` false
+#: for its tombstone.
 MEMBER_FRAME_SCHEMA = pa.schema(
     [
         pa.field("group_id", pa.string(), nullable=False),

@@ -1,9 +1,6 @@
-"""Strict reading of the JSON of ingest messages: the parser and typed field readers.
-
-The parser (``parse_json``) marks objects with a repeated key (``DuplicateKeys``) and integer
-literals too long for any Kafka integer (``HugeInt``) instead of failing, and rejects NaN and
-Infinity. The readers check one field each against its Kafka type and raise ``InvalidRequest``
-naming the JSON path of the field at fault (e.g. ``topics[0].partitions[2].committedOffset``).
+"""Strict reading of ingest JSON: a parser that marks repeated keys (``DuplicateKeys``) and
+over-long integers (``HugeInt``) instead of failing, and field readers that raise
+``InvalidRequest`` naming the JSON path at fault (e.g. ``topics[0].partitions[2].committedOffset``).
 """
 
 from __future__ import annotations
@@ -14,27 +11,6 @@ from typing import Any, NoReturn
 from state.coordinator.errors import ErrorCode
 from state.formats.records.wire import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
-__all__ = [
-    "INT32",
-    "INT64",
-    "REQUIRED",
-    "DuplicateKeys",
-    "HugeInt",
-    "InvalidRequest",
-    "as_object",
-    "field_path",
-    "is_valid_text",
-    "json_type",
-    "parse_json",
-    "read_array",
-    "read_field",
-    "read_int",
-    "read_nullable_str",
-    "read_str",
-    "read_text",
-    "reject",
-]
-
 #: Kafka's integer types of the request fields: (name, min, max).
 INT32 = ("int32", INT32_MIN, INT32_MAX)
 INT64 = ("int64", INT64_MIN, INT64_MAX)
@@ -44,8 +20,7 @@ REQUIRED: Any = object()
 
 
 class InvalidRequest(Exception):
-    """The request is invalid: carries the error code to answer with and the reason, which names
-    the field at fault (``decode_request`` turns it into a ``DecodeError``)."""
+    """An invalid request: the error code to answer and the reason naming the field at fault."""
 
     def __init__(self, code: ErrorCode, reason: str) -> None:
         super().__init__(reason)
@@ -60,8 +35,7 @@ class DuplicateKeys(dict):  # type: ignore[type-arg]
 
 
 class HugeInt:
-    """A JSON integer too long to be any Kafka integer; kept as text so that a field check can
-    name it instead of the whole message failing to parse."""
+    """A JSON integer too long for any Kafka integer, kept as text for a field check to name."""
 
     __slots__ = ("text",)
 
@@ -70,9 +44,8 @@ class HugeInt:
 
 
 def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """The parser's hook for every JSON object: a dict, or a ``DuplicateKeys`` naming the keys
-    that repeat (the object is rejected when read, not while parsing, so that the error can still
-    carry the request id)."""
+    """A dict, or a ``DuplicateKeys`` naming the repeated keys (rejected when read, so that the
+    error can still carry the request id)."""
     obj = dict(pairs)
     if len(obj) == len(pairs):
         return obj
@@ -88,16 +61,12 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _parse_int(text: str) -> int | HugeInt:
-    """The parser's hook for every JSON integer literal: an int, or ``HugeInt`` when too long.
-
-    20 digits and a sign cover int64; longer literals can only be out of range, and leaving them
-    as text also keeps Python's int-from-string digit limit from failing the whole parse.
-    """
+    """An int, or ``HugeInt`` past 21 characters (out of int64, and clear of Python's digit
+    limit)."""
     return int(text) if len(text) <= 21 else HugeInt(text)
 
 
 def _reject_constant(name: str) -> NoReturn:
-    """The parser's hook for NaN and Infinity, which Python accepts but JSON does not have."""
     raise ValueError(f"{name} is not valid JSON")
 
 
@@ -107,8 +76,8 @@ _decoder = json.JSONDecoder(
 
 
 def parse_json(text: str) -> Any:
-    """Parse JSON ``text`` with the hooks above. Raises ``ValueError`` for text that is not JSON
-    (NaN and Infinity included) and ``RecursionError`` for nesting too deep to parse."""
+    """Parse JSON ``text``: ``ValueError`` if not JSON (NaN and Infinity included),
+    ``RecursionError`` if nested too deeply."""
     return _decoder.decode(text)
 
 
@@ -132,13 +101,12 @@ def json_type(value: object) -> str:
 
 
 def reject(path: str, msg: str) -> NoReturn:
-    """Reject the request as INVALID_REQUEST: the field at ``path`` is wrong (``msg``)."""
+    """Raise INVALID_REQUEST for the field at ``path``."""
     raise InvalidRequest(ErrorCode.INVALID_REQUEST, f"{path}: {msg}")
 
 
 def field_path(prefix: str, key: str | int) -> str:
-    """The JSON path of ``key`` (an object key, or an array index) under ``prefix``; built only
-    for an error message."""
+    """The JSON path of ``key`` (object key or array index) under ``prefix``."""
     if isinstance(key, int):
         return f"{prefix}[{key}]"
     return f"{prefix}.{key}" if prefix else key
@@ -154,8 +122,7 @@ def as_object(value: object, path: str) -> dict[str, Any]:
 
 
 def is_valid_text(value: str) -> bool:
-    """Whether ``value`` can be encoded as UTF-8 (JSON escapes can produce lone surrogates,
-    which no record or response could carry)."""
+    """Whether ``value`` encodes as UTF-8 (a JSON escape can spell a lone surrogate)."""
     if value.isascii():
         return True
     try:
@@ -166,9 +133,7 @@ def is_valid_text(value: str) -> bool:
 
 
 def read_field(obj: dict[str, Any], key: str, prefix: str, default: Any) -> Any:
-    """The value of field ``key`` of ``obj`` (at path ``prefix``), ``default`` when it is absent;
-    INVALID_REQUEST "missing" when it is absent and ``default`` is ``REQUIRED``. Every default is
-    a valid value of its field, so callers check what this returns whichever it is."""
+    """Field ``key`` of ``obj``, ``default`` when absent ("missing" if ``REQUIRED``)."""
     value = obj.get(key, default)
     if value is REQUIRED:  # JSON cannot hold the sentinel: the field is absent
         reject(field_path(prefix, key), "missing")
@@ -176,8 +141,7 @@ def read_field(obj: dict[str, Any], key: str, prefix: str, default: Any) -> Any:
 
 
 def read_text(value: object, prefix: str, key: str | int, expected: str = "a string") -> str:
-    """``value`` if it is a string that a record or response can carry (valid UTF-8); else
-    INVALID_REQUEST naming the field ``key`` under ``prefix``."""
+    """``value`` if it is a string valid as UTF-8, else INVALID_REQUEST naming the field."""
     if type(value) is not str:
         reject(field_path(prefix, key), f"expected {expected}, got {json_type(value)}")
     if not is_valid_text(value):
@@ -186,7 +150,7 @@ def read_text(value: object, prefix: str, key: str | int, expected: str = "a str
 
 
 def read_str(obj: dict[str, Any], key: str, prefix: str, default: Any = REQUIRED) -> str:
-    """A string field; absent gives ``default`` (required if none)."""
+    """A string field; absent gives ``default``."""
     return read_text(read_field(obj, key, prefix, default), prefix, key)
 
 
@@ -205,8 +169,7 @@ def read_int(
     kind: tuple[str, int, int],
     default: Any = REQUIRED,
 ) -> int:
-    """An integer field of Kafka type ``kind`` (name, min, max); absent gives ``default``
-    (required if none)."""
+    """An integer field of Kafka type ``kind`` (name, min, max); absent gives ``default``."""
     value = read_field(obj, key, prefix, default)
     # bool is a subclass of int in Python but not an integer in JSON.
     if type(value) is not int:
@@ -220,7 +183,7 @@ def read_int(
 
 
 def read_array(obj: dict[str, Any], key: str, prefix: str, default: Any = REQUIRED) -> list[Any]:
-    """An array field; absent gives ``default`` (required if none)."""
+    """An array field; absent gives ``default``."""
     value = read_field(obj, key, prefix, default)
     if type(value) is not list:
         reject(field_path(prefix, key), f"expected an array, got {json_type(value)}")

@@ -1,12 +1,8 @@
-"""Offset records decoded a whole column at a time: the fast path of loading a shard.
+"""Offset records decoded a column at a time with numpy: the fast path of loading a shard.
 
-``decode_offset_commit_columns`` reads the (key, value) bytes of many records at once with numpy,
-for the layouts Kafka writes most: an ``OffsetCommitKey`` (key version 0 or 1) with a tombstone or
-an ``OffsetCommitValue`` of version 0 to 3, or 4 (Kafka 4's) with metadata under 127 bytes and no
-tagged fields. Each record it reads gives exactly what ``state.formats.records.decode_record``
-gives (the tests check them against each other); every other record (group metadata, KIP-848
-keys, v4 values with tagged fields, anything malformed) is marked for that per-record decoder,
-which also names what is wrong with a corrupt record.
+It reads ``OffsetCommitKey`` v0-v1 with a tombstone or ``OffsetCommitValue`` v0-v3, or v4 with
+metadata under 127 bytes and no tagged fields, exactly as ``records.decode_record`` does; every
+other record is left to that per-record decoder, which names what is wrong with a corrupt one.
 """
 
 from __future__ import annotations
@@ -86,8 +82,8 @@ def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Ar
 
 
 def decode_offset_commit_columns(keys: pa.Array, values: pa.Array) -> OffsetColumns:
-    """Decode the records of ``keys``/``values`` (binary columns, a null value is a tombstone)
-    whose layout the column decoder knows; see the module docstring."""
+    """Decode the records of ``keys``/``values`` (binary; null value: tombstone) whose layout
+    this decoder knows."""
     kdata, kstart, klen, kvalid = binary_parts(keys)
     ok = kvalid & (klen >= 4)
     version = big_endian_ints(kdata, kstart, 2, ok)
@@ -133,8 +129,7 @@ def decode_offset_commit_columns(keys: pa.Array, values: pa.Array) -> OffsetColu
         live = has_value[rows]
         metadata = _strings(vdata, np.where(live, mstart[rows], 0), np.where(live, mlen[rows], 0))
     except pa.ArrowInvalid:
-        # Invalid UTF-8 somewhere: leave these records to the per-record decoder, which names
-        # the one at fault.
+        # Invalid UTF-8: the per-record decoder names the record at fault.
         return _nothing_decoded(len(keys))
     tomb = ~live
     has_expire = live & (vversion[rows] == 1) & (expire_ts[rows] != -1)

@@ -1,10 +1,6 @@
-"""Offset record keys and values encoded a whole column at a time.
-
-``OffsetCommitKey`` version 1 and ``OffsetCommitValue`` at Kafka's versions (1 with an explicit
-expire timestamp, else 3), built with numpy; the layouts are ``state.formats.records``'. Callers
-pass values that fit (strings of at most 32767 UTF-8 bytes, int32 partitions and epochs), which
-the request checks guarantee.
-"""
+"""Offset record keys (v1) and values (v1 with an expire timestamp, else v3) encoded a column at
+a time (layouts: ``state.formats.records``). Callers pass values that fit, as the request checks
+guarantee."""
 
 from __future__ import annotations
 
@@ -14,8 +10,7 @@ import pyarrow as pa
 from state.formats.record_column_decoding import binary_parts
 from state.formats.records import OFFSET_COMMIT_KEY_VERSION
 
-#: A field of a record: a fixed-width big-endian integer column, or a string column written as an
-#: int16 length and its UTF-8 bytes.
+#: A fixed-width big-endian integer column, or a string column (int16 length, UTF-8).
 Field = np.ndarray | pa.Array
 
 

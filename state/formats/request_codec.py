@@ -15,22 +15,15 @@ The message key is the group id (UTF-8); the value is one of (``?`` = optional, 
                    "clientHost"?: "", "rebalanceTimeoutMs"?: 300000,
                    "sessionTimeoutMs"?: 45000, "subscribedTopics"?: []}]}
 
-Field names are those of Kafka's request schemas. Every request may carry ``timeoutMs`` (int32,
->= 0; absent or null: the job's ``request_timeout_ms``): the job applies the request only if it
-reaches it before the message's timestamp plus that timeout (``state.coordinator.deadlines``);
-the encoder writes it only when set, so a request without one is encoded as before.
-``retentionTimeMs`` -1 means the broker default; ``committedMetadata`` null means "" (as Kafka
-stores it). ``groupInstanceId``, ``protocolName``, ``leader`` and ``timeoutMs`` may be null; no
-other field may.
+Field names are Kafka's. Every request may carry ``timeoutMs`` (int32 >= 0; absent or null: the
+job's default; ``state.coordinator.deadlines``). ``retentionTimeMs`` -1 is the broker default;
+``committedMetadata`` null means "". Only ``groupInstanceId``, ``protocolName``, ``leader`` and
+``timeoutMs`` may be null.
 
-The decoder checks shape and types only: every field has its JSON type, integers are JSON
-integers (not booleans, not ``1.0``) that fit their Kafka type (int32 for partition indexes,
-generations, leader epochs and timeouts; int64 for offsets and retention). Semantic checks (empty
-group id, negative partition, metadata size, topic names) belong to the state machine, which
-answers them with Kafka's error codes. Unknown fields are ignored, so a producer may add fields
-within a version (forward compatibility); a change that older readers must not ignore needs a new
-``version``. A key that appears twice in one object is rejected, since JSON readers disagree on
-which occurrence wins.
+The decoder checks shape and types only: JSON types, and integers (not booleans, not ``1.0``)
+within their Kafka type; the state machine answers semantic faults with Kafka's error codes.
+Unknown fields are ignored (a change old readers must not ignore needs a new ``version``); a key
+repeated in one object is rejected, as JSON readers disagree on which occurrence wins.
 """
 
 from __future__ import annotations
@@ -71,21 +64,12 @@ from state.formats.json_fields import (
     reject,
 )
 
-__all__ = ["decode_members", "decode_request", "encode_members", "encode_request"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Encoding
-
 
 def _topics_json(
     pairs: Iterable[tuple[str, dict[str, Any]]],
 ) -> list[dict[str, Any]]:
-    """Group (topic, partition object) pairs into Kafka's topics → partitions nesting.
-
-    Only consecutive runs of a topic are merged, so decoding (which flattens in order) returns
-    the partitions in exactly the original order.
-    """
+    """(topic, partition object) pairs nested as Kafka's topics → partitions, merging only
+    consecutive runs so that decoding returns the original order."""
     topics: list[dict[str, Any]] = []
     last: str | None = None
     for topic, partition in pairs:
@@ -97,7 +81,7 @@ def _topics_json(
 
 
 def _member_json(m: MemberMetadata) -> dict[str, Any]:
-    """A member as an element of a GroupMetadata request's ``members`` (no ``assignment``)."""
+    """An element of a GroupMetadata request's ``members`` (no ``assignment``)."""
     return {
         "memberId": m.member_id,
         "groupInstanceId": m.group_instance_id,
@@ -110,19 +94,14 @@ def _member_json(m: MemberMetadata) -> dict[str, Any]:
 
 
 def _dumps(obj: object) -> str:
-    """``obj`` as JSON text: compact, and without NaN (not JSON); non-ASCII stays literal
-    (smaller than \\u escapes)."""
+    """``obj`` as compact JSON, no NaN, non-ASCII literal."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def encode_request(request: Request) -> bytes:
-    """Encode a request as the UTF-8 JSON value of an ingest message, all fields explicit.
-
-    ``decode_request(encode_request(r)) == r`` for every request whose fields fit their types.
-    Values are not range-checked here (the decoder is the arbiter and answers a bad request with
-    INVALID_REQUEST); raises ``ValueError`` for a string that is not valid Unicode (a lone
-    surrogate) and ``TypeError`` for a value JSON cannot hold.
-    """
+    """The UTF-8 JSON value of an ingest message: ``decode_request(encode_request(r)) == r`` for
+    fields that fit their types (not range-checked here). ``ValueError`` for a lone surrogate,
+    ``TypeError`` for a value JSON cannot hold."""
     head: dict[str, Any] = {"version": REQUEST_VERSION}
     if isinstance(request, OffsetCommitRequest):
         head |= {
@@ -180,18 +159,12 @@ def encode_request(request: Request) -> bytes:
 
 
 def encode_members(members: Iterable[MemberMetadata]) -> str:
-    """Encode members as the JSON array of a GroupMetadata request (the request frame's
-    ``members_json`` column). ``assignment`` is not part of the request format and is dropped."""
+    """Members as a GroupMetadata request's JSON array (the frame's ``members_json``)."""
     return _dumps([_member_json(m) for m in members])
 
 
-# ---------------------------------------------------------------------------------------------
-# Decoding (field readers: state.formats.json_fields)
-
-
 def _topics(obj: dict[str, Any]) -> Iterator[tuple[str, str, list[Any]]]:
-    """Yield (topic name, path of the topic, its raw partitions array) for each entry of the
-    request's ``topics`` array, in order."""
+    """(name, JSON path, raw partitions array) of each entry of ``topics``, in order."""
     for ti, raw_topic in enumerate(read_array(obj, "topics", "")):
         tpath = f"topics[{ti}]"
         topic_obj = as_object(raw_topic, tpath)
@@ -200,7 +173,6 @@ def _topics(obj: dict[str, Any]) -> Iterator[tuple[str, str, list[Any]]]:
 
 
 def _checked_commit_partition(topic: str, raw: object, path: str) -> PartitionCommit:
-    """One commit partition, read field by field, naming the first field at fault."""
     p = as_object(raw, path)
     index = read_int(p, "partitionIndex", path, INT32)
     offset = read_int(p, "committedOffset", path, INT64)
@@ -213,7 +185,6 @@ def _checked_commit_partition(topic: str, raw: object, path: str) -> PartitionCo
 def _offset_commit(
     obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
 ) -> OffsetCommitRequest:
-    """The fields of an OffsetCommit request object after its version, api and ids."""
     generation_id = read_int(obj, "generationId", "", INT32, -1)
     member_id = read_str(obj, "memberId", "", "")
     instance_id = read_nullable_str(obj, "groupInstanceId", "")
@@ -238,7 +209,6 @@ def _offset_commit(
 def _offset_delete(
     obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
 ) -> OffsetDeleteRequest:
-    """The fields of an OffsetDelete request object after its version, api and ids."""
     partitions = []
     for name, tpath, raw_partitions in _topics(obj):
         for pi, raw in enumerate(raw_partitions):
@@ -281,7 +251,6 @@ def _members(values: list[Any], prefix: str) -> tuple[MemberMetadata, ...]:
 def _group_metadata(
     obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
 ) -> GroupMetadataRequest:
-    """The fields of a GroupMetadata request object after its version, api and ids."""
     return GroupMetadataRequest(
         request_id=request_id,
         group_id=group_id,
@@ -295,7 +264,7 @@ def _group_metadata(
 
 
 def _ident(obj: dict[str, Any], key: str) -> str | None:
-    """A top-level identifying field, if it is readable, for answering an invalid request."""
+    """A top-level id, if readable, to answer an invalid request with."""
     if isinstance(obj, DuplicateKeys) and key in obj.duplicates:
         return None  # ambiguous: do not answer on behalf of either occurrence
     value = obj.get(key)
@@ -313,15 +282,11 @@ _PARSERS = {
 
 
 def decode_request(data: bytes | None) -> Request | DecodeError:
-    """Decode the value of one ingest message. Never raises.
+    """The request of one ingest message's value, or a ``DecodeError`` (never raises) whose
+    reason names the JSON path at fault and whose ids are set when readable.
 
-    Returns the request, or a ``DecodeError`` whose ``reason`` names the offending JSON path
-    (e.g. ``topics[0].partitions[2].committedOffset: expected an integer, got string``) and whose
-    ``request_id``/``group_id``/``api`` are set whenever the top-level object carries them as
-    strings, so the caller can answer the request. Error codes: CORRUPT_MESSAGE for a null or
-    empty value, invalid UTF-8, invalid JSON or a non-object; UNSUPPORTED_VERSION for a
-    ``version`` outside 1..REQUEST_VERSION; INVALID_REQUEST for everything else (missing
-    ``version``, unknown ``api``, missing, wrong-typed or out-of-range fields, duplicate keys).
+    CORRUPT_MESSAGE: null or empty, not UTF-8, not JSON, not an object; UNSUPPORTED_VERSION: a
+    ``version`` outside 1..REQUEST_VERSION; INVALID_REQUEST: any other fault.
     """
     if data is None or not isinstance(data, bytes | bytearray | memoryview):
         what = "null" if data is None else type(data).__name__
@@ -360,8 +325,8 @@ def decode_request(data: bytes | None) -> Request | DecodeError:
 
 
 def _decode_object(obj: dict[str, Any]) -> Request:
-    """The request a parsed top-level object holds: version, then api, then the ids, then the
-    api's fields; raises ``InvalidRequest`` at the first field at fault."""
+    """The request of a parsed object, checked version, api, ids, fields; ``InvalidRequest`` at
+    the first fault."""
     if isinstance(obj, DuplicateKeys):
         reject("request", f"duplicate key {obj.duplicates[0]!r}")
     version = obj.get("version", REQUIRED)
@@ -388,8 +353,7 @@ def _decode_object(obj: dict[str, Any]) -> Request:
 
 
 def _timeout_ms(obj: dict[str, Any]) -> int | None:
-    """The request's ``timeoutMs``: None when absent or null (the job's default applies), else
-    an int32 that is not negative."""
+    """``timeoutMs``: None when absent or null, else a non-negative int32."""
     value = obj.get("timeoutMs")
     if value is None:
         return None
@@ -401,9 +365,7 @@ def _timeout_ms(obj: dict[str, Any]) -> int | None:
 
 
 def decode_members(members_json: str) -> tuple[MemberMetadata, ...]:
-    """Decode a JSON array of members (``encode_members`` output, or a GroupMetadata request's
-    ``members``). Raises ``ValueError`` whose message names the field, e.g.
-    ``members[1].sessionTimeoutMs: expected an integer, got string``."""
+    """Members from ``encode_members``'s JSON; ``ValueError`` naming the field at fault."""
     if not isinstance(members_json, str):
         raise ValueError(f"members: expected a JSON string, got {type(members_json).__name__}")
     try:

@@ -1,22 +1,10 @@
-"""A fast reading of the hot ingest request, a valid OffsetCommit, straight into columns.
+"""The hot ingest request, a valid OffsetCommit, read with ``msgspec`` straight into columns.
 
-``decode_commit_columns(data)`` reads an ingest message with ``msgspec`` into typed structs (the
-checks of ``request_codec``'s docstring: JSON types, int32/int64 ranges, booleans and ``1.0`` are
-not integers, nullable fields, defaults) and returns the request's partitions as columns
-(``CommitColumns``), without a Python object per partition beyond msgspec's own struct.
-
-It only ever vouches: it returns ``None`` for anything it is not sure the exact decoder
-(``request_codec.decode_request``, the reference) would read as the same valid OffsetCommit, and
-the caller then decodes the message exactly, so error codes and reasons come from one place.
-Whenever it returns columns, they equal those of the exact decoder's request
-(``commit_columns(decode_request(data))``). ``None`` for:
-
-- any other api, any version the exact decoder does not read, a commit listing no partition;
-- anything msgspec refuses (invalid JSON, NaN, a wrong type, an integer out of range, a lone
-  surrogate escape), and bytes that are not valid UTF-8 anywhere in the message;
-- any key msgspec did not read into a field: an unknown field (at any level, however nested), or
-  a key that repeats in its object (msgspec keeps the last occurrence where the exact decoder
-  rejects the request). See ``_keys_are_the_fields``.
+``decode_commit_columns`` only vouches: its columns equal
+``commit_columns(request_codec.decode_request(data))``, and it returns ``None`` (decode exactly,
+where error reasons come from) for any other api or version, a commit without partitions,
+anything msgspec refuses, invalid UTF-8 anywhere, and any key msgspec did not read into a field
+(an unknown field at any depth, or a repeated key: ``_keys_are_the_fields``).
 """
 
 from __future__ import annotations
@@ -29,12 +17,9 @@ from msgspec import UNSET, Meta, UnsetType
 from state.coordinator.requests import REQUEST_VERSION, OffsetCommitRequest
 from state.formats.json_fields import INT32, INT64, is_valid_text
 
-__all__ = ["CommitColumns", "commit_columns", "decode_commit_columns"]
-
 _Int32 = Annotated[int, Meta(ge=INT32[1], le=INT32[2])]
 _Int64 = Annotated[int, Meta(ge=INT64[1], le=INT64[2])]
-#: The default of an absent ``committedLeaderEpoch``: out of int32, so no decoded epoch equals it
-#: and counting it counts the partitions without the field (the key check needs that count).
+#: An absent ``committedLeaderEpoch``: out of int32, so counting it counts the absent fields.
 _ABSENT_EPOCH = INT32[1] - 1
 
 
@@ -76,8 +61,8 @@ _decoder = msgspec.json.Decoder(_OffsetCommit)
 
 
 class CommitColumns(NamedTuple):
-    """An OffsetCommit request with at least one partition: its request-level fields, and its
-    partitions as equal-length columns in request order (defaults applied, null metadata "")."""
+    """An OffsetCommit with partitions: its request fields, and its partitions as columns in
+    request order (defaults applied, null metadata "")."""
 
     request_id: str
     group_id: str
@@ -94,7 +79,7 @@ class CommitColumns(NamedTuple):
 
 
 def commit_columns(request: OffsetCommitRequest) -> CommitColumns:
-    """The columns of a decoded OffsetCommit request (the exact decoder's result)."""
+    """The columns of a decoded OffsetCommit request."""
     parts = request.partitions
     return CommitColumns(
         request.request_id,
@@ -113,8 +98,8 @@ def commit_columns(request: OffsetCommitRequest) -> CommitColumns:
 
 
 def decode_commit_columns(data: bytes | bytearray) -> CommitColumns | None:
-    """The columns of the OffsetCommit request ``data`` holds when it is entirely valid, else
-    ``None`` (decode it with ``request_codec.decode_request``). Never raises."""
+    """The columns of the OffsetCommit ``data`` holds when entirely valid, else ``None``; never
+    raises."""
     # Invalid UTF-8 inside an ignored value passes msgspec, but the exact decoder refuses the
     # whole message; ASCII (the usual message) needs no further look.
     if not data.isascii():
@@ -198,16 +183,12 @@ def decode_commit_columns(data: bytes | bytearray) -> CommitColumns | None:
 
 
 def _keys_are_the_fields(colons: int, fields: int, escaped: bool, values: list[str]) -> bool:
-    """Whether a document with ``colons`` colon bytes has no key besides the ``fields`` present
-    fields msgspec read (each a distinct field of a distinct object): no unknown field, no
-    repeated key. ``escaped``: the document holds a backslash; ``values``: its string values.
+    """Whether a document of ``colons`` colon bytes has no key besides the ``fields`` msgspec
+    read (no unknown field, no repeated key); ``values``: its string values.
 
-    Every key of every object, at any depth, is followed by one colon outside strings, and JSON
-    has no other colon outside strings. So the document's key count is at most its colon count
-    (less the colons inside strings), and at least ``fields``: equal counts leave no room for an
-    extra key. Colons inside the known string values are subtracted only when the document has no
-    backslash, as then each decoded colon is one colon byte (no ``\\u003a`` escape); otherwise a
-    colon in a value sends the message to the exact decoder, which costs only time.
+    Each key at any depth is followed by the only colons outside strings, so equal counts leave no
+    room for another key. Colons inside values are subtracted only without a backslash in the
+    document (``escaped``), when no ``\\u003a`` escape can hide one.
     """
     if colons == fields:
         return True

@@ -6,16 +6,14 @@ One message per answered request on the responses topic (key = the request id, U
      "errorCode": 0, "errorMessage": null,
      "partitions": [{"topic": "t", "partitionIndex": 0, "errorCode": 0, "errorMessage": null}]}
 
-``errorCode``/``errorMessage`` at the top are the request-level answer (0/null when the request
-was answered per partition); ``partitions`` lists the partition answers in request order. Input
-that carries no readable request id cannot be answered: it becomes one dead letter (null key)::
+The top-level code and message answer the request (0/null when answered per partition);
+``partitions`` follow request order. Input without a readable request id is a dead letter (null
+key)::
 
     {"ingestPartition": 3, "ingestOffset": 1234, "errorCode": 2, "reason": "..."}
 
-Encoding (the job's side) is vectorized with Arrow (a micro-batch answers up to hundreds of
-thousands of partitions); only strings that need JSON escaping go through :func:`json.dumps`.
-Non-ASCII text is written as ``\\u`` escapes there, so every message is valid UTF-8 whatever the
-input held. Decoding (the commit client's side) is one message at a time: :func:`decode_response`.
+Encoding is vectorized with Arrow; only strings needing escapes go through ``json.dumps`` (ASCII
+output, so every message is valid UTF-8). Decoding is one message at a time.
 """
 
 from __future__ import annotations
@@ -31,10 +29,9 @@ import pyarrow.compute as pc
 from state.coordinator.model import TopicPartition
 from state.formats.frames import RESPONSE_FRAME_SCHEMA
 
-#: Format version of the responses-topic messages (``version`` field).
 RESPONSE_VERSION = 1
 
-#: Encoded messages: ``key`` null for dead letters; ``ingest_offset`` is the answered message's.
+#: ``key`` null for dead letters; ``ingest_offset`` is the answered message's.
 MESSAGE_SCHEMA = pa.schema(
     [
         pa.field("ingest_offset", pa.int64(), nullable=False),
@@ -66,13 +63,8 @@ def json_strings(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def encode_responses(responses: pa.Table, ingest_partition: int) -> tuple[pa.Table, pa.Table]:
-    """Encode a shard's response frame (``RESPONSE_FRAME_SCHEMA``) as (responses, dead letters),
-    both ``MESSAGE_SCHEMA``, in ingest order.
-
-    Rows of one request share its ``ingest_offset``; rows with a topic are its partition answers
-    (kept in frame order), a row without one its request-level answer. Rows with a null
-    ``request_id`` are dead letters, one per row.
-    """
+    """A response frame as (responses, dead letters), both ``MESSAGE_SCHEMA``, in ingest order:
+    one response per ``ingest_offset`` and one dead letter per row without ``request_id``."""
     if responses.num_rows == 0:
         return MESSAGE_SCHEMA.empty_table(), MESSAGE_SCHEMA.empty_table()
     responses = responses.select(RESPONSE_FRAME_SCHEMA.names)
@@ -184,13 +176,8 @@ def _utf8(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """One responses-topic message: the answer to request ``request_id`` (the message key).
-
-    ``error_code``/``error_message`` are the request-level answer; ``partitions`` maps each
-    answered partition to its ``(errorCode, errorMessage)``, in the order the message lists them.
-    ``group_id`` and ``api`` are None when the message does not carry them as strings: readers
-    match answers by request id, so they are informative only.
-    """
+    """One responses-topic message: the request-level answer, and ``(errorCode, errorMessage)``
+    per partition in message order; ``group_id`` and ``api`` None unless strings."""
 
     request_id: str
     group_id: str | None
@@ -201,14 +188,8 @@ class Response:
 
 
 def decode_response(key: bytes, value: bytes | None) -> Response:
-    """Decode one responses-topic message (``key`` the request id, ``value`` its JSON).
-
-    Raises ValueError (``UnicodeDecodeError`` and ``json.JSONDecodeError`` are ValueErrors) when
-    the message is not the documented format of :data:`RESPONSE_VERSION`: a null value, a value
-    that is not a JSON object, another ``version``, a non-integer ``errorCode``, or a partition
-    entry without a string ``topic`` and integer ``partitionIndex`` and ``errorCode``. Unknown
-    fields are ignored; missing codes mean 0, missing messages None.
-    """
+    """Decode one responses-topic message (``key`` the request id). ``ValueError`` when it is not
+    the format of ``RESPONSE_VERSION``; unknown fields are ignored, missing codes are 0."""
     request_id = key.decode("utf-8")
     if value is None:
         raise ValueError("null response value")
@@ -248,6 +229,6 @@ def decode_response(key: bytes, value: bytes | None) -> Response:
 
 
 def _optional_str(obj: dict[str, object], name: str) -> str | None:
-    """``obj[name]`` when it is a string, else None (absent, null or another JSON type)."""
+    """``obj[name]`` when it is a string, else None."""
     value = obj.get(name)
     return value if isinstance(value, str) else None

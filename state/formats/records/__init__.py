@@ -1,60 +1,36 @@
 """Byte-exact codecs for the records of Kafka's ``__consumer_offsets`` topic.
 
-The layouts follow apache/kafka ``group-coordinator/src/main/resources/common/message/*.json``.
-A record key is an int16 *key version* (Kafka 4.x calls it the record type) followed by the key
-struct; a record value is an int16 *value version* followed by the value struct; a null value is
-a tombstone. One module per part, each with its layout table:
+Layouts from apache/kafka ``group-coordinator/src/main/resources/common/message/*.json``: a key is
+an int16 *key version* (Kafka 4.x: the record type) and the key struct; a value is an int16 version
+and the value struct; a null value is a tombstone. Modules: ``wire`` (primitive types, the checked
+``Reader``), ``keys``, ``offset_commit_value``, ``group_metadata_value``, ``consumer_group``
+(KIP-848 epochs and members) and ``record_types`` (every type a 4.1 broker writes).
 
-- ``wire``: Kafka's primitive types (integers, strings, varints, tagged fields), the field checks
-  and the checked ``Reader``;
-- ``keys``: ``OffsetCommitKey`` (key versions 0, 1) and ``GroupMetadataKey`` (2);
-- ``offset_commit_value``: ``OffsetCommitValue`` v0-v4 (``OffsetAndMetadata``);
-- ``group_metadata_value``: ``GroupMetadataValue`` v0-v4 and the subscription inside it;
-- ``dispatch``: whole records decoded, by key type;
-- ``record_types``: every record type a 4.1 broker writes, classified by type id and group.
-
-Writers pick the versions Kafka 4.0 writes: GroupMetadataKey 2 and GroupMetadataValue 3 here;
-offset records (OffsetCommitKey 1, OffsetCommitValue 1 with an explicit expire timestamp, else 3)
-a column at a time in ``state.formats.record_columns``. Decoders accept every version. Encoding
-contract: ``decode(encode(v)) == v`` or ``encode`` raises ``ValueError`` naming the field that
-the chosen version cannot hold.
-
-Decoding is strict: truncated input, trailing bytes, a negative length other than the null
-marker (-1), invalid UTF-8 or an unknown value version raise ``RecordFormatError``. (Kafka's
-generated readers read any negative string length as null and decode invalid UTF-8 with
-replacement characters; Kafka never writes either, so here both mean corruption.)
-
-The public names of the modules are importable from this package.
+Writers pick Kafka 4.0's versions (offset records a column at a time in
+``state.formats.record_columns``); decoders accept every version. ``decode(encode(v)) == v`` or
+``encode`` raises ``ValueError`` naming the field. Decoding is strict: truncation, trailing bytes,
+a negative length other than -1, invalid UTF-8 or an unknown value version raise
+``RecordFormatError`` (Kafka never writes them, so here they mean corruption).
 """
 
-from state.formats.records.dispatch import decode_record
+from state.coordinator.model import OffsetCommitKey, Record, UnknownKey
 from state.formats.records.group_metadata_value import (
-    GROUP_METADATA_VALUE_VERSION,
     decode_group_metadata_value,
     encode_group_metadata_value,
 )
 from state.formats.records.keys import (
-    GROUP_METADATA_KEY_VERSION,
     OFFSET_COMMIT_KEY_VERSION,
     decode_key,
     encode_group_metadata_key,
 )
 from state.formats.records.offset_commit_value import decode_offset_commit_value
-from state.formats.records.record_types import (
-    RECORD_TYPES,
-    RecordType,
-    classify_key,
-    record_type_name,
-)
+from state.formats.records.record_types import RECORD_TYPES, classify_key, record_type_name
 from state.formats.records.wire import RecordFormatError
 
 __all__ = [
-    "GROUP_METADATA_KEY_VERSION",
-    "GROUP_METADATA_VALUE_VERSION",
     "OFFSET_COMMIT_KEY_VERSION",
     "RECORD_TYPES",
     "RecordFormatError",
-    "RecordType",
     "classify_key",
     "decode_group_metadata_value",
     "decode_key",
@@ -64,3 +40,15 @@ __all__ = [
     "encode_group_metadata_value",
     "record_type_name",
 ]
+
+
+def decode_record(key: bytes, value: bytes | None) -> Record:
+    """Decode one offsets-topic record; a null ``value`` is a tombstone. An ``UnknownKey``
+    record's value is not interpreted (None): callers skip it, as Kafka's classic offset manager
+    does. Raises ``RecordFormatError``."""
+    k = decode_key(key)
+    if value is None or isinstance(k, UnknownKey):
+        return Record(k, None)
+    if isinstance(k, OffsetCommitKey):
+        return Record(k, decode_offset_commit_value(value))
+    return Record(k, decode_group_metadata_value(value))

@@ -1,15 +1,6 @@
-"""The two consumer-protocol (KIP-848) group records a reader of ``__consumer_offsets`` needs to
-list a group as Kafka's ``ListGroups``/``DescribeGroups`` would: its epoch and its members.
-
-- ``ConsumerGroupMetadata`` (type 3): key ``GroupId``; value v0 ``Epoch`` (int32), then tagged
-  fields (``MetadataHash`` in 4.1). The group epoch plays the classic generation's part; a
-  tombstone means the group was deleted.
-- ``ConsumerGroupMemberMetadata`` (type 5): key ``GroupId``, ``MemberId``; one record per member
-  (the value's client id, host, subscriptions… are not needed here); a tombstone means the member
-  left.
-
-Layouts from Kafka 4.1.1's generated ``ConsumerGroupMetadataValue`` and
-``ConsumerGroupMemberMetadataKey`` (keys are non-flexible, values flexible).
+"""The consumer-protocol (KIP-848) records that list a group as ``DescribeGroups`` would (Kafka
+4.1.1's layouts): ``ConsumerGroupMetadata`` (type 3; value starts with the int32 ``Epoch``) and
+``ConsumerGroupMemberMetadata`` (type 5; key ``GroupId``, ``MemberId``). Tombstones delete.
 """
 
 from __future__ import annotations
@@ -22,8 +13,7 @@ CONSUMER_GROUP_MEMBER_METADATA = 5
 
 
 def decode_consumer_group_epoch(value: bytes) -> int:
-    """The group epoch of a ``ConsumerGroupMetadataValue`` (any version: ``Epoch`` is its first
-    field in all of them). Raises ``RecordFormatError``."""
+    """The group epoch of a ``ConsumerGroupMetadataValue`` of any version."""
     buf, version = read_version(value, "ConsumerGroupMetadataValue")
     reader = Reader(buf, 2, f"ConsumerGroupMetadataValue v{version}")
     if version < 0:
@@ -32,8 +22,7 @@ def decode_consumer_group_epoch(value: bytes) -> int:
 
 
 def decode_consumer_group_member_key(key: bytes) -> tuple[str, str]:
-    """``(group_id, member_id)`` of a ``ConsumerGroupMemberMetadataKey`` (type 5). Raises
-    ``RecordFormatError`` for another type or broken bytes."""
+    """``(group_id, member_id)`` of a ``ConsumerGroupMemberMetadataKey``."""
     buf, type_id = read_version(key, "ConsumerGroupMemberMetadataKey")
     reader = Reader(buf, 2, "ConsumerGroupMemberMetadataKey")
     if type_id != CONSUMER_GROUP_MEMBER_METADATA:

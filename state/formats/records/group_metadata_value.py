@@ -16,11 +16,8 @@ Flexible from v4::
     clientHost string, rebalanceTimeout int32 (v1+), sessionTimeout int32, subscription bytes,
     assignment bytes (+ tagged fields in v4)
 
-``?`` marks a nullable string. Writers use v3, as Kafka 4.0 does.
-
-``subscription`` holds a ConsumerProtocolSubscription (int16 version, topics array of strings,
-userData nullable bytes, then fields of later versions); only its topics are kept
-(``MemberMetadata.subscribed_topics``). The encoder writes version 0 with null userData.
+``?`` marks a nullable string. Writers use v3, as Kafka 4.0 does. Of the ``subscription`` (a
+ConsumerProtocolSubscription) only the topics are kept; the encoder writes v0 with null userData.
 """
 
 from __future__ import annotations
@@ -49,12 +46,6 @@ from state.formats.records.wire import (
     write_string,
 )
 
-__all__ = [
-    "GROUP_METADATA_VALUE_VERSION",
-    "decode_group_metadata_value",
-    "encode_group_metadata_value",
-]
-
 #: GroupMetadataValue version Kafka writes (the highest non-flexible one).
 GROUP_METADATA_VALUE_VERSION = 3
 
@@ -76,11 +67,8 @@ def _encode_subscription(ctx: str, topics: Sequence[str]) -> bytes:
 
 
 def _decode_subscription_topics(raw: bytes) -> tuple[str, ...]:
-    """Topics of a ConsumerProtocolSubscription of any version (topics come first in all of
-    them); an undecodable subscription (e.g. another protocol type's metadata) gives ().
-
-    Decoded whatever the group's protocol type, so that values round-trip; Kafka itself only
-    interprets subscriptions of "consumer" groups, which is for the state machine to mirror."""
+    """Topics of a ConsumerProtocolSubscription of any version; () if undecodable. Decoded for
+    every protocol type so that values round-trip (the rules read only "consumer" groups')."""
     try:
         r = Reader(raw, 0, "ConsumerProtocolSubscription")
         if r.int16("version") < 0:
@@ -92,8 +80,8 @@ def _decode_subscription_topics(raw: bytes) -> tuple[str, ...]:
 
 
 def _encode_member(out: list[bytes], mctx: str, m: MemberMetadata, version: int) -> None:
-    """Append one MemberMetadata of ``version`` to ``out``; ``ValueError`` naming the field (in
-    ``mctx``) when the member does not fit its types or the version cannot hold it."""
+    """Append one MemberMetadata of ``version``; ``ValueError`` naming the field that does not
+    fit."""
     flexible = version >= FLEXIBLE_VERSION
     write_string(out, check_str(mctx, "memberId", m.member_id), flexible)
     instance = check_str(mctx, "groupInstanceId", m.group_instance_id, nullable=True)
@@ -122,13 +110,9 @@ def _encode_member(out: list[bytes], mctx: str, m: MemberMetadata, version: int)
 def encode_group_metadata_value(
     value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION
 ) -> bytes:
-    """Encode a group metadata record value, version-prefixed (default v3, as Kafka writes).
-
-    Raises ``ValueError`` naming the field when a value does not fit its type or the version
-    cannot hold it: ``currentStateTimestamp`` other than -1 below v2, a member's
-    ``groupInstanceId`` below v3, a member's ``rebalanceTimeout`` different from its
-    ``sessionTimeout`` in v0 (v0 readers take the session timeout for it).
-    """
+    """Encode a group metadata record value (default v3, as Kafka writes); ``ValueError`` naming
+    a field that does not fit its type or the version (``currentStateTimestamp`` below v2,
+    ``groupInstanceId`` below v3, ``rebalanceTimeout`` other than ``sessionTimeout`` in v0)."""
     if not isinstance(version, int) or not 0 <= version <= _MAX_VERSION:
         raise ValueError(f"GroupMetadataValue: version must be 0-4, got {version!r}")
     ctx = f"GroupMetadataValue v{version}"
@@ -157,8 +141,7 @@ def encode_group_metadata_value(
 
 
 def _decode_member(r: Reader, i: int, version: int) -> MemberMetadata:
-    """Read member ``i`` of a ``version`` value at ``r``'s position; absent fields take Kafka's
-    defaults (see ``decode_group_metadata_value``)."""
+    """Read member ``i`` of a ``version`` value."""
     flexible = version >= FLEXIBLE_VERSION
     p = f"members[{i}]."
     member_id = r.string(p + "memberId", flexible=flexible)
@@ -184,13 +167,9 @@ def _decode_member(r: Reader, i: int, version: int) -> MemberMetadata:
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    """Decode a group metadata record value of any version 0-4.
-
-    Absent fields take Kafka's defaults: ``current_state_timestamp_ms`` -1 below v2,
-    ``group_instance_id`` None below v3, and ``rebalance_timeout_ms`` = the session timeout in v0
-    (as Kafka's loader does). Raises ``RecordFormatError`` for corrupt input; an undecodable
-    member subscription gives ``subscribed_topics == ()`` instead.
-    """
+    """Decode a group metadata record value v0-v4; absent fields take Kafka's defaults
+    (timestamp -1, instance id None, rebalance timeout = session timeout). Raises
+    ``RecordFormatError``."""
     buf, version = read_version(data, "GroupMetadataValue", _MAX_VERSION)
     flexible = version >= FLEXIBLE_VERSION
     r = Reader(buf, 2, f"GroupMetadataValue v{version}")

@@ -8,9 +8,8 @@ A key is an int16 *key version* (Kafka 4.x calls it the record type) followed by
     2           | group string                                  | GroupMetadataKey
     3+          | (KIP-848 consumer/share/streams group records) | UnknownKey(version, rest)
 
-The key structs are never flexible, whatever the version. Writers use version 1 for offset keys
-(0 is the legacy type; ``state.formats.record_columns`` writes them) and 2 for group keys, as
-Kafka 4.0 does.
+Key structs are never flexible. Writers use 1 for offset keys (``state.formats.record_columns``)
+and 2 for group keys, as Kafka 4.0 does.
 """
 
 from __future__ import annotations
@@ -27,36 +26,22 @@ from state.formats.records.wire import (
     read_version,
 )
 
-__all__ = [
-    "GROUP_METADATA_KEY_VERSION",
-    "OFFSET_COMMIT_KEY_VERSION",
-    "decode_key",
-    "encode_group_metadata_key",
-]
-
-#: Key version Kafka 4.x writes for offset commits (``OffsetCommitKey``; 0 is the legacy type).
-OFFSET_COMMIT_KEY_VERSION = 1
-#: Key version of group metadata records.
+OFFSET_COMMIT_KEY_VERSION = 1  # 0 is the legacy type
 GROUP_METADATA_KEY_VERSION = 2
 
 _HH = struct.Struct(">hh")  # key version, length of the group string
 
 
 def encode_group_metadata_key(group: str) -> bytes:
-    """Encode a group metadata record key: int16 version 2, then the group string."""
+    """A group metadata record key: int16 version 2, then the group string."""
     raw = check_str("GroupMetadataKey", "group", group)
     assert raw is not None  # non-nullable
     return _HH.pack(GROUP_METADATA_KEY_VERSION, len(raw)) + raw
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
-    """Decode a record key.
-
-    Key versions 0 and 1 give ``OffsetCommitKey``, 2 gives ``GroupMetadataKey``; 3 and above
-    (KIP-848 and later record types) give ``UnknownKey(version, data after the version)`` without
-    interpreting it. Raises ``RecordFormatError`` for a null, short, negative-version, truncated or
-    over-long key; ``TypeError`` if ``data`` is not bytes-like.
-    """
+    """Decode a record key (table above; 3+ as ``UnknownKey(version, rest)``, uninterpreted).
+    ``RecordFormatError`` for a broken key, ``TypeError`` if ``data`` is not bytes-like."""
     buf, version = read_version(data, "record key")
     if version >= 3:
         return UnknownKey(version, buf[2:])

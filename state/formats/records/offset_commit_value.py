@@ -11,14 +11,8 @@ Flexible from v4::
     4       | offset int64, leaderEpoch int32, metadata compact string, commitTimestamp int64,
             | tagged fields
 
-``expireTimestamp`` exists in v1 only (``"versions": "1"``); ``leaderEpoch`` from v3. Kafka 4.1
-writes the topic id as tag 0 of v4; nothing here needs it.
-
-The job writes Kafka 4.0's versions (``state.formats.record_columns``): 1 when the commit has an
-explicit expire timestamp, else 3. Kafka 4.1 writes v4 instead of v3 (to carry the topic id tag);
-v3 stays readable by every Kafka version, v4 only by Kafka 3.5 and later (KIP-915). Below v3 the
-leader epoch is absent (decoded as -1); an ``expire_timestamp_ms`` of -1, Kafka's "none" marker,
-decodes as None.
+The job writes Kafka 4.0's versions (``state.formats.record_columns``): 1 with an explicit
+expire timestamp, else 3, which every Kafka reads (Kafka 4.1 writes v4 for its topic id tag).
 """
 
 from __future__ import annotations
@@ -26,17 +20,12 @@ from __future__ import annotations
 from state.coordinator.model import OffsetAndMetadata
 from state.formats.records.wire import FLEXIBLE_VERSION, Reader, read_version
 
-__all__ = ["decode_offset_commit_value"]
-
 _MAX_VERSION = 4
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetAndMetadata:
-    """Decode an offset record value of any version 0-4.
-
-    ``leader_epoch`` is -1 below v3; ``expire_timestamp_ms`` is None unless the value is v1 with
-    an expire timestamp other than -1. Raises ``RecordFormatError`` for corrupt input.
-    """
+    """Decode an offset record value v0-v4: ``leader_epoch`` -1 below v3, ``expire_timestamp_ms``
+    None unless v1 with one other than -1. Raises ``RecordFormatError``."""
     buf, version = read_version(data, "OffsetCommitValue", _MAX_VERSION)
     flexible = version >= FLEXIBLE_VERSION
     r = Reader(buf, 2, f"OffsetCommitValue v{version}")

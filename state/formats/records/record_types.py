@@ -1,12 +1,6 @@
-"""Every record type a Kafka 4.1 broker writes to ``__consumer_offsets``, by its key's type id.
-
-A record key starts with an int16 type id (Kafka's ``CoordinatorRecordType``; before KIP-848 it
-was called the key version). This project decodes the classic types (0-2); the others — the
-consumer-protocol (KIP-848), share-group (KIP-932) and streams-group (KIP-1071) records — are
-classified by their type and group id and counted, never an error. Every one of their keys is
-a non-flexible struct whose first field is the group id. Ids 9 and 18 are retired.
-
-Table from Kafka 4.1.1's generated ``CoordinatorRecordType``.
+"""Every record type a Kafka 4.1.1 broker writes to ``__consumer_offsets`` (its
+``CoordinatorRecordType``), by the key's int16 type id. Types past the classic 0-2 are classified
+by type and group id (every key starts with it), never an error. Ids 9 and 18 are retired.
 """
 
 from __future__ import annotations
@@ -43,8 +37,7 @@ RECORD_TYPES: dict[int, str] = {
 
 
 class RecordType(NamedTuple):
-    """A record's type id, Kafka's name for it (``"Unknown(N)"`` for an id Kafka 4.1 does not
-    write) and the group it belongs to (None when the key is too short to hold one)."""
+    """A record's type id, Kafka's name for it and its group (None if the key holds none)."""
 
     type_id: int
     name: str
@@ -57,8 +50,7 @@ def record_type_name(type_id: int) -> str:
 
 
 def classify_key(key: bytes) -> RecordType:
-    """The type and group of a record key of any type. Raises ``RecordFormatError`` only for a
-    key without a type id (shorter than two bytes)."""
+    """The type and group of a record key; ``RecordFormatError`` only under two bytes."""
     if len(key) < 2:
         raise RecordFormatError(f"record key: {len(key)} byte(s), no type id")
     (type_id,) = INT16.unpack_from(key, 0)

@@ -1,11 +1,9 @@
-"""Kafka's primitive wire types, as the record codecs of this package read and write them.
+"""Kafka's primitive wire types, read and written naming the field of every failure.
 
-All integers are big-endian and signed. Non-flexible encodings: string = int16 byte length +
-UTF-8 (-1 = null), bytes = int32 length, array = int32 count. Flexible encodings (the "compact"
-types): compact string/bytes/array = unsigned varint of length + 1 (0 = null), and every struct
-ends with a tagged-field section: unsigned varint count, then per field varint tag, varint size,
-data. Readers skip every tagged field; writers write none. Writers check each field first
-(``check_*``); readers go through ``Reader``. Both name the field of every failure.
+Integers are big-endian and signed. Non-flexible: string = int16 length + UTF-8 (-1 = null), bytes =
+int32 length, array = int32 count. Flexible ("compact"): unsigned varint of length + 1 (0 = null),
+and every struct ends with tagged fields (varint count; per field varint tag, varint size, data),
+which readers skip and writers never write.
 """
 
 from __future__ import annotations
@@ -15,32 +13,6 @@ import struct
 from typing import NoReturn
 
 from state.coordinator.rules import INT64_MAX, MAX_RECORD_STRING_BYTES
-
-__all__ = [
-    "FLEXIBLE_VERSION",
-    "INT16",
-    "INT16_MAX",
-    "INT16_MIN",
-    "INT32",
-    "INT32_MAX",
-    "INT32_MIN",
-    "INT64",
-    "INT64_MAX",
-    "INT64_MIN",
-    "MAX_RECORD_STRING_BYTES",
-    "NO_TAGGED_FIELDS",
-    "Reader",
-    "RecordFormatError",
-    "as_bytes",
-    "check_bytes",
-    "check_int",
-    "check_str",
-    "read_version",
-    "uvarint",
-    "write_array_len",
-    "write_bytes",
-    "write_string",
-]
 
 #: First flexible version of both value types (OffsetCommitValue and GroupMetadataValue).
 FLEXIBLE_VERSION = 4
@@ -53,27 +25,16 @@ INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
 
-#: An empty tagged-field section (count 0): what the writers end every flexible struct with.
+#: An empty tagged-field section.
 NO_TAGGED_FIELDS = b"\x00"
 
 
 class RecordFormatError(ValueError):
-    """The bytes are not a valid ``__consumer_offsets`` record key or value.
-
-    The message names the record type, its version and the field where decoding failed.
-    """
-
-
-# ---------------------------------------------------------------------------------------------
-# Encoding: checks (naming the field) and writers
+    """Not a valid record key or value; the message names type, version and field."""
 
 
 def check_int(ctx: str, name: str, value: object, lo: int, hi: int) -> int:
-    """``value`` as an int in ``[lo, hi]``; else ``ValueError`` naming ``ctx`` and field ``name``.
-
-    A bool is rejected although Python counts it as an int: no Kafka field is a flag written as a
-    number.
-    """
+    """``value`` as an int (not a bool) in ``[lo, hi]``; else ``ValueError`` naming the field."""
     if isinstance(value, bool):
         raise ValueError(f"{ctx}: {name} must be an integer, got bool")
     try:
@@ -86,12 +47,9 @@ def check_int(ctx: str, name: str, value: object, lo: int, hi: int) -> int:
 
 
 def check_str(ctx: str, name: str, value: object, nullable: bool = False) -> bytes | None:
-    """The UTF-8 bytes of string ``value`` (None for a null ``nullable`` one).
-
-    Raises ``ValueError`` naming the field for a null non-nullable string, a non-string, a string
-    that is not valid Unicode, or one over ``MAX_RECORD_STRING_BYTES`` (Kafka's generated code
-    rejects longer strings, compact or not).
-    """
+    """The UTF-8 bytes of string ``value`` (None for a null ``nullable`` one); ``ValueError``
+    naming the field for a null, a non-string, invalid Unicode or over
+    ``MAX_RECORD_STRING_BYTES``."""
     if value is None:
         if nullable:
             return None
@@ -108,8 +66,7 @@ def check_str(ctx: str, name: str, value: object, nullable: bool = False) -> byt
 
 
 def check_bytes(ctx: str, name: str, value: object) -> bytes:
-    """``value`` (bytes-like) as bytes; ``ValueError`` naming the field if it is not bytes-like or
-    longer than an int32 length can say."""
+    """``value`` as bytes; ``ValueError`` naming the field if not bytes-like or too long."""
     if not isinstance(value, bytes | bytearray | memoryview):
         raise ValueError(f"{ctx}: {name} must be bytes, got {type(value).__name__}")
     raw = bytes(value)
@@ -131,8 +88,7 @@ def uvarint(n: int) -> bytes:
 
 
 def write_string(out: list[bytes], raw: bytes | None, flexible: bool) -> None:
-    """Append a (compact if ``flexible``) string of UTF-8 bytes ``raw`` to ``out``; None is
-    null."""
+    """Append a (compact if ``flexible``) string; None is null."""
     if flexible:
         out.append(b"\x00" if raw is None else uvarint(len(raw) + 1))
     else:
@@ -153,30 +109,15 @@ def write_array_len(out: list[bytes], n: int, flexible: bool) -> None:
     out.append(uvarint(n + 1) if flexible else INT32.pack(n))
 
 
-# ---------------------------------------------------------------------------------------------
-# Decoding
-
-
-def as_bytes(data: object, what: str) -> bytes:
-    """``data`` as bytes: null raises ``RecordFormatError`` (a record without key or a tombstone
-    given to a value decoder), anything not bytes-like ``TypeError`` (a caller's bug)."""
-    if isinstance(data, bytes):
-        return data
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
+def read_version(data: object, what: str, max_version: int | None = None) -> tuple[bytes, int]:
+    """(``data`` as bytes, the int16 version that starts it). ``RecordFormatError`` naming
+    ``what`` for null, under 2 bytes or a version outside ``0..max_version``; ``TypeError`` for
+    data not bytes-like (a caller's bug)."""
     if data is None:
         raise RecordFormatError(f"{what}: is null")
-    raise TypeError(f"{what}: expected bytes, got {type(data).__name__}")
-
-
-def read_version(data: object, what: str, max_version: int | None = None) -> tuple[bytes, int]:
-    """(``data`` as bytes, the int16 version that starts it).
-
-    Raises ``RecordFormatError`` naming ``what`` when fewer than 2 bytes are given or, with
-    ``max_version``, when the version is outside ``0..max_version`` (a version this code does not
-    know the layout of). ``TypeError`` as ``as_bytes``.
-    """
-    buf = as_bytes(data, what)
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"{what}: expected bytes, got {type(data).__name__}")
+    buf = bytes(data)
     if len(buf) < 2:
         raise RecordFormatError(f"{what}: version: needs 2 bytes, got {len(buf)}")
     version = INT16.unpack_from(buf)[0]
@@ -188,8 +129,8 @@ def read_version(data: object, what: str, max_version: int | None = None) -> tup
 
 
 class Reader:
-    """A cursor over one struct's bytes; every failure raises ``RecordFormatError`` naming ``ctx``
-    (type and version) and the field being read."""
+    """A cursor over one struct's bytes; failures raise ``RecordFormatError`` naming ``ctx``
+    (type and version) and the field."""
 
     __slots__ = ("buf", "ctx", "end", "pos")
 
@@ -200,11 +141,9 @@ class Reader:
         self.ctx = ctx
 
     def fail(self, field: str, msg: str) -> NoReturn:
-        """Raise ``RecordFormatError`` for ``field``."""
         raise RecordFormatError(f"{self.ctx}: {field}: {msg}")
 
     def _need(self, n: int, field: str) -> None:
-        """Fail unless ``n`` more bytes are left."""
         if self.pos + n > self.end:
             self.fail(
                 field,
@@ -212,7 +151,6 @@ class Reader:
             )
 
     def _int(self, kind: struct.Struct, field: str) -> int:
-        """Read a big-endian integer of ``kind``."""
         self._need(kind.size, field)
         v = kind.unpack_from(self.buf, self.pos)[0]
         self.pos += kind.size
@@ -228,8 +166,7 @@ class Reader:
         return self._int(INT64, field)
 
     def uvarint(self, field: str) -> int:
-        """Kafka's unsigned varint: at most 5 bytes; values above int32 are rejected because
-        Kafka's reader would see them as negative ints."""
+        """Kafka's unsigned varint: at most 5 bytes, at most int32 (as Kafka reads it)."""
         buf, pos, end = self.buf, self.pos, self.end
         value = 0
         for shift in range(0, 35, 7):
@@ -257,8 +194,7 @@ class Reader:
         return n
 
     def _text(self, field: str, n: int) -> str:
-        """Read ``n`` bytes of strict UTF-8 (Kafka would decode invalid bytes with replacement
-        characters, but never writes them: here they mean corruption)."""
+        """Read ``n`` bytes of strict UTF-8."""
         self._need(n, field)
         start = self.pos
         self.pos = start + n
@@ -298,14 +234,13 @@ class Reader:
         n = self.uvarint(field) - 1 if flexible else self.int32(field)
         if n < 0:
             self.fail(field, "non-nullable array is null" if n == -1 else f"negative count {n}")
-        # Every element takes at least one byte: a larger count is corrupt, and checking it here
-        # keeps a corrupt count from driving a long loop.
+        # Each element takes a byte or more: a larger count is corrupt (and must not drive a loop).
         if n > self.end - self.pos:
             self.fail(field, f"count {n} exceeds the {self.end - self.pos} bytes left")
         return n
 
     def tagged_fields(self, field: str) -> None:
-        """Skip a tagged-field section (none are defined for the versions decoded here)."""
+        """Skip a tagged-field section."""
         count = self.uvarint(field)
         for _ in range(count):
             self.uvarint(field + " tag")
@@ -314,6 +249,6 @@ class Reader:
             self.pos += size
 
     def finish(self) -> None:
-        """Fail if bytes are left after the struct: a trailing byte means a misread layout."""
+        """Fail if bytes are left after the struct (a misread layout)."""
         if self.pos != self.end:
             self.fail("end", f"{self.end - self.pos} trailing bytes after offset {self.pos}")
