@@ -1,6 +1,5 @@
-"""``consumer-offsets serve``'s settings, flags and start (``streaming.serve``): settings
-(:class:`ServeSettings`) from the ``--config`` file's ``[serve]`` table, then
-``CONSUMER_OFFSETS_SERVE_*`` variables, then flags."""
+"""``consumer-offsets serve``'s flags and start: :class:`ServeSettings` from the ``--config``
+file's ``[serve]`` table, then ``CONSUMER_OFFSETS_SERVE_*`` variables, then flags."""
 
 from __future__ import annotations
 
@@ -8,12 +7,10 @@ import argparse
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final
 
-from connectors.client.offsets_reader import LOG_END_INTERVAL_S
-from connectors.secrets import hide_in_logs, secret_values
 from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import UsageError
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
@@ -25,63 +22,12 @@ from streaming.cli.run import (
     settings_epilog,
 )
 from streaming.config import load_settings, read_config_file
+from streaming.serve import GRANULARITIES, ServeSettings
 
 log = logging.getLogger("streaming.serve")
 
 #: Environment variables of serve's settings: ``CONSUMER_OFFSETS_SERVE_PORT``…
 SERVE_ENV_PREFIX = "CONSUMER_OFFSETS_SERVE_"
-
-#: The values of ``ServeSettings.granularity``.
-GRANULARITIES = ("partition", "topic")
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    """``serve``'s settings: the ``[serve]`` table of a configuration file, then
-    ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then flags (``--log-end-interval`` and
-    ``--evaluation-interval`` set the ``_s`` fields)."""
-
-    #: The sink to serve, the job's or the mirror's; unset: the file's top-level (the job's)
-    #: sink_url.
-    sink_url: str
-    #: The cluster to read log-end offsets (lag) from; unset: the file's top-level (the job's)
-    #: bootstrap_servers, else the log-end offsets the sink stores, which a mirror keeps.
-    bootstrap_servers: str = ""
-    #: Kafka client options for that cluster, in the Java client's names; unset: the file's
-    #: top-level kafka_options.
-    kafka_options: Mapping[str, str] = field(default_factory=dict)
-    #: The address to listen on.
-    host: str = "127.0.0.1"
-    #: The port to listen on.
-    port: int = 8000
-    #: The cluster's name in Burrow's API (/v3/kafka/NAME).
-    cluster_name: str = "local"
-    #: Seconds between two reads of the log-end offsets.
-    log_end_interval_s: float = LOG_END_INTERVAL_S
-    #: /metrics' lag series: "partition", or "topic" (per group and topic: fewer series).
-    granularity: str = "partition"
-    #: Seconds between two evaluations of every group's Burrow status and the dashboard's index.
-    evaluation_interval_s: float = 30.0
-    #: A TOML file of the job's [[tenants]] (its configuration file will do): a user named like
-    #: a tenant sees only the groups its rules let it DESCRIBE; unset: the configuration file's
-    #: own [[tenants]].
-    tenants: str | None = None
-    #: TLS and users, as Prometheus exporters' web config file (tls_server_config,
-    #: basic_auth_users with bcrypt hashes); unset: plain HTTP, no users.
-    web_config_file: str | None = None
-
-    def __post_init__(self) -> None:
-        hide_in_logs(secret_values(self.kafka_options))
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be 0-65535, got {self.port}")
-        if self.log_end_interval_s <= 0:
-            raise ValueError(f"log_end_interval_s must be > 0, got {self.log_end_interval_s}")
-        if self.evaluation_interval_s <= 0:
-            raise ValueError(f"evaluation_interval_s must be > 0, got {self.evaluation_interval_s}")
-        if self.granularity not in GRANULARITIES:
-            raise ValueError(
-                f"granularity must be one of {', '.join(GRANULARITIES)}, got {self.granularity!r}"
-            )
 
 
 def load_serve_settings(
@@ -89,10 +35,9 @@ def load_serve_settings(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> ServeSettings:
-    """serve's settings from the ``[serve]`` table of a TOML file (the job's own file will do:
-    its top-level ``sink_url``, ``bootstrap_servers`` and ``kafka_options`` fill those serve
-    does not set), then ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then ``overrides``
-    (flags)."""
+    """serve's settings from a TOML file's ``[serve]`` table (the job's top-level ``sink_url``,
+    ``bootstrap_servers`` and ``kafka_options`` fill those it does not set), then
+    ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then ``overrides`` (flags)."""
     env = os.environ if env is None else env
     path = path or env.get(f"{SERVE_ENV_PREFIX}CONFIG")
     job = read_config_file(path) if path else {}
@@ -122,8 +67,7 @@ _FLAGS: Final = (
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """serve's flags, each one's help the setting's meaning and default (``ServeSettings``);
-    each overrides the environment and the ``--config`` file."""
+    """serve's flags, each one's help the setting's meaning and default."""
     parser.add_argument(
         "--config",
         metavar="FILE",
@@ -147,8 +91,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def web_config_from_args(args: argparse.Namespace) -> Any:
-    """The web config file's settings (none: plain HTTP, no users); UsageError naming a bad
-    field."""
+    """The web config file's settings (none: plain HTTP, no users); UsageError if bad."""
     from streaming.serve.web_config import WebConfig, load_web_config
 
     if not args.web_config_file:
@@ -159,14 +102,11 @@ def web_config_from_args(args: argparse.Namespace) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def serve_config_from_args(args: argparse.Namespace) -> Any:
-    """The server's configuration (``ServeSettings``: flags over ``CONSUMER_OFFSETS_SERVE_*``
-    over the ``--config`` file); ``--tenants`` defaults to that file's ``[[tenants]]``. Sets
-    ``args.host``, ``args.port`` and ``args.web_config_file`` to the settings' (``run_serve``
-    reads them there). A :class:`UsageError` names what is wrong."""
-    from connectors.kafka.client_options import kafka_python_options
-    from streaming.serve import ServeConfig
-
+def serve_config_from_args(args: argparse.Namespace) -> tuple[ServeSettings, tuple[Any, ...]]:
+    """The server's settings (flags over ``CONSUMER_OFFSETS_SERVE_*`` over the ``--config``
+    file) and tenants (``--tenants``, else that file's ``[[tenants]]``). Sets ``args.host``,
+    ``args.port`` and ``args.web_config_file`` to the settings'. A :class:`UsageError` names
+    what is wrong."""
     names = [f.name for f in fields(ServeSettings) if f.name != "kafka_options"]
     overrides: dict[str, Any] = {name: getattr(args, name, None) for name in names}
     if args.kafka_option:
@@ -178,33 +118,17 @@ def serve_config_from_args(args: argparse.Namespace) -> Any:
         raise UsageError(f"configuration: {exc}") from None
     if settings.kafka_options and not settings.bootstrap_servers:
         raise UsageError("--kafka-option needs --bootstrap-server")
-    client_options = None
-    if settings.bootstrap_servers:
-        try:
-            client_options = kafka_python_options(
-                settings.bootstrap_servers, settings.kafka_options
-            )
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    try:
+        settings.kafka_python_options()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     args.host, args.port = settings.host, settings.port
     args.web_config_file = settings.web_config_file
-    return ServeConfig(
-        sink_url=settings.sink_url,
-        client_options=client_options,
-        bootstrap_servers=settings.bootstrap_servers.split(",")
-        if settings.bootstrap_servers
-        else [],
-        cluster_name=settings.cluster_name,
-        log_end_interval_s=settings.log_end_interval_s,
-        granularity=settings.granularity,  # type: ignore[arg-type]
-        evaluation_interval_s=settings.evaluation_interval_s,
-        tenants=_tenants(settings.tenants or args.config),
-    )
+    return settings, _tenants(settings.tenants or args.config)
 
 
 def _tenants(path: str | None) -> tuple[Any, ...]:
-    """The tenants of ``--tenants FILE`` (its ``[[tenants]]`` tables: a tenants file or the
-    job's configuration file), or none; a UsageError names what is wrong."""
+    """The ``[[tenants]]`` of ``path`` (a tenants file or the job's configuration), or none."""
     from streaming.tenants import load_tenants, parse_tenants
 
     if not path:
@@ -216,9 +140,8 @@ def _tenants(path: str | None) -> tuple[Any, ...]:
 
 
 def _check_views(tenants: tuple[Any, ...], users: set[str], operators: set[str]) -> None:
-    """Who sees what (``streaming.serve.tenant_views``): a user both a tenant and an operator is
-    a UsageError (which view would it get?); one WARNING names every user who is neither
-    (refused: 403 everywhere) and every tenant without a user."""
+    """A user both a tenant and an operator is a UsageError; one WARNING names every user who
+    is neither (403 everywhere) and every tenant without a user."""
     names = {t.name for t in tenants}
     both = sorted(names & operators)
     if both:
@@ -245,12 +168,12 @@ def _check_views(tenants: tuple[Any, ...], users: set[str], operators: set[str])
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted (uvicorn handles SIGINT/SIGTERM); 0 on a clean stop."""
-    from streaming.serve import create_app
+    from streaming.serve.app import create_app
     from streaming.serve.server import serve_forever
 
-    config = serve_config_from_args(args)
+    settings, tenants = serve_config_from_args(args)
     web = web_config_from_args(args)
     configure_logging(args.log_level)
-    _check_views(config.tenants, set(web.basic_auth_users), set(web.operators))
-    serve_forever(create_app(config), args.host, args.port, web, args.log_level)
+    _check_views(tenants, set(web.basic_auth_users), set(web.operators))
+    serve_forever(create_app(settings, tenants), args.host, args.port, web, args.log_level)
     return 0

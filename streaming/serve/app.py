@@ -1,16 +1,13 @@
-"""``consumer-offsets serve``: a read-only HTTP server over the sink the job or the mirror keeps
-(Prometheus metrics, Burrow's v3 API, a dashboard). Its only state is a cache of log-end offsets,
-and its only write the log-end samples it reads (shared with other servers over the sink)."""
+"""``consumer-offsets serve``'s application: its only state is a cache of log-end offsets, its
+only write the log-end samples it reads (shared with other servers over the sink)."""
 
 from __future__ import annotations
 
 import gzip
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -20,47 +17,27 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from connectors.sinks import Sink, SinkError, open_sink
+from streaming.serve import ServeSettings
 from streaming.serve.burrow import BurrowApi
 from streaming.serve.dashboard import Dashboard
-from streaming.serve.evaluation import DEFAULT_INTERVALS
-from streaming.serve.exposition import Granularity
 from streaming.serve.lag_frame import frame_of
 from streaming.serve.lag_view import LagView
-from streaming.serve.log_end_cache import DEFAULT_INTERVAL_S, LogEndCache
+from streaming.serve.log_end_cache import LogEndCache
 from streaming.serve.memo import Memo
 from streaming.serve.scrape import LagExposition, registry_for
-from streaming.serve.snapshot import DEFAULT_EVALUATION_INTERVAL_S, GroupEvaluator
+from streaming.serve.snapshot import GroupEvaluator
 from streaming.serve.tenant_views import ViewerMiddleware, viewer_in, visible
 from streaming.tenants import Tenant
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ServeConfig:
-    sink_url: str
-    #: Kafka client options (kafka-python's names) for log-end offsets; None reads the sink's
-    #: stored ones (a mirror's).
-    client_options: Mapping[str, Any] | None = None
-    bootstrap_servers: list[str] = field(default_factory=list)
-    cluster_name: str = "local"
-    log_end_interval_s: float = DEFAULT_INTERVAL_S
-    intervals: int = DEFAULT_INTERVALS
-    #: ``/metrics``' lag series: per partition, or per group and topic (kminion's option).
-    granularity: Granularity = "partition"
-    #: Seconds between two evaluations of every group (Burrow's statuses, the index's rows).
-    evaluation_interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
-    #: The job's tenants: a user named like one sees only what its rules let it DESCRIBE;
-    #: an operator every group; any other user nothing (``tenant_views``).
-    tenants: tuple[Tenant, ...] = ()
-
-
-def _samples_sink(config: ServeConfig) -> Sink | None:
+def _samples_sink(sink_url: str) -> Sink | None:
     """A writable connection for the log-end samples this server reads from the cluster (its
     only write); None, said once, when the sink refuses writes (lag in seconds then rests on
     this process's own samples)."""
     try:
-        return open_sink(config.sink_url)
+        return open_sink(sink_url)
     except SinkError as exc:
         log.warning(
             "log-end samples kept in memory only (lost on restart, not shared): the sink cannot "
@@ -70,18 +47,18 @@ def _samples_sink(config: ServeConfig) -> Sink | None:
         return None
 
 
-def create_app(config: ServeConfig) -> Starlette:
-    """The application; the log-end cache runs while the application does (its lifespan)."""
-    sink = open_sink(config.sink_url, read_only=True)
-    samples = _samples_sink(config) if config.client_options is not None else None
-    log_ends = LogEndCache(
-        sink, config.client_options, config.log_end_interval_s, samples_sink=samples
-    )
-    view = LagView(sink, log_ends, config.cluster_name, config.intervals)
+def create_app(settings: ServeSettings, tenants: tuple[Tenant, ...] = ()) -> Starlette:
+    """The application over ``settings``' sink; a user named like one of ``tenants`` sees its
+    groups only (``tenant_views``). The log-end cache runs while the application does."""
+    sink = open_sink(settings.sink_url, read_only=True)
+    client_options = settings.kafka_python_options()
+    samples = _samples_sink(settings.sink_url) if client_options is not None else None
+    interval = settings.log_end_interval_s
+    log_ends = LogEndCache(sink, client_options, interval, samples_sink=samples)
+    view = LagView(sink, log_ends, settings.cluster_name)
     registry = registry_for(view)
     # Every group's lags, made at most once per log-end interval and again after each refresh
     # of the log-end offsets: shared by the index's rows and /metrics (streaming.serve.scrape).
-    interval = config.log_end_interval_s
     frames = Memo(
         lambda: frame_of(view),
         interval,
@@ -89,12 +66,12 @@ def create_app(config: ServeConfig) -> Starlette:
         clock=time.time,
         as_of=lambda f: f.made_ms / 1000,
     )
-    evaluator = GroupEvaluator(view, frames.get, config.evaluation_interval_s, interval)
+    evaluator = GroupEvaluator(view, frames.get, settings.evaluation_interval_s, interval)
     lag = LagExposition(
         frames,
         lambda: evaluator.statuses,
         view.cluster,
-        config.granularity,
+        settings.granularity,  # type: ignore[arg-type]
         interval,
         lambda: log_ends.generation,
     )
@@ -106,8 +83,7 @@ def create_app(config: ServeConfig) -> Starlette:
             progress = generate_latest(registry)
             body = lag.gzipped(progress) if gzipped else lag.text(progress)
         else:
-            # A tenant: its rows of the shared frame, rendered for this scrape (the kept text
-            # and its gzip are every group's).
+            # A tenant: its rows of the shared frame, rendered for this scrape.
             progress = generate_latest(registry_for(view, viewer.may_see_group))
             statuses, reasons = evaluator.statuses, evaluator.reasons
             body = lag.text_of(lambda f: visible(view, viewer, f, statuses, reasons)[:2], progress)
@@ -129,12 +105,12 @@ def create_app(config: ServeConfig) -> Starlette:
 
     routes = [
         Route("/metrics", metrics),
-        *BurrowApi(view, config.bootstrap_servers).routes(),
+        *BurrowApi(view, [s for s in settings.bootstrap_servers.split(",") if s]).routes(),
         *Dashboard(view, evaluator, frames.get).routes(),
     ]
     # Every request's viewer decided once, before any route; a refused user gets 403.
-    tenants = {tenant.name: tenant for tenant in config.tenants}
-    middleware = [Middleware(ViewerMiddleware, tenants=tenants)]
+    named = {tenant.name: tenant for tenant in tenants}
+    middleware = [Middleware(ViewerMiddleware, tenants=named)]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.view = view
     app.state.evaluator = evaluator

@@ -1,13 +1,7 @@
 """The lag families of ``/metrics`` as Prometheus text (0.0.4), written column by column with
-pyarrow's string kernels over the whole :class:`~streaming.serve.lag_frame.LagFrame`: at
-200,000 partitions a scrape has a million lines, which an object (or a string) per line would
-take seconds to build.
-
-kafka_exporter's names and labels (``consumergroup``, ``topic``, ``partition``), then
-kafka-lag-exporter's (``cluster_name``, ``group``, ...) and the project's own, in ``_HELP``'s
-order. ``granularity="topic"`` (kminion's option): no per-partition series, per group and topic
-the sums and maxima instead.
-"""
+pyarrow's string kernels (a million lines at 200,000 partitions): kafka_exporter's names, then
+kafka-lag-exporter's and the project's own. ``granularity="topic"`` (kminion's option): per
+group and topic sums and maxima instead of per-partition series."""
 
 from __future__ import annotations
 
@@ -18,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.serve import GRANULARITIES
 from streaming.serve.lag_frame import LagFrame
 
 Granularity = Literal["partition", "topic"]
-GRANULARITIES: Final = ("partition", "topic")
 
 _HELP: Final = {
     "kafka_consumergroup_current_offset": (

@@ -65,9 +65,9 @@ def test_serve_takes_its_settings_from_the_config_files_serve_table(tmp_path: Pa
         "[serve]\nport = 9001\n"
     )
     args = build_parser().parse_args(["serve", "--config", str(config), "--host", "0.0.0.0"])
-    served = serve_config_from_args(args)
+    served, tenants = serve_config_from_args(args)
     assert served.sink_url == f"sqlite:///{missing}"  # the job's, from the top level
-    assert [t.name for t in served.tenants] == ["team-a"]  # --tenants: the same file
+    assert [t.name for t in tenants] == ["team-a"]  # --tenants: the same file
     assert (args.host, args.port) == ("0.0.0.0", 9001)
     opened = run("serve", "--config", str(config))
     assert opened.code == 1 and "cannot open sink" in opened.err  # the file's sink was used

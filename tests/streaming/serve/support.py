@@ -10,7 +10,8 @@ from contextlib import contextmanager
 import uvicorn
 
 from connectors.kafka.local import free_port_block
-from streaming.serve import ServeConfig, create_app
+from streaming.serve import ServeSettings
+from streaming.serve.app import create_app
 from tests.streaming.helpers import wait_for
 
 
@@ -24,10 +25,10 @@ def get(url: str) -> str | None:
 
 
 @contextmanager
-def serving(config: ServeConfig) -> Iterator[str]:
-    """``config``'s app on a free port, plain HTTP; yields its URL once it answers."""
+def serving(settings: ServeSettings) -> Iterator[str]:
+    """``settings``' app on a free port, plain HTTP; yields its URL once it answers."""
     port = free_port_block(1)
-    app = create_app(config)
+    app = create_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -17,7 +17,8 @@ from starlette.testclient import TestClient
 
 from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.model import TopicPartition
-from streaming.serve import ServeConfig, create_app
+from streaming.serve import ServeSettings
+from streaming.serve.app import create_app
 from tests.connectors.sinks.record_frames import commit, frame, group_metadata
 
 #: Group -> ten commits of its topic's partition 0 as (offset, log-end offset at the time), 10 s
@@ -86,7 +87,7 @@ def client(sink_url: str) -> Iterator[TestClient]:
     )
     sink.heartbeat()  # a live job: the status metric says ACTIVE only while this is fresh
     sink.close()
-    app = create_app(ServeConfig(sink_url=url, cluster_name="local", log_end_interval_s=3600))
+    app = create_app(ServeSettings(sink_url=url, cluster_name="local", log_end_interval_s=3600))
     with TestClient(app) as test_client:
         # The evaluator's own first pass, at start, must not overwrite the one below.
         deadline = time.monotonic() + 60
@@ -234,7 +235,9 @@ def test_a_stale_heartbeat_is_not_responding_in_the_metrics_and_the_header(
     with open_sink(sink_url, clock=lambda: int(time.time() * 1000) - ago) as sink:
         sink.reset("ACTIVE", "a job that was SIGKILLed an hour ago")
         sink.heartbeat()
-    app = create_app(ServeConfig(sink_url=sink_url, cluster_name="local", log_end_interval_s=3600))
+    app = create_app(
+        ServeSettings(sink_url=sink_url, cluster_name="local", log_end_interval_s=3600)
+    )
     with TestClient(app) as client:
         metrics = client.get("/metrics").text
         header = client.get("/").text

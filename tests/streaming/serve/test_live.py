@@ -19,7 +19,7 @@ import pytest
 from connectors.kafka.local import free_port_block
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
-from streaming.serve import ServeConfig
+from streaming.serve import ServeSettings
 from tests.connectors.sinks.record_frames import commit, frame, group_metadata
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.helpers import produce_raw, wait_for
@@ -61,13 +61,8 @@ def served(kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path) ->
     produce_raw(kafka_bootstrap, topic, ((i % 2, f"m{i}".encode()) for i in range(MESSAGES)))
     sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
     _commit_history(sink_url, topic)
-    config = ServeConfig(
-        sink_url=sink_url,
-        client_options={"bootstrap_servers": kafka_bootstrap},
-        bootstrap_servers=[kafka_bootstrap],
-        log_end_interval_s=1.0,
-    )
-    with serving(config) as url:
+    settings = ServeSettings(sink_url, kafka_bootstrap, log_end_interval_s=1.0)
+    with serving(settings) as url:
         # Lag from the broker's log-end offsets (ListOffsets), not from anything stored.
         wait_for(lambda: _get(f"{url}/metrics"), lambda text: "kafka_consumergroup_lag{" in text)
         yield Served(url, topic)

@@ -13,7 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from connectors.sinks import BatchProgress, open_sink
-from streaming.serve import ServeConfig, create_app
+from streaming.serve import ServeSettings
+from streaming.serve.app import create_app
 from streaming.serve.memo import Memo
 from tests.connectors.sinks.record_frames import commit, frame
 
@@ -101,7 +102,7 @@ def test_a_commit_shows_in_metrics_within_two_log_end_intervals(tmp_path: Path) 
     with open_sink(url) as sink:
         sink.reset("ACTIVE", "test")
         sink.write_batch(0, frame(commit("g", "t", 0, 5)), BatchProgress(batch_id=0))
-        app = create_app(ServeConfig(sink_url=url, log_end_interval_s=interval))
+        app = create_app(ServeSettings(sink_url=url, log_end_interval_s=interval))
         with TestClient(app) as client:
             assert _lag(client.get("/metrics").text, "g") == 5
             sink.write_batch(1, frame(commit("g", "t", 0, 6)), BatchProgress(batch_id=1))
@@ -123,7 +124,7 @@ def test_the_text_is_kept_made_between_scrapes(tmp_path: Path) -> None:
     with open_sink(url) as sink:
         sink.reset("ACTIVE", "test")
         sink.write_batch(0, frame(commit("g", "t", 0, 5)), BatchProgress(batch_id=0))
-        app = create_app(ServeConfig(sink_url=url, log_end_interval_s=0.5))
+        app = create_app(ServeSettings(sink_url=url, log_end_interval_s=0.5))
         with TestClient(app) as client:
             client.get("/metrics")
             made = app.state.lag._made.made

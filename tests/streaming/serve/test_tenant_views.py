@@ -30,7 +30,8 @@ import pytest
 from connectors.kafka.local import free_port_block
 from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.acls import AclBinding
-from streaming.serve import ServeConfig, create_app
+from streaming.serve import ServeSettings
+from streaming.serve.app import create_app
 from streaming.serve.server import WebServer
 from streaming.serve.web_config import load_web_config
 from streaming.tenants import Tenant
@@ -120,7 +121,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]
     """The real server over the sink: its URL and the application (for its router)."""
     folder = tmp_path_factory.mktemp("views")
     app = create_app(
-        ServeConfig(sink_url=_sink(folder), tenants=(TEAM_A, TEAM_B), log_end_interval_s=3600)
+        ServeSettings(sink_url=_sink(folder), log_end_interval_s=3600), (TEAM_A, TEAM_B)
     )
     server = WebServer(app, "127.0.0.1", free_port_block(1), load_web_config(_web_config(folder)))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from connectors.kafka.local import free_port_block
 from connectors.sinks import BatchProgress, open_sink
 from connectors.sinks.log_end_samples import RecordTime
-from streaming.serve import ServeConfig, log_end_cache
+from streaming.serve import ServeSettings, log_end_cache
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.helpers import wait_for
@@ -86,13 +86,7 @@ def _commit(sink_url: str, batch: int, group: str, topic: str, offset: int) -> N
 
 
 def _serve(sink_url: str, bootstrap: str) -> AbstractContextManager[str]:
-    return serving(
-        ServeConfig(
-            sink_url=sink_url,
-            client_options={"bootstrap_servers": bootstrap},
-            log_end_interval_s=INTERVAL_S,
-        )
-    )
+    return serving(ServeSettings(sink_url, bootstrap, log_end_interval_s=INTERVAL_S))
 
 
 def _samples(url: str, name: str, group: str) -> float | None:

@@ -30,7 +30,8 @@ import pytest
 from connectors.kafka.local import free_port_block
 from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.acls import AclBinding
-from streaming.serve import ServeConfig, create_app
+from streaming.serve import ServeSettings
+from streaming.serve.app import create_app
 from streaming.serve.server import WebServer, is_loopback
 from streaming.serve.web_config import WebConfig, load_web_config
 from streaming.tenants import Tenant
@@ -111,10 +112,12 @@ def _sink_with_a_group(folder: Path) -> str:
 
 
 @contextmanager
-def _serving(folder: Path, web: WebConfig, config: ServeConfig | None = None) -> Iterator[str]:
-    """The app (``config``, by default over a sink of one group) on a free port with ``web``'s
-    TLS and users; yields its https URL."""
-    app = create_app(config or ServeConfig(sink_url=_sink_with_a_group(folder)))
+def _serving(
+    folder: Path, web: WebConfig, sink_url: str | None = None, tenants: tuple[Tenant, ...] = ()
+) -> Iterator[str]:
+    """The app (over ``sink_url``, by default a sink of one group) on a free port with
+    ``web``'s TLS and users; yields its https URL."""
+    app = create_app(ServeSettings(sink_url=sink_url or _sink_with_a_group(folder)), tenants)
     port = free_port_block(1)
     server = WebServer(app, "127.0.0.1", port, web)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -302,8 +305,7 @@ def test_a_real_prometheus_scrapes_over_tls_with_a_user(
     if prometheus is None:
         pytest.fail("prometheus is not installed: bash deploy/setup.sh --test-tools")
     web = load_web_config(_write_config(tmp_path, certificates))
-    serve_config = ServeConfig(sink_url=_sink_of_two_teams(tmp_path), tenants=(ALICE,))
-    with _serving(tmp_path, web, serve_config) as url:
+    with _serving(tmp_path, web, _sink_of_two_teams(tmp_path), (ALICE,)) as url:
         target = url.removeprefix("https://")
         config = tmp_path / "prometheus.yml"
         jobs = {
@@ -401,9 +403,8 @@ def test_a_user_named_like_a_tenant_sees_only_its_groups(
     tmp_path: Path, certificates: Certificates
 ) -> None:
     web = load_web_config(_write_config(tmp_path, certificates))
-    config = ServeConfig(sink_url=_sink_of_two_teams(tmp_path), tenants=(ALICE,))
     context = ssl.create_default_context(cafile=certificates.ca)
-    with _serving(tmp_path, web, config) as url:
+    with _serving(tmp_path, web, _sink_of_two_teams(tmp_path), (ALICE,)) as url:
         alice = httpx.Client(verify=context, timeout=30, auth=("alice", "alice-secret"))
         ops = httpx.Client(verify=context, timeout=30, auth=("ops", PASSWORD))
         with alice, ops:
