@@ -1,12 +1,7 @@
-"""Tenants: teams that share the job, each writing requests to an ingest topic of its own.
-
-Kafka does not stamp the producer's principal on a record, so the job learns who sent a request
-from the topic it came from: each tenant has its own ingest topic (which the cluster's ACLs let
-only its principal write) and responses topic (which only it may read). The job checks each
-request against the tenant's rules (``state.coordinator.acls``, decided as Kafka's
-``StandardAuthorizer``). The job's own ingest topic stays the operators' (unchecked). The TOML
-form, ``[[tenants]]`` with ``[[tenants.acls]]``: ``deploy/config.example.toml``.
-"""
+"""Tenants: teams that share the job, each writing requests to an ingest topic of its own (only
+its principal may write it: Kafka stamps no principal on a record) and reading answers from its
+own responses topic; each request is checked against the tenant's ACLs. The job's own ingest
+topic stays the operators'. The TOML form: ``deploy/config.example.toml``."""
 
 from __future__ import annotations
 
@@ -80,8 +75,8 @@ def _tenant(data: Any, where: str) -> Tenant:
 
 
 def parse_tenants(data: Iterable[Any], reserved_topics: Iterable[str] = ()) -> tuple[Tenant, ...]:
-    """Tenants from their TOML tables (or ``Tenant`` values), checked: names and topics unique,
-    no topic the job uses otherwise (``reserved_topics``). Errors name the tenant and field."""
+    """Tenants from their TOML tables (or ``Tenant`` values): names and topics unique, none of
+    ``reserved_topics``; a ValueError names the tenant and field."""
     tenants = tuple(_tenant(item, f"tenants[{i}]: ") for i, item in enumerate(data))
     seen_names: set[str] = set()
     seen_topics = set(reserved_topics)
@@ -100,9 +95,8 @@ def parse_tenants(data: Iterable[Any], reserved_topics: Iterable[str] = ()) -> t
 
 
 def load_tenants(path: str | Path, *, only_tenants: bool = True) -> list[dict[str, Any]]:
-    """The ``[[tenants]]`` tables of the TOML file at ``path`` (for ``--tenants FILE`` and
-    ``CONSUMER_OFFSETS_TENANTS``); with ``only_tenants`` False other keys are ignored, so the
-    job's whole configuration file will do (``serve --tenants``)."""
+    """The ``[[tenants]]`` tables of the TOML file at ``path``; with ``only_tenants`` False
+    other keys are ignored (the job's configuration file will do)."""
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
     unknown = sorted(set(data) - {"tenants"})

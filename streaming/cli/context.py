@@ -1,6 +1,5 @@
 """One command's context: its arguments, configuration, output streams and the clients it
-opens on first use (the reader: sink and broker reads; the commit client: writes through the
-job)."""
+opens on first use."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ class Context:
 
     def __init__(self, args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> None:
         """Validate ``--timeout`` and load the configuration (flags over environment over
-        ``--config`` file, each ``--kafka-option`` over the same key of the file's); raises
-        :class:`UsageError` for either, and for a sink URL that names no sink."""
+        ``--config`` file); UsageError for either, and for a sink URL that names no sink."""
         self.args = args
         self.stdout = stdout
         self.stderr = stderr
@@ -63,9 +61,7 @@ class Context:
 
     @functools.cached_property
     def viewer(self) -> Viewer | None:
-        """``--tenant NAME`` of a reading command (``list``, ``describe``, ``export``): what
-        Kafka's OffsetFetch answers that tenant's principal (``streaming.serve.tenant_views``);
-        None without ``--tenant``."""
+        """What ``--tenant NAME`` may see, as Kafka's OffsetFetch answers it; None without."""
         name = getattr(self.args, "tenant", None)
         if name is None:
             return None
@@ -120,8 +116,7 @@ class Context:
         rows: Sequence[Sequence[object]],
         errors: Sequence[str | None] | None = None,
     ) -> None:
-        """An aligned table on stdout (:func:`streaming.cli.output.format_table`); with
-        ``errors`` (one per row) a last ERROR column."""
+        """An aligned table on stdout; with ``errors`` (one per row) a last ERROR column."""
         if errors is not None:
             headers = [*headers, "ERROR"]
             rows = [[*row, error] for row, error in zip(rows, errors, strict=True)]
@@ -136,8 +131,7 @@ class Context:
         return liveness(self.reader.status())
 
     def check_status_note(self) -> None:
-        """Warn (stderr) when answers come from the last state of a job that is STOPPED or
-        not responding."""
+        """Warn when answers come from the last state of a job STOPPED or not responding."""
         alive = self.liveness()
         if alive.status == "STOPPED":
             detail = self.reader.status().detail
@@ -146,9 +140,8 @@ class Context:
             self.err(f"note: the offsets job is {alive.describe()}; showing its last state")
 
     def require_live_job(self) -> None:
-        """Before sending a request: refuse at once (exit 1, one line, nothing sent) when the
-        job is STOPPED or not responding, unless ``--force``. A sink that cannot be read is
-        refused the same way: the job's state is unknown."""
+        """Before sending: refuse (exit 1, nothing sent) when the job is STOPPED, not
+        responding or unknown (the sink unreadable), unless ``--force``."""
         if getattr(self.args, "force", False):
             return
         try:
@@ -177,8 +170,7 @@ class Context:
         raise CommandFailed
 
     def groups(self) -> list[str]:
-        """The groups a command names: every group in the sink for ``--all-groups`` (with
-        ``--tenant``, those it may DESCRIBE, as Kafka's ListGroups lists them), else the
+        """``--all-groups``: every group in the sink (``--tenant``'s visible ones), else the
         ``--group`` values, each once, in order."""
         if getattr(self.args, "all_groups", False):
             groups = [g.group_id for g in self.reader.list_groups()]
@@ -186,8 +178,8 @@ class Context:
         return list(dict.fromkeys(self.args.group or []))
 
     def refuse_hidden_groups(self, groups: list[str]) -> list[str]:
-        """``groups`` less those ``--tenant`` may not DESCRIBE, each said on stderr as Kafka's
-        OffsetFetch answers it, GROUP_AUTHORIZATION_FAILED (30), whether it exists or not."""
+        """``groups`` less those ``--tenant`` may not DESCRIBE, each said on stderr as
+        GROUP_AUTHORIZATION_FAILED (30), whether it exists or not."""
         if self.viewer is None:
             return groups
         from connectors.client.errors import describe_error

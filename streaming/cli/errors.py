@@ -1,7 +1,6 @@
-"""The CLI's exit statuses, the two exceptions that choose between them (only
-:func:`streaming.cli.main.main` turns them into a status: a command never calls ``sys.exit``),
-and the checks that refuse at once, before anything is sent, what Kafka would refuse
-(``state.coordinator.rules``: UNKNOWN_TOPIC_OR_PARTITION, INVALID_GROUP_ID)."""
+"""The CLI's exit statuses, the two exceptions that choose between them, and the checks that
+refuse before anything is sent what Kafka would refuse (UNKNOWN_TOPIC_OR_PARTITION,
+INVALID_GROUP_ID)."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ _TOPIC_RULE = (
 
 
 def check_topic(topic: str, where: str = "--topic") -> str:
-    """``topic`` when Kafka could have such a topic, else a :class:`UsageError` naming
-    ``where`` and the rule."""
+    """``topic`` when Kafka could have it, else a UsageError naming ``where`` and the rule."""
     if not is_valid_topic(topic):
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         raise UsageError(f"{where} {topic!r} can never exist ({code.name}): {_TOPIC_RULE}")
@@ -58,9 +56,8 @@ def check_partition(partition: int, where: str = "--partition") -> int:
 
 
 def check_group(group: str, where: str = "--group", *, empty_allowed: bool = True) -> str:
-    """``group`` when Kafka takes it in the request: not longer than a record holds, and not
-    empty unless ``empty_allowed`` (OffsetCommit and DeleteGroups take the group ``""``,
-    OffsetDelete refuses it)."""
+    """``group`` when Kafka takes it: fits a record, and not empty unless ``empty_allowed``
+    (OffsetDelete refuses ``""``)."""
     if is_valid_group_id(group, empty_allowed=empty_allowed):
         return group
     code = ErrorCode.INVALID_GROUP_ID

@@ -1,7 +1,5 @@
-"""Every way a command can fail, as one line and an exit status (a traceback only with
-``--log-level debug``): :func:`report_failure`, the one place an exception becomes what the user
-sees, naming what failed and where (a Kafka error code, the sink's redacted URL, the cluster's
-bootstrap servers)."""
+"""Every way a command can fail, as one line and an exit status (:func:`report_failure`; a
+traceback only with ``--log-level debug``)."""
 
 from __future__ import annotations
 
@@ -26,12 +24,12 @@ PROG = "consumer-offsets"
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line: a driver's multi-line message (libpq adds a hint line) joined."""
+    """``text`` on one line (libpq adds a hint line)."""
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 def kafka_unreachable(servers: str, exc: BaseException) -> str:
-    """The line for a Kafka cluster that does not answer, naming where it was looked for."""
+    """The line for a Kafka cluster that does not answer."""
     return f"cannot reach Kafka at {servers or '(no bootstrap servers)'} ({type(exc).__name__})"
 
 
@@ -68,8 +66,7 @@ def report_failure(
     debug: bool = False,
     kafka_servers: str = "",
 ) -> int:
-    """Print ``exc`` as one line (plus its traceback when ``debug``) and return the exit
-    status: 2 for :class:`UsageError`, 130 for Ctrl-C, else 1."""
+    """Print ``exc`` as one line and return the exit status: 2 usage, 130 Ctrl-C, else 1."""
     if debug and not isinstance(exc, UsageError | CommandFailed):
         traceback.print_exception(exc, file=err)
     if isinstance(exc, UsageError):

@@ -1,6 +1,5 @@
-"""The Kafka connection flags, spelled as Kafka's own tools spell them: ``--bootstrap-server``
-and a repeated ``--kafka-option KEY=VALUE`` (the Java client's names); the earlier spellings
-``--bootstrap-servers`` and ``--kafka-options K=V,K=V`` stay as hidden aliases."""
+"""The Kafka connection flags as Kafka's tools spell them: ``--bootstrap-server`` and a repeated
+``--kafka-option KEY=VALUE``; ``--bootstrap-servers`` and ``--kafka-options K=V,K=V`` alias them."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def add_kafka_options(
     *,
     dest: str = "kafka_option",
 ) -> None:
-    """A repeated ``--kafka-option KEY=VALUE`` into ``dest``, a list of pairs (empty when none
-    is given); the hidden ``--kafka-options K=V,K=V`` adds to it."""
+    """A repeated ``--kafka-option KEY=VALUE`` into ``dest``, a list of pairs."""
     parser.add_argument(
         "--kafka-option",
         dest=dest,

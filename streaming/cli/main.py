@@ -1,13 +1,6 @@
-"""``consumer-offsets``: the offset manager's command line, like ``kafka-consumer-groups.sh``
-(``consumer-offsets --help`` lists the commands, ``consumer-offsets COMMAND --help`` each one's
-flags, their meaning and default).
-
-Output: aligned plain-text tables for people; with ``--json`` one JSON document on stdout for
-programs (errors too: ``{"error": {"code": .., "name": .., "message": ..}}``); messages go to
-stderr. Exit status: 0 success, 1 the operation failed (one line, e.g.
-``OFFSET_METADATA_TOO_LARGE (12)``: ``streaming.cli.failures``), 2 usage errors (bad arguments,
-config, sink URL or input file, and requests that can never succeed).
-"""
+"""``consumer-offsets``: the offset manager's command line, like ``kafka-consumer-groups.sh``.
+Tables for people, one JSON document on stdout with ``--json`` (errors too), messages on
+stderr; exit 0 success, 1 the operation failed, 2 usage errors."""
 
 from __future__ import annotations
 
@@ -85,7 +78,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _sends(parser: argparse.ArgumentParser) -> None:
-    """``--force`` and ``--tenant NAME`` of a command that sends requests through the job."""
+    """``--force`` and ``--tenant NAME`` of a command that sends requests."""
     parser.add_argument(
         "--force",
         action="store_true",
@@ -101,7 +94,7 @@ def _sends(parser: argparse.ArgumentParser) -> None:
 
 
 def _tenant_view(parser: argparse.ArgumentParser) -> None:
-    """``--tenant NAME`` of a reading command: read as one of the configuration's tenants."""
+    """``--tenant NAME`` of a reading command."""
     parser.add_argument(
         "--tenant",
         metavar="NAME",
@@ -118,7 +111,6 @@ def _group_choice(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _add_reset_arguments(p: argparse.ArgumentParser) -> None:
-    """``reset-offsets``: the group, its scope, one target and the mode."""
     p.add_argument("--group", required=True, metavar="G", help="the group (it must be inactive)")
     scope = p.add_mutually_exclusive_group(required=True)
     scope.add_argument("--all-topics", action="store_true", help="every topic the group committed")
@@ -151,7 +143,7 @@ def _add_reset_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_job(args: argparse.Namespace) -> int:
-    """``run``: the streaming job, exactly as ``python -m streaming`` runs it."""
+    """``run``: the streaming job, as ``python -m streaming`` runs it."""
     job_runner.configure_logging(args.log_level)
     return job_runner.run(args)
 
@@ -181,8 +173,8 @@ SERVICES: Final[dict[str, tuple[Callable[[argparse.ArgumentParser], None], Runne
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``consumer-offsets`` parser: one sub-command each, its handler in ``handler`` (None
-    for the :data:`SERVICES` and ``kafka``)."""
+    """The ``consumer-offsets`` parser; each command's handler in ``handler`` (None for the
+    :data:`SERVICES` and ``kafka``)."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Kafka consumer-group offsets, managed by the consumer-offsets streaming job.",
@@ -337,9 +329,7 @@ def main(
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the parsed command (a service until stopped) and map its outcome to an exit status
-    (:func:`streaming.cli.failures.report_failure`): usage errors 2, failures 1 (one line on
-    ``err``, and as JSON with ``--json``)."""
+    """Run the parsed command and map its outcome to an exit status (``report_failure``)."""
     ctx: Context | None = None
     try:
         if args.command in SERVICES:
@@ -367,8 +357,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def console_main() -> None:
-    """The ``consumer-offsets`` script: :func:`main` on the process's streams, then exit; a
-    closed pipe (``export | head``) ends it quietly with status 1."""
+    """The ``consumer-offsets`` script: :func:`main`, then exit; a closed pipe (``export |
+    head``) ends it quietly with status 1."""
     try:
         status = main()
         sys.stdout.flush()

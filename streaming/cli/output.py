@@ -12,24 +12,15 @@ from typing import Any, Final, TextIO
 from connectors.client.errors import OffsetsError, OffsetsRequestError, describe_error
 from state.coordinator.model import TopicPartition
 
-# Longest metadata shown in a table cell; --json shows all of it.
-_METADATA_CELL: Final = 40
-
 
 def _cell(value: object) -> str:
-    """One table cell: None as ``-``, control characters escaped."""
-    if value is None:
-        return "-"
-    text = str(value)
-    # One row per line: control characters in metadata must not break the table.
-    if not text.isprintable():
-        text = text.encode("unicode_escape").decode("ascii")
-    return text
+    """One table cell: None as ``-``, control characters escaped (a row stays one line)."""
+    text = "-" if value is None else str(value)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """Rows as plain left-aligned columns separated by two spaces, headers first (like
-    ``kafka-consumer-groups.sh``). None shows as ``-``; no trailing spaces."""
+    """Rows as left-aligned columns two spaces apart, headers first, no trailing spaces."""
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
@@ -43,8 +34,8 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> st
     return "\n".join(lines)
 
 
-def short_metadata(metadata: str, limit: int = _METADATA_CELL) -> str:
-    """Commit metadata cut for a table cell (``...`` marks the cut)."""
+def short_metadata(metadata: str, limit: int = 40) -> str:
+    """Commit metadata cut for a table cell (``...`` marks the cut; ``--json`` shows all)."""
     return metadata if len(metadata) <= limit else metadata[: limit - 3] + "..."
 
 
@@ -66,15 +57,13 @@ GROUP_ID: Final[Mapping[str, str]] = {"group": "group_id"}
 def attributes(
     obj: object, keys: Sequence[str], renamed: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """A JSON object of ``obj``'s attributes, ``{key: obj.<key>}`` in ``keys`` order;
-    ``renamed`` maps a key to the attribute it reads when the names differ."""
+    """``{key: obj.<key>}`` in ``keys`` order (``renamed``: a key's attribute, if other)."""
     renamed = renamed or {}
     return {key: getattr(obj, renamed.get(key, key)) for key in keys}
 
 
 def error_json(exc: OffsetsError) -> dict[str, Any]:
-    """The ``error`` object of a failed Kafka operation: code, name, message, and for a request
-    refused partition by partition, each partition's error."""
+    """The ``error`` object of a failed Kafka operation (with each partition's error)."""
     data: dict[str, Any] = {
         "code": int(exc.error_code),
         "name": describe_error(exc.error_code).split(" ")[0],
@@ -99,25 +88,22 @@ def partition_errors(codes: Iterable[tuple[TopicPartition, int]]) -> list[dict[s
 
 
 def error_text(exc: OffsetsError) -> str:
-    """A Kafka error as one line that names its code once: the message when it already
-    names it (``group 'g': orders-0: OFFSET_METADATA_TOO_LARGE (12)``), else ``NAME (code):
-    message``."""
+    """A Kafka error as one line naming its code once."""
     if exc.message and describe_error(exc.error_code) in exc.message:
         return exc.message
     return str(exc)
 
 
 def print_offsets_error(out: TextIO, err: TextIO, json_mode: bool, exc: OffsetsError) -> None:
-    """A Kafka error that ended the command: ``error: ..`` on stderr (:func:`error_text`), and
-    with ``--json`` its :func:`error_json` on stdout."""
+    """A Kafka error that ended the command: on stderr, and as JSON on stdout with ``--json``."""
     if json_mode:
         out.write(json.dumps({"error": error_json(exc)}, indent=2) + "\n")
     err.write(f"error: {error_text(exc)}\n")
 
 
 def print_failure(out: TextIO, err: TextIO, json_mode: bool, name: str, message: str) -> None:
-    """A failure without a Kafka error code (sink, network): ``error: message`` on stderr, and
-    with ``--json`` an error object with ``code`` null on stdout."""
+    """A failure without a Kafka error code: on stderr, and with ``--json`` an error object
+    with ``code`` null on stdout."""
     if json_mode:
         out.write(json.dumps({"error": {"code": None, "name": name, "message": message}}) + "\n")
     err.write(f"error: {message}\n")
@@ -135,7 +121,6 @@ class Progress:
         self._width = 0
 
     def update(self, done: int) -> None:
-        """Show ``done`` of the total."""
         if self.enabled:
             text = f"\r{self.label}: {done}/{self.total}"
             self._width = max(self._width, len(text))

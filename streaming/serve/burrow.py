@@ -1,9 +1,5 @@
-"""Burrow's v3 HTTP API over the sink, same routes and JSON shapes (with Burrow's envelope:
-``error``, ``message``, ``request``), so Burrow's clients and dashboards work unchanged; one
-cluster, the sink's (``--cluster-name``). Unknown clusters and groups, and those a tenant may not
-DESCRIBE, answer 404 as in Burrow. A consumer's partitions are listed by index up to the topic's
-partition count, never beyond (a commit past it is dropped, as Burrow drops it).
-"""
+"""Burrow's v3 HTTP API over the sink, same routes and JSON shapes, for one cluster (the sink's).
+Unknown clusters and groups, and those a tenant may not DESCRIBE, answer 404 as in Burrow."""
 
 from __future__ import annotations
 
@@ -121,8 +117,7 @@ class BurrowApi:
 
     def _partition_counts(self, committed: Counter[str]) -> dict[str, int]:
         """Each topic's partition count: from its log-end offsets, else (none read yet) the
-        number of its partitions the group committed, so a list is never longer than the
-        partitions that exist or were committed."""
+        number of its partitions the group committed."""
         counts = dict(committed)
         known: dict[str, int] = {}
         for tp in self.view.log_end_map(set(committed)):

@@ -1,6 +1,5 @@
-"""The dashboard: every group with its status and lag at ``/``, and a group's page with each
-partition's offsets, lag and lag-over-time charts; rendered on the server (Jinja2, inline SVG),
-so it works offline."""
+"""The dashboard: every group with its status and lag at ``/``, and a group's page with lag
+charts; rendered on the server (Jinja2, inline SVG), so it works offline."""
 
 from __future__ import annotations
 
@@ -113,8 +112,7 @@ def _committed_at(ms: int) -> str:
 def _seconds_series(
     p: PartitionView, points: list[LogEndSample], now: int
 ) -> list[tuple[int, int]]:
-    """The partition's lag in seconds at each of its commits (the commit's time minus when the
-    log end passed its offset, from the sampled table) and now."""
+    """The partition's lag in seconds at each of its commits (from the sampled log ends) and now."""
     series = {}
     offsets = [point.offset for point in points]
     for commit in p.window:
@@ -127,9 +125,7 @@ def _seconds_series(
 
 
 class Dashboard:
-    """The pages, bound to one view; a tenant's user sees its groups only and, in them, its
-    topics only (the index lists them with figures over those topics, any other group's page
-    is 404: ``tenant_views``)."""
+    """The pages, bound to one view; a tenant's user sees its groups and topics only."""
 
     def __init__(
         self, view: LagView, evaluator: GroupEvaluator, frames: Callable[[], LagFrame]
@@ -158,8 +154,7 @@ class Dashboard:
 
     def index(self, request: Request) -> Response:
         """Every group, largest lag in seconds first, :data:`PAGE_SIZE` a page (``?page=``),
-        filtered by a substring of the group id (``?q=``): the evaluator's last pass, so a
-        load reads nothing per group."""
+        filtered by a substring of the group id (``?q=``)."""
         query = request.query_params.get("q", "")
         try:
             page = max(1, int(request.query_params.get("page", "1")))
@@ -193,8 +188,7 @@ class Dashboard:
         )
 
     def _lag_series(self, p: PartitionView, now: int) -> list[tuple[int, int]]:
-        """The partition's lag over time: at each of its commits (against the log-end offset
-        seen then) and at each log-end offset the server saw (against the commit in force)."""
+        """The partition's lag at each of its commits and each log-end offset the server saw."""
         commits = p.window
         points = {o.timestamp_ms: o.lag for o in commits if o.lag is not None}
         times = [o.timestamp_ms for o in commits]

@@ -1,11 +1,9 @@
-"""A value made again at most once per interval, shared by every reader in between: what keeps
-``/metrics`` and the dashboard's index from reading every group on each request.
+"""A value made again at most once per interval, shared by every reader in between.
 
 A reader gets the last value while it is younger than ``max_age_s`` (from when its making began,
 or ``as_of(value)``) and ``key()`` is unchanged; else it is made again, once, however many ask.
-With ``stale_s`` a reader gets the last value up to ``max_age_s + stale_s`` old while a thread
-makes the next; past that it waits. So a write shows in every answer that starts
-``max_age_s + stale_s`` after it: the bound, never exceeded.
+With ``stale_s`` a reader gets it up to ``max_age_s + stale_s`` old while a thread makes the
+next; past that it waits: a write shows in every answer that starts that long after it.
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ def _no_key() -> object:
 
 
 class Memo(Generic[T]):
-    """``make()``'s value, made again when ``max_age_s`` old or when ``key()`` changes
-    (served ``stale_s`` longer while a thread makes the next)."""
+    """``make()``'s value, made again when ``max_age_s`` old or when ``key()`` changes."""
 
     def __init__(
         self,

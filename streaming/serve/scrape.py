@@ -1,14 +1,7 @@
 """``/metrics``: the job's (or the mirror's) progress from the sink's status, read at every
-scrape (``consumer_offsets_*``; ``consumer_offsets_status`` is ACTIVE or LOADING only while the
-heartbeat is fresh, else NOT_RESPONDING), each group's commits counter, and the lag families
-(``streaming.serve.exposition``, kafka_exporter's and kafka-lag-exporter's names).
-
-The lag families' text is made from the shared frame of every group's lags at most once per
-log-end interval and kept, gzipped too once a scraper asked for it, so a scrape writes bytes it
-already has: the compressed lag families, then the progress lines compressed on a copy of the
-compressor (one gzip stream). The text is at most two log-end intervals old
-(``streaming.serve.memo``); a thread keeps it made while someone scrapes (:data:`WARM_S`).
-"""
+scrape, each group's commits counter, and the lag families (``exposition``). The lag families'
+text is made at most once per log-end interval and kept (gzipped too once asked for), so a
+scrape writes bytes it already has; it is at most two log-end intervals old."""
 
 from __future__ import annotations
 
@@ -41,8 +34,7 @@ _GZIP_LEVEL = 1
 
 @dataclass(eq=False)
 class Exposition:
-    """The lag families made from ``frame``, and once asked for, a gzip stream begun on them
-    (the compressed text and the compressor that ends it, kept)."""
+    """The lag families made from ``frame``, and once asked for, a gzip stream begun on them."""
 
     frame: LagFrame
     text: bytes
@@ -114,8 +106,8 @@ class LagExposition:
     def text_of(
         self, select: Callable[[LagFrame], tuple[LagFrame, Mapping[str, str]]], more: bytes = b""
     ) -> bytes:
-        """The lag families of what ``select`` keeps of the latest frame, with the statuses it
-        gives (a tenant's view: made for this scrape, not kept), then ``more``."""
+        """The lag families of what ``select`` keeps of the latest frame (a tenant's view, not
+        kept), then ``more``."""
         frame, statuses = select(self._scraped().frame)
         return render(frame, statuses, self._cluster, self._granularity) + more
 
@@ -153,14 +145,12 @@ class SinkCollector(Collector):
         self.may_see_group = may_see_group
 
     def collect(self) -> Iterator[Metric]:
-        # The lag families are written as text beside these (streaming.serve.exposition).
         yield from self._progress()
         yield from self._commits()
 
     def _commits(self) -> Iterator[Metric]:
-        """Each group's commits counter (the sink's, shared by every ``serve`` and kept
-        across restarts): offset commits applied, one per partition, as Kafka writes one
-        record per partition committed; it starts over when all the group's offsets go."""
+        """Each group's commits counter (the sink's): offset commits applied, one per
+        partition, as Kafka writes one record per partition committed."""
         try:
             counts = self.view.sink.group_commits()
         except SinkError:

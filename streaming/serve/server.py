@@ -1,13 +1,7 @@
 """Running the app on uvicorn: plain HTTP, or TLS, users and headers from a web config file
-(``web_config``) read again as it changes, without a restart.
-
-Basic authentication as Prometheus' exporter-toolkit does it (web/handler.go): no or wrong
-credentials answer 401 with a challenge; ``http_server_config.headers`` go on every response.
-bcrypt is slow on purpose (~60 ms at cost 10), so one check runs at a time (a lock taken before
-a worker thread is asked for: a flood of wrong passwords costs one core, not the server), every
-verdict is remembered (an LRU keyed by a digest of user, hash and password, read without the
-lock), and an unknown user costs what a known one does (a dummy hash at the highest cost).
-"""
+(``web_config``), read again as it changes. Basic authentication as Prometheus' exporter-toolkit
+does it: 401 with a challenge; bcrypt checks run one at a time (a flood of wrong passwords costs
+one core, not the server), verdicts are remembered, an unknown user costs what a known one does."""
 
 from __future__ import annotations
 
@@ -48,10 +42,8 @@ def is_loopback(host: str) -> bool:
 
 
 class WebServer(uvicorn.Server):
-    """uvicorn's server for ``app`` with ``web``'s TLS, users and headers, its file looked at
-    once a second (uvicorn's tick): a change that reads well applies to the next request, and
-    to the next handshake for the certificate and key (the client CA, auth type and minimum
-    version at a restart only). Once listening, one line on stderr says where."""
+    """uvicorn's server for ``app`` with ``web``'s TLS, users and headers, its files looked at
+    once a second; once listening, one line on stderr says where."""
 
     def __init__(
         self, app: Any, host: str, port: int, web: WebConfig, log_level: str = "warning"
@@ -118,8 +110,7 @@ def _reload_tls(
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A socket listening on ``host``:``port``; OSError in one line saying why not (the CLI's
-    exit 1)."""
+    """A socket listening on ``host``:``port``; OSError in one line saying why not."""
     try:
         family, _, _, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -134,9 +125,8 @@ def listen(host: str, port: int) -> socket.socket:
 def serve_forever(
     app: Any, host: str, port: int, web: WebConfig, log_level: str = "warning"
 ) -> None:
-    """Serve until SIGINT/SIGTERM (then return: exit 0); says at start how it listens when
-    anyone could read it. OSError when it cannot listen, RuntimeError when the application
-    does not start (both exit 1)."""
+    """Serve until SIGINT/SIGTERM; OSError when it cannot listen, RuntimeError when the
+    application does not start."""
     if web.tls is None and not is_loopback(host):
         log.warning(
             "serving plain HTTP on %s:%d: anyone who reaches it reads every group's offsets; "
@@ -158,15 +148,13 @@ def serve_forever(
 
 Scope = dict[str, Any]
 
-#: Verdicts remembered. Checks run one at a time, so a flood adds at most ~16 a second: a
-#: scraper's entry, used every few seconds, is never the least recently used.
+#: Verdicts remembered (an LRU: a flood adds ~16 a second, a scraper's entry stays).
 VERDICTS: Final = 1024
 
 
 class BasicAuthMiddleware:
-    """Let a request through only with the credentials of a user of ``web()``, setting
-    ``scope["user"]`` and ``scope["operator"]``; without users every request passes, with no
-    ``"user"`` in its scope."""
+    """Let a request through only with a user's credentials (``scope["user"]`` and
+    ``scope["operator"]`` set); without users in ``web()`` every request passes."""
 
     def __init__(self, app: Any, web: Callable[[], WebConfig], realm: str = "consumer-offsets"):
         self.app = app
@@ -185,15 +173,15 @@ class BasicAuthMiddleware:
         if not web.basic_auth_users:
             await self.app(scope, receive, send)
             return
-        user = await self._authenticate(web, _authorization(scope))
+        user = await self._authenticate(web, scope)
         if user is None:
             refused = PlainTextResponse("401 Unauthorized\n", 401, self._challenge)
             await refused(scope, receive, send)
             return
         await self.app({**scope, "user": user, "operator": user in web.operators}, receive, send)
 
-    async def _authenticate(self, web: WebConfig, header: bytes | None) -> str | None:
-        credentials = _credentials(header)
+    async def _authenticate(self, web: WebConfig, scope: Scope) -> str | None:
+        credentials = _credentials(scope)
         if credentials is None:
             return None
         name, password = credentials
@@ -232,8 +220,7 @@ def _key(name: str, hashed: bytes | None, password: bytes) -> bytes:
 
 
 def _check(password: bytes, hashed: bytes | None, highest_cost: int) -> bool:
-    """bcrypt's verdict (in a worker thread); an unknown user (``hashed`` None) costs a check
-    of a dummy hash at ``highest_cost`` and is refused."""
+    """bcrypt's verdict; an unknown user (``hashed`` None) costs a dummy hash's check."""
     try:
         matches = bcrypt.checkpw(password, hashed or _dummy_hash(highest_cost))
     except ValueError:  # longer than bcrypt's 72 bytes: a wrong password like any other
@@ -243,7 +230,7 @@ def _check(password: bytes, hashed: bytes | None, highest_cost: int) -> bool:
 
 @functools.cache
 def _dummy_hash(cost: int) -> bytes:
-    """A bcrypt hash of nothing anyone types, at ``cost`` (made once per cost, under the lock)."""
+    """A bcrypt hash of nothing anyone types, at ``cost``."""
     return bcrypt.hashpw(b"\0unknown user\0", bcrypt.gensalt(rounds=cost))
 
 
@@ -259,17 +246,9 @@ def _with_headers(send: Any, headers: Mapping[str, str]) -> Any:
     return sending
 
 
-def _authorization(scope: Scope) -> bytes | None:
-    for key, value in scope.get("headers", ()):
-        if key == b"authorization":
-            return bytes(value)
-    return None
-
-
-def _credentials(header: bytes | None) -> tuple[str, bytes] | None:
-    """(user, password) of a ``Basic`` Authorization header; None when absent or malformed."""
-    if not header:
-        return None
+def _credentials(scope: Scope) -> tuple[str, bytes] | None:
+    """(user, password) of the ``Basic`` Authorization header; None when absent or malformed."""
+    header = next((bytes(v) for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
     scheme, _, token = header.partition(b" ")
     if scheme.lower() != b"basic":
         return None

@@ -1,6 +1,5 @@
 """What the pages over every group show, kept by a thread (:class:`GroupEvaluator`): each group's
-Burrow status (too dear to read per request over thousands of groups) and the dashboard index's
-rows, made from every group's lags at once (``lag_frame``)."""
+Burrow status (too dear per request) and the dashboard index's rows."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two passes of the evaluator (statuses and the index's rows).
 DEFAULT_EVALUATION_INTERVAL_S = 30.0
-#: The share of the time a pass over every group's status runs (pure Python: it holds the
-#: interpreter, which the requests share): it pauses between chunks for the rest.
+#: The share of the time a pass over every group's status runs (it holds the interpreter).
 EVALUATION_SHARE = 0.5
 
 
@@ -46,9 +44,7 @@ class GroupSummary:
 def summarise(
     frame: LagFrame, statuses: dict[str, str], reasons: dict[str, str] | None = None
 ) -> list[GroupSummary]:
-    """The index's rows, sorted by lag in seconds (largest first, unknown last), then group:
-    every listed group, its total lag, and its largest lag in seconds (the first partition
-    with it says whether it is a bound)."""
+    """The index's rows, by lag in seconds (largest first, unknown last), then group."""
     starts = frame.group_starts()
     lag = np.where(frame.has_end, frame.lag, 0)
     total = np.add.reduceat(lag, starts[:-1]) if frame.rows else np.zeros(0, np.int64)
@@ -85,14 +81,13 @@ def summarise(
 @dataclass
 class GroupEvaluator:
     """Every ``interval_s``: each group's Burrow status; every ``rows_interval_s``: the
-    index's rows (from ``frames``, every group's lags: shared with ``/metrics``)."""
+    index's rows (from ``frames``)."""
 
     view: LagView
     #: Every group's lags now (or as recently as the caller allows).
     frames: Callable[[], LagFrame]
     interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
-    #: Seconds between two computations of the index's rows (lags change with every log-end
-    #: reading, statuses more slowly): the server's log-end interval.
+    #: Seconds between two computations of the index's rows: the server's log-end interval.
     rows_interval_s: float = 10.0
     statuses: dict[str, str] = field(default_factory=dict)
     #: Each group's ``GroupStatus.reason`` at the last pass.
@@ -117,8 +112,8 @@ class GroupEvaluator:
         self.last_pass_s = time.monotonic() - started
 
     def _pause(self, took_s: float) -> bool:
-        """Between two chunks of a pass: leave the interpreter to the requests for as long as
-        the chunk took (the pass runs at most half the time); False once stopped."""
+        """Between two chunks of a pass: leave the interpreter to the requests; False once
+        stopped."""
         return not self._stop.wait(took_s * (1 - EVALUATION_SHARE) / EVALUATION_SHARE)
 
     def refresh_rows(self) -> None:

@@ -1,12 +1,6 @@
-"""What a ``serve`` user may see: what Kafka's ListGroups and OffsetFetch would answer its
-principal (DESCRIBE on the group, and inside it on each topic), decided in one place
-(:class:`Viewer`) for every route:
-
-- no user (no ``basic_auth_users``) or an operator (``scope["operator"]``): every group;
-- a user named like a tenant: the groups and, inside them, the topics its rules let it DESCRIBE;
-  other groups answer 404, and every figure over a group counts its visible topics only;
-- anyone else: 403 on every route (:class:`ViewerMiddleware`).
-"""
+"""What a ``serve`` user may see, as Kafka's ListGroups and OffsetFetch answer its principal
+(:class:`Viewer`): no user or an operator, every group; a tenant's user, the groups and topics
+its rules let it DESCRIBE (other groups 404, figures over its topics only); anyone else, 403."""
 
 from __future__ import annotations
 
@@ -76,8 +70,8 @@ class Viewer:
         return [p for p in partitions if self.may_see_topic(p.topic_partition.topic)]
 
     def frame(self, frame: LagFrame) -> tuple[LagFrame, frozenset[str]]:
-        """The rows and listings of ``frame`` this viewer may see (partition counts less the
-        hidden rows), and the visible groups that had rows hidden (to evaluate again)."""
+        """The rows and listings of ``frame`` this viewer may see, and the visible groups that
+        had rows hidden (to evaluate again)."""
         if self.sees_all:
             return frame, frozenset()
         names = frame.groups.to_pylist()
@@ -110,8 +104,7 @@ class Viewer:
 
 
 def group_status(view: LagView, viewer: Viewer, group: str) -> GroupStatus:
-    """Burrow's evaluation of ``group`` over the partitions ``viewer`` may see: its status,
-    maximum and total lag and partition count say nothing of the hidden topics."""
+    """Burrow's evaluation of ``group`` over the partitions ``viewer`` may see."""
     return view.status_of(group, viewer.partitions(view.partitions(group)))
 
 
@@ -122,9 +115,8 @@ def visible(
     statuses: Mapping[str, str],
     reasons: Mapping[str, str],
 ) -> tuple[LagFrame, dict[str, str], dict[str, str]]:
-    """``frame`` (every group's lags) and the groups' Burrow ``statuses`` and their
-    ``reasons`` as ``viewer`` may see them: a group with hidden topics is evaluated again over
-    its visible ones (its status and reason say nothing of the others)."""
+    """``frame``, ``statuses`` and ``reasons`` as ``viewer`` may see them (a group with hidden
+    topics evaluated again over its visible ones)."""
     shown, partial = viewer.frame(frame)
     again = {g: group_status(view, viewer, g) for g in partial}
     return (
@@ -134,20 +126,8 @@ def visible(
     )
 
 
-def viewer_of(scope: Mapping[str, Any], tenants: Mapping[str, Tenant]) -> Viewer:
-    """The view of the request whose ASGI ``scope`` this is (``scope["user"]`` and
-    ``scope["operator"]``, set by the server's basic authentication): see the module."""
-    if "user" not in scope:
-        return Viewer()
-    tenant = tenants.get(scope["user"])
-    if tenant is not None:
-        return Viewer(tenant.authorizer)
-    return Viewer() if scope.get("operator") is True else Viewer(refused=True)
-
-
 def viewer_in(scope: Mapping[str, Any]) -> Viewer:
-    """The request's viewer, put in its scope by :class:`ViewerMiddleware`; a route reached
-    without it is a programming error, refused rather than shown everything."""
+    """The request's viewer (:class:`ViewerMiddleware`); RuntimeError without one."""
     viewer = scope.get("viewer")
     if not isinstance(viewer, Viewer):
         raise RuntimeError("no viewer in the request: the app runs without ViewerMiddleware")
@@ -155,8 +135,8 @@ def viewer_in(scope: Mapping[str, Any]) -> Viewer:
 
 
 class ViewerMiddleware:
-    """Decides each request's :class:`Viewer` once (``scope["viewer"]``, read by every route
-    through :func:`viewer_in`) and answers 403 to a refused user, whatever the path."""
+    """Decides each request's :class:`Viewer` once (``scope["viewer"]``, from the
+    ``scope["user"]`` and ``scope["operator"]`` of basic authentication); 403 if refused."""
 
     def __init__(self, app: Any, tenants: Mapping[str, Tenant]) -> None:
         self.app = app
@@ -166,7 +146,11 @@ class ViewerMiddleware:
         if scope["type"] != "http":  # lifespan; the app has no websocket route
             await self.app(scope, receive, send)
             return
-        viewer = viewer_of(scope, self.tenants)
+        tenant = self.tenants.get(scope.get("user", ""))
+        if tenant is not None:
+            viewer = Viewer(tenant.authorizer)
+        else:  # no users at all, or an operator: everything; any other user: nothing
+            viewer = Viewer(refused="user" in scope and scope.get("operator") is not True)
         if viewer.refused:
             body = "403 Forbidden: this user is neither a tenant nor an operator\n"
             await PlainTextResponse(body, 403)(scope, receive, send)

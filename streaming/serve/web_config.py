@@ -12,8 +12,8 @@
       ops: $2b$10$...    # a bcrypt hash, e.g. from `htpasswd -nBC 10 "" | tr -d ':\\n'`
     operators: [ops]     # ours: users who see every group (others see their tenant's, or nothing)
 
-What exporter-toolkit refuses is refused (a ValueError naming the field), and more: a bcrypt cost
-below 10, and ``RequireAnyClientCert`` (Python's TLS cannot ask without verifying).
+What exporter-toolkit refuses is refused (a ValueError naming the field), and also a bcrypt cost
+below 10 and ``RequireAnyClientCert`` (Python's TLS cannot ask without verifying).
 """
 
 from __future__ import annotations
@@ -89,13 +89,12 @@ class TlsServerConfig:
 
 @dataclass(frozen=True)
 class WebConfig:
-    """What ``--web-config-file`` says: TLS (None: plain HTTP), users (empty: no login), the
-    operators among them, the headers of every response; ``source`` the file it was read from."""
+    """What ``--web-config-file`` says; ``source`` the file it was read from."""
 
     tls: TlsServerConfig | None = None
     #: user name → bcrypt hash.
     basic_auth_users: Mapping[str, bytes] = field(default_factory=dict)
-    #: Users who see every group (interfaces: a user neither tenant nor operator sees nothing).
+    #: Users who see every group.
     operators: frozenset[str] = frozenset()
     #: ``http_server_config.headers``: set on every response, 401s included.
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -106,7 +105,7 @@ class WebConfig:
     @property
     def highest_cost(self) -> int:
         """The highest bcrypt cost among the users' hashes: what an unknown user's check costs."""
-        return max((_cost(hashed) for hashed in self.basic_auth_users.values()), default=10)
+        return max((int(hashed[4:6]) for hashed in self.basic_auth_users.values()), default=10)
 
     def __repr__(self) -> str:  # never print the hashes
         return (
@@ -195,8 +194,7 @@ def _tls(section: Any, folder: Path) -> TlsServerConfig:
 
 
 def _check_tls_files(cert: Path, key: Path, client_ca: Path | None) -> None:
-    """The certificate, its key and the client CAs load (at start, and before a re-read
-    replaces the running ones)."""
+    """The certificate, its key and the client CAs load; else a ValueError."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(cert, key)
@@ -250,8 +248,7 @@ def _users(section: Any) -> dict[str, bytes]:
 
 def _bcrypt_hash(name: str, hashed: Any) -> bytes:
     """``hashed`` as bcrypt reads it, at a cost of at least :data:`MIN_BCRYPT_COST`; else a
-    ValueError naming the user (exporter-toolkit checks each hash's form at start too, rather
-    than answering 500 on every request)."""
+    ValueError naming the user."""
     where = f"basic_auth_users.{name}"
     form = _BCRYPT.fullmatch(hashed) if isinstance(hashed, str) else None
     if form is None or not _bcrypt_reads(hashed.encode()):
@@ -275,10 +272,6 @@ def _bcrypt_reads(hashed: bytes) -> bool:
     return True
 
 
-def _cost(hashed: bytes) -> int:
-    return int(hashed[4:6])
-
-
 def _operators(section: Any, users: Mapping[str, bytes]) -> frozenset[str]:
     if section is None:
         return frozenset()
@@ -291,10 +284,8 @@ def _operators(section: Any, users: Mapping[str, bytes]) -> frozenset[str]:
 
 
 class WatchedWebConfig:
-    """The web config as its files stand now: ``current`` is the last that read well, and
-    :meth:`refresh` reads it again when the file, or a certificate, key or CA file it names,
-    changed (looked at once per ``interval_s`` at most). A file that became invalid keeps the
-    last good config and logs one ERROR: a typo never opens the server, nor stops it."""
+    """The web config as its files stand: ``current`` is the last that read well; a file that
+    became invalid keeps it and logs one ERROR (a typo never opens the server, nor stops it)."""
 
     def __init__(
         self,
@@ -312,7 +303,8 @@ class WatchedWebConfig:
         return self.current
 
     def refresh(self) -> WebConfig | None:
-        """The new config when the files changed and still read well; None otherwise."""
+        """The new config when the files changed (looked at once per ``interval_s`` at most)
+        and still read well; None otherwise."""
         source = self.current.source
         now = self._clock()
         if source is None or now - self._checked < self._interval_s:

@@ -16,7 +16,7 @@ from streaming.cli.output import error_json, error_text, partition_errors
 
 def cmd_delete_offsets(ctx: Context) -> int:
     """``delete-offsets``: delete the named partitions' offsets (a whole topic: those the group
-    committed). Prints each partition's outcome; a group-level refusal prints only the error."""
+    committed), printing each one's outcome."""
     # Kafka refuses OffsetDelete for the empty group (INVALID_GROUP_ID), unlike OffsetCommit.
     group = check_group(ctx.args.group, empty_allowed=False)
     specs = [parse_topic_spec(t) for t in ctx.args.topic]

@@ -51,10 +51,8 @@ PROGRESS_KEYS: Final = (
 
 
 def cmd_list(ctx: Context) -> int:
-    """``list``: the groups the sink knows, with their partition and member counts and their
-    largest lag in seconds (from the sink alone: its log-end samples, kept by ``serve`` or the
-    mirror; empty when none were sampled). ``--tenant``: the groups it may DESCRIBE, their
-    figures over the topics it may DESCRIBE (Kafka's ListGroups and OffsetFetch)."""
+    """``list``: the groups the sink knows, their partition and member counts and largest lag
+    in seconds (from the sink's log-end samples); ``--tenant``: what it may DESCRIBE."""
     groups = ctx.reader.list_groups()
     viewer = ctx.viewer
     if viewer is not None:
@@ -94,18 +92,15 @@ def cmd_list(ctx: Context) -> int:
 
 
 def _seconds(value: float | None, bounded: bool) -> str | None:
-    """A lag in seconds as shown: one decimal, ">=" where it is only a lower bound (the
-    committed offset is older than the sampled log ends), None when unknown."""
+    """A lag in seconds as shown: one decimal, ">=" where it is only a lower bound."""
     if value is None:
         return None
     return f"{'>=' if bounded else ''}{value:.1f}"
 
 
 def cmd_describe(ctx: Context) -> int:
-    """``describe``: committed offset, log-end offset and lag of every partition of the groups
-    (Kafka unreachable: lag unknown, one warning); a group that does not exist is
-    GROUP_ID_NOT_FOUND, one ``--tenant`` may not DESCRIBE GROUP_AUTHORIZATION_FAILED (exit 1,
-    the others shown). ``--starting-offsets``: :func:`_starting_offsets`."""
+    """``describe``: committed offset, log-end offset and lag of the groups' partitions; a
+    group missing (GROUP_ID_NOT_FOUND) or hidden from ``--tenant`` is exit 1, the others shown."""
     if getattr(ctx.args, "starting_offsets", False):
         if ctx.args.tenant:
             raise UsageError("--tenant does not go with --starting-offsets")
@@ -163,11 +158,9 @@ def cmd_describe(ctx: Context) -> int:
 
 
 def _starting_offsets(ctx: Context) -> int:
-    """``describe --group G --starting-offsets [--topic T ...]``: the group's committed offsets
-    as a Spark Kafka query's ``startingOffsets`` (one line, or the document with ``--json``);
-    partitions without one start at the earliest. It first waits (up to ``--timeout``) until
-    the job applied every commit the group sent, and fails rather than print offsets the sink
-    may not have caught up with; a mirror's sink is printed as it is, with a note."""
+    """``describe --starting-offsets``: the group's offsets as a Spark Kafka query's
+    ``startingOffsets``, once the job applied every commit the group sent (a mirror's sink:
+    as it is, with a note)."""
     groups = list(dict.fromkeys(ctx.args.group or []))
     if getattr(ctx.args, "all_groups", False) or len(groups) != 1:
         raise UsageError("--starting-offsets takes exactly one --group")
@@ -195,8 +188,7 @@ def _starting_offsets(ctx: Context) -> int:
 
 
 def _describe_all(ctx: Context, groups: list[str]) -> list[Any]:
-    """Each group's description; when Kafka cannot be reached for log-end offsets, those the
-    sink stores only (lag unknown elsewhere) and one warning on stderr."""
+    """Each group's description; Kafka unreachable: the sink's log-end offsets and a warning."""
     from kafka.errors import KafkaError
 
     try:
@@ -207,9 +199,8 @@ def _describe_all(ctx: Context, groups: list[str]) -> list[Any]:
 
 
 def cmd_commit(ctx: Context) -> int:
-    """``commit``: one offset, synchronously, through the job (an invalid value, e.g. a
-    negative offset or a topic name Kafka cannot have, is a usage error, refused before
-    anything is sent; so is a job that is STOPPED or not responding, unless ``--force``)."""
+    """``commit``: one offset, synchronously, through the job (invalid values are usage errors,
+    refused before anything is sent)."""
     args = ctx.args
     check_group(args.group)
     check_topic(args.topic)
@@ -278,8 +269,7 @@ def cmd_history(ctx: Context) -> int:
 
 
 def cmd_status(ctx: Context) -> int:
-    """``status``: the job's coordinator status and last batch; answers even while the job
-    loads or is stopped."""
+    """``status``: the job's coordinator status and last batch."""
     status = ctx.reader.status()
     alive = liveness(status)
     progress = status.last_progress

@@ -1,7 +1,5 @@
 """``reset-offsets``: move a group's offsets to a log position, a time or a shift, as Kafka's
-``kafka-consumer-groups.sh --reset-offsets`` does (dry run unless ``--execute``). The plan is
-computed without any service (:func:`plan_reset`, as Kafka's ``ResetOffsetsCommand``) from what
-the sink and the broker answered."""
+``kafka-consumer-groups.sh --reset-offsets`` does (dry run unless ``--execute``)."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ class TopicSpec:
 
 
 def parse_topic_spec(text: str) -> TopicSpec:
-    """Parse ``T`` or ``T:P,P``. Kafka topic names cannot contain ``:``; a name no Kafka topic
-    can have is a :class:`UsageError` (``streaming.cli.errors``)."""
+    """Parse ``T`` or ``T:P,P`` (topic names cannot hold ``:``); a bad one is a UsageError."""
     topic, sep, rest = text.partition(":")
     if not topic:
         raise UsageError(f"--topic {text!r}: missing topic name")
@@ -48,8 +45,7 @@ def parse_topic_spec(text: str) -> TopicSpec:
 
 
 def topic_missing(topic: str, cluster: str, also: str = "") -> str:
-    """What to do about a topic the Kafka cluster at ``cluster`` does not have (``also``: more
-    of what is known about it)."""
+    """What to do about a topic the Kafka cluster at ``cluster`` does not have."""
     tool = f"kafka-topics.sh --bootstrap-server {cluster or 'HOST:PORT'}"
     where = f" at {cluster}" if cluster else ""
     return (
@@ -66,12 +62,9 @@ def scope_partitions(
     committed_first: bool = False,
     cluster: str = "",
 ) -> list[TopicPartition]:
-    """The partitions a ``--topic`` list names, each once, in order: the listed ones; for a
-    whole topic all the broker has (``partitions_for``), else the group's ``committed`` ones
-    (a topic the broker no longer knows). ``committed_first`` prefers the group's committed
-    ones, as ``delete-offsets`` does: those are the offsets a deletion can touch.
-    Raises UNKNOWN_TOPIC_OR_PARTITION for a topic neither the broker nor the group knows,
-    saying what to do (``cluster``: the bootstrap servers, for the commands it names)."""
+    """The partitions a ``--topic`` list names, each once, in order; for a whole topic all the
+    broker has, else the group's ``committed`` ones (``committed_first``: those first, as
+    ``delete-offsets`` wants). UNKNOWN_TOPIC_OR_PARTITION for a topic neither knows."""
     result: list[TopicPartition] = []
     for spec in specs:
         if spec.partitions is not None:
@@ -95,8 +88,7 @@ def scope_partitions(
 
 
 def parse_datetime(text: str) -> int:
-    """An ISO 8601 date-time (``2024-05-01T12:00:00``, ``...Z``, ``...+02:00``, fractional
-    seconds allowed) as epoch ms. Without a zone it is local time, as in Kafka's tool."""
+    """An ISO 8601 date-time as epoch ms; without a zone, local time (as Kafka's tool)."""
     try:
         parsed = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -113,8 +105,7 @@ ResetKind = Literal["earliest", "latest", "current", "offset", "shift", "datetim
 
 @dataclass(frozen=True, slots=True)
 class ResetTarget:
-    """Where ``reset-offsets`` moves each partition. ``value`` is N for ``offset``/``shift``
-    and epoch ms for ``datetime``."""
+    """Where ``reset-offsets`` moves each partition: ``value`` is N, or epoch ms (datetime)."""
 
     kind: ResetKind
     value: int = 0
@@ -137,15 +128,14 @@ def reset_target(args: argparse.Namespace) -> ResetTarget:
     return ResetTarget("datetime", parse_datetime(args.to_datetime))
 
 
-#: A ``shift`` row's error where the group has no committed offset (Kafka: "Cannot shift offset
-#: for partition ... since there is no current committed offset", and nothing is reset).
+#: A ``shift`` row's error without a committed offset (Kafka refuses the whole reset).
 NO_OFFSET_TO_SHIFT = "no committed offset to shift"
 
 
 @dataclass(frozen=True, slots=True)
 class ResetRow:
-    """One partition of a reset plan: ``new_offset`` None with ``error`` set when it cannot be
-    reset; ``note`` says when Kafka's range check moved the requested offset."""
+    """One partition of a reset plan (``error``: it cannot be reset; ``note``: moved into the
+    log's range)."""
 
     topic: str
     partition: int
@@ -163,11 +153,9 @@ def plan_reset(
     latest: Mapping[TopicPartition, int],
     by_time: Mapping[TopicPartition, int | None] | None = None,
 ) -> list[ResetRow]:
-    """One row per partition, in order, with its new offset as Kafka's ``ResetOffsetsCommand``
-    computes it from the committed offsets (``current``: missing or -1 is none), the log start
-    and end (a partition missing there: UNKNOWN_TOPIC_OR_PARTITION) and ``by_time`` (None: the
-    log end); ``offset`` and ``shift`` are clamped into the log with a note, and ``shift``
-    without a committed offset is a ``NO_OFFSET_TO_SHIFT`` row (Kafka refuses the reset)."""
+    """One row per partition with its new offset, as Kafka's ``ResetOffsetsCommand`` computes
+    it (``current`` missing or -1: none; not in ``earliest``/``latest``:
+    UNKNOWN_TOPIC_OR_PARTITION; ``by_time`` None: the log end)."""
     rows = []
     for tp in partitions:
         now = current.get(tp, -1)
@@ -209,8 +197,7 @@ def _new_offset(
 
 
 def _plan(ctx: Context, group: str, target: ResetTarget) -> list[ResetRow]:
-    """The reset plan of ``group``'s partitions in scope (``--all-topics``: those it committed),
-    from the sink's committed offsets and the broker's log offsets."""
+    """The reset plan of ``group``'s partitions in scope (``--all-topics``: those it committed)."""
     args = ctx.args
     specs = [parse_topic_spec(t) for t in args.topic or []]
     committed = {o.topic_partition: o.offset for o in ctx.reader.fetch(group)}
@@ -262,9 +249,7 @@ def _topic_flags(rows: list[ResetRow]) -> str:
 
 
 def _why(ctx: Context, plan: list[ResetRow]) -> str:
-    """Why the plan's rows in error cannot be reset, and what to do, on one line: a topic the
-    cluster does not have, partitions beyond a topic's, partitions without an offset to shift
-    (Kafka's tool refuses the whole reset for those too)."""
+    """Why the plan's rows in error cannot be reset, and what to do, on one line."""
     reasons = []
     unknown = describe_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     for topic in dict.fromkeys(r.topic for r in plan if r.error == unknown):
@@ -292,8 +277,8 @@ def _why(ctx: Context, plan: list[ResetRow]) -> str:
 
 
 def cmd_reset_offsets(ctx: Context) -> int:
-    """``reset-offsets``: show the plan; with ``--execute`` and no partition in error, commit
-    it through the job. A group with members refuses it (UNKNOWN_MEMBER_ID), as in Kafka."""
+    """``reset-offsets``: show the plan; with ``--execute`` and no row in error, commit it
+    (a group with members refuses it: UNKNOWN_MEMBER_ID, as in Kafka)."""
     args = ctx.args
     target = reset_target(args)
     group = check_group(args.group)

@@ -1,12 +1,6 @@
-"""``export`` and ``import``: committed offsets to and from CSV, to copy groups between clusters
-or keep a backup (``import`` is a dry run unless ``--execute``).
-
-The file: a header (:data:`CSV_COLUMNS`), then one committed offset a line; the ``csv`` module
-quotes metadata holding commas, quotes or newlines, so any metadata round-trips. ``import`` also
-reads the CSV of Kafka's ``kafka-consumer-groups.sh --reset-offsets --export``: no header,
-``topic,partition,offset`` for one group (named with ``--group``) or
-``group,topic,partition,offset`` for several.
-"""
+"""``export`` and ``import``: committed offsets to and from CSV (a header, :data:`CSV_COLUMNS`,
+then an offset a line; any metadata round-trips). ``import`` also reads Kafka's
+``kafka-consumer-groups.sh --reset-offsets --export`` CSV, and is a dry run unless ``--execute``."""
 
 from __future__ import annotations
 
@@ -55,11 +49,9 @@ _KAFKA_FORMS: Final = {3: "topic,partition,offset", 4: "group,topic,partition,of
 
 
 def read_csv(source: IO[str], name: str = "input", group: str | None = None) -> list[CsvOffset]:
-    """Parse an export file: this tool's, whose header is :data:`CSV_COLUMNS` (``leader_epoch``
-    and ``metadata`` may be empty), or Kafka's headerless ``topic,partition,offset`` (the
-    rows of ``group``, required then) or ``group,topic,partition,offset``. Raises
-    :class:`UsageError` naming the line at fault, including for a topic name Kafka cannot
-    have and a partition listed twice for one group (which offset wins would be a guess)."""
+    """Parse an export file: this tool's, or Kafka's headerless ``topic,partition,offset`` (of
+    ``group``) or ``group,topic,partition,offset``. A UsageError names the line at fault (a
+    partition listed twice for one group too: which offset wins would be a guess)."""
     reader = csv.reader(source)
     header = next(reader, None)
     if header is None:
@@ -120,8 +112,7 @@ def read_csv(source: IO[str], name: str = "input", group: str | None = None) -> 
 
 
 def read_csv_file(path: str, group: str | None = None) -> list[CsvOffset]:
-    """:func:`read_csv` of the file at ``path`` (``-``: stdin); a file that cannot be read is
-    a :class:`UsageError` too."""
+    """:func:`read_csv` of the file at ``path`` (``-``: stdin); UsageError when unreadable."""
     try:
         if path == "-":
             return read_csv(sys.stdin, "stdin", group)
@@ -132,9 +123,8 @@ def read_csv_file(path: str, group: str | None = None) -> list[CsvOffset]:
 
 
 def cmd_export(ctx: Context) -> int:
-    """``export``: the groups' committed offsets as CSV on stdout or in ``--file`` (``--json``:
-    the rows, or what was written). ``--tenant``: what OffsetFetch answers its principal (a
-    group it may not DESCRIBE is GROUP_AUTHORIZATION_FAILED, exit 1 after the others)."""
+    """``export``: the groups' committed offsets as CSV on stdout or in ``--file``; with
+    ``--tenant``, what OffsetFetch answers its principal (a hidden group: exit 1)."""
     asked = ctx.groups()
     groups = ctx.refuse_hidden_groups(asked)
     viewer = ctx.viewer
@@ -164,8 +154,8 @@ def cmd_export(ctx: Context) -> int:
 def _commit_groups(
     ctx: Context, by_group: dict[str, list[CsvOffset]]
 ) -> dict[str, CommitFailedError]:
-    """Commit each group's rows in one request through the job; returns the refused groups.
-    Kafka applies a commit's valid partitions, so a refused group may be partly committed."""
+    """Commit each group's rows in one request; returns the refused groups (perhaps partly
+    committed: Kafka applies a commit's valid partitions)."""
     failures: dict[str, CommitFailedError] = {}
     progress = Progress("importing groups", len(by_group), ctx.stderr)
     progress.update(0)
@@ -187,9 +177,7 @@ def _commit_groups(
 
 def cmd_import(ctx: Context) -> int:
     """``import``: show each row's current and new offset; with ``--execute`` commit them,
-    group by group. Exit 1 when a group was refused (its error is shown per partition). The
-    file is this tool's export or Kafka's ``--reset-offsets --export`` CSV (``--group`` names
-    the group of its three-column form)."""
+    group by group (exit 1 when a group was refused)."""
     rows = read_csv_file(ctx.args.file, ctx.args.group)
     if ctx.args.execute:
         ctx.require_live_job()
