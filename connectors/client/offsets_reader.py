@@ -1,13 +1,7 @@
-"""Reading committed offsets: Kafka's OffsetFetch, ListGroups and describe-with-lag, over the sink.
-
-:class:`OffsetsReader` answers from the sink the job keeps. Like a coordinator still loading its
-partition, a read first checks the status: while the job rebuilds its state (``LOADING``) reads
-raise :class:`CoordinatorLoadInProgressError` (14). (Check and read are two statements: a read
-racing the start of a rebuild may return the pre-rebuild view, never a partial batch.)
-
-:class:`BrokerOffsets` is the one reader of the cluster's offsets — log-end, log-start, by time,
-and the records at committed offsets — for lag here, ``reset-offsets``, the mirror's refresher
-and ``serve``'s cache; :func:`lag` is the one rule of lag in messages.
+"""Reading committed offsets (OffsetFetch, ListGroups, describe with lag) from the sink:
+:class:`OffsetsReader`. :class:`BrokerOffsets` is the one reader of the cluster's offsets
+(log end, log start, by time, the records at committed offsets); :func:`lag` the one rule of
+lag in messages.
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ from kafka.errors import KafkaError
 from connectors.client.errors import CoordinatorLoadInProgressError, OffsetsError
 from connectors.client.starting_offsets import missing_marker, starting_offsets_json
 from connectors.closing import CloseOnExit
-from connectors.kafka.admin import list_offsets, record_timestamps
+from connectors.kafka.admin import list_offsets
 from connectors.sinks import (
     CommitHistoryEntry,
     CommittedOffset,
@@ -34,23 +28,14 @@ from connectors.sinks import (
     open_sink,
 )
 from connectors.sinks.log_end_samples import RecordTime, lag_ms, record_lag
+from connectors.sinks.values import now_ms
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 
-__all__ = [
-    "LOG_END_INTERVAL_S",
-    "BrokerOffsets",
-    "GroupDescription",
-    "OffsetsReader",
-    "PartitionLag",
-    "lag",
-]
-
-#: Seconds between two reads of the log-end offsets of the committed topics (the mirror's and
-#: serve's): Burrow and kafka_exporter poll every 30-60 s; 10 s keeps a dashboard's lag fresh.
+#: Seconds between two reads of the committed topics' log ends (the mirror's and serve's):
+#: Burrow and kafka_exporter poll every 30-60 s; 10 s keeps a dashboard's lag fresh.
 LOG_END_INTERVAL_S: Final = 10.0
-#: Bytes a partition's fetch may bring when reading a record at a committed offset: one record
-#: is wanted.
+#: A partition's fetch when reading the record at a committed offset: one record is wanted.
 _RECORD_FETCH_BYTES: Final = 64 * 1024
 
 
@@ -91,9 +76,8 @@ class PartitionLag:
 
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
-    """A group as ``describe`` shows it. ``exists`` is False when the sink knows no such group
-    (then ``partitions`` is empty). ``generation``/``members`` come from the group's metadata,
-    None for a simple group (offsets only)."""
+    """A group as ``describe`` shows it (``exists`` False: no such group, no partitions);
+    ``generation``/``members`` None for a simple group (offsets only)."""
 
     group_id: str
     exists: bool
@@ -115,11 +99,9 @@ class GroupDescription:
 
 
 class BrokerOffsets(CloseOnExit):
-    """Partition offsets from the Kafka cluster, through one kafka-python consumer (no group).
-
-    Not thread-safe (kafka-python's consumer is not). Partitions the cluster does not know are
-    left out of every answer instead of blocking: kafka-python would wait for them forever.
-    """
+    """Partition offsets from the cluster through one kafka-python consumer (no group); not
+    thread-safe. Partitions the cluster does not know are left out of every answer (kafka-python
+    would wait for them forever)."""
 
     def __init__(self, client_options: Mapping[str, Any], timeout_s: float = 30.0) -> None:
         self._options = dict(client_options)
@@ -195,23 +177,43 @@ class BrokerOffsets(CloseOnExit):
     def record_times(
         self, positions: Mapping[TopicPartition, int], timeout_s: float | None = None
     ) -> dict[TopicPartition, RecordTime]:
-        """The timestamp of the record at each known partition's offset of ``positions``
-        (``gone`` where retention deleted it: then the first kept record's); a partition with
-        no record there (or a v0 record), or none read within ``timeout_s`` (default the
-        reader's), is left out."""
-        known = {
-            tp: positions[TopicPartition(tp.topic, tp.partition)] for tp in self._known(positions)
-        }
-        if not known:
+        """The time of the record at each known partition's offset of ``positions`` (``gone``
+        where retention deleted it: then the first kept record's); a partition with no record
+        there (or a v0 record), or none read within ``timeout_s`` (default the reader's), is left
+        out. Each partition is sought, polled for one record, then paused; none stays assigned."""
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        asked = {tp: positions[TopicPartition(*tp)] for tp in self._known(positions)}
+        if not asked:
             return {}
-        timeout = self.timeout_s if timeout_s is None else timeout_s
-        found = record_timestamps(self._client(), known, timeout)
-        times = {
-            tp: RecordTime.read_at(known[tp], r.offset, r.timestamp_ms) for tp, r in found.items()
+        consumer = self._client()
+        starts = list_offsets(consumer.beginning_offsets, list(asked), deadline - time.monotonic())
+        ends = list_offsets(consumer.end_offsets, list(asked), deadline - time.monotonic())
+        # Sought past what retention deleted, rather than left to the consumer's reset: a record
+        # kept is read at once, and an empty log (everything deleted) is not waited for.
+        sought = {
+            tp: max(offset, starts[tp])
+            for tp, offset in asked.items()
+            if tp in starts and tp in ends and max(offset, starts[tp]) < ends[tp]
         }
-        return {
-            TopicPartition(tp.topic, tp.partition): t for tp, t in times.items() if t is not None
-        }
+        if not sought:
+            return {}
+        read: dict[KafkaTopicPartition, RecordTime | None] = {}
+        consumer.assign(list(sought))
+        try:
+            for tp, offset in sought.items():
+                consumer.seek(tp, offset)
+            while len(read) < len(sought) and (left := deadline - time.monotonic()) > 0:
+                # One record a poll: a partition paused after its first record has the rest of
+                # its fetched batches dropped unparsed, where a larger poll would decode them all.
+                polled = consumer.poll(timeout_ms=max(1, int(left * 1000)), max_records=1)
+                for tp, records in polled.items():
+                    if records and tp not in read:
+                        first = records[0]
+                        read[tp] = RecordTime.read_at(asked[tp], first.offset, first.timestamp)
+                        consumer.pause(tp)
+        finally:
+            consumer.unsubscribe()  # the paused state would outlive a later assignment
+        return {TopicPartition(*tp): at for tp, at in read.items() if at is not None}
 
     def close(self) -> None:
         """Close the consumer used for ListOffsets, if one was opened."""
@@ -220,16 +222,25 @@ class BrokerOffsets(CloseOnExit):
             self._consumer = None
 
 
-class OffsetsReader(CloseOnExit):
-    """Read API over the sink (read-only) and the broker.
+def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
+    """Log-end offset of every partition of ``topic`` ({} when the topic does not exist)."""
+    with BrokerOffsets(client_options) as broker:
+        return {tp.partition: end for tp, end in broker.topic_end_offsets([topic]).items()}
 
-    ``sink_url`` is opened with ``open_sink(url, read_only=True)`` on first use;
-    ``client_options`` are kafka-python options (``JobConfig.kafka_python_options()``), needed
-    by the broker helpers and by :meth:`describe` for partitions whose log-end offset the sink
-    does not store. Every sink read checks the status first and
-    raises :class:`CoordinatorLoadInProgressError` while it is LOADING. A STOPPED job's sink is
-    still answered (its last state); :meth:`status` tells callers which it is.
-    """
+
+def beginning_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
+    """Log-start offset of every partition of ``topic`` ({} when the topic does not exist)."""
+    with BrokerOffsets(client_options) as broker:
+        tps = [TopicPartition(topic, p) for p in broker.partitions_for(topic)]
+        return {tp.partition: start for tp, start in broker.beginning_offsets(tps).items()}
+
+
+class OffsetsReader(CloseOnExit):
+    """Reads over the sink (opened read-only on first use) and, with kafka-python
+    ``client_options``, the broker. Like a coordinator loading its partition, reads raise
+    :class:`CoordinatorLoadInProgressError` (14) while the status is LOADING (a read racing a
+    rebuild's start may see the view before it, never a partial batch); a STOPPED job's sink
+    still answers with its last state."""
 
     def __init__(
         self,
@@ -252,8 +263,7 @@ class OffsetsReader(CloseOnExit):
 
     @property
     def broker(self) -> BrokerOffsets:
-        """Log-end offsets from the brokers; fails when the reader was built without Kafka client
-        options."""
+        """The cluster's offsets; ValueError without Kafka client options."""
         if self._broker is None:
             raise ValueError("this reader has no Kafka client options: cannot ask the broker")
         return self._broker
@@ -291,11 +301,10 @@ class OffsetsReader(CloseOnExit):
     def max_lag_seconds(
         self, group_ids: Sequence[str], topics: Callable[[str], bool] | None = None
     ) -> dict[str, float | None]:
-        """Each group's largest lag in seconds from the sink alone (its log-end samples, the
-        newest as the log end; no broker call), over the topics ``topics`` keeps (default
-        all): None for a group with none known."""
+        """Each group's largest lag in seconds (None: none known) over the topics ``topics``
+        keeps, from the sink's log-end samples alone (no broker call)."""
         samples = self.sink.log_end_samples()
-        now = int(time.time() * 1000)
+        now = now_ms()
         found: dict[str, float | None] = {}
         for group_id in group_ids:
             lags = [
@@ -308,13 +317,8 @@ class OffsetsReader(CloseOnExit):
         return found
 
     def describe(self, group_id: str, *, ask_broker: bool = True) -> GroupDescription:
-        """The group's committed partitions with their log-end offsets and lag.
-
-        Lag is ``max(0, log_end - committed)`` with log-end offsets from
-        :meth:`log_end_offsets`; a partition neither the sink nor the broker knows has
-        ``log_end_offset`` and ``lag`` None. ``ask_broker=False`` takes only the log-end
-        offsets the sink stores (for a cluster that cannot be reached).
-        """
+        """The group's committed partitions with their log ends (:meth:`log_end_offsets`;
+        None where unknown) and lag; ``ask_broker=False`` reads the sink's log ends only."""
         listing = self.group(group_id)
         if listing is None:
             return GroupDescription(group_id, exists=False, partitions=())
@@ -323,7 +327,7 @@ class OffsetsReader(CloseOnExit):
         # Lag in seconds from the log-end samples serve and the mirror keep in the sink; where
         # they cannot place a committed offset behind the log end, from its record's timestamp.
         samples = self.sink.log_end_samples({o.topic for o in committed})
-        now = int(time.time() * 1000)
+        now = now_ms()
         behinds = {
             o.topic_partition: lag_ms(
                 samples.get(o.topic_partition, []), o.offset, ends.get(o.topic_partition), now
@@ -370,10 +374,8 @@ class OffsetsReader(CloseOnExit):
     def log_end_offsets(
         self, partitions: Iterable[TopicPartition], *, ask_broker: bool = True
     ) -> dict[TopicPartition, int]:
-        """Log-end offsets of ``partitions``: those a mirror stores in the sink (refreshed on an
-        interval from the mirrored cluster), the rest from the broker unless ``ask_broker`` is
-        False (ValueError when the reader has no client options); a partition known to neither
-        is left out."""
+        """Log ends of ``partitions``: those a mirror stores in the sink, the rest from the
+        broker unless ``ask_broker`` is False; a partition known to neither is left out."""
         wanted = list(partitions)
         stored = self.sink.log_end_offsets({tp.topic for tp in wanted})
         ends = {tp: stored[tp].offset for tp in wanted if tp in stored}
@@ -391,13 +393,11 @@ class OffsetsReader(CloseOnExit):
         unknown_group: str = "error",
     ) -> str:
         """The group's committed offsets as Spark's ``startingOffsets`` JSON over every partition
-        of ``topics`` (the query's; None: those the group committed), partitions read from the
-        data cluster; never-committed ones get ``missing``'s marker.
+        of ``topics`` (None: the group's), never-committed ones at ``missing``'s marker.
 
         Raises GROUP_ID_NOT_FOUND (69) for a group the sink does not know (unless
-        ``unknown_group="missing"``: every partition gets the marker),
-        UNKNOWN_TOPIC_OR_PARTITION (3) for a topic the cluster lacks, REQUEST_TIMED_OUT (7) when
-        it cannot be reached. Reads the sink as it is now (``sink_currency`` waits for it).
+        ``unknown_group="missing"``), UNKNOWN_TOPIC_OR_PARTITION (3) for a topic the cluster
+        lacks, REQUEST_TIMED_OUT (7) when it cannot be reached.
         """
         missing_marker(missing)  # ValueError for anything but earliest/latest, before any I/O
         if unknown_group not in ("error", "missing"):
@@ -423,8 +423,7 @@ class OffsetsReader(CloseOnExit):
         )
 
     def _partitions_of(self, topic: str) -> list[int]:
-        """The topic's partition ids from the data cluster; OffsetsError when it has no such
-        topic or cannot be reached."""
+        """The topic's partition ids; OffsetsError when the cluster lacks it or is unreachable."""
         try:
             found = self.broker.partitions_for(topic)
         except KafkaError as exc:

@@ -1,9 +1,6 @@
-"""Kafka topics the job owns: the ingest, offsets, responses and dead-letter topics.
-
-The offsets topic is created like Kafka creates ``__consumer_offsets``: compacted, with the
-configured partition count and replication factor, refusing clearly when the cluster has fewer
-brokers than the replication factor (as Kafka 0.11+ does instead of silently under-replicating).
-"""
+"""The topics the job owns (ingest, offsets, responses, dead letters) and kafka-python's
+ListOffsets retried. The offsets topic is created as Kafka creates ``__consumer_offsets``;
+a replication factor above the broker count is refused, as Kafka 0.11+ refuses it."""
 
 from __future__ import annotations
 
@@ -49,18 +46,14 @@ class TopicSpec:
 
 
 def ingest_partition_counts(shards: int) -> tuple[int, ...]:
-    """The partition counts an ingest topic of ``shards`` coordinator shards may have: the
-    divisors of ``shards``. Producers put a group's requests on ``partition_for(group, count)``,
-    which for a divisor is ``partition_for(group, shards) % count``: every request of a shard
-    is on one partition, in log order."""
+    """The divisors of ``shards``: for them ``partition_for(group, count)`` is
+    ``partition_for(group, shards) % count``, so each shard's requests share one partition."""
     return tuple(d for d in range(1, shards + 1) if shards % d == 0)
 
 
 def check_partition_counts(specs: Sequence[TopicSpec], counts: dict[str, int]) -> None:
-    """Raise TopicConfigurationError for an existing topic whose partition count its spec does not
-    accept (a shard's state would be split or misrouted); topics absent from ``counts`` pass.
-    Topics of a fixed count come first: after a change of ``partitions`` the offsets topic's
-    count is the one to name. Each message says what to do."""
+    """TopicConfigurationError, saying what to do, for an existing topic whose partition count
+    its spec refuses (topics absent from ``counts`` pass); fixed-count topics are named first."""
     moved = "start a new deployment (other topic names and checkpoint) and move the groups' "
     moved += (
         'offsets to it with export and import --execute (deploy/README.md, "Changing partitions")'
@@ -134,12 +127,10 @@ def plain_topic_spec(name: str, partitions: int, replication_factor: int) -> Top
     return TopicSpec(name, partitions, replication_factor, {})
 
 
-#: How long answers stay in the responses topic: a client reads its answer within its request
-#: timeout (60 s by default); an hour also serves one that reconnects. Segments roll as often,
-#: since retention deletes whole segments only (the broker's default rolls one a week).
+#: Answers are read within a request timeout; an hour also serves a client that reconnects.
+#: Segments roll as often: retention deletes whole segments only.
 RESPONSES_RETENTION_MS = 60 * 60 * 1000
-#: How long dead letters stay: a week, Kafka's log.retention.hours default, stated so that a
-#: broker with a longer default does not keep them without bound.
+#: A week (Kafka's log.retention.hours default), whatever the broker's default.
 DEAD_LETTERS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
 
 
@@ -159,7 +150,7 @@ def dead_letter_topic_spec(name: str, partitions: int, replication_factor: int) 
 
 
 class KafkaAdmin(CloseOnExit):
-    """A small wrapper over kafka-python's admin client for the job's topic housekeeping."""
+    """kafka-python's admin client, for the job's topic housekeeping."""
 
     def __init__(self, client_options: Mapping[str, Any]) -> None:
         self._admin = KafkaAdminClient(client_id="consumer-offsets-admin", **client_options)
@@ -173,9 +164,8 @@ class KafkaAdmin(CloseOnExit):
         return len(self._admin.describe_cluster()["brokers"])
 
     def topic_error(self, name: str) -> int:
-        """Kafka's error code for describing topic ``name`` as this client's principal
-        (Metadata): 0 when it can see the topic, 29 (TOPIC_AUTHORIZATION_FAILED) when its ACLs
-        hide it, 3 (UNKNOWN_TOPIC_OR_PARTITION) when there is none."""
+        """Metadata's error code for topic ``name`` as this principal: 0, 29
+        (TOPIC_AUTHORIZATION_FAILED) or 3 (UNKNOWN_TOPIC_OR_PARTITION)."""
         # Metadata v7, without authorized operations: kafka-python 2.3 cannot decode the
         # operations bit field Kafka returns for a topic the principal may not describe.
         response = self._admin.send_request(
@@ -185,8 +175,7 @@ class KafkaAdmin(CloseOnExit):
         return int(topic[0])
 
     def cluster_id(self) -> str:
-        """The cluster's id (DescribeCluster): what tells two clusters apart, whatever their
-        bootstrap addresses."""
+        """The cluster's id (DescribeCluster), whatever its bootstrap addresses."""
         return str(self._admin.describe_cluster()["cluster_id"])
 
     def partition_counts(self, names: list[str]) -> dict[str, int]:
@@ -199,12 +188,8 @@ class KafkaAdmin(CloseOnExit):
         return {t["topic"]: len(t["partitions"]) for t in described if not t.get("error_code")}
 
     def ensure_topics(self, specs: list[TopicSpec]) -> list[str]:
-        """Create the missing topics; check existing ones have the expected partition count.
-
-        Returns the names created. Raises TopicConfigurationError when the cluster has fewer
-        brokers than a topic's replication factor, or an existing topic's partition count differs
-        (a shard's state would be split or misrouted).
-        """
+        """Create the missing topics and return their names; TopicConfigurationError when the
+        cluster has fewer brokers than a replication factor or a partition count is refused."""
         counts = self.partition_counts([s.name for s in specs])
         check_partition_counts(specs, counts)
         missing = [s for s in specs if s.name not in counts]
@@ -222,8 +207,7 @@ class KafkaAdmin(CloseOnExit):
             NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
             for s in missing
         ]
-        # Created meanwhile by another client (or not yet in the metadata this client read): the
-        # topic that exists is checked like any existing one once its metadata is there.
+        # Created meanwhile by another client: checked like any existing one below.
         with contextlib.suppress(TopicAlreadyExistsError):
             self._admin.create_topics(new_topics, validate_only=False)
         self._wait_for_metadata([s.name for s in missing])
@@ -258,13 +242,9 @@ def list_offsets(
     partitions: Sequence[TopicPartition],
     timeout_s: float = 30.0,
 ) -> dict[TopicPartition, Any]:
-    """``call(partitions)`` (a consumer's ``end_offsets``, ``beginning_offsets`` or, wrapped,
-    ``offsets_for_times``), retried until ``timeout_s`` while the cluster is not ready.
-
-    kafka-python 2.3.0 fails ListOffsets with ``AttributeError`` ('NoneType' object has no
-    attribute 'invalid_metadata') when some partitions answer and others must be retried, as
-    happens while a topic created moments ago has no leader everywhere yet.
-    """
+    """``call(partitions)`` (a consumer's ListOffsets), retried until ``timeout_s`` while the
+    cluster is not ready. kafka-python 2.3.0 raises ``AttributeError`` when some partitions
+    must be retried (a new topic without leaders everywhere yet)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -282,83 +262,3 @@ def consumer_end_offsets(
 ) -> dict[TopicPartition, int]:
     """``consumer.end_offsets`` that survives kafka-python's transient ListOffsets failures."""
     return list_offsets(consumer.end_offsets, partitions)
-
-
-def _partition_offsets(
-    client_options: Mapping[str, Any],
-    topic: str,
-    lookup: Callable[[KafkaConsumer], Callable[[list[TopicPartition]], dict[TopicPartition, Any]]],
-) -> dict[int, int]:
-    """``lookup(consumer)`` (a consumer's ``beginning_offsets`` or ``end_offsets``) over every
-    partition of ``topic``, retried while the cluster is not ready ({} without the topic)."""
-    consumer = KafkaConsumer(enable_auto_commit=False, **client_options)
-    try:
-        partitions = consumer.partitions_for_topic(topic)
-        if not partitions:
-            return {}
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        return {tp.partition: int(off) for tp, off in list_offsets(lookup(consumer), tps).items()}
-    finally:
-        consumer.close()
-
-
-def beginning_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
-    """Log-start offset of every partition of ``topic`` ({} when the topic does not exist)."""
-    return _partition_offsets(client_options, topic, lambda c: c.beginning_offsets)
-
-
-def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
-    """Log-end offset of every partition of ``topic`` ({} when the topic does not exist)."""
-    return _partition_offsets(client_options, topic, lambda c: c.end_offsets)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordTimestamp:
-    """The first record read at or after an offset: its own offset (past the one asked for
-    when that record is gone: deleted by retention or compaction) and its timestamp, the
-    producer's (CreateTime) or the broker's (LogAppendTime) as the topic's
-    ``message.timestamp.type`` says: the broker stamps the record so (-1: a v0 record has
-    none)."""
-
-    offset: int
-    timestamp_ms: int
-
-
-def record_timestamps(
-    consumer: KafkaConsumer, positions: Mapping[TopicPartition, int], timeout_s: float
-) -> dict[TopicPartition, RecordTimestamp]:
-    """The first record at or after each partition's offset of ``positions``: the partitions
-    assigned, each sought to its offset (to its log start where retention deleted it) and
-    polled until it gave one record (then paused), for ``timeout_s`` at most. A partition with
-    no record from there to its log end, or none read in time, is left out. ``consumer`` has no
-    group; it is left with no assignment."""
-    deadline = time.monotonic() + timeout_s
-    tps = list(positions)
-    starts = list_offsets(consumer.beginning_offsets, tps, timeout_s)
-    ends = list_offsets(consumer.end_offsets, tps, max(0.0, deadline - time.monotonic()))
-    # Sought past what retention deleted, rather than left to the consumer's reset: a record
-    # kept is read at once, and an empty log (everything deleted) is not waited for.
-    sought = {
-        tp: max(offset, starts[tp])
-        for tp, offset in positions.items()
-        if tp in starts and tp in ends and max(offset, starts[tp]) < ends[tp]
-    }
-    found: dict[TopicPartition, RecordTimestamp] = {}
-    if not sought:
-        return found
-    consumer.assign(list(sought))
-    try:
-        for tp, offset in sought.items():
-            consumer.seek(tp, offset)
-        while len(found) < len(sought) and (left := deadline - time.monotonic()) > 0:
-            # One record a poll: a partition paused after its first record has the rest of its
-            # fetched batches dropped unparsed, where a larger poll would decode them all.
-            polled = consumer.poll(timeout_ms=max(1, int(left * 1000)), max_records=1)
-            for tp, records in polled.items():
-                if records and tp not in found:
-                    first = records[0]
-                    found[tp] = RecordTimestamp(first.offset, first.timestamp)
-                    consumer.pause(tp)  # one record is all it takes
-    finally:
-        consumer.unsubscribe()  # the paused state would outlive a later assignment
-    return found

@@ -1,14 +1,7 @@
-"""The job's Kafka client options (the Java client's names, which Spark's Kafka source also takes)
-in the words of the two Python clients: kafka-python (:func:`kafka_python_options`) and librdkafka
-(:func:`librdkafka_options`).
-
-Most options carry over (kafka-python with underscores: ``security.protocol`` →
-``security_protocol``). The security ones differ: ``sasl.jaas.config`` (PLAIN, SCRAM) becomes a
-username and a password; a PEM trust store (``ssl.truststore.type=PEM``) becomes the client's CA
-file, any other is refused with the option named; the Java client's "" for
-``ssl.endpoint.identification.algorithm`` turns the host name check off. kafka-python takes a
-client certificate only as PEM files (``ssl.keystore.*`` refused); librdkafka refuses the
-options that only tune the Java client, so they are left out. Errors never show a value.
+"""The job's Kafka client options (the Java client's names, as Spark takes them) for kafka-python
+and librdkafka. ``sasl.jaas.config`` (PLAIN, SCRAM) becomes a username and password, a PEM trust
+store the CA file (others are refused), "" for ``ssl.endpoint.identification.algorithm`` no host
+check; Java-only options are left out for librdkafka. Errors never show a value.
 """
 
 from __future__ import annotations
@@ -16,13 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-
-__all__ = [
-    "UnsupportedOptionError",
-    "jaas_credentials",
-    "kafka_python_options",
-    "librdkafka_options",
-]
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAAS_ESCAPE = re.compile(r"\\(.)")

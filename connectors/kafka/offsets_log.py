@@ -1,10 +1,6 @@
-"""Reading one partition of the offsets topic from its beginning: a coordinator shard's load.
-
-Kafka's coordinator rebuilds a shard's cache by reading its ``__consumer_offsets`` partition up to
-the log end offset seen when loading started; this does the same through librdkafka, handing the
-records over in chunks of binary columns (``state.shard.replay_log_chunks`` decodes a chunk at a
-time), so that neither a Python object per record nor the whole partition is held at once.
-"""
+"""A coordinator shard's load: one offsets-topic partition read from its beginning up to the log
+end seen when loading starts (as Kafka loads ``__consumer_offsets``), through librdkafka, in
+chunks of binary columns so that neither the partition nor an object per record is held."""
 
 from __future__ import annotations
 
@@ -65,10 +61,9 @@ def read_partition_chunks(
                     f"loading {topic}-{partition}: at offset {position + 1} of {end} "
                     f"after {timeout_s:.0f}s"
                 )
-            # consume() returns once it has num_messages (the partition's end-of-file event
-            # counts as one) or at the timeout: ask for no more than what is left, so that the
-            # last call returns at once instead of waiting the timeout out. (Compaction leaves
-            # gaps in the offsets, so fewer may arrive: then the short timeout ends the call.)
+            # consume() returns at num_messages (end-of-file counts as one) or the timeout: asking
+            # for no more than is left makes the last call return at once (compaction's gaps
+            # leave it to the short timeout).
             wanted = min(chunk_records - len(keys), end - position - 1) + 1
             for message in consumer.consume(num_messages=wanted, timeout=0.2):
                 error = message.error()

@@ -1,12 +1,6 @@
-"""Durable writes of ready-encoded messages from the driver (librdkafka).
-
-The job's writer sends a micro-batch's offsets-topic records and answers from the driver, where
-the batch already is (one Spark job per batch instead of one per topic), and waits until Kafka
-has every message: ``acks=all`` with an idempotent producer, so a shard's records keep their
-order through retries and none is written twice by a retry. A message Kafka refuses fails the
-whole batch (:class:`DeliveryError`); the query then stops and a restart replays the batch, which
-is safe because replayed records and answers are the same.
-"""
+"""Durable writes of encoded messages from the driver (librdkafka): ``acks=all`` and idempotent,
+so a shard's records keep their order and a retry writes none twice. A refused message fails the
+whole batch (:class:`DeliveryError`); the restart replays it, to the same records and answers."""
 
 from __future__ import annotations
 
@@ -20,8 +14,8 @@ from connectors.kafka.client_options import librdkafka_options
 
 log = logging.getLogger(__name__)
 
-#: Producer settings under the user's options (which win). A micro-batch is sent in one burst
-#: and then flushed, so large batches and a short linger cost no latency.
+#: Under the user's options: a micro-batch is one burst then a flush, so large batches cost no
+#: latency.
 PRODUCER_DEFAULTS: Mapping[str, Any] = {
     "linger.ms": 2,
     "batch.size": 1024 * 1024,
@@ -30,8 +24,7 @@ PRODUCER_DEFAULTS: Mapping[str, Any] = {
     "message.max.bytes": 8 * 1024 * 1024,
 }
 
-#: What durability means here, not overridable: acknowledged by every in-sync replica, written
-#: once and in order per partition.
+#: Not overridable: every in-sync replica acknowledges; once and in order per partition.
 _DURABLE = {"acks": "all", "enable.idempotence": True}
 
 
@@ -49,8 +42,7 @@ class DurableProducer:
         config.update(librdkafka_options(bootstrap_servers, kafka_options))
         config["compression.type"] = compression
         config.update(_DURABLE)
-        # librdkafka's own lines ("Connection refused", one per broker and retry) go through
-        # Python logging, where the job's outage line folds them, instead of straight to stderr.
+        # librdkafka's lines go through logging, where the job's outage line folds them.
         config["logger"] = logging.getLogger("librdkafka")
         self._config = config
         self._producer: Producer | None = None
@@ -115,8 +107,7 @@ class DurableProducer:
             raise DeliveryError(f"{failed + left} messages not written: {detail}")
 
     def _reset(self) -> None:
-        """Start over with a new producer: after a failure the old one's idempotence state
-        (producer id, sequence numbers) may be unusable."""
+        """A new producer: after a failure the old one's idempotence state may be unusable."""
         self._failures, self._failed = [], 0
         self._producer = None
 

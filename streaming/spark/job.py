@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from connectors.kafka.admin import end_offsets
+from connectors.client.offsets_reader import end_offsets
 from connectors.sinks import Sink, absolute_sink_url, open_sink
 from connectors.sinks.retention import HistoryRetention
 from streaming.config import JobConfig

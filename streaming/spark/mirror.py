@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets
+from connectors.client.offsets_reader import beginning_offsets, end_offsets
+from connectors.kafka.admin import KafkaAdmin
 from connectors.sinks import BatchProgress, Sink, open_sink
 from connectors.sinks.retry import with_sink_retries
 from state.shard import (

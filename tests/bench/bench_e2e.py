@@ -52,7 +52,8 @@ import pyarrow.compute as pc
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
-from connectors.kafka.admin import KafkaAdmin, end_offsets, plain_topic_spec
+from connectors.client.offsets_reader import end_offsets
+from connectors.kafka.admin import KafkaAdmin, plain_topic_spec
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
 from streaming.config import JobConfig

@@ -43,7 +43,8 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from connectors.kafka.admin import KafkaAdmin, beginning_offsets, end_offsets, plain_topic_spec
+from connectors.client.offsets_reader import beginning_offsets, end_offsets
+from connectors.kafka.admin import KafkaAdmin, plain_topic_spec
 from connectors.kafka.local import LocalKafkaCluster
 from connectors.runtime import runtime_dir
 from connectors.sinks import open_sink

@@ -59,11 +59,9 @@ class LocalKafkaCluster:
         extra_properties: Mapping[str, str] | None = None,
         scram_credentials: Sequence[str] = (),
     ) -> None:
-        """The cluster of ``data_dir``. ``extra_properties`` are appended to every node's
-        ``server.properties`` (a later key wins: e.g. more listeners, a short
-        ``offsets.retention.minutes``); ``scram_credentials`` are ``kafka-storage format
-        --add-scram`` arguments (``SCRAM-SHA-512=[name=alice,password=…]``), users known from
-        the first start. Neither is stored in ``cluster.json``: pass them on every start."""
+        """``extra_properties`` are appended to every ``server.properties`` (a later key wins);
+        ``scram_credentials`` are ``kafka-storage format --add-scram`` arguments. Neither is
+        stored in ``cluster.json``: pass them on every start."""
         self.data_dir = Path(data_dir).resolve() if data_dir else default_data_dir()
         self.extra_properties = dict(extra_properties or {})
         self.scram_credentials = tuple(scram_credentials)
@@ -139,12 +137,9 @@ class LocalKafkaCluster:
         timeout: float = DEFAULT_START_TIMEOUT,
         echo: Callable[[str], None] = print,
     ) -> StartResult:
-        """Start the cluster, or reuse it when the same configuration already runs.
-
-        ``port=None`` means any free ports (tests), and reuses a running cluster whatever its
-        ports. Raises :class:`KafkaLocalError` when another configuration runs here, a port is
-        taken, or a node does not answer within ``timeout`` (the node's log tail is included).
-        """
+        """Start the cluster, or reuse it when the same configuration runs (``port=None``: any
+        free ports, and any running cluster's). :class:`KafkaLocalError` when another runs here,
+        a port is taken, or a node does not answer in ``timeout`` (with its log tail)."""
         started = time.monotonic()
         with self._lock():
             current = self.config()

@@ -13,18 +13,10 @@ from pathlib import Path
 from connectors.runtime import runtime_dir
 
 HOST = "127.0.0.1"
-
-
 DEFAULT_PORT = 9092
-
-
-#: Per node. A local broker with a few test topics peaks well under 300 MB.
+#: Per node: a local broker with a few test topics peaks well under 300 MB.
 DEFAULT_HEAP = "512m"
-
-
 DEFAULT_START_TIMEOUT = 90.0
-
-
 DEFAULT_STOP_TIMEOUT = 30.0
 
 
@@ -108,11 +100,8 @@ class NodeStatus:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
-
-    Like Kafka's ``Uuid.randomUuid()``, never one that starts with ``-``: command-line tools
-    (``kafka-storage format --cluster-id <id>``) would take it for an option.
-    """
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars), never
+    starting with ``-`` (``kafka-storage format --cluster-id`` would take it for an option)."""
     while True:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if not cluster_id.startswith("-"):
@@ -124,9 +113,8 @@ def default_data_dir() -> Path:
     return runtime_dir() / "kafka"
 
 
-#: Where listeners' ports are drawn from: below the kernel's ephemeral range, which outbound
-#: connections take their local ports from. A port probed free inside that range can be taken by
-#: any client's connection (a Spark task's, a producer's) before the broker binds it.
+#: Listeners' ports, below the kernel's ephemeral range: a port probed free inside it can be
+#: taken by an outbound connection's local port before the broker binds it.
 LISTENER_PORTS = range(20000, 32768)
 
 
@@ -139,12 +127,8 @@ def ephemeral_ports() -> range:
 
 
 def free_port_block(count: int, host: str = HOST, attempts: int = 200) -> int:
-    """First port of ``count`` consecutive ports that are free now on ``host``.
-
-    Drawn at random from ``LISTENER_PORTS`` outside the ephemeral range: no outbound connection
-    takes a port between this check and the broker's bind, and parallel callers rarely draw the
-    same block; a port lost anyway makes its start fail loudly.
-    """
+    """First port of ``count`` consecutive ports free now on ``host``, drawn at random from
+    ``LISTENER_PORTS`` outside the ephemeral range (parallel callers rarely draw the same)."""
     ephemeral = ephemeral_ports()
     starts = range(LISTENER_PORTS.start, LISTENER_PORTS.stop - count + 1)
     outside = [p for p in starts if p + count <= ephemeral.start or p >= ephemeral.stop]

@@ -28,14 +28,9 @@ JVM_FLAGS = (
 
 
 BROKER_MAIN = "kafka.Kafka"
-
-
 #: Kafka 4.1's `kafka-storage.sh` main class (Scala, in kafka_2.13).
 STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
-
-
 LOG_TAIL_LINES = 40
-
 
 # Brokers started by this process, kept so they are reaped (no zombie answers "alive").
 started_processes: dict[int, subprocess.Popen[bytes]] = {}
@@ -66,11 +61,8 @@ def wait_for_broker(
     timeout: float = DEFAULT_START_TIMEOUT,
     alive: Callable[[], str | None] | None = None,
 ) -> None:
-    """Block until the cluster answers a DescribeCluster request listing every expected node.
-
-    ``alive`` is polled between attempts and returns an error text when a node died, which ends
-    the wait at once instead of at the deadline.
-    """
+    """Block until DescribeCluster lists every expected node; ``alive()`` returns an error text
+    when a node died, which ends the wait at once."""
     from kafka.admin import KafkaAdminClient
 
     deadline = time.monotonic() + timeout
@@ -110,8 +102,7 @@ def wait_for_broker(
 
 
 def deploy_kafka_dir() -> Path:
-    """``deploy/kafka`` (the broker's configuration template) of the project home or of the
-    checkout this package lives in."""
+    """``deploy/kafka`` (the broker's template) of the project home or of this checkout."""
     for home in (project_home(), Path(__file__).resolve().parents[3]):
         candidate = home / "deploy" / "kafka"
         if (candidate / "server.properties.template").is_file():
