@@ -1,10 +1,5 @@
-"""Column helpers shared by the engine, the codecs and the sinks: one home for each.
-
-- Arrow column → numpy array (:func:`numpy_column`) and → Python list (:func:`python_list`);
-- saturating int64 arithmetic (:func:`saturating_add`), as Kafka's deadlines never wrap;
-- last write per key wins (:func:`last_index_per_key`, :func:`last_rows_per_key`), Kafka's
-  compaction rule: of several rows with the same key, the one latest in log order stands.
-"""
+"""Column helpers shared by the engine, the codecs and the sinks: Arrow to numpy and Python,
+saturating int64 arithmetic, and Kafka's compaction rule (the last write per key wins)."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ from state.coordinator.rules import INT64_MAX
 
 
 def arrow_column(table: pa.Table, name: str) -> pa.Array:
-    """Column ``name`` of ``table`` as one contiguous Arrow array (no copy when it has one
-    chunk; an empty array of the column's type when it has none)."""
+    """Column ``name`` as one Arrow array (no copy for one chunk)."""
     column = table[name]
     if column.num_chunks == 1:
         return column.chunk(0)
@@ -30,11 +24,8 @@ def arrow_column(table: pa.Table, name: str) -> pa.Array:
 def numpy_column(
     table: pa.Table, name: str, dtype: type | None = None, fill: int | None = None
 ) -> np.ndarray:
-    """Column ``name`` as a numpy array, nulls replaced by ``fill`` first when given.
-
-    Zero-copy for fixed-width columns without nulls; bool columns (bit-packed in Arrow) are
-    unpacked. ``dtype`` casts the result (no copy when it already has that type).
-    """
+    """Column ``name`` as numpy, nulls replaced by ``fill`` when given, cast to ``dtype``
+    (zero-copy for fixed-width columns without nulls)."""
     column: pa.Array | pa.ChunkedArray = arrow_column(table, name)
     if fill is not None and column.null_count:
         column = pc.fill_null(column, fill)
@@ -43,11 +34,8 @@ def numpy_column(
 
 
 def python_list(column: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """``column.to_pylist()``, much faster for integer and string columns.
-
-    ``to_pylist`` builds a pyarrow scalar per value; numpy's ``tolist`` does not. Integers with
-    nulls go through an object array so that int64 values never pass through float64.
-    """
+    """``column.to_pylist()``, much faster for integer and string columns (no pyarrow scalar per
+    value; integers with nulls never pass through float64)."""
     n = len(column)
     if column.null_count == n:
         return [None] * n
@@ -63,11 +51,8 @@ def python_list(column: pa.Array | pa.ChunkedArray) -> list[Any]:
 
 
 def saturating_add(values: np.ndarray, amount: int | np.ndarray) -> np.ndarray:
-    """``values + amount`` element-wise, ``INT64_MAX`` where the sum would pass it.
-
-    ``values`` are timestamps (not negative), so a negative ``amount`` (a commit's explicit
-    retention may be one) cannot take the sum below the int64 range: it only overflows upwards.
-    """
+    """``values + amount``, ``INT64_MAX`` where the sum passes it. ``values`` are timestamps (not
+    negative), so the sum only overflows upwards."""
     amount = np.asarray(amount, dtype=np.int64)
     limit = INT64_MAX - np.maximum(amount, 0)
     over = values > limit
@@ -75,12 +60,8 @@ def saturating_add(values: np.ndarray, amount: int | np.ndarray) -> np.ndarray:
 
 
 def last_index_per_key(*keys: np.ndarray) -> np.ndarray:
-    """Positions of the last row of each distinct key, in ascending (log) order.
-
-    ``keys`` are equal-length integer columns that together form the key (e.g. group code,
-    topic code, partition) of rows given in log order. Of the rows sharing a key only the
-    latest survives: last write wins, rewinds included.
-    """
+    """Positions of the last row of each distinct key (``keys``: equal-length integer columns of
+    rows in log order), ascending."""
     n = len(keys[0]) if keys else 0
     if n == 0:
         return np.empty(0, dtype=np.int64)
@@ -97,11 +78,8 @@ def last_index_per_key(*keys: np.ndarray) -> np.ndarray:
 
 
 def last_rows_per_key(table: pa.Table, keys: Sequence[str], position: str) -> pa.Table:
-    """The last row of ``table`` per ``keys`` (any column types), ordered by ``position``.
-
-    ``position`` is an integer column giving each row's place in log order (unique per row);
-    the rows returned are those with the highest position of their key, in position order.
-    """
+    """The last row of ``table`` per ``keys``, by the integer column ``position`` (unique per
+    row), in position order."""
     if table.num_rows == 0:
         return table
     last = table.group_by(list(keys), use_threads=False).aggregate([(position, "max")])

@@ -1,11 +1,6 @@
-"""Consumer-protocol (KIP-848) groups as a reader of ``__consumer_offsets`` sees them: the group
-epoch from ``ConsumerGroupMetadata`` records and the members from ``ConsumerGroupMemberMetadata``
-records, next to the classic records ``record_frame_of`` reads.
-
-The epoch becomes a group row of the record frame (``kind`` "group", ``generation`` the epoch,
-``members`` null: the members are counted from their own records), so the sink's groups table
-lists consumer groups as it lists classic ones; a tombstone (the group deleted) deletes the row.
-"""
+"""Consumer-protocol (KIP-848) groups as a reader of ``__consumer_offsets`` sees them: the epoch
+becomes a group row of the record frame (``generation`` the epoch, ``members`` null: counted from
+their own records), so the sink lists them as classic groups; a tombstone deletes the row."""
 
 from __future__ import annotations
 
@@ -41,7 +36,7 @@ class ConsumerGroupRecords(NamedTuple):
 
 
 def _type_ids(keys: pa.Array) -> np.ndarray:
-    """The int16 record type of each key (-1 for a null key or one shorter than two bytes)."""
+    """The int16 record type of each key (-1 for null or under two bytes)."""
     data, starts, lengths, valid = binary_parts(keys)
     whole = valid & (lengths >= 2)
     return np.where(whole, big_endian_ints(data, starts, 2, whole), -1)
@@ -52,8 +47,8 @@ def consumer_group_records(
     values: pa.Array,
     on_unreadable: Callable[[RecordFormatError], None] | None = None,
 ) -> ConsumerGroupRecords:
-    """The consumer-group epochs and members among offsets-topic records given as binary
-    columns; records of other types are left out, unreadable ones go to ``on_unreadable``."""
+    """The consumer-group epochs and members among offsets-topic records (binary columns); other
+    types are left out, unreadable records go to ``on_unreadable``."""
     types = _type_ids(keys)
     group_rows: list[dict[str, object]] = []
     positions: list[int] = []

@@ -1,9 +1,7 @@
 """A shard's string dictionaries (group ids, topic names) and its per-group table.
 
-Offsets refer to groups and topics by code (their index in a dictionary), so the large offsets
-columns hold integers and a key comparison is three integer comparisons. Dictionaries only grow
-between compactions; a code whose group no longer exists stays until the next compaction.
-"""
+Offsets refer to groups and topics by code (index in a dictionary), so a key comparison is three
+integer comparisons. Dictionaries only grow between compactions."""
 
 from __future__ import annotations
 
@@ -28,22 +26,21 @@ class StringDict:
 
     @staticmethod
     def empty() -> StringDict:
-        """A dictionary without strings."""
         return StringDict(
             pa.array([], pa.large_string()), np.zeros(0, np.uint64), np.zeros(0, np.int64)
         )
 
     @staticmethod
     def build(names: pa.Array, hashes: np.ndarray) -> StringDict:
-        """The dictionary of ``names`` (code = position; large_string, no nulls, distinct) with
-        ``hashes`` their ``string_hash``."""
+        """The dictionary of distinct ``names`` (large_string; code = position), ``hashes`` their
+        ``string_hash``."""
         return StringDict(names, hashes, np.argsort(hashes, kind="stable").astype(np.int64))
 
     def __len__(self) -> int:
         return len(self.hashes)
 
     def lookup(self, names: pa.Array, hashes: np.ndarray) -> np.ndarray:
-        """Code of each of ``names`` (with ``hashes`` = their string_hash), -1 where absent."""
+        """Code of each of ``names`` (``hashes``: their string_hash), -1 where absent."""
         result = np.full(len(names), -1, dtype=np.int64)
         if len(self) == 0 or len(names) == 0:
             return result
@@ -70,7 +67,7 @@ class StringDict:
         return result
 
     def encode(self, names: pa.Array) -> tuple[StringDict, np.ndarray]:
-        """Codes for ``names`` (no nulls), adding the new ones; returns the grown dictionary too."""
+        """Codes for ``names`` (no nulls), and the dictionary grown by the new ones."""
         if len(names) == 0:
             return self, np.zeros(0, np.int64)
         names = names.cast(pa.large_string())
@@ -93,14 +90,14 @@ class StringDict:
         return grown, codes[position]
 
     def take(self, keep: np.ndarray) -> StringDict:
-        """The dictionary of the codes ``keep`` (sorted), renumbered 0..len(keep)-1."""
+        """The codes ``keep`` (sorted), renumbered from 0."""
         return StringDict.build(self.names.take(pa.array(keep)), self.hashes[keep])
 
 
 @dataclass(frozen=True)
 class GroupTable:
-    """Per-group state by group code: how many offsets it has and its GroupMetadata, if any
-    (``metadata`` holds the record value bytes; the numeric columns are read from it)."""
+    """Per-group state by code: offset count and GroupMetadata (record value bytes, with the numeric
+    columns read from it)."""
 
     names: StringDict
     offset_count: np.ndarray  # int64
@@ -112,7 +109,6 @@ class GroupTable:
 
     @staticmethod
     def empty() -> GroupTable:
-        """A table without groups."""
         return GroupTable(
             StringDict.empty(),
             np.zeros(0, np.int64),
@@ -127,11 +123,10 @@ class GroupTable:
         return len(self.offset_count)
 
     def exists(self) -> np.ndarray:
-        """Per code: the group has GroupMetadata or offsets."""
         return self.has_metadata | (self.offset_count > 0)
 
     def encode(self, names: pa.Array) -> tuple[GroupTable, np.ndarray]:
-        """Codes for the group ids ``names``, adding groups not in the dictionary yet."""
+        """Codes for the group ids ``names``, adding new groups."""
         names_dict, codes = self.names.encode(names)
         grow = len(names_dict) - len(self)
         if grow == 0:
@@ -150,7 +145,6 @@ class GroupTable:
         )
 
     def group_metadata(self, code: int) -> GroupMetadataValue | None:
-        """The GroupMetadata of group ``code``, decoded; None without."""
         if not self.has_metadata[code]:
             return None
         return decode_group_metadata_value(self.metadata[code].as_py())
@@ -158,7 +152,7 @@ class GroupTable:
     def with_metadata(
         self, codes: list[int], values: list[GroupMetadataValue | None]
     ) -> GroupTable:
-        """Set (or clear, for None) the GroupMetadata of groups ``codes`` (distinct)."""
+        """Set (None: clear) the GroupMetadata of distinct groups ``codes``."""
         if not codes:
             return self
         idx = np.array(codes, dtype=np.int64)
@@ -188,14 +182,13 @@ class GroupTable:
         )
 
     def with_counts(self, codes: np.ndarray, change: np.ndarray) -> GroupTable:
-        """The table with ``change[i]`` added to the offset count of group ``codes[i]`` (codes may
-        repeat: every change counts)."""
+        """``change[i]`` added to the offset count of group ``codes[i]`` (codes may repeat)."""
         counts = self.offset_count.copy()
         np.add.at(counts, codes, change)
         return replace(self, offset_count=counts)
 
     def take(self, keep: np.ndarray) -> GroupTable:
-        """The groups ``keep`` (sorted codes), renumbered 0..len(keep)-1."""
+        """The groups ``keep`` (sorted codes), renumbered from 0."""
         return GroupTable(
             self.names.take(keep),
             self.offset_count[keep],

@@ -1,19 +1,13 @@
-"""Stable 64-bit hashes of strings and offset keys, computed over whole Arrow columns.
+"""Stable 64-bit hashes of strings and offset keys over whole Arrow columns; stored in the state
+blob, so part of its format (never change them within a format version).
 
-The shard state keeps its offsets sorted by key hash so that a batch finds its keys by binary
-search instead of building a hash table over the whole shard. The hashes are stored in the state
-blob, so they are part of its format and must never change for a given format version:
+- ``string_hash(s)``: over the UTF-8 bytes ``b_0..b_{n-1}``, ``h = sum((b_i + 1) * K^(n-1-i))
+  mod 2^64``, then ``fmix64(h ^ (n * L))`` (MurmurHash3's 64-bit finalizer).
+- ``key_hash(group, topic, partition)``: the high 32 bits of ``string_hash(group)``, then the
+  high 32 bits of ``fmix64(string_hash(topic) ^ (partition * P))``, so a group's keys are
+  adjacent in hash order.
 
-- ``string_hash(s)``: over the UTF-8 bytes ``b_0..b_{n-1}`` of ``s``,
-  ``h = sum((b_i + 1) * K^(n-1-i)) mod 2^64``, then ``fmix64(h ^ (n * L))`` (MurmurHash3's 64-bit
-  finalizer), with ``K`` and ``L`` below.
-- ``key_hash(group, topic, partition)``: the high 32 bits of ``string_hash(group)`` followed by the
-  high 32 bits of ``fmix64(string_hash(topic) ^ (partition * P))``. Keys of one group therefore sit
-  together in hash order, so a group's offsets are one binary search away.
-
-Equal hashes do not imply equal keys: every lookup compares the actual key, so collisions cost time,
-never correctness.
-"""
+Equal hashes do not imply equal keys: lookups compare keys, so collisions cost only time."""
 
 from __future__ import annotations
 
@@ -41,7 +35,7 @@ def fmix64(x: np.ndarray) -> np.ndarray:
 
 
 def string_hash(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """``string_hash`` of each string of an Arrow string column, as uint64. Nulls hash as ""."""
+    """``string_hash`` of each string, as uint64; nulls hash as ""."""
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks() if strings.num_chunks != 1 else strings.chunk(0)
     if not pa.types.is_large_string(strings.type):
@@ -88,14 +82,13 @@ def string_hash(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def key_hash(group_hash: np.ndarray, topic_hash: np.ndarray, partition: np.ndarray) -> np.ndarray:
-    """``key_hash`` from the string hashes of group and topic and the partition (int32 array)."""
+    """``key_hash`` from the string hashes of group and topic and the partition."""
     tp = fmix64(topic_hash ^ (partition.astype(np.int64).astype(np.uint64) * P))
     return (group_hash & _HIGH32) | (tp >> _S32)
 
 
 def group_hash_range(group_hash: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The half-open ``[lo, hi)`` key-hash ranges holding each group's keys, as uint64 arrays;
-    ``hi`` is 0 for the last range (meaning "to the end")."""
+    """The ``[lo, hi)`` key-hash range of each group's keys; ``hi`` 0 means "to the end"."""
     lo = group_hash & _HIGH32
     hi = lo + np.uint64(1 << 32)  # wraps to 0 for the top range
     return lo, hi

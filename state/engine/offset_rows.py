@@ -1,10 +1,6 @@
-"""Offset rows as parallel columns (``Rows``), and the two operations on rows sorted by key
-hash that ``OffsetTable`` is built from: finding keys (``find``) and merging (``merge_sorted``).
-
-Rows are keyed by (group code, topic code, partition) and sorted by ``khash``
-(``state.engine.hashing.key_hash``); equal hashes do not imply equal keys, so every lookup
-compares the key itself.
-"""
+"""Offset rows as parallel columns (``Rows``), and finding (``find``) and merging
+(``merge_sorted``) rows sorted by ``khash``; equal hashes do not imply equal keys, so every
+lookup compares the key (group code, topic code, partition) itself."""
 
 from __future__ import annotations
 
@@ -33,7 +29,6 @@ class Rows:
         return len(self.khash)
 
     def take(self, idx: np.ndarray) -> Rows:
-        """The rows at positions ``idx``, in that order (new arrays)."""
         values = {}
         for f in fields(self):
             col = getattr(self, f.name)
@@ -44,7 +39,6 @@ class Rows:
 
     @staticmethod
     def concat(parts: list[Rows]) -> Rows:
-        """The rows of ``parts`` one after the other (no order is restored)."""
         values = {}
         for f in fields(Rows):
             cols = [getattr(p, f.name) for p in parts]
@@ -55,7 +49,6 @@ class Rows:
 
     @staticmethod
     def empty() -> Rows:
-        """No rows, with every column's dtype."""
         return Rows(
             khash=np.zeros(0, np.uint64),
             gcode=np.zeros(0, np.int32),
@@ -70,11 +63,10 @@ class Rows:
         )
 
     def with_deadline(self, deadline: np.ndarray) -> Rows:
-        """The same rows with ``deadline`` (one per row) as their deadlines."""
         return replace(self, deadline=deadline)
 
     def sorted_by_key(self) -> Rows:
-        """The rows in ``khash`` order (ties keep their order)."""
+        """The rows in ``khash`` order (stable)."""
         order = np.argsort(self.khash, kind="stable")
         return self.take(order)
 
@@ -87,8 +79,7 @@ def find(
     n = len(rows)
     if n == 0 or len(khash) == 0:
         return result
-    # Searching in key order lets each binary search start where the previous one ended, which
-    # keeps a large table's memory access local.
+    # Searching in key order keeps a large table's memory access local.
     order = np.argsort(khash, kind="stable")
     lo = np.empty(len(khash), dtype=np.int64)
     lo[order] = np.searchsorted(rows.khash, khash[order], side="left")
@@ -121,8 +112,7 @@ def find(
 
 
 def merge_sorted(old: Rows, new: Rows) -> tuple[Rows, np.ndarray]:
-    """``old`` and ``new`` (each sorted by khash) as one sorted Rows, and where ``new``'s rows
-    went."""
+    """``old`` and ``new`` (each sorted by khash) merged, and where ``new``'s rows went."""
     if len(new) == 0:
         return old, np.zeros(0, np.int64)
     if len(old) == 0:

@@ -1,18 +1,11 @@
-"""A shard's committed offsets as columns sorted by key hash: an immutable base plus a small delta.
+"""A shard's committed offsets: an immutable base plus a small delta, sorted by key hash.
 
-Rows are keyed by (group code, topic code, partition), the codes indexing the shard's group and
-topic dictionaries, and ordered by ``state.engine.hashing.key_hash`` so a batch finds its keys by
-binary search.
-
-Writes never copy the base: they go to the delta, whose rows either add a key or supersede a base
-row (``base_pos``), possibly as a tombstone (``tomb``). The delta is merged into a new base once it
-grows past a fraction of the base, so the cost of a write follows the batch and the merge is
-amortized. Every operation returns a new table; arrays are never modified in place (the base's
-arrays are usually read-only views of the state blob).
-
-Each row also stores its expiry ``deadline`` (``NEVER`` when it cannot expire), kept up to date by
-the shard whenever the row or its group changes, so expiry is a comparison over one column.
-"""
+Rows are keyed by (group code, topic code, partition) and ordered by ``hashing.key_hash``, so a
+batch finds its keys by binary search. Writes go to the delta, whose rows add a key or supersede
+a base row (``base_pos``), maybe as a tombstone; the delta is merged into a new base once it
+outgrows a fraction of the base, amortizing the merge. Every operation returns a new table (the
+base's arrays are usually read-only views of the state blob). Each row keeps its expiry
+``deadline``, so expiry is a comparison over one column."""
 
 from __future__ import annotations
 
@@ -31,10 +24,8 @@ NEVER = INT64_MAX
 #: Expire timestamp of a row without an explicit one (Kafka's own "none" marker in v1 values).
 NO_EXPIRE = -1
 
-#: Merge the delta into the base once it holds more rows than this fraction of the base...
+#: Merge the delta into the base once it outgrows this fraction of the base and this many rows.
 COMPACT_FRACTION = 8
-#: ...and more than this many rows (small shards merge rarely: a merge of a small base is cheap but
-#: pointless work per batch).
 COMPACT_MIN_ROWS = 32768
 
 
@@ -48,8 +39,8 @@ def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Delta:
-    """Rows written since the base was built, sorted by khash. ``base_pos`` is the base row a delta
-    row supersedes (-1 for a key the base lacks); ``tomb`` marks a deleted base key."""
+    """Rows written since the base was built, sorted by khash: ``base_pos`` the base row each
+    supersedes (-1: none), ``tomb`` a deleted key."""
 
     rows: Rows
     base_pos: np.ndarray  # int64
@@ -57,19 +48,17 @@ class Delta:
 
     @staticmethod
     def empty() -> Delta:
-        """A delta without rows."""
         return Delta(Rows.empty(), np.zeros(0, np.int64), np.zeros(0, bool))
 
     @cached_property
     def superseded(self) -> np.ndarray:
-        """Base rows a delta row replaces or deletes, sorted."""
         return np.sort(self.base_pos[self.base_pos >= 0])
 
 
 @dataclass(frozen=True)
 class Located:
-    """Where queried keys live: ``delta`` index (-1 if not in the delta) else ``base`` index (-1 if
-    absent). ``live`` says whether the key currently has a committed offset."""
+    """Where queried keys live: ``delta`` index, else ``base`` index (-1: absent); ``live``: the
+    key has a committed offset."""
 
     delta: np.ndarray
     base: np.ndarray
@@ -78,39 +67,29 @@ class Located:
 
 @dataclass(frozen=True)
 class OffsetTable:
-    """The committed offsets of a shard: ``base`` (sorted by khash, unique keys) overlaid by
-    ``delta``. A key's current row is its delta row if any (absent if a tombstone), else its base
-    row."""
+    """A key's current row is its delta row if any (none for a tombstone), else its base row."""
 
     base: Rows
     delta: Delta
 
     @staticmethod
     def empty() -> OffsetTable:
-        """A table without offsets."""
         return OffsetTable(Rows.empty(), Delta.empty())
 
     @staticmethod
     def from_base(base: Rows) -> OffsetTable:
-        """A table whose base is ``base`` (sorted by khash, unique keys) and delta is empty."""
+        """A table of ``base`` (sorted by khash, unique keys) and an empty delta."""
         return OffsetTable(base, Delta.empty())
 
-    # --- reading ---------------------------------------------------------------------------
-
     def __len__(self) -> int:
-        """Number of live keys."""
         d = self.delta
         superseded = int(np.count_nonzero(d.base_pos >= 0))
         return len(self.base) - superseded + int(np.count_nonzero(~d.tomb))
 
-    def superseded(self) -> np.ndarray:
-        """Base rows a delta row replaces or deletes (sorted)."""
-        return self.delta.superseded
-
     def locate(
         self, khash: np.ndarray, gcode: np.ndarray, tcode: np.ndarray, partition: np.ndarray
     ) -> Located:
-        """Where each queried key (``khash`` with its codes and partition) currently lives."""
+        """Where each queried key currently lives."""
         d_idx = find(self.delta.rows, khash, gcode, tcode, partition)
         b_idx = np.full(len(khash), -1, dtype=np.int64)
         outside = np.flatnonzero(d_idx < 0)
@@ -124,7 +103,7 @@ class OffsetTable:
         return Located(d_idx, b_idx, live)
 
     def gather(self, located: Located) -> Rows:
-        """The current rows of located live keys, in query order (call with ``live`` all true)."""
+        """The current rows of located keys, all live, in query order."""
         if not located.live.all():
             raise ValueError("gather needs live keys only")
         from_delta = located.delta >= 0
@@ -142,9 +121,9 @@ class OffsetTable:
         return parts.take(order)
 
     def live_rows(self) -> Rows:
-        """Every live row (base first, then delta; not in key order)."""
+        """Every live row (not in key order)."""
         keep = np.ones(len(self.base), dtype=bool)
-        keep[self.superseded()] = False
+        keep[self.delta.superseded] = False
         return Rows.concat(
             [
                 self.base.take(np.flatnonzero(keep)),
@@ -153,7 +132,7 @@ class OffsetTable:
         )
 
     def group_rows(self, gcodes: np.ndarray, ghashes: np.ndarray) -> Rows:
-        """Every live row of the groups ``gcodes`` (with string hashes ``ghashes``)."""
+        """Every live row of the groups ``gcodes`` (string hashes ``ghashes``)."""
         if len(gcodes) == 0:
             return Rows.empty()
         lo, hi = group_hash_range(ghashes.astype(np.uint64))
@@ -171,7 +150,7 @@ class OffsetTable:
             return idx[np.isin(rows.gcode[idx], wanted)]
 
         base_idx = in_ranges(self.base)
-        base_idx = base_idx[~_member(base_idx, self.superseded())]
+        base_idx = base_idx[~_member(base_idx, self.delta.superseded)]
         delta_idx = in_ranges(self.delta.rows)
         delta_idx = delta_idx[~self.delta.tomb[delta_idx]]
         return Rows.concat([self.base.take(base_idx), self.delta.rows.take(delta_idx)])
@@ -181,7 +160,7 @@ class OffsetTable:
         parts = []
         idx = np.flatnonzero(self.base.deadline <= now_ms)
         if idx.size:
-            idx = idx[~_member(idx, self.superseded())]
+            idx = idx[~_member(idx, self.delta.superseded)]
             parts.append(self.base.take(idx))
         d = self.delta
         parts.append(d.rows.take(np.flatnonzero(~d.tomb & (d.rows.deadline <= now_ms))))
@@ -193,7 +172,7 @@ class OffsetTable:
         live_deadlines = d.rows.deadline[~d.tomb]
         delta_min = int(live_deadlines.min()) if live_deadlines.size else int(NEVER)
         deadlines = self.base.deadline
-        superseded = self.superseded()
+        superseded = self.delta.superseded
         if superseded.size:
             live = np.ones(len(deadlines), dtype=bool)
             live[superseded] = False
@@ -201,11 +180,9 @@ class OffsetTable:
         base_min = int(deadlines.min()) if deadlines.size else int(NEVER)
         return min(base_min, delta_min)
 
-    # --- writing ---------------------------------------------------------------------------
-
     def write(self, rows: Rows, tomb: np.ndarray) -> tuple[OffsetTable, np.ndarray]:
-        """Put ``rows`` (unique keys; deadlines set) or delete where ``tomb``; return the new table
-        and, per row, whether its key had a committed offset before."""
+        """Put ``rows`` (unique keys, deadlines set) or delete where ``tomb``; return the new table
+        and, per row, whether its key had an offset before."""
         n = len(rows)
         if n == 0:
             return self, np.zeros(0, dtype=bool)
@@ -269,13 +246,12 @@ class OffsetTable:
         return OffsetTable(self.base, delta), existed
 
     def needs_compaction(self) -> bool:
-        """Whether the delta has outgrown its share of the base (see ``COMPACT_FRACTION``)."""
         return len(self.delta.rows) > max(COMPACT_MIN_ROWS, len(self.base) // COMPACT_FRACTION)
 
     def compact(self) -> OffsetTable:
-        """The same live rows as a single base with an empty delta."""
+        """The same live rows as a base with an empty delta."""
         keep = np.ones(len(self.base), dtype=bool)
-        keep[self.superseded()] = False
+        keep[self.delta.superseded] = False
         base = self.base.take(np.flatnonzero(keep)) if not keep.all() else self.base
         d = self.delta
         fresh = d.rows.take(np.flatnonzero(~d.tomb))
@@ -283,8 +259,7 @@ class OffsetTable:
         return OffsetTable.from_base(merged)
 
     def remap_codes(self, group_map: np.ndarray, topic_map: np.ndarray) -> OffsetTable:
-        """A compacted table with codes translated through ``group_map``/``topic_map``
-        (old code -> new code)."""
+        """A compacted table with codes mapped through ``group_map``/``topic_map`` (old -> new)."""
         table = self.compact()
         base = replace(
             table.base,

@@ -1,8 +1,5 @@
-"""Building record frames (``RECORD_FRAME_SCHEMA``), from columns or from ``Record``s.
-
-Every record this state machine writes is built here, with the byte encodings of
-``state.formats.records``, so all writers of the offsets topic produce identical records.
-"""
+"""Record frames (``RECORD_FRAME_SCHEMA``) from columns or ``Record``s: every record the state
+machine writes is built here, so all writers of the offsets topic produce identical bytes."""
 
 from __future__ import annotations
 
@@ -31,7 +28,6 @@ GROUP_KIND = "group"
 
 
 def empty_records() -> pa.Table:
-    """A record frame without records."""
     return RECORD_FRAME_SCHEMA.empty_table()
 
 
@@ -46,11 +42,8 @@ def offset_records(
     expire_ts: np.ndarray,
     tombstone: np.ndarray | None = None,
 ) -> pa.Table:
-    """Offset commit records (and tombstones where ``tombstone``), one per row of the columns.
-
-    ``expire_ts`` uses -1 for "no explicit expire timestamp"; value columns of tombstone rows are
-    ignored and come out null.
-    """
+    """Offset commit records (tombstones where ``tombstone``, their value columns null), one per
+    row; ``expire_ts`` -1: none."""
     n = len(partitions)
     if n == 0:
         return empty_records()
@@ -59,7 +52,6 @@ def offset_records(
     keys = offset_commit_keys(groups, topics, partitions)
     values = offset_commit_values(offsets, leader_epochs, metadata, commit_ts, expire_ts, tomb)
     live = ~tomb
-    # All-null value columns for tombstones.
     mask = pa.array(tomb)
     return pa.Table.from_arrays(
         [
@@ -101,11 +93,10 @@ def offset_tombstones(groups: pa.Array, topics: pa.Array, partitions: np.ndarray
 def group_records(groups: Sequence[str], values: Sequence[GroupMetadataValue | None]) -> pa.Table:
     """GroupMetadata records (tombstones where the value is None)."""
     rows = [_group_row(g, v) for g, v in zip(groups, values, strict=True)]
-    return pa.Table.from_pylist(rows, schema=RECORD_FRAME_SCHEMA) if rows else empty_records()
+    return pa.Table.from_pylist(rows, schema=RECORD_FRAME_SCHEMA)
 
 
 def _group_row(group: str, value: GroupMetadataValue | None) -> dict[str, object]:
-    """The record frame row of a GroupMetadata record (a tombstone when ``value`` is None)."""
     return group_row(
         group,
         None if value is None else value.generation,
@@ -118,7 +109,7 @@ def _group_row(group: str, value: GroupMetadataValue | None) -> dict[str, object
 def group_row(
     group: str, generation: int | None, members: int | None, key: bytes, value: bytes | None
 ) -> dict[str, object]:
-    """A group row of the record frame (``kind`` "group"), from a group record's bytes."""
+    """A group row of the record frame, from a group record's bytes."""
     return {
         "kind": GROUP_KIND,
         "group_id": group,
@@ -132,7 +123,7 @@ def group_row(
 
 
 def records_table(records: Iterable[Record]) -> pa.Table:
-    """A record frame holding ``records`` in order. Records of unknown key types are skipped."""
+    """A record frame of ``records`` in order, skipping unknown key types."""
     rows: list[dict[str, object]] = []
     offsets: list[Record] = []
     order: list[tuple[int, int]] = []  # (0, index in rows) or (1, index in offsets)
@@ -146,11 +137,9 @@ def records_table(records: Iterable[Record]) -> pa.Table:
             order.append((1, len(offsets)))
             offsets.append(record)
     offset_table = _offset_records_of(offsets)
-    group_table = (
-        pa.Table.from_pylist(rows, schema=RECORD_FRAME_SCHEMA) if rows else empty_records()
-    )
     if not rows:
         return offset_table
+    group_table = pa.Table.from_pylist(rows, schema=RECORD_FRAME_SCHEMA)
     if not offsets:
         return group_table
     both = pa.concat_tables([group_table, offset_table])
@@ -159,7 +148,6 @@ def records_table(records: Iterable[Record]) -> pa.Table:
 
 
 def _offset_records_of(records: list[Record]) -> pa.Table:
-    """The offset record frame of ``records`` (all ``OffsetCommitKey``), in order."""
     n = len(records)
     if n == 0:
         return empty_records()

@@ -1,16 +1,9 @@
-"""Request frames (``EXTENDED_REQUEST_FRAME_SCHEMA``) from raw ingest messages (the streaming
-job) and from request objects (tests, benchmarks, clients).
+"""Request frames (``EXTENDED_REQUEST_FRAME_SCHEMA``) from raw ingest messages (the job) and from
+request objects (tests, benchmarks, clients).
 
-A frame may carry columns beyond ``REQUEST_FRAME_SCHEMA``: a GroupMetadata request's protocol
-type, protocol and leader (``GROUP_METADATA_FIELDS``; without them the shard stores "consumer",
-null and null), and the request's timeout (``REQUEST_TIMEOUT_FIELD``; without it every request
-gets the coordinator's ``request_timeout_ms``). These build frames with all of them.
-
-A valid OffsetCommit message is read straight into columns (``state.formats.request_fast``);
-every other message goes through ``request_codec.decode_request``, which names what is wrong.
-An OffsetCommit's request-level fields are kept once per message and repeated by Arrow when the
-table is built, so a 1,000-partition commit costs one append per request-level column.
-"""
+A valid OffsetCommit is read straight into columns (``state.formats.request_fast``), any other
+message by ``request_codec.decode_request``. Request-level fields are kept once per message and
+repeated by Arrow, so a 1,000-partition commit costs one append per request-level column."""
 
 from __future__ import annotations
 
@@ -54,8 +47,8 @@ def _row(ingest_offset: int, index: int, timestamp_ms: int, **values: object) ->
 def request_rows(
     request: Request | DecodeError, ingest_offset: int, timestamp_ms: int
 ) -> list[dict[str, object]]:
-    """The frame rows of one ingest message holding ``request``: one per partition, or one row with
-    null topic and partition for a request without partitions or a decode error."""
+    """The frame rows of one message holding ``request``: one per partition, or one with null
+    topic and partition (no partitions, or a decode error)."""
     if isinstance(request, DecodeError):
         return [
             _row(
@@ -150,17 +143,15 @@ _HEAD_COLUMNS = (
 
 
 class SegmentedFrame:
-    """A request frame (``EXTENDED_REQUEST_FRAME_SCHEMA``) built message by message, in order."""
+    """A request frame built message by message, in order."""
 
     def __init__(self) -> None:
-        #: Per segment, its request-level values in ``_HEAD_COLUMNS`` order.
-        self._heads: list[tuple[object, ...]] = []
-        #: Per segment, its row count.
+        self._heads: list[tuple[object, ...]] = []  # per message, in _HEAD_COLUMNS order
         self._counts: list[int] = []
         self._rows: dict[str, list[object]] = {n: [] for n in _ROW_COLUMNS}
 
     def add_commit(self, commit: CommitColumns, ingest_offset: int, timestamp_ms: int) -> None:
-        """The rows of an OffsetCommit with partitions: one per partition, in request order."""
+        """The rows of an OffsetCommit with partitions, in request order."""
         self._heads.append(
             (
                 ingest_offset,
@@ -192,7 +183,7 @@ class SegmentedFrame:
         rows["metadata"] += commit.metadata
 
     def add_row(self, row: Mapping[str, object]) -> None:
-        """One frame row (``request_rows``), as a segment of its own."""
+        """One frame row (``request_rows``) as a segment of its own."""
         self._heads.append(tuple(row.get(name) for name in _HEAD_COLUMNS))
         self._counts.append(1)
         for name, values in self._rows.items():
@@ -226,7 +217,6 @@ class SegmentedFrame:
 
 
 def _transposed(heads: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
-    """Segment tuples as column tuples (empty columns when there is no segment)."""
     return list(zip(*heads, strict=True)) if heads else [() for _ in _HEAD_COLUMNS]
 
 
@@ -235,9 +225,8 @@ def frame_from_requests(
     start_offset: int = 0,
     timestamps: int | Sequence[int] = 0,
 ) -> pa.Table:
-    """A request frame (``EXTENDED_REQUEST_FRAME_SCHEMA``) for ``requests``, one ingest message
-    each, at ingest offsets ``start_offset``, ``start_offset + 1``, ...; ``timestamps`` is every
-    message's append time, or one per request."""
+    """A request frame of ``requests``, one message each from ``start_offset``; ``timestamps``:
+    one append time for all, or one per request."""
     if isinstance(timestamps, int):
         stamps: Sequence[int] = [timestamps] * len(requests)
     else:
@@ -253,9 +242,8 @@ def frame_from_requests(
 def decode_request_messages(
     messages: Iterable[tuple[int, int, bytes | bytearray | memoryview | None]],
 ) -> pa.Table:
-    """A request frame for raw ingest messages given as (ingest offset, append time in ms, value
-    bytes): a valid request becomes its rows, anything else (a null or empty value included) one
-    row carrying the decoder's error code and reason, for the shard to answer."""
+    """A request frame of raw messages (ingest offset, append time in ms, value bytes): a valid
+    request becomes its rows, anything else one row with the decoder's error code and reason."""
     frame = SegmentedFrame()
     for offset, timestamp_ms, value in messages:
         data = bytes(value) if value is not None and len(value) else None

@@ -1,7 +1,4 @@
-"""The shard state blob: a versioned, language-neutral encoding of ``ShardState``.
-
-This is how the engine's tables persist between micro-batches (Spark keeps the blob as the
-shard's group state), so it lives with the tables it encodes.
+"""The shard state blob: a versioned, language-neutral encoding of ``ShardState`` (never pickle).
 
 Layout (format version 2; integers big-endian)::
 
@@ -14,27 +11,13 @@ Layout (format version 2; integers big-endian)::
     24      8     stamp (uint64): 0, or a number the writer chose to name this blob (below)
     32      32    byte length of each section (4 x uint64)
     64      ...   the sections, in order, each an Arrow IPC stream padded with zeros to a
-                  multiple of 8 bytes: groups, topics, base, delta
+                  multiple of 8 bytes: groups, topics, base, delta (``_SCHEMAS``)
 
-    groups  one row per group code: name large_string, hash uint64, by_hash int64 (codes in
-            hash order: a permutation, not a row attribute), offset_count int64, has_metadata bool,
-            metadata large_binary (the GroupMetadataValue record value, null without metadata),
-            generation int32, members int32, state_ts int64
-    topics  one row per topic code: name, hash, by_hash as for groups
-    base    committed offsets in key-hash order: gcode int32, tcode int32, partition int32,
-            offset int64, leader_epoch int32, metadata large_string, commit_ts int64,
-            expire_ts int64 (-1: none), deadline int64 (2^63-1: never)
-    delta   the base's columns, in key-hash order, plus base_pos int64 (the base row it
-            supersedes, -1 for none) and tomb bool (the key is deleted)
-
-``hash`` is ``state.engine.hashing``'s ``string_hash``, part of this format. A row's key hash
-is not stored (8 incompressible bytes per offset): decoding computes it. Version 1 blobs (which
-stored it) were written only by releases whose checkpoints the job migrates instead of resuming,
-so they are refused like any unknown version. The stamp lets a
-reader that keeps decoded states recognise a blob it has already decoded from the header alone
-(``blob_stamp``): a writer that sets it must never give two different blobs the same stamp.
-Decoding views the decompressed columns in place; encoding reuses a section's bytes verbatim when
-that part of the state did not change since it was decoded. Never pickle: a blob is data only.
+Groups and topics have a row per code (``by_hash``: the codes in hash order); base and delta
+hold ``OffsetTable``'s rows in key-hash order. ``hash`` is ``hashing.string_hash``; the key hash
+is computed on decoding, not stored. The stamp lets a reader that keeps decoded states recognise
+a blob from its header (``blob_stamp``): never give two different blobs one stamp. Decoding
+views the columns in place; encoding reuses the bytes of sections whose part did not change.
 """
 
 from __future__ import annotations
@@ -98,7 +81,6 @@ _DELTA_FIELDS = [
 ]
 _BASE_SCHEMA = pa.schema(_ROW_FIELDS)
 _DELTA_SCHEMA = pa.schema([*_ROW_FIELDS, *_DELTA_FIELDS])
-#: The schema of each section.
 _SCHEMAS = {
     "groups": _GROUPS_SCHEMA,
     "topics": _TOPICS_SCHEMA,
@@ -107,17 +89,12 @@ _SCHEMAS = {
 }
 
 
-# --- encoding --------------------------------------------------------------------------------
-
-
-#: Sections are LZ4-compressed Arrow IPC (readers need no flag: the stream says so): a blob
-#: crosses the JVM and RocksDB every micro-batch, and plain blobs of 10M keys outgrew the JVM's
-#: direct memory. zstd cost more to decode at every call than its smaller blobs saved.
+#: LZ4 (the stream says so to readers): a blob crosses the JVM and RocksDB every micro-batch, and
+#: plain blobs of 10M keys outgrew the JVM's direct memory; zstd cost more to decode than it saved.
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
 def _ipc(table: pa.Table) -> bytes | pa.Buffer:
-    """``table`` as one Arrow IPC stream (a section of the blob, before padding)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
         writer.write_table(table)
@@ -125,12 +102,11 @@ def _ipc(table: pa.Table) -> bytes | pa.Buffer:
 
 
 def _dict_columns(d: StringDict) -> list[pa.Array]:
-    """The ``_DICT_FIELDS`` columns of ``d``, in schema order."""
     return [d.names, pa.array(d.hashes, pa.uint64()), pa.array(d.by_hash, pa.int64())]
 
 
 def _rows_columns(rows: Rows) -> list[pa.Array]:
-    """The ``_ROW_TYPES`` columns of ``rows``, in schema order (the key hash is not stored)."""
+    """The ``_ROW_TYPES`` columns of ``rows`` (not the key hash)."""
     return [
         rows.metadata if name == "metadata" else pa.array(getattr(rows, name), kind)
         for name, kind in _ROW_TYPES.items()
@@ -138,15 +114,13 @@ def _rows_columns(rows: Rows) -> list[pa.Array]:
 
 
 def encode_state(state: ShardState, stamp: int = 0) -> bytes:
-    """The blob of ``state`` (format ``FORMAT_VERSION``), named by ``stamp`` (a uint64; 0: no
-    name, see the module's docstring)."""
+    """The blob of ``state``, named by ``stamp`` (a uint64; 0: no name)."""
     return encode_state_kept(state, stamp)[0]
 
 
 def encode_state_kept(state: ShardState, stamp: int = 0) -> tuple[bytes, ShardState]:
-    """``encode_state``, and ``state`` as if decoded from that blob: its sections are the
-    blob's, so that encoding a state derived from it reuses every part that did not change (for
-    a caller that keeps the state instead of decoding the blob again)."""
+    """``encode_state``, and ``state`` as if decoded from that blob, so that encoding a state
+    derived from it reuses every section that did not change."""
     if not 0 <= stamp < 1 << 64:
         raise ValueError(f"stamp must be a uint64, got {stamp}")
     g, offsets = state.groups, state.offsets
@@ -221,16 +195,12 @@ def encode_state_kept(state: ShardState, stamp: int = 0) -> tuple[bytes, ShardSt
 
 
 def _padded(n: int) -> int:
-    """``n`` rounded up to a multiple of 8, so that every section starts 8-byte aligned and its
-    fixed-width columns can be viewed in place."""
+    """``n`` rounded up to a multiple of 8, so that sections' fixed-width columns align."""
     return (n + 7) // 8 * 8
 
 
-# --- decoding --------------------------------------------------------------------------------
-
-
 def blob_stamp(blob: bytes | bytearray | memoryview) -> int:
-    """The stamp in ``blob``'s header (0: none), without decoding or checking the rest."""
+    """The stamp in ``blob``'s header (0: none), reading nothing else."""
     view = memoryview(blob)
     if len(view) < _HEADER.size or bytes(view[:8]) != MAGIC:
         return 0
@@ -238,11 +208,8 @@ def blob_stamp(blob: bytes | bytearray | memoryview) -> int:
 
 
 def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
-    """The state encoded in ``blob``. The returned arrays may view ``blob``: keep it unchanged.
-
-    Raises ``StateFormatError`` for bytes that are not a shard state blob, and for a format version
-    this code does not read (a newer writer's blob must not be misread as an older format).
-    """
+    """The state encoded in ``blob``, whose arrays may view it (keep it unchanged).
+    ``StateFormatError`` for bytes that are not a blob of ``FORMAT_VERSION``."""
     view = memoryview(blob)
     if len(view) < 12 or bytes(view[:8]) != MAGIC:
         raise StateFormatError("not a shard state blob (bad magic)")
@@ -298,22 +265,19 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
     except IndexError as e:  # a group or topic code beyond its dictionary
         raise StateFormatError(f"corrupt shard state blob: {e}") from e
     offsets = OffsetTable(base, delta)
-    # Remember which sections still encode which parts, for encode_state to reuse them.
     owners = {"groups": groups, "topics": topics, "base": base, "delta": delta}
     kept = {name: (owners[name], raw[name]) for name in _SECTIONS}
     return ShardState(shard_id, groups, topics, offsets, retention_ms, kept)
 
 
 def _string_dict(table: pa.Table) -> StringDict:
-    """The ``StringDict`` of a groups or topics section (its ``_DICT_FIELDS`` columns)."""
     return StringDict(
         arrow_column(table, "name"), numpy_column(table, "hash"), numpy_column(table, "by_hash")
     )
 
 
 def _rows(table: pa.Table, groups: StringDict, topics: StringDict) -> Rows:
-    """The ``Rows`` of a base or delta section: its ``_ROW_TYPES`` columns, and the key hash
-    from the group and topic hashes."""
+    """The ``Rows`` of a base or delta section, the key hash computed."""
     columns = {
         name: arrow_column(table, name) if name == "metadata" else numpy_column(table, name)
         for name in _ROW_TYPES

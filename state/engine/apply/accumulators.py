@@ -1,8 +1,4 @@
-"""What a batch produces, gathered step by step: answers (responses) and writes (records).
-
-Each step adds what it decided in whatever order suits it; the accumulators restore log order at
-the end, so steps can run in any order and answer rows in bulk.
-"""
+"""What a batch produces, gathered in any order and put back in log order at the end."""
 
 from __future__ import annotations
 
@@ -19,11 +15,8 @@ from state.formats.frames import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
 
 @dataclass
 class Answers:
-    """Responses as (batch row, request-level?, error code, reason), in any order.
-
-    Invariant: every batch row is answered at most once; a request-level answer is given on its
-    request's first row and stands for the whole request (null topic and partition).
-    """
+    """Responses as (batch row, request-level?, code, reason): every row answered at most once; a
+    request-level answer, on its request's first row, has null topic and partition."""
 
     rows: list[np.ndarray] = field(default_factory=list)
     request_level: list[np.ndarray] = field(default_factory=list)
@@ -37,8 +30,8 @@ class Answers:
         request_level: bool,
         reasons: list[str | None] | None = None,
     ) -> None:
-        """Answer batch ``rows`` with ``codes`` (one per row, or one for all) and ``reasons``
-        (one per row; by default Kafka's message for each code)."""
+        """Answer ``rows`` with ``codes`` (one per row, or one for all) and ``reasons`` (default:
+        the code's ``error_reason``)."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return
@@ -52,7 +45,7 @@ class Answers:
         self.reasons.append(reasons)
 
     def table(self, batch: Batch) -> pa.Table:
-        """The responses (``RESPONSE_FRAME_SCHEMA``) in batch row order, which is log order."""
+        """The responses (``RESPONSE_FRAME_SCHEMA``) in log order."""
         if not self.rows:
             return RESPONSE_FRAME_SCHEMA.empty_table()
         rows = np.concatenate(self.rows)
@@ -83,20 +76,19 @@ class Answers:
 
 @dataclass
 class Writes:
-    """Records from the request paths, each with its log position: the batch row that wrote it
-    (plus a fraction below 1 to order several records of one request)."""
+    """Records, each at its log position: its batch row (plus a fraction for a request's later
+    ones)."""
 
     tables: list[pa.Table] = field(default_factory=list)
     positions: list[np.ndarray] = field(default_factory=list)
 
     def add(self, table: pa.Table, positions: np.ndarray) -> None:
-        """Add ``table`` (``RECORD_FRAME_SCHEMA``), one position per row."""
         if table.num_rows:
             self.tables.append(table)
             self.positions.append(np.asarray(positions, dtype=np.float64))
 
     def table(self) -> pa.Table:
-        """Every record added, in log position order (ties keep the order they were added)."""
+        """Every record added, in log position order (stable)."""
         if not self.tables:
             return RECORD_FRAME_SCHEMA.empty_table()
         table = pa.concat_tables(self.tables)

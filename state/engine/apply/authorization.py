@@ -1,20 +1,13 @@
-"""A row check of ``apply_batch`` for tenants: Kafka's ACLs over whole columns.
+"""A row check of ``apply_batch`` for tenants: Kafka's ACLs over whole columns, as ``KafkaApis``
+checks them before the coordinator sees a request.
 
-A batch read from a tenant's ingest topic comes with that tenant's ``Authorizer``
-(``state.coordinator.acls``); each request is checked as Kafka's ``KafkaApis`` checks it before
-its coordinator sees it:
+1. the group: READ for OffsetCommit and GroupMetadata, DELETE for OffsetDelete and DeleteGroups;
+   refused: GROUP_AUTHORIZATION_FAILED on every partition of a commit
+   (``OffsetCommitRequest.getErrorResponse``), request-level otherwise, nothing applied;
+2. then each partition's topic: READ for OffsetCommit and OffsetDelete; refused:
+   TOPIC_AUTHORIZATION_FAILED on those partitions only, the others go on.
 
-1. the group: OffsetCommit and GroupMetadata need READ on it, OffsetDelete and DeleteGroups
-   DELETE. Refused: GROUP_AUTHORIZATION_FAILED (30) — on every partition of a commit (Kafka's
-   ``OffsetCommitRequest.getErrorResponse``), request-level for the other APIs — and nothing of
-   the request is applied;
-2. then each partition's topic: READ for OffsetCommit and OffsetDelete. Refused:
-   TOPIC_AUTHORIZATION_FAILED (29) on those partitions only; the request's other partitions go
-   on as Kafka hands them to its coordinator.
-
-Rows without a group id or a topic are left to the checks that answer them (INVALID_GROUP_ID,
-UNKNOWN_TOPIC_OR_PARTITION). Every distinct group and topic of a batch is decided once.
-"""
+Rows without a group id or topic are left to the checks that answer them."""
 
 from __future__ import annotations
 
@@ -33,7 +26,7 @@ from state.engine.apply.batch import (
     Batch,
 )
 
-#: The group operation each API (by its index in ``batch.APIS``) asks for.
+#: The group operation each API asks for.
 _GROUP_OPERATION = {
     OFFSET_COMMIT: AclOperation.READ,
     OFFSET_DELETE: AclOperation.DELETE,
@@ -48,8 +41,7 @@ def _allowed(
     names: pa.Array,
     operation: AclOperation,
 ) -> np.ndarray:
-    """Per value of ``names`` (null: True, left to other checks), whether ``operation`` on it is
-    allowed."""
+    """Per value of ``names``: ``operation`` allowed (null: True, left to other checks)."""
     unique = pc.unique(names.drop_null())
     decided = np.array(
         [authorizer.authorize(resource_type, name, operation) for name in unique.to_pylist()]
@@ -68,9 +60,8 @@ def authorize_rows(
     first: np.ndarray,
     answers: Answers,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Answer the rows of ``commit`` (OffsetCommit partitions) and ``other`` (rows of the other
-    APIs' requests) that ``authorizer`` refuses (module docstring); return both masks without
-    them. ``first`` marks each request's first row."""
+    """Answer the rows of ``commit`` and ``other`` that ``authorizer`` refuses; return both masks
+    without them. ``first`` marks each request's first row."""
     groups = batch.col("group_id")
     group_ok = np.ones(batch.n, dtype=bool)
     for api, operation in _GROUP_OPERATION.items():

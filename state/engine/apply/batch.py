@@ -1,8 +1,5 @@
-"""The batch view: a request frame in log order, its numeric columns as numpy arrays.
-
-Every step of ``apply_batch`` reads the frame through ``Batch``: rows are addressed by their index
-in log order (``ingest_offset``, then ``partition_index``), so "earlier" is "smaller index", and
-a request is a run of consecutive rows with one ``ingest_offset``.
+"""A request frame in log order (``ingest_offset``, ``partition_index``), numeric columns as
+numpy: "earlier" is "smaller row index", and a request is a run of rows with one ``ingest_offset``.
 """
 
 from __future__ import annotations
@@ -36,11 +33,7 @@ DEFAULT_TIMEOUT = -1
 
 @dataclass(frozen=True)
 class Batch:
-    """The frame in log order (one chunk per column), numeric columns as numpy, strings as Arrow.
-
-    Nullable numeric columns come with a null mask and a fill value in their array, so vectorized
-    checks never meet a null.
-    """
+    """The frame in log order; nullable numeric columns come filled, with a null mask."""
 
     table: pa.Table
     n: int
@@ -61,8 +54,7 @@ class Batch:
 
     @staticmethod
     def of(frame: pa.Table | pd.DataFrame) -> Batch:
-        """The batch of a request frame (``REQUEST_FRAME_SCHEMA`` columns, optionally the
-        ``OPTIONAL_FIELDS``; any row order). Raises ``ValueError`` if a column is missing."""
+        """The batch of a request frame in any row order; ``ValueError`` if a column is missing."""
         table = as_table(frame)
         n = table.num_rows
         if n:
@@ -99,17 +91,15 @@ class Batch:
         )
 
     def col(self, name: str) -> pa.Array:
-        """Column ``name`` as one Arrow array (no copy)."""
         return arrow_column(self.table, name)
 
     def strings(self, name: str, rows: np.ndarray) -> list[str | None]:
-        """The values of string column ``name`` at ``rows``, as Python strings (None for null)."""
+        """String column ``name`` at ``rows``, as Python strings."""
         return python_list(self.col(name).take(pa.array(rows, pa.int64())))
 
 
 def as_table(frame: pa.Table | pd.DataFrame) -> pa.Table:
-    """``frame`` as an Arrow table with every ``REQUEST_FRAME_SCHEMA`` column and the
-    ``OPTIONAL_FIELDS`` (all null when the frame lacks them)."""
+    """``frame`` as an Arrow table, the ``OPTIONAL_FIELDS`` it lacks added as nulls."""
     if isinstance(frame, pd.DataFrame):
         extra = [f for f in OPTIONAL_FIELDS if f.name in frame.columns]
         schema = pa.schema(list(REQUEST_FRAME_SCHEMA) + extra)

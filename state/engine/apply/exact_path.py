@@ -1,9 +1,5 @@
-"""Step 4 of ``apply_batch``: every group the fast path cannot take, request by request.
-
-Each request is rebuilt from its rows and handed to ``state.coordinator.handlers.handle`` (Kafka's
-handlers, shared with the reference coordinator) over its group's ``GroupView``, which then follows
-the records written. Groups are independent, so only the order within a group matters: log order.
-"""
+"""Step 4 of ``apply_batch``: every other group, request by request through Kafka's handlers
+over each group's ``GroupView``, which follows the records written. Groups are independent."""
 
 from __future__ import annotations
 
@@ -57,8 +53,8 @@ def exact_path(
     answers: Answers,
     writes: Writes,
 ) -> None:
-    """Answer every routed row of the groups ``slow_groups`` (local indexes) by Kafka's handlers,
-    and write the last record per key of what they return."""
+    """Answer the rows of ``slow_groups`` (local indexes) by Kafka's handlers; write the last record
+    per key."""
     if slow_groups.size == 0:
         return
     is_slow = np.zeros(len(routing.group_names), dtype=bool)
@@ -110,8 +106,7 @@ def exact_path(
 def request_of(
     batch: Batch, idx: np.ndarray, cols: dict[str, list], a: int, b: int
 ) -> tuple[Request | None, str | None]:
-    """The request of batch rows ``idx[a:b]`` (one ingest message; ``cols`` holds the string
-    columns at ``idx``), or None and why it is invalid."""
+    """The request of rows ``idx[a:b]`` (one message; ``cols``: its strings), or None and why."""
     row = int(idx[a])
     api = int(batch.api[row])
     request_id, group_id = cols["request_id"][a], cols["group_id"][a]
@@ -157,8 +152,7 @@ def request_of(
 def _group_metadata_request(
     batch: Batch, row: int, cols: dict[str, list], a: int
 ) -> tuple[GroupMetadataRequest | None, str | None]:
-    """The GroupMetadata request at batch row ``row``, or None and why its members are
-    invalid."""
+    """The GroupMetadata request at ``row``, or None and why its members are invalid."""
     try:
         members = decode_members(cols["members_json"][a] or "[]")
         request = GroupMetadataRequest(

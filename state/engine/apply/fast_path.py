@@ -1,11 +1,8 @@
-"""Step 3 of ``apply_batch``: standalone commits, over columns.
+"""Step 3 of ``apply_batch``: commits of groups without members, over columns.
 
-A group on the fast path has no members and only OffsetCommit rows in the batch, so Kafka's
-rules reduce to: a commit with a negative generation writes (unless its metadata is too large);
-any other is UNKNOWN_MEMBER_ID if the group exists at that point of the log, else
-ILLEGAL_GENERATION. Whether the group exists changes within the batch only when a commit writes,
-so one pass over the columns answers every row exactly as the handlers would one by one.
-"""
+Kafka's rules reduce to: a negative generation writes (unless the metadata is too large); any
+other is UNKNOWN_MEMBER_ID if the group exists at that point of the log, else ILLEGAL_GENERATION.
+Existence changes within the batch only when a commit writes, so one pass answers every row."""
 
 from __future__ import annotations
 
@@ -34,9 +31,8 @@ def fast_commits(
     answers: Answers,
     writes: Writes,
 ) -> None:
-    """Answer every commit partition of the groups ``fast_groups`` (local indexes) and write the
-    last committed offset per key (earlier writes of a key in the batch are superseded, as
-    compaction would leave them)."""
+    """Answer the commit partitions of fast_groups (local indexes); write the last offset
+    per key."""
     is_fast = np.zeros(len(routing.group_names), dtype=bool)
     is_fast[fast_groups] = True
     idx = routing.commit[is_fast[routing.group_of_row[routing.commit]]]
@@ -56,8 +52,7 @@ def _commit_codes(
     state: ShardState,
     config: CoordinatorConfig,
 ) -> np.ndarray:
-    """The error code of each commit partition at batch rows ``idx`` (sorted), given the groups
-    exist as the batch's earlier commits left them."""
+    """The error code of each commit partition at rows ``idx`` (sorted)."""
     local = routing.group_of_row[idx]
     k = len(routing.group_names)
     known = routing.group_codes >= 0
@@ -87,9 +82,8 @@ def _commit_codes(
 
 
 def _metadata_too_large(metadata: pa.Array, config: CoordinatorConfig) -> np.ndarray:
-    """``rules.metadata_too_large`` over a column. A UTF-16 code unit takes at least one byte of
-    UTF-8, so only metadata with more bytes than the limit can be too long; those few are
-    counted one at a time."""
+    """``rules.metadata_too_large`` over a column; only metadata of more bytes than the limit can
+    have too many UTF-16 code units, and those few are counted one at a time."""
     limit = config.offset_metadata_max_bytes
     too_large = np.asarray(pc.fill_null(pc.binary_length(metadata), 0)) > limit
     longer = np.flatnonzero(too_large)
@@ -100,8 +94,8 @@ def _metadata_too_large(metadata: pa.Array, config: CoordinatorConfig) -> np.nda
 
 
 def _write_commits(batch: Batch, local: np.ndarray, rows: np.ndarray, writes: Writes) -> None:
-    """Write the offset records of the accepted commit partitions at batch rows ``rows`` (sorted;
-    ``local`` their groups): one per key, the last in log order."""
+    """Write the records of the accepted commits at rows ``rows`` (``local``: their groups), the
+    last per key."""
     topics = batch.col("topic").take(pa.array(rows))
     topic_local = np.asarray(pc.index_in(topics, value_set=pc.unique(topics))).astype(np.int64)
     rows = rows[last_index_per_key(local, topic_local, batch.partition[rows])]

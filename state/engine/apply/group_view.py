@@ -1,12 +1,9 @@
-"""The exact path's view of a group: what Kafka's handlers read, loaded for a whole batch at once.
-
-``state.coordinator.handlers`` reads a group through ``GroupView`` (metadata, existence, the
-offsets of named partitions, or all its partitions for DeleteGroups). ``load_views`` gathers
-those reads for every request of the batch in a few vectorized lookups, and each view then
-follows the batch's own writes, so a request sees the records of the requests before it.
-"""
+"""The exact path's ``GroupView``s, loaded for a whole batch in a few vectorized lookups; each
+then follows the batch's own writes, so a request sees the records of those before it."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -28,69 +25,49 @@ from state.engine.shard_reads import offset_items
 from state.engine.shard_state import ShardState
 
 
+@dataclass
 class GroupView:
-    """A group's state as the batch's earlier requests left it (``handlers.GroupView``).
+    """A group as the batch's earlier requests left it (``count``: its offsets); when not
+    ``complete``, ``known`` holds only the offsets its requests read (None: no offset), and
+    reading another is a ``KeyError``."""
 
-    ``known`` holds the offsets loaded (None: no committed offset); when ``complete`` it holds
-    every offset of the group, otherwise reading a partition not loaded is an error (a request
-    reads only what ``load_views`` loaded for it).
-    """
-
-    def __init__(
-        self,
-        metadata: GroupMetadataValue | None,
-        count: int,
-        known: dict[TopicPartition, OffsetAndMetadata | None],
-        complete: bool,
-    ) -> None:
-        self._metadata = metadata
-        self._count = count
-        self._known = known
-        self._complete = complete
-
-    @property
-    def metadata(self) -> GroupMetadataValue | None:
-        """The group's GroupMetadata, None for a group without (a simple consumer group)."""
-        return self._metadata
+    metadata: GroupMetadataValue | None
+    count: int
+    known: dict[TopicPartition, OffsetAndMetadata | None]
+    complete: bool
 
     def exists(self) -> bool:
-        """Whether the group has metadata or at least one committed offset."""
-        return self._metadata is not None or self._count > 0
+        return self.metadata is not None or self.count > 0
 
     def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
-        """The committed offset of ``tp``, None if none; ``KeyError`` if it was not loaded."""
-        if tp in self._known:
-            return self._known[tp]
-        if self._complete:
+        if tp in self.known:
+            return self.known[tp]
+        if self.complete:
             return None
         raise KeyError(f"offset of {tp} was not loaded")
 
     def topic_partitions(self) -> list[TopicPartition]:
-        """Every partition with a committed offset, sorted (complete views only)."""
-        if not self._complete:
+        if not self.complete:
             raise KeyError("the group's offsets were not loaded")
-        return sorted(tp for tp, v in self._known.items() if v is not None)
+        return sorted(tp for tp, v in self.known.items() if v is not None)
 
     def apply(self, record: Record) -> None:
-        """Follow a record a handler returned for this group."""
+        """Follow a record a handler returned."""
         key, value = record
         if isinstance(key, GroupMetadataKey):
             assert value is None or isinstance(value, GroupMetadataValue)
-            self._metadata = value
+            self.metadata = value
         elif isinstance(key, OffsetCommitKey):
             tp = TopicPartition(key.topic, key.partition)
-            before = self.offset(tp) is not None
-            after = value is not None
-            self._count += int(after) - int(before)
-            self._known[tp] = value  # type: ignore[assignment]
+            self.count += int(value is not None) - int(self.offset(tp) is not None)
+            self.known[tp] = value  # type: ignore[assignment]
 
 
 def load_views(
     batch: Batch, routing: Routing, idx: np.ndarray, slow_groups: np.ndarray, state: ShardState
 ) -> dict[str, GroupView]:
-    """Views of the groups ``slow_groups`` (local indexes) by group id, holding what the requests
-    at batch rows ``idx`` read: the keys they name, and every offset of groups with a
-    DeleteGroups request."""
+    """Views of ``slow_groups`` (local indexes) by group id, holding the keys the requests at
+    rows ``idx`` name, and every offset of groups with a DeleteGroups request."""
     groups = state.groups
     known_by_group: dict[int, dict[TopicPartition, OffsetAndMetadata | None]] = {
         int(g): {} for g in slow_groups

@@ -1,11 +1,5 @@
-"""Step 2 of ``apply_batch``: route rows to their group, and each group to a path.
-
-A row's group id must be valid (INVALID_GROUP_ID otherwise) and belong to this shard
-(``CoordinatorConfig.state_shard_for``; NOT_COORDINATOR otherwise: the producer keyed the message
-wrongly). Groups left are numbered
-within the batch ("local" group indexes) and split between the fast path (commits only, no
-members) and the exact path (everything else).
-"""
+"""Step 2 of ``apply_batch``: INVALID_GROUP_ID and NOT_COORDINATOR, then the groups left,
+numbered within the batch ("local" indexes) and split between the fast and the exact path."""
 
 from __future__ import annotations
 
@@ -27,13 +21,7 @@ from state.engine.shard_state import ShardState
 
 @dataclass(frozen=True)
 class Routing:
-    """The rows still to answer after routing, and their groups.
-
-    ``commit`` and ``other`` are sorted batch row indexes; ``group_of_row`` maps every batch row
-    to its local group index (-1 for rows without a routed group); ``group_names`` and
-    ``group_codes`` give each local group's id and its code in the shard's dictionary (-1 for a
-    group the shard has never seen).
-    """
+    """The rows still to answer after routing (sorted row indexes), and their groups."""
 
     commit: np.ndarray  # int64, valid commit partitions of routed groups
     other: np.ndarray  # int64, rows of other APIs' requests of routed groups
@@ -49,8 +37,7 @@ def route(
     state: ShardState,
     config: CoordinatorConfig,
 ) -> Routing:
-    """Answer the ``checked`` rows whose group id is invalid or of another shard (per commit
-    partition; once per request for the other APIs); return the rest with their groups."""
+    """Answer the ``checked`` rows whose group id is invalid or another shard's; return the rest."""
     n = batch.n
     all_rows = np.arange(n)
     commit, other, first = checked.commit, checked.other, checked.first
@@ -98,11 +85,7 @@ def route(
 
 
 def split_groups(routing: Routing, state: ShardState) -> tuple[np.ndarray, np.ndarray]:
-    """Local group indexes of the fast path and of the exact path, each sorted.
-
-    A group takes the fast path when all its rows in the batch are OffsetCommits and it has no
-    members in the state: then the only state it depends on is whether it exists.
-    """
+    """Local group indexes of the fast path (commits only, no members) and of the exact path."""
     k = len(routing.group_names)
     slow = np.zeros(k, dtype=bool)
     slow[routing.group_of_row[routing.other]] = True

@@ -1,14 +1,10 @@
 """Step 1 of ``apply_batch``: the checks that need no state, over whole columns.
 
-Answers, in this order of precedence: rows the request decoder rejected (their own code and
-reason), rows without a request id (a dead letter: INVALID_REQUEST), requests of an unknown API
-(INVALID_REQUEST, request-level), requests reached at or after their deadline (REQUEST_TIMED_OUT,
-request-level: ``state.coordinator.deadlines``; nothing of them is applied), commits listing no
-partitions (NONE, request-level, as Kafka answers them without the coordinator), for a tenant's
-requests its ACLs (GROUP_AUTHORIZATION_FAILED, then TOPIC_AUTHORIZATION_FAILED per partition:
-``authorization``), commit partitions with a null offset (INVALID_REQUEST) or an invalid topic
-or partition (UNKNOWN_TOPIC_OR_PARTITION). What is left goes on to routing.
-"""
+In order of precedence: the decoder's rejections (their own code and reason), rows without a
+request id (dead letters), unknown APIs, requests past their deadline (REQUEST_TIMED_OUT:
+``state.coordinator.deadlines``), commits listing no partitions (NONE, as Kafka answers them
+without the coordinator), a tenant's ACLs (``authorization``), null offsets (INVALID_REQUEST),
+invalid topics or partitions (UNKNOWN_TOPIC_OR_PARTITION)."""
 
 from __future__ import annotations
 
@@ -19,12 +15,12 @@ import pyarrow.compute as pc
 
 from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
+from state.coordinator.deadlines import request_deadline_ms, timed_out_reason
 from state.coordinator.errors import ErrorCode
 from state.coordinator.rules import MAX_PARTITIONS_PER_TOPIC, is_valid_topic
 from state.engine.apply.accumulators import Answers
 from state.engine.apply.authorization import authorize_rows
 from state.engine.apply.batch import APIS, OFFSET_COMMIT, Batch
-from state.engine.apply.request_deadlines import timed_out_reasons, timed_out_rows
 
 
 @dataclass(frozen=True)
@@ -43,11 +39,8 @@ def check_rows(
     config: CoordinatorConfig,
     authorizer: Authorizer | None = None,
 ) -> CheckedRows:
-    """Answer the rows that fail a row check (see the module docstring) in a batch of time
-    ``now_ms``, read from a tenant's topic when ``authorizer`` holds its ACLs; return the rest.
-
-    ``batch`` must have rows. Every row is either answered here or in ``commit | other``.
-    """
+    """Answer the rows of ``batch`` (not empty) that fail a row check at time ``now_ms``; return
+    the rest (every row is answered here or in ``commit | other``)."""
     n = batch.n
     all_rows = np.arange(n)
     rejected = batch.error_code != 0
@@ -85,15 +78,15 @@ def check_rows(
     alive &= ~unknown_api
 
     # A request's rows share its message's timestamp and timeout: all of them are refused.
-    timed_out = alive & timed_out_rows(batch, now_ms, config)
+    timed_out = alive & _timed_out(batch, now_ms, config)
     if timed_out.any():
         idx = all_rows[timed_out & first]
-        answers.add(
-            idx,
-            ErrorCode.REQUEST_TIMED_OUT,
-            True,
-            timed_out_reasons(batch, idx, now_ms, config),
-        )
+        timeouts = [None] * idx.size if batch.timeout is None else batch.timeout[idx].tolist()
+        reasons = [
+            timed_out_reason(request_deadline_ms(ts, timeout, config), now_ms)
+            for ts, timeout in zip(batch.timestamp[idx].tolist(), timeouts, strict=True)
+        ]
+        answers.add(idx, ErrorCode.REQUEST_TIMED_OUT, True, reasons)
         alive &= ~timed_out
 
     commit = alive & (batch.api == OFFSET_COMMIT)
@@ -119,9 +112,16 @@ def check_rows(
     return CheckedRows(commit, other, first)
 
 
+def _timed_out(batch: Batch, now_ms: int, config: CoordinatorConfig) -> np.ndarray:
+    """Per row: ``deadlines.is_timed_out`` of its request (age against timeout, no overflow)."""
+    age = now_ms - batch.timestamp
+    if batch.timeout is None:  # no request of the batch has its own
+        return age >= config.request_timeout_ms
+    return age >= np.where(batch.timeout < 0, config.request_timeout_ms, batch.timeout)
+
+
 def _requests_of(batch: Batch, alive_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Over the batch rows: whether a row is the first of its request's ``alive_idx`` rows, and
-    how many ``alive_idx`` rows its request has (0 for rows not in ``alive_idx``)."""
+    """Per row: first of its request's ``alive_idx`` rows?, and its request's count of them."""
     n = batch.n
     first = np.zeros(n, dtype=bool)
     rows_in_request = np.zeros(n, dtype=np.int64)
@@ -136,8 +136,7 @@ def _requests_of(batch: Batch, alive_idx: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _valid_partitions(batch: Batch) -> np.ndarray:
-    """Per row: the topic name passes Kafka's rules and the partition index is one the job
-    takes (``is_valid_partition``, over the column)."""
+    """Per row: a valid topic name (each distinct name checked once) and partition index."""
     topic = batch.col("topic")
     # A batch names few distinct topics: check each once, with the rule the handlers use.
     unique = pc.unique(topic)
