@@ -1,11 +1,6 @@
-"""The client side of the offset manager: what committers and operators import.
-
-``from connectors.client import OffsetCommitClient`` commits, deletes offsets and deletes groups
-through the job (``commit_client``); :class:`OffsetsReader` reads committed offsets and lag
-(``offsets_reader``); every failure is one of the errors of ``errors``. The Spark helpers
-(``spark``: :class:`CommitProgressListener`, :func:`start_from_group`) are loaded on first use,
-so importing this package does not import pyspark.
-:func:`wait_until_applied` (``sink_currency``) waits until the sink holds a group's last commits.
+"""The client side of the offset manager, what committers and operators import: the commit
+client, the reader, the errors, and the Spark helpers (``spark``), loaded on first use so that
+importing this package does not import pyspark.
 """
 
 from __future__ import annotations

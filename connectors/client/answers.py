@@ -1,18 +1,10 @@
-"""Reading an answer against its request: success, a retriable failure, the typed error — or,
-when no answer came, whether the request can still be applied.
+"""Reading an answer against its request: success, a retriable failure, the typed error; or,
+with no answer, whether the request can still be applied.
 
-A response (``state.formats.response_codec.Response``) answers some partitions and maybe the
-request as a whole: :func:`outcome` gives every asked partition its code, :class:`Outcome` says
-whether the request succeeded or may be retried, :func:`request_error` builds what to raise;
-:func:`async_commit_outcome` reads ``commit_async``'s one attempt.
-
-No answer: each attempt carries ``timeoutMs`` (what is left of its call's timeout), and the job
-refuses it from its deadline on, the message's timestamp plus that
-(``state.coordinator.deadlines``, the job's own rule). The timestamp is the broker's append time,
-which the producer's acknowledgement reports (:meth:`SentAttempt.appended`); once this client's
-clock reaches the deadline the request will not be applied — while the job's clock is not behind
-this one, and but for a micro-batch planned before the deadline (Kafka's own window). Without an
-acknowledgement the deadline is unknown and the request may still be applied.
+The job refuses an attempt from its deadline on: its message's timestamp (the append time the
+producer's acknowledgement reports) plus its ``timeoutMs`` (``state.coordinator.deadlines``).
+Once this client's clock reaches it, the attempt will not be applied (but by a micro-batch
+planned before it, Kafka's own window, or a job clock behind this one); unacknowledged, it may.
 """
 
 from __future__ import annotations
@@ -37,6 +29,7 @@ from connectors.client.errors import (
     is_retriable,
 )
 from connectors.client.requests import partitions_of
+from connectors.sinks.values import now_ms
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.deadlines import format_utc_ms, is_timed_out, request_deadline_ms
 from state.coordinator.errors import ErrorCode
@@ -44,31 +37,13 @@ from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from state.coordinator.requests import Api, OffsetCommitRequest, PartitionCommit
 from state.formats.response_codec import Response
 
-__all__ = [
-    "FAILED_ERRORS",
-    "REFUSAL_WAIT_MAX_S",
-    "TIMEOUT_ERRORS",
-    "CommitCallback",
-    "CommitResult",
-    "DeleteResult",
-    "Outcome",
-    "SentAttempt",
-    "async_commit_outcome",
-    "attempt_timeout_ms",
-    "await_refusal",
-    "committed",
-    "outcome",
-    "request_error",
-    "timed_out_reason",
-]
-
 #: What a request of each API raises when it fails for good.
 FAILED_ERRORS: Final[dict[Api, type[OffsetsRequestError]]] = {
     Api.OFFSET_COMMIT: CommitFailedError,
     Api.OFFSET_DELETE: OffsetDeleteFailedError,
     Api.DELETE_GROUPS: DeleteGroupFailedError,
 }
-#: What it raises when no definite answer came before the deadline (only commits have their own).
+#: What it raises with no definite answer by the deadline (only commits have their own).
 TIMEOUT_ERRORS: Final[dict[Api, type[OffsetsRequestError]]] = {
     **FAILED_ERRORS,
     Api.OFFSET_COMMIT: CommitTimeoutError,
@@ -77,7 +52,7 @@ TIMEOUT_ERRORS: Final[dict[Api, type[OffsetsRequestError]]] = {
 REFUSAL_WAIT_MAX_S: Final = 2.0
 #: Kafka's request timeouts are int32 milliseconds.
 _INT32_MAX: Final = 2**31 - 1
-#: The job's rules, for attempts that always carry their own ``timeoutMs`` (its default unused).
+#: The job's rules (their default ``timeoutMs`` unused: every attempt carries its own).
 _JOB_RULES: Final = CoordinatorConfig()
 
 
@@ -185,8 +160,8 @@ def request_error(
     will_not_be_applied: bool = False,
     deadline_ms: int | None = None,
 ) -> OffsetsRequestError:
-    """``error`` for a request of ``group_id``: its code, every partition's code, and a message
-    ``group '<id>': <reason>``; a REQUEST_TIMED_OUT also says whether it can still be applied."""
+    """``error(code, partitions, "group '<id>': <reason>")``, with the request's ids and whether
+    it can still be applied."""
     return error(
         code,
         partitions,
@@ -206,8 +181,7 @@ def attempt_timeout_ms(remaining_s: float) -> int:
 
 @dataclass
 class SentAttempt:
-    """One attempt's message as far as the client knows it: its ``timeoutMs`` and, once the
-    broker acknowledged it, its timestamp."""
+    """One attempt's ``timeoutMs`` and, once the broker acknowledged it, its timestamp."""
 
     timeout_ms: int
     appended_ms: int | None = None
@@ -240,16 +214,16 @@ class SentAttempt:
 
 
 def await_refusal(sent: SentAttempt, give_up: float) -> bool:
-    """After ``sent`` went unanswered: wait (until ``time.monotonic()`` reaches ``give_up`` at
-    the latest) until this client's clock reaches the job's deadline for it. True when it did:
-    from then on the job refuses it. An attempt never sent is refused at once."""
+    """Wait (until ``time.monotonic()`` reaches ``give_up`` at the latest) until this client's
+    clock reaches the job's deadline for unanswered ``sent``; whether it did (then the job
+    refuses it). An attempt never sent is refused at once."""
     if sent.not_sent:
         return True
     if not sent.wait_appended(give_up - time.monotonic()):
         return False
     deadline_ms = sent.deadline_ms
     assert deadline_ms is not None
-    while not sent.refused_at(int(time.time() * 1000)):
+    while not sent.refused_at(now_ms()):
         left_s = deadline_ms / 1000 - time.time()
         if time.monotonic() + left_s > give_up:
             return False
@@ -258,8 +232,8 @@ def await_refusal(sent: SentAttempt, give_up: float) -> bool:
 
 
 def timed_out_reason(timeout_s: float, sent: SentAttempt, refused: bool) -> str:
-    """What a REQUEST_TIMED_OUT error says about an unanswered attempt: whether it can still be
-    applied (``refused``: the client's clock reached its deadline at the job)."""
+    """What a REQUEST_TIMED_OUT says of an unanswered attempt: whether it can still be applied
+    (``refused``: this client's clock reached its deadline at the job)."""
     head = f"no answer within {timeout_s:g} s"
     deadline_ms = sent.deadline_ms
     if deadline_ms is None:
@@ -277,19 +251,17 @@ def timed_out_reason(timeout_s: float, sent: SentAttempt, refused: bool) -> str:
 def async_commit_outcome(
     attempt: Future[Response], request: OffsetCommitRequest, timeout: float, sent: SentAttempt
 ) -> CommitResult | BaseException:
-    """What ``commit_async`` completes with once its one ``attempt`` is done: the result; or
-    ``CommitTimeoutError`` (no answer within ``timeout`` s), ``CommitFailedError`` (topics not
-    available, or an error answer, retriable or not: never retried), the attempt's exception.
-
-    Runs on the response thread, so a timeout does not wait for the job's deadline: it says the
-    request will not be applied only if this client's clock has already reached it."""
+    """What ``commit_async`` completes with once its one ``attempt`` is done: the result, or
+    ``CommitTimeoutError`` (no answer in ``timeout`` s), ``CommitFailedError`` (topics not
+    available, or any error answer: never retried), or the attempt's exception. On the response
+    thread, so a timeout does not wait for the job's deadline."""
     group_id, request_id = request.group_id, request.request_id
     keys = partitions_of(request)
     try:
         response = attempt.result()
     except AttemptTimeout:
         code = ErrorCode.REQUEST_TIMED_OUT
-        refused = sent.refused_at(int(time.time() * 1000))
+        refused = sent.refused_at(now_ms())
         return request_error(
             CommitTimeoutError,
             code,

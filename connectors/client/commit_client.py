@@ -1,18 +1,9 @@
-"""The commit client: how committers store, delete and drop offsets through the offset manager.
-
-A committer writes a request to the ingest topic and the streaming job answers it on the
-responses topic once its records are in the offsets topic (``acks=all``) and the sink.
-:class:`OffsetCommitClient` hides that round trip behind Kafka's consumer API shapes:
-:meth:`~OffsetCommitClient.commit` is ``commitSync`` (retried until its timeout, 5 s by
-default, like ``offsets.commit.timeout.ms``), :meth:`~OffsetCommitClient.commit_async` is
-``commitAsync`` (one attempt, never retried: a retry could land after a newer commit), and
-:meth:`~OffsetCommitClient.delete_offsets` (OffsetDelete) and
-:meth:`~OffsetCommitClient.delete_group` (DeleteGroups) wait and retry like ``commit``.
-
-Each call goes build → send → read the answer: ``requests`` builds the request, ``connection``
-sends it and reads its answer, ``answers`` reads that answer (or its absence) against the
-request; ``retries`` holds the ``commitSync`` loop over those steps. A call that timed out says
-whether its request can still be applied (``answers``, after the job's own deadline rule).
+"""The commit client: a request on the ingest topic, answered on the responses topic once its
+records are in the offsets topic and the sink, behind Kafka's consumer API shapes: ``commit``
+is ``commitSync`` (retried until its timeout), ``commit_async`` is ``commitAsync`` (one attempt:
+a retry could land after a newer commit); ``delete_offsets`` and ``delete_group`` retry like
+``commit``. Each call: build (``requests``) → send (``connection``) → read the answer
+(``answers``), in the ``retries`` loop.
 """
 
 from __future__ import annotations
@@ -66,30 +57,26 @@ from state.formats.response_codec import Response
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_TIMEOUT_S", "ClientConfig", "OffsetCommitClient"]
-
 #: Kafka's ``offsets.commit.timeout.ms`` default (5000 ms): how long a call waits by default.
 DEFAULT_TIMEOUT_S: Final = 5.0
 #: Kafka's client ``retry.backoff.ms`` and ``retry.backoff.max.ms`` defaults.
 DEFAULT_RETRY_BACKOFF_S: Final = 0.1
 DEFAULT_RETRY_BACKOFF_MAX_S: Final = 1.0
-# How long close() waits for the response thread and producer.
+#: How long close() waits for the response thread and producer, and how often it looks whether
+#: in-flight requests were answered.
 _CLOSE_JOIN_S: Final = 5.0
-# How often close() looks whether in-flight requests were answered.
 _CLOSE_POLL_S: Final = 0.02
 
 
 class OffsetCommitClient(CloseOnExit):
     """Commits, deletes offsets and deletes groups through the offset manager's topics.
 
-    Built from the job's configuration (:class:`ClientConfig`, e.g. ``JobConfig``) and/or the
-    same values as keywords (keywords win). A ``tenant``'s client uses that tenant's topics; what
-    its ACLs refuse fails with GROUP_AUTHORIZATION_FAILED (30) or TOPIC_AUTHORIZATION_FAILED
-    (29), as Kafka answers. Thread-safe: share one per process. Connects on first use (or
-    :meth:`start`); :meth:`close` (or ``with``) releases the connections.
-
+    Built from a :class:`ClientConfig` (e.g. ``JobConfig``) and/or keywords (which win); a
+    ``tenant``'s client uses its topics, and what its ACLs refuse fails with
+    GROUP_AUTHORIZATION_FAILED (30) or TOPIC_AUTHORIZATION_FAILED (29), as Kafka answers.
+    Thread-safe: share one per process. Connects on first use (or :meth:`start`).
     :meth:`commit_async` futures complete on the response thread, where done-callbacks must not
-    block; its ``callback`` argument runs on a callback thread of its own instead.
+    block; its ``callback`` runs on a thread of its own.
     """
 
     def __init__(
@@ -137,12 +124,9 @@ class OffsetCommitClient(CloseOnExit):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def start(self, timeout_s: float | None = None) -> None:
-        """Connect and start the response thread now (otherwise the first request does).
-
-        Waits up to ``timeout_s`` for the ingest and responses topics to exist; raises
-        :class:`OffsetsError` with COORDINATOR_NOT_AVAILABLE (15) when they do not (the job has
-        not created them yet), :class:`ClientClosedError` after :meth:`close`.
-        """
+        """Connect now (otherwise the first request does), waiting up to ``timeout_s`` for the
+        topics: :class:`OffsetsError` COORDINATOR_NOT_AVAILABLE (15) when they do not exist,
+        :class:`ClientClosedError` after :meth:`close`."""
         deadline = time.monotonic() + (self.default_timeout_s if timeout_s is None else timeout_s)
         try:
             self._ensure_started(deadline)
@@ -197,11 +181,9 @@ class OffsetCommitClient(CloseOnExit):
     # --- one attempt --------------------------------------------------------------------------
 
     def _submit(self, request: Request, deadline: float, sent: SentAttempt) -> Future[Response]:
-        """Send ``request`` and return the future of its response (or of its failure:
-        ``AttemptTimeout`` at ``deadline``, ``ClientClosedError``, ``TopicsNotAvailable``);
-        ``sent`` learns the message's timestamp once the broker acknowledged it."""
-        # Raises ValueError for text that is not valid Unicode, before anything is registered.
-        message = ingest_message(request)
+        """Send ``request``: the future of its response (or ``AttemptTimeout`` at ``deadline``,
+        ``ClientClosedError``, ``TopicsNotAvailable``); ``sent`` learns its timestamp."""
+        message = ingest_message(request)  # ValueError for invalid Unicode, before sending
         try:
             connection = self._ensure_started(deadline)
         except (TopicsNotAvailable, ClientClosedError) as exc:
@@ -226,8 +208,7 @@ class OffsetCommitClient(CloseOnExit):
         make: MakeRequest,
         timeout_s: float | None,
     ) -> tuple[str, ...]:
-        """A waiting call (``retries.call_with_retries``) within ``timeout_s`` (default: the
-        client's): sends ``make(request_id, partitions still to do)`` until answered."""
+        """``retries.call_with_retries`` within ``timeout_s`` (default: the client's)."""
         timeout = self._timeout(timeout_s)
         return call_with_retries(self._attempts, api, group_id, keys, make, timeout)
 
@@ -257,14 +238,12 @@ class OffsetCommitClient(CloseOnExit):
         """Commit ``offsets`` for ``group_id``; return once they are durable and readable.
 
         ``offsets`` maps partitions to the next offset to consume, an int or an
-        OffsetAndMetadata-like value (``offset``, ``metadata``, ``leader_epoch``). The member
-        fields default to an admin's commit (accepted only while the group has no members);
-        ``retention_ms`` -1 keeps the broker's retention.
-
-        Retries retriable errors, resending the partitions that failed, until ``timeout_s``.
-        Raises :class:`CommitFailedError` on a non-retriable error (other partitions *were*
-        committed: see ``partitions``) or at once when no broker answers (nothing sent),
-        :class:`CommitTimeoutError` at the deadline, ValueError/TypeError for malformed offsets.
+        OffsetAndMetadata-like value. The member fields default to an admin's commit (accepted
+        only while the group has no members); ``retention_ms`` -1 keeps the broker's retention.
+        Retries the partitions that failed retriably until ``timeout_s``. Raises
+        :class:`CommitFailedError` on a non-retriable error (see ``partitions`` for those
+        committed) or at once when no broker answers, :class:`CommitTimeoutError` at the
+        deadline, ValueError/TypeError for malformed offsets.
         """
         request = offset_commit(
             group_id,
@@ -293,12 +272,10 @@ class OffsetCommitClient(CloseOnExit):
         retention_ms: int = -1,
         timeout_s: float | None = None,
     ) -> Future[CommitResult]:
-        """Send one commit, never retried, and return its future at once (``commitAsync``).
-
-        The future completes with the :class:`CommitResult` or the error
-        (:func:`async_commit_outcome`); ``callback(result, exception)`` then runs on the callback
-        thread. Malformed ``offsets`` raise at once.
-        """
+        """Send one commit, never retried, and return its future at once (``commitAsync``): it
+        completes with the :class:`CommitResult` or the error (:func:`async_commit_outcome`),
+        then ``callback(result, exception)`` runs on the callback thread. Malformed ``offsets``
+        raise at once."""
         request = offset_commit(
             group_id,
             offsets,
@@ -314,8 +291,7 @@ class OffsetCommitClient(CloseOnExit):
         request = with_timeout(replace(request, request_id=str(uuid.uuid4())), sent.timeout_ms)
         assert isinstance(request, OffsetCommitRequest)
 
-        def finish(attempt: Future[Response]) -> None:
-            done = async_commit_outcome(attempt, request, timeout, sent)
+        def complete(done: CommitResult | BaseException) -> None:
             if isinstance(done, CommitResult):
                 set_result(result, done)
             else:
@@ -324,12 +300,11 @@ class OffsetCommitClient(CloseOnExit):
                 self._callbacks.run(callback, done)
 
         if not request.partitions:  # like Kafka's commitAsync of an empty map: nothing sent
-            empty = CommitResult(group_id, {})
-            set_result(result, empty)
-            if callback is not None:
-                self._callbacks.run(callback, empty)
+            complete(CommitResult(group_id, {}))
             return result
-        self._submit(request, time.monotonic() + timeout, sent).add_done_callback(finish)
+        self._submit(request, time.monotonic() + timeout, sent).add_done_callback(
+            lambda attempt: complete(async_commit_outcome(attempt, request, timeout, sent))
+        )
         return result
 
     def delete_offsets(
@@ -339,12 +314,9 @@ class OffsetCommitClient(CloseOnExit):
         *,
         timeout_s: float | None = None,
     ) -> DeleteResult:
-        """Delete the group's committed offsets of ``partitions`` (OffsetDelete, KIP-496).
-
-        Kafka's rules apply: the group must exist (GROUP_ID_NOT_FOUND, 69), and partitions of
-        topics its members subscribe to are refused (GROUP_SUBSCRIBED_TO_TOPIC, 86). Waits and
-        retries like :meth:`commit`; raises :class:`OffsetDeleteFailedError`.
-        """
+        """Delete the group's committed offsets of ``partitions`` (OffsetDelete, KIP-496),
+        retried like :meth:`commit`. Raises :class:`OffsetDeleteFailedError`: GROUP_ID_NOT_FOUND
+        (69), GROUP_SUBSCRIBED_TO_TOPIC (86) for a topic its members subscribe to."""
         keys = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
 
         def make(request_id: str, asked: Sequence[TopicPartition]) -> Request:
@@ -354,11 +326,8 @@ class OffsetCommitClient(CloseOnExit):
         return DeleteResult(group_id, tuple(keys), request_ids)
 
     def delete_group(self, group_id: str, *, timeout_s: float | None = None) -> DeleteResult:
-        """Delete an empty group and all its offsets (DeleteGroups).
-
-        Raises :class:`DeleteGroupFailedError`: NON_EMPTY_GROUP (68) while it has members,
-        GROUP_ID_NOT_FOUND (69) when there is no such group.
-        """
+        """Delete an empty group and all its offsets (DeleteGroups). Raises
+        :class:`DeleteGroupFailedError`: NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69)."""
 
         def make(request_id: str, _asked: Sequence[TopicPartition]) -> Request:
             return DeleteGroupsRequest(request_id, group_id)
@@ -368,9 +337,8 @@ class OffsetCommitClient(CloseOnExit):
 
 
 class CallbackThread:
-    """Runs ``commit_async`` callers' callbacks on one thread of their own, in completion order:
-    futures complete on the response thread, which must never block, and a callback may. A
-    callback that raises is logged (the commit's outcome is already decided)."""
+    """Runs ``commit_async`` callbacks in completion order on a thread of their own (the response
+    thread must never block; a callback may). One that raises is logged."""
 
     def __init__(self, client_id: str) -> None:
         self._name = f"{client_id}-cb"
@@ -381,8 +349,8 @@ class CallbackThread:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
 
     def run(self, callback: CommitCallback, outcome: CommitResult | BaseException) -> None:
-        """Queue ``callback`` with ``outcome``; run it here when there is no thread (not started
-        yet, or shut down) rather than drop it."""
+        """Queue ``callback`` with ``outcome``; without a thread (not started, or shut down) run
+        it here rather than drop it."""
 
         def call() -> None:
             try:

@@ -1,13 +1,6 @@
-"""The commit client's link to the job: send a request to the ingest topic, read its answer.
-
-:meth:`Connection.open` waits for both topics (the job creates them), positions the
-:class:`ResponseReader` at the end of the responses topic *before* any request is sent (so every
-answer to this client is read), and opens the producer (``acks=all``). :meth:`Connection.submit`
-registers one attempt with the reader, sends it, and returns the future of its answer. The
-reader's one thread polls every partition of the responses topic, completes the futures of this
-client's requests (other clients' answers and replayed duplicates are skipped) and fails the
-ones whose deadline passed with :class:`AttemptTimeout`, so no caller thread polls Kafka. Every
-way the topics cannot be reached is a :class:`TopicsNotAvailable` (COORDINATOR_NOT_AVAILABLE).
+"""The commit client's link to the job: a request sent to the ingest topic, its answer read on
+the responses topic by one thread (:class:`ResponseReader`), so no caller thread polls Kafka.
+Every way the topics cannot be reached is a :class:`TopicsNotAvailable` (15).
 """
 
 from __future__ import annotations
@@ -38,13 +31,11 @@ from state.formats.response_codec import Response, decode_response
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Connection", "ResponseReader", "set_exception", "set_result"]
-
-# How often open() looks again for a topic the job has not created yet.
+#: How often open() looks again for a topic the job has not created yet.
 _TOPIC_POLL_S: Final = 0.2
-# How often the response thread wakes up to expire deadlines and notice close().
+#: How often the response thread wakes up to expire deadlines and notice close().
 POLL_INTERVAL_MS: Final = 100
-# How long the thread waits before polling again after a failed poll.
+#: How long the thread waits before polling again after a failed poll.
 _POLL_RETRY_S: Final = 0.5
 
 
@@ -75,13 +66,10 @@ class Connection:
         closed: threading.Event,
         deadline: float,
     ) -> Connection:
-        """Connect with kafka-python ``options``, wait until ``deadline`` for both topics, and
-        start the response reader (it stops once ``closed`` is set).
-
-        Raises :class:`BrokersNotAvailable` when no broker answers at the bootstrap servers,
-        :class:`TopicsNotAvailable` when a topic does not exist by the deadline or a client
-        cannot be opened.
-        """
+        """Connect with kafka-python ``options``, wait until ``deadline`` for both topics,
+        position the reader at the responses' log end before anything is sent, and start it
+        (it stops once ``closed`` is set). Raises :class:`BrokersNotAvailable` when no broker
+        answers, :class:`TopicsNotAvailable` when a topic is missing or a client cannot open."""
         try:
             consumer = KafkaConsumer(
                 client_id=f"{client_id}-responses",
@@ -134,11 +122,10 @@ class Connection:
         deadline: float,
         on_appended: Callable[[int], None] | None = None,
     ) -> Future[Response]:
-        """Send ``message`` to the ingest partition that owns its group and return the future
-        of its answer, or of its failure: ``AttemptTimeout`` at ``deadline``,
-        :class:`ClientClosedError`, :class:`TopicsNotAvailable` when it cannot be sent.
-        ``on_appended(timestamp_ms)`` gets the message's timestamp once the broker acknowledged
-        it (its append time on the ingest topic, LogAppendTime), on the producer's thread."""
+        """Send ``message`` to its group's ingest partition: the future of its answer, or of
+        ``AttemptTimeout`` at ``deadline``, :class:`ClientClosedError`,
+        :class:`TopicsNotAvailable`. ``on_appended(timestamp_ms)`` gets its append time once the
+        broker acknowledged it, on the producer's thread."""
         failure = self.reader.failure
         if failure is not None:
             failed: Future[Response] = Future()
@@ -171,8 +158,7 @@ class Connection:
         return future
 
     def refresh_partitions(self) -> None:
-        """Re-read the ingest topic's partition count (after NOT_COORDINATOR: it may have grown,
-        and with it the partition that owns a group)."""
+        """Re-read the ingest topic's partition count (after NOT_COORDINATOR: it may have grown)."""
         try:
             partitions = self.producer.partitions_for(self.ingest_topic)
         except KafkaError as exc:
@@ -206,13 +192,10 @@ class _Pending:
 
 
 class ResponseReader:
-    """Completes registered requests' futures from the responses topic, on its own thread.
-
-    ``consumer`` is assigned to every partition of the topic and positioned; the reader owns it
-    from :meth:`start` and closes it when the thread ends, which it does once ``closed`` is set.
-    If the thread fails, every waiting future fails with that exception and :attr:`failure`
-    keeps it, so that later requests are refused rather than left waiting.
-    """
+    """Completes registered requests' futures from the responses topic (others' answers and
+    replayed duplicates skipped) and fails expired ones, on its own thread, which owns the
+    positioned ``consumer`` and closes it once ``closed`` is set. If the thread fails, every
+    waiting future fails and :attr:`failure` keeps why, so later requests are refused."""
 
     def __init__(
         self, consumer: KafkaConsumer, topic: str, closed: threading.Event, client_id: str
@@ -234,8 +217,8 @@ class ResponseReader:
         self._thread.start()
 
     def join(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for the thread to end (after ``closed`` was set); a no-op on
-        the thread itself (``close()`` called from a future's done-callback)."""
+        """Wait up to ``timeout_s`` for the thread to end; a no-op on the thread itself
+        (``close()`` from a future's done-callback)."""
         if self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
 
@@ -294,11 +277,8 @@ class ResponseReader:
             consumer.close()
 
     def _dispatch(self, key: bytes | None, value: bytes | None) -> None:
-        """Complete the attempt ``key`` names, if it is one of ours and still waiting.
-
-        Messages without a readable key are skipped: they answer no request of this client.
-        """
-        if key is None:
+        """Complete the attempt ``key`` names, if it is one of ours and still waiting."""
+        if key is None:  # no readable key: not an answer of this client's
             return
         try:
             request_id = key.decode("utf-8")

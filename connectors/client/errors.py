@@ -36,10 +36,8 @@ def is_retriable(code: int) -> bool:
 
 
 class OffsetsError(Exception):
-    """An error the offset manager answered (or a client-side condition named like one).
-
-    ``error_code`` is the Kafka error code; ``str()`` starts with ``NAME (code)``.
-    """
+    """An error the offset manager answered (or a client-side condition named like one);
+    ``str()`` starts with ``NAME (code)`` of ``error_code``."""
 
     def __init__(self, error_code: int, message: str = "") -> None:
         self.error_code: ErrorCode | int = error_code_of(error_code)
@@ -53,15 +51,11 @@ class OffsetsError(Exception):
 
 
 class OffsetsRequestError(OffsetsError):
-    """A request failed: ``error_code`` is the request's error (the top-level code, else the
-    first failing partition's, non-retriable codes first); ``partitions`` maps every partition
-    of the request to its code, so ``ErrorCode.NONE`` entries were applied.
-
-    For REQUEST_TIMED_OUT (the call's timeout passed), ``will_not_be_applied`` says whether the
-    failed partitions can still be applied later: True when every attempt was answered, or when
-    the last one went unanswered and the client waited until the job's deadline for it
-    (``deadline_ms``, ms since the epoch; see ``connectors.client.answers`` for what bounds
-    that); False when the client cannot tell."""
+    """A request failed: ``error_code`` is the top-level code, else the first failing
+    partition's (non-retriable first); ``partitions`` maps each partition to its code
+    (``ErrorCode.NONE``: applied). For REQUEST_TIMED_OUT, ``will_not_be_applied`` is True when
+    the failed partitions cannot be applied later (every attempt answered, or the client's clock
+    reached the job's deadline ``deadline_ms`` for the last: ``connectors.client.answers``)."""
 
     api: Api
 
@@ -98,12 +92,8 @@ class CommitFailedError(OffsetsRequestError):
 
 
 class CommitTimeoutError(CommitFailedError):
-    """No definite answer to an OffsetCommit before the deadline (REQUEST_TIMED_OUT, 7).
-
-    ``partitions`` holds the last codes seen (REQUEST_TIMED_OUT where there was no answer at
-    all); ``will_not_be_applied`` and ``deadline_ms`` say whether the last attempt can still be
-    applied later (see :class:`OffsetsRequestError`), and the message says it in words.
-    """
+    """No definite answer to an OffsetCommit before the deadline (REQUEST_TIMED_OUT, 7);
+    ``partitions`` holds the last codes seen."""
 
 
 class OffsetDeleteFailedError(OffsetsRequestError):

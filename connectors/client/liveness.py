@@ -1,13 +1,5 @@
-"""Whether the job (or the mirror) behind a sink is alive: its heartbeat, read against a clock.
-
-The job and the mirror record a heartbeat in the sink's status row every
-:data:`HEARTBEAT_INTERVAL_S` seconds, also when idle. A stored LOADING, STARTING or ACTIVE
-counts only while the heartbeat is at most :data:`STALE_AFTER_MS` old (three missed); otherwise
-the process is :data:`NOT_RESPONDING`, last seen then. STOPPED stays STOPPED; STARTING is
-responding (a request sent now is answered by the first batch). The CLI and ``serve`` decide it
-here alone. The heartbeat is the sink's clock, judged with the reader's: clocks that differ
-move the threshold by as much.
-"""
+"""Whether the job (or the mirror) behind a sink is alive: the heartbeat of its status row (the
+sink's clock) read against this machine's. The CLI and ``serve`` decide it here alone."""
 
 from __future__ import annotations
 
@@ -18,17 +10,7 @@ from typing import Final
 from connectors.sinks import CoordinatorStatus
 from connectors.sinks.values import now_ms
 
-__all__ = [
-    "HEARTBEAT_INTERVAL_S",
-    "NOT_RESPONDING",
-    "RESPONDING",
-    "STALE_AFTER_MS",
-    "Liveness",
-    "duration",
-    "liveness",
-]
-
-#: How often the job and the mirror record their heartbeat.
+#: How often the job and the mirror record their heartbeat, also when idle.
 HEARTBEAT_INTERVAL_S: Final = 5.0
 #: A heartbeat older than this (three intervals) means the process is not responding.
 STALE_AFTER_MS: Final = 15_000
@@ -40,12 +22,8 @@ NOT_RESPONDING: Final = "NOT RESPONDING"
 
 @dataclass(frozen=True, slots=True)
 class Liveness:
-    """What a status row means now.
-
-    ``status`` is the stored LOADING/STARTING/ACTIVE/STOPPED, or :data:`NOT_RESPONDING`;
-    ``stored`` the row's own; ``last_seen_ms`` the last heartbeat (None when none was ever
-    recorded) and ``age_ms`` how old it is.
-    """
+    """What a status row means now: ``status`` the stored one or :data:`NOT_RESPONDING`,
+    ``last_seen_ms`` the last heartbeat (None: never) and ``age_ms`` its age."""
 
     status: str
     stored: str
@@ -90,7 +68,9 @@ def liveness(
     now: int | None = None,
     stale_after_ms: int = STALE_AFTER_MS,
 ) -> Liveness:
-    """The row ``status`` judged at ``now`` (epoch ms, default this machine's clock)."""
+    """The row ``status`` judged at ``now`` (epoch ms, default this machine's clock): STOPPED
+    stays; LOADING, STARTING or ACTIVE with a heartbeat older than ``stale_after_ms`` (or none)
+    is :data:`NOT_RESPONDING`."""
     now = now_ms() if now is None else now
     seen = status.heartbeat_at_ms
     # A heartbeat "from the future" (the sink's clock ahead of ours) counts as just now.

@@ -1,8 +1,6 @@
-"""Building a request from the caller's arguments, and its ingest message (no Kafka).
-
-The caller's offsets are checked here, before anything is sent, as Kafka's client checks them;
-the message is keyed by group id, on the ingest partition that owns the group
-(``partition_for``), so one group's requests stay in order.
+"""Building a request from the caller's arguments (checked as Kafka's client checks them, before
+anything is sent) and its ingest message, keyed by group id on the partition that owns the group
+(``partition_for``), so one group's requests stay in order. No Kafka.
 """
 
 from __future__ import annotations
@@ -15,18 +13,6 @@ from state.coordinator.model import TopicPartition
 from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit, Request
 from state.formats.request_codec import encode_request
-
-__all__ = [
-    "IngestMessage",
-    "OffsetLike",
-    "Offsets",
-    "ingest_message",
-    "offset_commit",
-    "partition_commits",
-    "partitions_of",
-    "with_partitions",
-    "with_timeout",
-]
 
 
 class OffsetLike(Protocol):
@@ -50,8 +36,8 @@ def offset_commit(
     group_instance_id: str | None,
     retention_ms: int,
 ) -> OffsetCommitRequest:
-    """The OffsetCommit of a ``commit``/``commit_async`` call, request id still empty: each
-    attempt gets its own (:func:`with_partitions`). Raises like :func:`partition_commits`."""
+    """The OffsetCommit of a ``commit``/``commit_async`` call, request id still empty (each
+    attempt gets its own); raises like :func:`partition_commits`."""
     return OffsetCommitRequest(
         request_id="",
         group_id=group_id,
@@ -64,11 +50,9 @@ def offset_commit(
 
 
 def partition_commits(offsets: Offsets) -> list[PartitionCommit]:
-    """Validate and convert the caller's offsets, in the mapping's order.
-
-    Raises TypeError for a non-str topic, a non-int partition or offset (booleans included) or
-    non-str metadata, ValueError for a negative offset (Kafka's client rejects those too).
-    """
+    """The caller's offsets checked, in order: TypeError for a non-str topic, a non-int
+    partition or offset (booleans included) or non-str metadata, ValueError for a negative
+    offset (as Kafka's client)."""
     commits = []
     for tp, value in offsets.items():
         topic, partition = tp
@@ -103,11 +87,8 @@ def partitions_of(request: OffsetCommitRequest) -> list[TopicPartition]:
 def with_partitions(
     request: OffsetCommitRequest, request_id: str, partitions: Sequence[TopicPartition]
 ) -> OffsetCommitRequest:
-    """One attempt of ``request``: its request id, and the given partitions of the original.
-
-    Every other field (generation, member, retention) is the original's, so a retry commits
-    exactly what the first attempt asked for those partitions.
-    """
+    """One attempt of ``request`` with its request id, for ``partitions`` of the original (every
+    other field kept: a retry commits exactly what the first attempt asked for them)."""
     by_tp = {TopicPartition(c.topic, c.partition): c for c in request.partitions}
     return replace(request, request_id=request_id, partitions=tuple(by_tp[tp] for tp in partitions))
 
@@ -133,11 +114,8 @@ class IngestMessage:
 
 
 def ingest_message(request: Request) -> IngestMessage:
-    """Encode ``request`` for the ingest topic (``state.formats.request_codec``).
-
-    Raises ValueError for text that is not valid Unicode (a lone surrogate cannot be UTF-8), so
-    callers encode before they register or send anything.
-    """
+    """``request`` encoded for the ingest topic; ValueError for text that is not valid Unicode
+    (a lone surrogate), so callers encode before they register or send anything."""
     value = encode_request(request)
     return IngestMessage(
         request.request_id, request.group_id, request.group_id.encode("utf-8"), value

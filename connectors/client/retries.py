@@ -1,12 +1,6 @@
-"""The retry loop of the commit client's waiting calls (Kafka's ``commitSync``).
-
-A call sends attempts, each with a fresh uuid4 request id and its own ``timeoutMs`` (what is
-left of the call's timeout, so a retry is never followed by an older attempt applied late),
-until one succeeds, one fails for good, or the deadline passes. Retriable failures are retried
-with Kafka's exponential backoff, resending only the partitions that failed. A first attempt
-that finds no broker fails at once (nothing was sent). A call that times out waits until the
-job's deadline for its unanswered attempts has passed on this client's clock
-(``answers.await_refusal``) and says whether they can still be applied.
+"""The retry loop of the commit client's waiting calls (Kafka's ``commitSync``): attempts with
+fresh request ids, each carrying what is left of the call's timeout as ``timeoutMs`` (so no older
+attempt is applied after a retry), Kafka's exponential backoff between them.
 """
 
 from __future__ import annotations
@@ -49,10 +43,7 @@ from state.formats.response_codec import Response
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Attempts", "Backoff", "MakeRequest", "call_with_retries"]
-
-# The margin a caller waits past the deadline: the response thread enforces the deadline, the
-# margin only guards against a wedged thread.
+# Waited past the deadline, which the response thread enforces: a guard against a wedged thread.
 _WEDGED_MARGIN_S: Final = 2.0
 
 
@@ -75,10 +66,8 @@ class Backoff:
 
 @dataclass(frozen=True, slots=True)
 class Attempts:
-    """How a call sends attempts: ``submit(request, deadline, sent)`` returns the future of its
-    answer (and reports the message's acknowledgement to ``sent``), ``forget(request_id)`` stops
-    waiting for one, ``refresh_partitions()`` re-reads the ingest topic's partitions after
-    NOT_COORDINATOR, ``closed`` stops the retries."""
+    """How a call sends attempts (``submit(request, deadline, sent)`` -> the answer's future),
+    gives one up, re-reads the ingest partitions after NOT_COORDINATOR, and is stopped."""
 
     submit: Callable[[Request, float, SentAttempt], Future[Response]]
     forget: Callable[[str], None]
@@ -98,18 +87,15 @@ def call_with_retries(
     """Send, wait, retry the partitions that failed retriably; return the request ids.
 
     ``keys`` are the request's partitions ([] for DeleteGroups, retried whole); ``make`` builds
-    the attempt with a request id for the partitions still to do. Raises ``FAILED_ERRORS[api]``
-    on a non-retriable answer, and at once with COORDINATOR_NOT_AVAILABLE (15) when the first
-    attempt finds no broker at all (nothing was sent: a wrong address, or Kafka down; a later
-    attempt that finds none is retried, as after a broker restart); ``TIMEOUT_ERRORS[api]``
-    (REQUEST_TIMED_OUT) when no definite answer came within ``timeout`` seconds (saying whether
-    it can still be applied); :class:`ClientClosedError` when closed meanwhile.
+    an attempt for those still to do. Raises ``FAILED_ERRORS[api]`` on a non-retriable answer,
+    or with COORDINATOR_NOT_AVAILABLE (15) when the first attempt finds no broker (nothing was
+    sent; later ones are retried, as after a restart); ``TIMEOUT_ERRORS[api]``
+    (REQUEST_TIMED_OUT) with no definite answer in ``timeout`` s; :class:`ClientClosedError`.
     """
     deadline = time.monotonic() + timeout
     codes: dict[TopicPartition, int] = dict.fromkeys(keys, ErrorCode.REQUEST_TIMED_OUT)
     remaining = list(keys)
     request_ids: list[str] = []
-    #: Attempts the job did not answer: each may still be applied until its deadline.
     unanswered: list[SentAttempt] = []
     last: Outcome | None = None
     last_note = "no answer"
@@ -127,8 +113,7 @@ def call_with_retries(
             break
         except TopicsNotAvailable as exc:
             if attempt == 0 and isinstance(exc, BrokersNotAvailable):
-                # No broker at the address this client was given: a wrong address or Kafka
-                # down. Nothing was sent; waiting out the timeout would only hide why.
+                # A wrong address or Kafka down: waiting out the timeout would only hide why.
                 raise request_error(
                     FAILED_ERRORS[api],
                     ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -181,9 +166,8 @@ def _timed_out(
     last_note: str,
     request_ids: Sequence[str],
 ) -> OffsetsRequestError:
-    """The REQUEST_TIMED_OUT error of a call, once it is known whether its ``unanswered``
-    attempts can still be applied: it waits for their deadlines at the job to pass on this
-    client's clock (at most ``REFUSAL_WAIT_MAX_S``)."""
+    """The call's REQUEST_TIMED_OUT, after waiting (up to ``REFUSAL_WAIT_MAX_S``) until the job's
+    deadlines of its ``unanswered`` attempts pass on this client's clock."""
     give_up = time.monotonic() + REFUSAL_WAIT_MAX_S
     refused = all(await_refusal(sent, give_up) for sent in unanswered)
     sent_ones = [sent for sent in unanswered if not sent.not_sent]

@@ -1,9 +1,5 @@
-"""Where the commit client connects: its topics and kafka-python options, from config and keywords.
-
-A deployment's configuration (anything shaped like :class:`ClientConfig`, e.g.
-``streaming.config.JobConfig``) gives the defaults; keywords override it; without either the
-project's default topics and bootstrap servers (``connectors.kafka.admin``) apply.
-"""
+"""Where the commit client connects: its topics and kafka-python options, from keywords over a
+deployment's configuration over the project's defaults (``connectors.kafka.admin``)."""
 
 from __future__ import annotations
 
@@ -17,12 +13,9 @@ from connectors.kafka.admin import (
     DEFAULT_RESPONSES_TOPIC,
 )
 
-__all__ = ["ClientConfig", "ClientSettings", "client_settings"]
-
 
 class ClientConfig(Protocol):
-    """What the client reads from a deployment's configuration (``streaming.config.JobConfig``
-    has these): the two topics it talks through and kafka-python's client options."""
+    """What the client reads from a deployment's configuration (``JobConfig`` has these)."""
 
     @property
     def ingest_topic(self) -> str: ...
@@ -51,10 +44,9 @@ def client_settings(
     kafka_options: Mapping[str, Any] | None = None,
     tenant: str | None = None,
 ) -> ClientSettings:
-    """Resolve keywords over ``config`` over the defaults. ``bootstrap_servers`` may be a
-    comma-separated string; ``kafka_options`` may use Kafka's dotted names (``request.timeout.ms``),
-    which become kafka-python's (``request_timeout_ms``). ``tenant`` names one of ``config``'s
-    tenants, whose ingest and responses topics become the defaults (``streaming.tenants``)."""
+    """Keywords over ``config`` over the defaults. ``bootstrap_servers`` may be comma-separated;
+    ``kafka_options``' dotted names become kafka-python's (``request_timeout_ms``); ``tenant``
+    names one of ``config``'s tenants, whose topics become the defaults."""
     if tenant is not None:
         ingest_topic, responses_topic = _tenant_topics(
             config, tenant, ingest_topic, responses_topic
@@ -82,8 +74,7 @@ def client_settings(
 def _tenant_topics(
     config: ClientConfig | None, name: str, ingest_topic: str | None, responses_topic: str | None
 ) -> tuple[str, str]:
-    """The topics of ``config``'s tenant ``name`` (keywords still win), or a ValueError naming
-    the tenants there are."""
+    """The topics of ``config``'s tenant ``name`` (keywords win); ValueError naming those known."""
     tenants = getattr(config, "tenants", ()) or ()
     for tenant in tenants:
         if tenant.name == name:

@@ -1,15 +1,7 @@
-"""Is the sink current for a group? Wait until the job has applied every commit the group sent.
-
-A commit is a message on the group's ingest partition (``partition_for(group)``); the job
-records, in the sink transaction that applies it, the next ingest offset it will read (the
-status row's ``ingest_offsets``). Once that progress reaches the partition's log end *as read
-now*, every commit produced before now is in the sink, whoever sent it: a stopped query's
-driver, a consumer handing its group over — producers whose memory would die with them. It can
-wait a little longer than needed (other groups of the shard), never shorter.
-
-When it cannot know — the job STOPPED short of the log end, a mirror's sink (its progress counts
-``__consumer_offsets``), no cluster answers, or no progress in time — :func:`wait_until_applied`
-raises :class:`SinkNotCurrentError` instead of letting a stale answer through.
+"""Is the sink current for a group? The job records, in the sink transaction that applies a
+batch, the next offset it reads of each ingest partition (``ingest_offsets``); once that reaches
+the log end of the group's partition as read now, every commit produced before now is in the
+sink, whoever sent it (a wait can be longer than needed, never shorter).
 """
 
 from __future__ import annotations
@@ -27,8 +19,6 @@ from connectors.kafka.admin import DEFAULT_INGEST_TOPIC
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from state.coordinator.partitioner import partition_for
-
-__all__ = ["AppliedPosition", "SinkNotCurrentError", "wait_until_applied"]
 
 #: How often the status row is read while waiting.
 DEFAULT_POLL_S: Final = 0.1
@@ -61,11 +51,10 @@ def wait_until_applied(
     client_options: Mapping[str, Any] | None = None,
     poll_s: float = DEFAULT_POLL_S,
 ) -> AppliedPosition:
-    """Wait until ``reader``'s sink holds every commit of ``group_id`` sent before this call.
-
-    ``ingest_topic`` is the job's and ``tenant_topics`` its tenants' (the group's commits may
-    come through them too), read on the cluster of ``client_options`` (default the reader's).
-    Waits through LOADING; raises :class:`SinkNotCurrentError` when it cannot know.
+    """Wait until ``reader``'s sink holds every commit of ``group_id`` sent before this call,
+    through ``ingest_topic`` or ``tenant_topics`` on the cluster of ``client_options`` (default
+    the reader's). Waits through LOADING; :class:`SinkNotCurrentError` when it cannot know
+    (the job STOPPED short, a mirror's sink, no cluster, no progress in time).
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
