@@ -28,11 +28,9 @@ from streaming.cli.commands.reset import cmd_reset_offsets
 from streaming.cli.commands.transfer import cmd_export, cmd_import
 from streaming.cli.context import DEFAULT_TIMEOUT_MS, Context
 from streaming.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
-from streaming.cli.failures import report_failure
+from streaming.cli.failures import PROG, report_failure
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.config import DEFAULT_BOOTSTRAP_SERVERS, DEFAULT_SINK_URL
-
-PROG: Final = "consumer-offsets"
 
 
 class HelpFormatter(argparse.HelpFormatter):

@@ -19,10 +19,6 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-def _no_key() -> object:
-    return None
-
-
 class Memo(Generic[T]):
     """``make()``'s value, made again when ``max_age_s`` old or when ``key()`` changes."""
 
@@ -30,7 +26,7 @@ class Memo(Generic[T]):
         self,
         make: Callable[[], T],
         max_age_s: float,
-        key: Callable[[], object] = _no_key,
+        key: Callable[[], object] = lambda: None,
         stale_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         as_of: Callable[[T], float] | None = None,

@@ -17,8 +17,6 @@ from streaming.serve.lag_view import LagView
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two passes of the evaluator (statuses and the index's rows).
-DEFAULT_EVALUATION_INTERVAL_S = 30.0
 #: The share of the time a pass over every group's status runs (it holds the interpreter).
 EVALUATION_SHARE = 0.5
 
@@ -86,9 +84,9 @@ class GroupEvaluator:
     view: LagView
     #: Every group's lags now (or as recently as the caller allows).
     frames: Callable[[], LagFrame]
-    interval_s: float = DEFAULT_EVALUATION_INTERVAL_S
+    interval_s: float
     #: Seconds between two computations of the index's rows: the server's log-end interval.
-    rows_interval_s: float = 10.0
+    rows_interval_s: float
     statuses: dict[str, str] = field(default_factory=dict)
     #: Each group's ``GroupStatus.reason`` at the last pass.
     reasons: dict[str, str] = field(default_factory=dict)
@@ -122,10 +120,9 @@ class GroupEvaluator:
 
     def rows(self) -> list[GroupSummary]:
         """The index's rows of the last pass; computed now (without statuses) before the first."""
-        found = self.summaries
-        if found is None:
-            found = summarise(self.frames(), self.statuses, self.reasons)
-        return found
+        if self.summaries is None:
+            return summarise(self.frames(), self.statuses, self.reasons)
+        return self.summaries
 
     def start(self) -> None:
         if self._thread is None:

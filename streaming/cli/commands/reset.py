@@ -14,7 +14,7 @@ from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from streaming.cli.context import Context
 from streaming.cli.errors import EXIT_OK, CommandFailed, UsageError, check_group, check_topic
-from streaming.cli.output import Progress, error_json, error_text
+from streaming.cli.output import Progress, attributes, error_json, error_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +128,8 @@ def reset_target(args: argparse.Namespace) -> ResetTarget:
     return ResetTarget("datetime", parse_datetime(args.to_datetime))
 
 
+#: JSON keys of a row of the plan (then its ``error`` and ``note``).
+ROW_KEYS = ("topic", "partition", "current_offset", "new_offset")
 #: A ``shift`` row's error without a committed offset (Kafka refuses the whole reset).
 NO_OFFSET_TO_SHIFT = "no committed offset to shift"
 
@@ -314,15 +316,7 @@ def cmd_reset_offsets(ctx: Context) -> int:
             "group": group,
             "executed": executed,
             "partitions": [
-                {
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "current_offset": r.current_offset,
-                    "new_offset": r.new_offset,
-                    "error": row_error(r),
-                    "note": r.note,
-                }
-                for r in plan
+                {**attributes(r, ROW_KEYS), "error": row_error(r), "note": r.note} for r in plan
             ],
         }
         if failure is not None:

@@ -208,9 +208,7 @@ def cmd_import(ctx: Context) -> int:
                 "groups": len(by_group),
                 "offsets": [
                     {
-                        "group": r.group,
-                        "topic": r.topic,
-                        "partition": r.partition,
+                        **attributes(r, CSV_COLUMNS[:3]),
                         "current_offset": current_offset(r),
                         "new_offset": r.offset,
                         "error": status(r),
