@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.local import free_port_block
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
 from streaming.serve import ServeSettings
+from streaming.serve.app import create_app
 from tests.connectors.sinks.record_frames import commit, frame, group_metadata
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.helpers import produce_raw, wait_for
 from tests.streaming.serve.support import get as _get
-from tests.streaming.serve.support import serving
+from tests.streaming.serve.support import prometheus, serving
 
 GROUP = "payments"
 MESSAGES = 30
@@ -62,46 +62,19 @@ def served(kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path) ->
     sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
     _commit_history(sink_url, topic)
     settings = ServeSettings(sink_url, kafka_bootstrap, log_end_interval_s=1.0)
-    with serving(settings) as url:
+    with serving(create_app(settings)) as url:
         # Lag from the broker's log-end offsets (ListOffsets), not from anything stored.
         wait_for(lambda: _get(f"{url}/metrics"), lambda text: "kafka_consumergroup_lag{" in text)
         yield Served(url, topic)
 
 
-def _prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        pytest.fail("prometheus is not installed: bash deploy/setup.sh --test-tools")
-    return found
-
-
 def test_a_real_prometheus_scrapes_the_lag(served: Served, tmp_path: Path) -> None:
-    port = free_port_block(1)
-    target = served.url.removeprefix("http://")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: consumer-offsets\n"
-        f"    static_configs:\n      - targets: ['{target}']\n"
-    )
-    process = subprocess.Popen(
-        [
-            _prometheus_binary(),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    api = f"http://127.0.0.1:{port}/api/v1/query?query="
+    with prometheus(tmp_path, served.url.removeprefix("http://")) as api:
 
-    def query(promql: str) -> list[dict] | None:
-        body = _get(api + urllib.parse.quote(promql))
-        return None if body is None else json.loads(body)["data"]["result"]
+        def query(promql: str) -> list[dict] | None:
+            body = _get(f"{api}/api/v1/query?query=" + urllib.parse.quote(promql))
+            return None if body is None else json.loads(body)["data"]["result"]
 
-    try:
         lag = f'kafka_consumergroup_lag{{consumergroup="{GROUP}",topic="{served.topic}"}}'
         result = wait_for(lambda: query(lag), lambda r: r is not None and len(r) == 2, 90)
         by_partition = {r["metric"]["partition"]: float(r["value"][1]) for r in result}
@@ -115,10 +88,6 @@ def test_a_real_prometheus_scrapes_the_lag(served: Served, tmp_path: Path) -> No
         # No job keeps this sink's heartbeat: its ACTIVE row is not believed.
         status = query('consumer_offsets_status{status="NOT_RESPONDING"}')
         assert status is not None and float(status[0]["value"][1]) == 1.0
-    finally:
-        process.terminate()
-        _, err = process.communicate(timeout=30)
-    assert process.returncode == 0, err.decode(errors="replace")[-2000:]
 
 
 def _chromium(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -32,11 +31,12 @@ from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.acls import AclBinding
 from streaming.serve import ServeSettings
 from streaming.serve.app import create_app
-from streaming.serve.server import WebServer
 from streaming.serve.web_config import load_web_config
 from streaming.tenants import Tenant
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.streaming.cli.support import run
+from tests.streaming.helpers import wait_for
+from tests.streaming.serve.support import serving
 
 GIANT = 2**31 - 1
 #: team-a's group that team-a may not see: a literal backslash then ``n``, not a newline.
@@ -123,21 +123,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]
     app = create_app(
         ServeSettings(sink_url=_sink(folder), log_end_interval_s=3600), (TEAM_A, TEAM_B)
     )
-    server = WebServer(app, "127.0.0.1", free_port_block(1), load_web_config(_web_config(folder)))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "uvicorn did not start"
+    with serving(app, load_web_config(_web_config(folder))) as url:
         # The evaluator's first pass: every group's status and its reason (the index shows it).
-        while not app.state.evaluator.last_pass_s and time.monotonic() < deadline + 30:
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{server.config.port}", app
-    finally:
-        server.should_exit = True
-        thread.join(30)
+        wait_for(lambda: app.state.evaluator.last_pass_s, bool, 60)
+        yield url, app
 
 
 def _client(user: str) -> httpx.Client:

@@ -11,8 +11,6 @@ is known to within one interval), plus a second for the producer's batching and 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -26,15 +24,15 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from connectors.kafka.local import free_port_block
 from connectors.sinks import BatchProgress, open_sink
 from connectors.sinks.log_end_samples import RecordTime
 from streaming.serve import ServeSettings, log_end_cache
+from streaming.serve.app import create_app
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.fixtures.kafka import TopicFactory
 from tests.streaming.helpers import wait_for
 from tests.streaming.serve.support import get as _get
-from tests.streaming.serve.support import serving
+from tests.streaming.serve.support import prometheus, serving
 
 pytestmark = pytest.mark.kafka
 
@@ -86,7 +84,7 @@ def _commit(sink_url: str, batch: int, group: str, topic: str, offset: int) -> N
 
 
 def _serve(sink_url: str, bootstrap: str) -> AbstractContextManager[str]:
-    return serving(ServeSettings(sink_url, bootstrap, log_end_interval_s=INTERVAL_S))
+    return serving(create_app(ServeSettings(sink_url, bootstrap, log_end_interval_s=INTERVAL_S)))
 
 
 def _samples(url: str, name: str, group: str) -> float | None:
@@ -271,13 +269,6 @@ def test_record_reads_keep_to_their_budget_and_the_cache_to_the_offsets_wanted(
             cache.stop()
 
 
-def _prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        pytest.fail("prometheus is not installed: bash deploy/setup.sh --test-tools")
-    return found
-
-
 def test_a_real_prometheus_fires_the_lag_seconds_alert(
     kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
 ) -> None:
@@ -300,29 +291,10 @@ def test_a_real_prometheus_fires_the_lag_seconds_alert(
             _commit(sink_url, 0, REPLAYER, topic, 0)  # the topic is sampled from now on
             time.sleep(1)
             _commit(sink_url, 1, GROUP, topic, _log_end(kafka_bootstrap, topic))
-            port = free_port_block(1)
-            config = tmp_path / "prometheus.yml"
-            config.write_text(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                "rule_files: ['alerts.yml']\n"
-                "scrape_configs:\n"
-                "  - job_name: consumer-offsets\n"
-                f"    static_configs:\n      - targets: ['{url.removeprefix('http://')}']\n"
-            )
-            process = subprocess.Popen(
-                [
-                    _prometheus_binary(),
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            try:
+            with prometheus(tmp_path, url.removeprefix("http://"), "alerts.yml") as api:
 
                 def lagging() -> list[dict[str, object]]:
-                    body = _get(f"http://127.0.0.1:{port}/api/v1/alerts")
+                    body = _get(f"{api}/api/v1/alerts")
                     alerts = [] if body is None else json.loads(body)["data"]["alerts"]
                     return [a for a in alerts if a["labels"]["alertname"] == "ConsumerGroupLagging"]
 
@@ -338,13 +310,8 @@ def test_a_real_prometheus_fires_the_lag_seconds_alert(
                 assert alert["labels"]["cluster_name"] == "local"
                 assert float(alert["value"]) > 3
                 rules_body = _get(
-                    f"http://127.0.0.1:{port}/api/v1/rules?"
-                    + urllib.parse.urlencode({"type": "alert"})
+                    f"{api}/api/v1/rules?" + urllib.parse.urlencode({"type": "alert"})
                 )
                 assert rules_body is not None and "ConsumerGroupNotConsuming" in rules_body
-            finally:
-                process.terminate()
-                _, err = process.communicate(timeout=30)
-            assert process.returncode == 0, err.decode(errors="replace")[-2000:]
     finally:
         producer.stop()

@@ -17,8 +17,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,13 +31,13 @@ from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.acls import AclBinding
 from streaming.serve import ServeSettings
 from streaming.serve.app import create_app
-from streaming.serve.server import WebServer, is_loopback
+from streaming.serve.server import is_loopback
 from streaming.serve.web_config import WebConfig, load_web_config
 from streaming.tenants import Tenant
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.fixtures.kafka_secured import LEAF_EXTENSIONS, make_certificates
 from tests.streaming.helpers import wait_for
-from tests.streaming.serve.support import get
+from tests.streaming.serve.support import get, serving
 
 PASSWORD = "correct horse battery staple"
 
@@ -111,26 +110,13 @@ def _sink_with_a_group(folder: Path) -> str:
     return url
 
 
-@contextmanager
 def _serving(
     folder: Path, web: WebConfig, sink_url: str | None = None, tenants: tuple[Tenant, ...] = ()
-) -> Iterator[str]:
+) -> AbstractContextManager[str]:
     """The app (over ``sink_url``, by default a sink of one group) on a free port with
     ``web``'s TLS and users; yields its https URL."""
-    app = create_app(ServeSettings(sink_url=sink_url or _sink_with_a_group(folder)), tenants)
-    port = free_port_block(1)
-    server = WebServer(app, "127.0.0.1", port, web)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "uvicorn did not start"
-        yield f"https://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    settings = ServeSettings(sink_url=sink_url or _sink_with_a_group(folder))
+    return serving(create_app(settings, tenants), web)
 
 
 # --- the file ----------------------------------------------------------------------------------
