@@ -1,18 +1,7 @@
-"""Committing a Spark Structured Streaming query's Kafka progress as a consumer group's offsets.
-
-Spark's Kafka source keeps its position in the checkpoint and never commits it to Kafka
-(SPARK-27549), so lag monitors and a consumer taking over cannot see how far a query got. Two
-ways to commit it, through :class:`OffsetCommitClient`:
-
-* :class:`CommitProgressListener`, a ``StreamingQueryListener``: after each micro-batch it
-  commits every Kafka source's ``endOffset`` (``{"topic": {"0": 42}}``: the next offset to read,
-  what Kafka stores as committed) asynchronously, like ``commitAsync``;
-* :func:`commit_after_batch`, a ``foreachBatch`` wrapper: commits ``max(offset) + 1`` per
-  partition of the batch synchronously after the batch function returned.
-
-Either way the committed offsets trail what the query processed, never lead it. The checkpoint
-stays the query's source of truth; the group's offsets are what the outside world sees, and
-what a query on a new checkpoint starts from (:mod:`connectors.client.spark.resume`).
+"""A Spark query's Kafka progress committed as a consumer group's offsets, which Spark never
+commits (SPARK-27549): after each micro-batch by a listener (:class:`CommitProgressListener`,
+asynchronously) or a ``foreachBatch`` wrapper (:func:`commit_after_batch`, synchronously). The
+offsets trail what the query processed, never lead it; the checkpoint stays its truth.
 """
 
 from __future__ import annotations
@@ -42,16 +31,10 @@ from state.coordinator.model import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CommitProgressListener", "commit_after_batch", "kafka_end_offsets"]
-
 
 def kafka_end_offsets(end_offset: str | Mapping[str, Any] | None) -> dict[TopicPartition, int]:
-    """A Kafka source's ``endOffset`` as committed offsets; {} for any other source's.
-
-    Accepts the JSON text Spark reports (``{"orders": {"0": 42, "1": 17}}``), the Python repr
-    PySpark produces from a parsed progress, or the mapping itself. Partitions with a negative
-    offset (Spark's -1/-2 "latest"/"earliest" markers, never a real position) are left out.
-    """
+    """A Kafka source's ``endOffset`` (JSON, PySpark's Python repr of it, or the mapping) as
+    committed offsets, Spark's negative markers left out; {} for any other source's."""
     if end_offset is None:
         return {}
     parsed: Any = end_offset
@@ -80,14 +63,12 @@ def kafka_end_offsets(end_offset: str | Mapping[str, Any] | None) -> dict[TopicP
 
 
 class CommitProgressListener(StreamingQueryListener):
-    """Commits each micro-batch's Kafka end offsets for ``group_id``.
+    """Commits each micro-batch's Kafka end offsets for ``group_id`` (``commit_async``, with
+    ``metadata``; offsets equal to the query's last ones are not sent again).
 
-    Register with ``spark.streams.addListener(listener)``. A listener sees every query of the
-    session: give ``query_name`` (or ``query_id``) to follow one, and ``topics`` to commit only
-    those topics' partitions. Commits are asynchronous (``commit_async``) with ``metadata``
-    attached; a batch whose offsets equal the last ones committed for that query is not
-    committed again. ``on_commit(result, exception)`` is called after each commit (default:
-    log failures). Spark calls listeners from its own threads, so this class locks its state.
+    Register with ``spark.streams.addListener``; ``query_name`` or ``query_id`` follow one query
+    of the session, ``topics`` limit the partitions. ``on_commit(result, exception)`` follows
+    each commit (default: log failures). Thread-safe: Spark calls it from its own threads.
     """
 
     def __init__(
@@ -115,8 +96,7 @@ class CommitProgressListener(StreamingQueryListener):
         self._terminated = threading.Condition(self._lock)
         self._terminated_ids: set[str] = set()
         self._last: dict[str, dict[TopicPartition, int]] = {}
-        #: Commits sent so far (the futures of ``commit_async``), newest last; for callers that
-        #: want to wait for them (tests, shutdown).
+        #: The recent commits' futures, newest last, for callers that wait for them.
         self.futures: list[Any] = []
 
     def _follows(self, name: str | None, query_id: str) -> bool:
@@ -167,15 +147,10 @@ class CommitProgressListener(StreamingQueryListener):
             self._terminated.notify_all()
 
     def flush(self, timeout_s: float = 60.0, *, query: Any = None) -> None:
-        """Wait until every commit sent so far is answered (applied, or failed), so that the
-        group's offsets are final — e.g. before the group is handed to another consumer or a
-        query starts from it (:mod:`connectors.client.spark.resume`).
-
-        With ``query`` (a stopped ``StreamingQuery``, or its id) it first waits until Spark has
-        reported that query's termination to this listener: Spark reports progress
-        asynchronously, so a query's last batch may reach the listener after ``stop()``
-        returned, and its termination comes after it. Raises TimeoutError after ``timeout_s``.
-        """
+        """Wait until every commit sent so far is answered, so that the group's offsets are
+        final. With ``query`` (a stopped query, or its id) first wait for its termination event:
+        its last batch's progress may arrive after ``stop()`` returned. TimeoutError after
+        ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         if query is not None:
             query_id = str(getattr(query, "id", query))
@@ -204,8 +179,7 @@ class CommitProgressListener(StreamingQueryListener):
 
 
 def batch_offsets(batch: DataFrame) -> dict[TopicPartition, int]:
-    """``max(offset) + 1`` per (topic, partition) of a Kafka-source batch: the offsets to commit
-    once the batch is processed. Runs one small aggregation job over ``batch``."""
+    """``max(offset) + 1`` per partition of a Kafka-source batch (one small Spark job)."""
     rows = (
         batch.groupBy("topic", "partition")
         .agg((F.max("offset") + F.lit(1)).alias("next_offset"))
@@ -223,13 +197,9 @@ def commit_after_batch(
     timeout_s: float | None = None,
     raise_on_failure: bool = False,
 ) -> Callable[[DataFrame, int], None]:
-    """Wrap a ``foreachBatch`` function so that each batch's offsets are committed after it.
-
-    The offsets are computed before ``func`` runs (``func`` may drop the Kafka columns) and
-    committed synchronously after it returns; a batch that raises commits nothing. A failed
-    commit is logged, or raised when ``raise_on_failure`` (which fails the query). Persist the
-    batch inside the query if reading it twice from Kafka is too costly.
-    """
+    """Wrap a ``foreachBatch`` function: each batch's offsets, read before ``func`` runs (it may
+    drop the Kafka columns), are committed after it returns; a batch that raises commits none.
+    A failed commit is logged, or raised with ``raise_on_failure`` (failing the query)."""
 
     def run(batch: DataFrame, batch_id: int) -> None:
         offsets = batch_offsets(batch)

@@ -1,16 +1,7 @@
-"""Starting a Spark Kafka query from its consumer group's committed offsets.
-
-The other half of :mod:`connectors.client.spark.progress`: a group's offsets become the position
-a query starts from — after a lost checkpoint, for a new query version, when a plain consumer
-hands its group to Spark, or after ``reset-offsets``. Spark takes ``startingOffsets`` only when
-the checkpoint is new and silently ignores it afterwards; :func:`start_from_group` follows that
-rule openly:
-
-* checkpoint new → it waits until the sink holds the group's last commits
-  (:func:`wait_until_applied`) and starts the query at them;
-* checkpoint present → the query resumes from it and the group is not read; ``start="group"``
-  refuses with :class:`CheckpointExistsError` instead;
-* a starting position among ``source_options`` is refused: the helper owns it.
+"""Starting a Spark Kafka query from its consumer group's committed offsets (after a lost
+checkpoint, a new query version, a consumer handing its group over, ``reset-offsets``). Spark
+takes ``startingOffsets`` only on a new checkpoint and silently ignores it after;
+:func:`start_from_group` follows that rule openly.
 """
 
 from __future__ import annotations
@@ -30,15 +21,8 @@ from connectors.kafka.admin import DEFAULT_INGEST_TOPIC
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "CheckpointExistsError",
-    "ResumedQuery",
-    "checkpoint_is_new",
-    "start_from_group",
-]
-
-#: Source options that choose a starting position or the partitions read (lower case, as Spark
-#: compares option names): the helper sets them, so a caller's would be overridden or ignored.
+#: Source options choosing the start or the partitions (lower case, as Spark compares them): the
+#: helper sets them.
 POSITION_OPTIONS: Final = frozenset(
     {
         "startingoffsets",
@@ -69,11 +53,9 @@ class ResumedQuery:
 
 
 def checkpoint_is_new(spark: SparkSession, location: str) -> bool:
-    """Whether a query started at ``location`` would take ``startingOffsets``: neither its
-    offset log (``offsets/<batch>``) nor a source's initial offsets (``sources/<n>/0``) hold a
-    batch file. (Spark creates those directories when a query starts, before its first batch,
-    and leaves temporary files behind a crash; only files named by a batch number count.) Any
-    Hadoop file system (local, HDFS, S3); needs a classic (JVM) session."""
+    """Whether a query started at ``location`` would take ``startingOffsets``: no file named by
+    a batch number under ``offsets/`` or ``sources/`` (Spark makes the directories before the
+    first batch, and a crash leaves temporary files). Any Hadoop file system; a JVM session."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
     for part in ("offsets", "sources"):
@@ -106,17 +88,13 @@ def start_from_group(
     ingest_client_options: Mapping[str, Any] | None = None,
 ) -> ResumedQuery:
     """Start a Kafka query over ``topics`` at ``checkpoint_location``: from ``group_id``'s
-    committed offsets when the checkpoint is new, from the checkpoint otherwise.
+    committed offsets when the checkpoint is new (after waiting up to ``wait_timeout_s`` until
+    the sink holds the group's last commits: ``wait_until_applied``), else from the checkpoint
+    (``start="group"`` refuses: :class:`CheckpointExistsError`).
 
-    ``write(frame)`` turns the Kafka source's DataFrame into its configured writer; the helper
-    sets ``checkpointLocation`` last and starts it. ``source_options`` are the source's other
-    options in Spark's names (a starting position or subscription raises ValueError).
-    ``missing`` and ``unknown_group`` are ``OffsetsReader.spark_starting_offsets``'.
-
-    Call it after the group's last commit was sent (a ``commit`` returned, the previous query's
-    ``CommitProgressListener.flush()``): it waits up to ``wait_timeout_s`` until the job has
-    applied them (``wait_until_applied`` over ``ingest_topic``, ``tenant_topics`` and
-    ``ingest_client_options``), raising ``SinkNotCurrentError`` when it cannot know.
+    ``write(frame)`` turns the source's DataFrame into its writer; ``checkpointLocation`` is set
+    last. ``source_options`` may not choose a start or subscription (ValueError); ``missing``
+    and ``unknown_group`` are ``OffsetsReader.spark_starting_offsets``'.
     """
     if isinstance(topics, str):
         raise TypeError(f"topics must be a list of topic names, not the string {topics!r}")
