@@ -70,6 +70,7 @@ class Connection:
         position the reader at the responses' log end before anything is sent, and start it
         (it stops once ``closed`` is set). Raises :class:`BrokersNotAvailable` when no broker
         answers, :class:`TopicsNotAvailable` when a topic is missing or a client cannot open."""
+        servers = ",".join(options.get("bootstrap_servers", []))
         try:
             consumer = KafkaConsumer(
                 client_id=f"{client_id}-responses",
@@ -80,13 +81,11 @@ class Connection:
                 **options,
             )
         except NoBrokersAvailable:
-            servers = ",".join(options.get("bootstrap_servers", []))
             raise BrokersNotAvailable(
                 f"cannot reach Kafka at {servers} (NoBrokersAvailable): is the broker running, "
                 "and this its address?"
             ) from None
         except KafkaError as exc:  # retriable for callers
-            servers = ",".join(options.get("bootstrap_servers", []))
             raise TopicsNotAvailable(f"cannot reach Kafka at {servers}: {exc!r}") from None
         try:
             responses = _wait_for_topic(consumer, responses_topic, deadline)

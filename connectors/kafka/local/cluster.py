@@ -148,7 +148,8 @@ class LocalKafkaCluster:
                 if not _same(current, nodes, port, heap):
                     raise KafkaLocalError(
                         f"a different local Kafka runs in {self.data_dir} "
-                        f"({_describe(current)}); stop it first: "
+                        f"({current.nodes} node(s) at {current.bootstrap_servers}, heap "
+                        f"{current.heap}); stop it first: "
                         f"python -m connectors.kafka.local stop --data-dir {self.data_dir}"
                     )
                 down = [n for n in current.node_ids if n not in running]
@@ -179,8 +180,7 @@ class LocalKafkaCluster:
     def start_node(self, node_id: int, timeout: float = DEFAULT_START_TIMEOUT) -> bool:
         """Start one stopped node of the configured cluster; False if it already ran."""
         with self._lock():
-            config = self._require_config()
-            self._check_node(config, node_id)
+            config = self._node_config(node_id)
             if self.pid(node_id) is not None:
                 return False
             self._launch(config, node_id)
@@ -378,8 +378,7 @@ class LocalKafkaCluster:
         """Stop one node: gracefully (a controlled shutdown hands its leaderships over) or, with
         ``kill``, by SIGKILL as a crash would. False if it was not running."""
         with self._lock():
-            config = self._require_config()
-            self._check_node(config, node_id)
+            self._node_config(node_id)  # KafkaLocalError for a node it lacks
             return bool(self._stop_nodes([node_id], timeout, kill=kill))
 
     def _stop_nodes(self, node_ids: Sequence[int], timeout: float, kill: bool) -> list[int]:
@@ -403,16 +402,14 @@ class LocalKafkaCluster:
         return sorted(targets)
 
     # -- helpers -----------------------------------------------------------------------------
-    def _require_config(self) -> ClusterConfig:
+    def _node_config(self, node_id: int) -> ClusterConfig:
+        """The stored configuration, which must have node ``node_id``."""
         config = self.config()
         if config is None:
             raise KafkaLocalError(f"no local Kafka was started in {self.data_dir}")
-        return config
-
-    @staticmethod
-    def _check_node(config: ClusterConfig, node_id: int) -> None:
         if node_id not in config.node_ids:
             raise KafkaLocalError(f"node {node_id} is not one of {list(config.node_ids)}")
+        return config
 
     def _is_our_broker(self, pid: int, node_id: int) -> bool:
         if not process_alive(pid):
@@ -447,7 +444,3 @@ class LocalKafkaCluster:
 
 def _same(config: ClusterConfig, nodes: int, port: int | None, heap: str) -> bool:
     return config.nodes == nodes and config.heap == heap and port in (None, config.port)
-
-
-def _describe(config: ClusterConfig) -> str:
-    return f"{config.nodes} node(s) at {config.bootstrap_servers}, heap {config.heap}"
