@@ -38,6 +38,10 @@ def test_the_job_deletes_expired_history_and_keeps_offsets(
     job = OffsetsJob.create(config, spark)
     job.start()
     try:
+        # Commits from here on: a first micro-batch that starts late on a busy machine would
+        # otherwise take most of the retention before the history is read.
+        with open_sink(config.sink_url, read_only=True) as sink:
+            wait_for(sink.status, lambda status: status.status == "ACTIVE")
         produce_requests(
             config.bootstrap_servers,
             config.ingest_topic,
