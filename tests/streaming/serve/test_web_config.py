@@ -482,9 +482,12 @@ def test_a_flood_of_wrong_passwords_does_not_delay_a_remembered_login(
             scrapes.append(time.monotonic() - started)
             time.sleep(max(0.0, 0.5 - scrapes[-1]))
         assert flood.communicate(timeout=60)[0] == "[401]\n"
-        # 60 bcrypts one at a time take seconds: the scrapes ran while they did.
+        # 60 bcrypts one at a time take seconds (~75 ms each at cost 10): the scrapes ran while
+        # they did. A login queued behind them would wait seconds; the bound leaves room for a
+        # busy machine's scheduling, not for a queue.
         assert len(scrapes) >= 5, scrapes
-        assert max(scrapes) < 0.5, scrapes
+        assert max(scrapes) < 1.5, scrapes
+        assert sorted(scrapes)[len(scrapes) // 2] < 0.5, scrapes
 
 
 def test_headers_and_passwords_bcrypt_cannot_take(
