@@ -259,8 +259,7 @@ class JobConfig:
 
 
 def _check_at_least(settings: object, **lowest: int) -> None:
-    """ValueError naming the first field of ``settings`` below its ``lowest`` value (None: unset,
-    allowed)."""
+    """ValueError naming the first set field of ``settings`` below its ``lowest`` value."""
     for name, low in lowest.items():
         value = getattr(settings, name)
         if value is not None and value < low:
@@ -297,10 +296,8 @@ def _coerce(kind: type, name: str, raw: Any) -> Any:
 
 
 def read_config_file(path: str | Path, table: str | None = None) -> dict[str, Any]:
-    """The settings of one command in the TOML file at ``path``: its top level less the other
-    commands' tables for the job (``table`` None), else the ``[table]`` table; a file without
-    ``[mirror]`` is read whole for the mirror (a file of its own), one without ``[serve]``
-    gives serve nothing."""
+    """One command's settings in the TOML file at ``path``: the job's top level (``table``
+    None) or the ``[table]`` table; a file without ``[mirror]`` is the mirror's whole."""
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
     if table is None or (table == "mirror" and table not in data):
@@ -320,11 +317,10 @@ def load_settings(
     fallbacks: Mapping[str, Any] | None = None,
     table: str | None = None,
 ) -> Settings:
-    """Build the dataclass ``kind`` from a TOML file (``path``, else ``<env_prefix>CONFIG``;
-    its ``[table]``, see :func:`read_config_file`), ``<env_prefix><FIELD>`` environment
-    variables and explicit overrides (CLI flags), later sources winning; ``fallbacks`` fill
-    fields neither the file nor the environment set. Unknown keys and missing required fields
-    are errors naming them."""
+    """Build the dataclass ``kind`` from a TOML file (``path``, else ``<env_prefix>CONFIG``),
+    ``<env_prefix><FIELD>`` environment variables and overrides (CLI flags), later sources
+    winning; ``fallbacks`` fill what neither file nor environment set. ``ValueError`` names
+    unknown keys and missing required fields."""
     known = {f.name: f for f in fields(kind)}  # type: ignore[arg-type]
     values: dict[str, Any] = {}
     env = os.environ if env is None else env
@@ -369,9 +365,8 @@ def load_config(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> JobConfig:
-    """Build a JobConfig from a TOML file, ``CONSUMER_OFFSETS_*`` environment variables and
-    explicit overrides (CLI flags), later sources winning. Unknown keys are an error.
-    ``KAFKA_BOOTSTRAP_SERVERS`` is the bootstrap servers' fallback."""
+    """A JobConfig (:func:`load_settings`, ``CONSUMER_OFFSETS_*``); ``KAFKA_BOOTSTRAP_SERVERS``
+    is the bootstrap servers' fallback."""
     env = os.environ if env is None else env
     fallbacks = {"bootstrap_servers": env.get("KAFKA_BOOTSTRAP_SERVERS")}
     return load_settings(JobConfig, ENV_PREFIX, path, env, overrides, fallbacks)
@@ -442,7 +437,5 @@ def load_mirror_config(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> MirrorConfig:
-    """The mirror's configuration from a TOML file (its ``[mirror]`` table, or the whole of a
-    file of ``MirrorConfig`` keys), then ``CONSUMER_OFFSETS_MIRROR_*`` environment variables,
-    then ``overrides`` (CLI flags), as the job's ``load_config``."""
+    """The mirror's configuration (:func:`load_settings`, ``CONSUMER_OFFSETS_MIRROR_*``)."""
     return load_settings(MirrorConfig, MIRROR_ENV_PREFIX, path, env, overrides, table="mirror")

@@ -1,10 +1,6 @@
 """``python -m streaming.cli.archive_classes``: build the driver JVM's class archive
-(:mod:`streaming.spark.class_archive`), as ``deploy/setup.sh`` does once.
-
-The archive holds the classes a JVM loaded by the time it exits, so the JVM that writes it runs
-what a driver runs before and in its first micro-batch: the job's state operator (value states,
-``transformWithStateInPandas``) over the RocksDB state store, a ``foreachBatch`` sink and the
-Kafka source's plan.
+(:mod:`streaming.spark.class_archive`) from a JVM that runs what a driver runs before and in its
+first micro-batch: the Kafka source's plan, the job's operator, a ``foreachBatch`` sink.
 """
 
 from __future__ import annotations
@@ -57,9 +53,6 @@ def _exercise(path: Path) -> None:
             self.rows.update((total,))
             yield pd.DataFrame({"shard": [int(key[0])], "rows": [total]})
 
-        def close(self) -> None:
-            pass
-
     def sink(frame: object, _batch_id: int) -> None:
         frame.collect()  # type: ignore[attr-defined]
 
@@ -97,9 +90,8 @@ def _exercise(path: Path) -> None:
 
 
 def build(path: Path | None = None) -> float:
-    """Build the archive at ``path`` (default :func:`archive_path`); seconds taken. Written
-    to a temporary file first, so a failed or interrupted build never leaves a partial
-    archive where drivers look for it."""
+    """Build the archive at ``path`` (default :func:`archive_path`) through a temporary file;
+    seconds taken."""
     target = path or archive_path()
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

@@ -1,14 +1,7 @@
-"""``consumer-offsets mirror``: keep a Kafka cluster's committed offsets in the sink.
-
-Reads the source cluster's ``__consumer_offsets`` (read-only) and writes the job's sink tables
-(``streaming.spark.mirror``). Runs until interrupted (SIGINT/SIGTERM) or, with ``--duration``, for
-that
-many seconds. Settings come, as the job's do, from a ``--config`` TOML file (its ``[mirror]``
-table, or the whole of a file of ``MirrorConfig`` keys), then ``CONSUMER_OFFSETS_MIRROR_*``
-environment variables, then flags. Source client options take the Java client's names,
-``--source-kafka-option security.protocol=SASL_SSL`` and so on; their secret values are never
-logged. As in Kafka's tools, ``--bootstrap-server`` and
-``--kafka-option`` spell the source's flags too.
+"""``consumer-offsets mirror``: keep a Kafka cluster's committed offsets in the sink
+(``streaming.spark.mirror``), until interrupted or for ``--duration`` seconds. Settings come
+from ``--config`` (its ``[mirror]`` table), then ``CONSUMER_OFFSETS_MIRROR_*``, then flags; as
+in Kafka's tools, ``--bootstrap-server`` and ``--kafka-option`` name the source's.
 """
 
 from __future__ import annotations
@@ -34,8 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
-    """The mirror's flags (each one's help: the setting's meaning and default); each overrides
-    the environment and the ``--config`` file."""
+    """The mirror's flags, each over the environment and the ``--config`` file."""
     parser.add_argument(
         "--config", metavar="FILE", help=f"TOML file of settings, as {EXAMPLE_CONFIG} ([mirror])"
     )

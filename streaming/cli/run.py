@@ -148,10 +148,8 @@ def _metavar(f: Field[Any]) -> str:
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
-    """The job's configuration: flags over environment over ``--config`` file (each
-    ``--kafka-option`` over the same key of ``kafka_options``); ``--embedded`` defaults the
-    replication settings to a single broker's. A :class:`UsageError` names what is wrong,
-    the sink URL included."""
+    """The job's configuration: flags over environment over ``--config`` file; ``--embedded``
+    defaults replication to a single broker's. :class:`UsageError` names what is wrong."""
     overrides: dict[str, Any] = {f.name: getattr(args, f.name, None) for f in fields(JobConfig)}
     overrides["kafka_options"] = None
     if args.embedded:
@@ -169,8 +167,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
 
 
 def configure_logging(level: str = "info") -> None:
-    """Log lines with time, level and logger name on stderr: the project's from ``level`` on
-    (at INFO: one line per micro-batch with its figures), libraries' warnings and errors."""
+    """Log lines on stderr: the project's from ``level`` on, libraries' warnings and errors."""
     numeric = getattr(logging, level.upper())
     logging.basicConfig(level=numeric, format=LOG_FORMAT)
     logging.getLogger().setLevel(numeric)
@@ -179,11 +176,9 @@ def configure_logging(level: str = "info") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start the job and wait until a signal, ``--duration`` or the query's end; returns 1
-    when the query failed, else 0. The job is stopped on the way out, whatever happened.
-    Before anything is created, a Kafka cluster that does not answer fails in seconds
-    (:func:`require_kafka`); a signal before the first micro-batch completed ends it with one
-    line and :data:`EXIT_INTERRUPTED` (:class:`StartUpSignals`)."""
+    """Start the job and wait until a signal, ``--duration`` or the query's end; 1 when the
+    query failed, :data:`EXIT_INTERRUPTED` for a signal before the first micro-batch completed,
+    else 0. The job is stopped on the way out."""
     signals = StartUpSignals()
     try:
         return _start_and_run(args, signals)
@@ -218,8 +213,7 @@ def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
 
 
 def _still_starting(sink: Any) -> bool:
-    """Whether the sink still says STARTING: then no answer was sent, since the writer says
-    ACTIVE before it sends a batch's first answer."""
+    """Whether the sink still says STARTING: no answer was sent yet."""
     from connectors.sinks import SinkError
 
     try:
@@ -229,10 +223,8 @@ def _still_starting(sink: Any) -> bool:
 
 
 def require_kafka(servers: str, setting: str) -> None:
-    """Fail (ConnectionError: one line naming ``servers`` and the ``setting`` that gave them,
-    exit 1) when none of them accepts a connection: within seconds and before anything is
-    created; else kafka-python's clients log an error per attempt for a minute, after the sink
-    and the checkpoint were made."""
+    """``ConnectionError`` naming ``servers`` and the ``setting`` that gave them when none
+    accepts a connection: in seconds, before anything is created."""
     from streaming.spark.heartbeat import kafka_reachable
 
     reason = kafka_reachable(servers)
@@ -244,16 +236,10 @@ def require_kafka(servers: str, setting: str) -> None:
 
 
 class StartUpSignals:
-    """SIGINT and SIGTERM while the job (or the mirror) starts, taken by a thread of their own.
-
-    Delivered to the main thread, a signal interrupts whatever call into Spark's JVM is under
-    way, and pyspark's own handler then calls the JVM from inside that call: py4j's connection
-    breaks, with pages of tracebacks. So the signals are held from construction (threads
-    started meanwhile keep them held) and a watcher takes them. Until :meth:`creating` nothing
-    exists yet but the Spark session being started, so the watcher ends the process at once
-    with one line; after it, it only sets :attr:`requested`, which start-up checks between its
-    steps. :meth:`end` gives the signals back to the main thread's handlers.
-    """
+    """SIGINT and SIGTERM while the job (or the mirror) starts, taken by a thread of their own:
+    in the main thread a signal would break py4j's call under way. Until :meth:`creating` the
+    watcher ends the process at once; after, it sets :attr:`requested`, which start-up checks
+    between steps. :meth:`end` gives the signals back to the main thread."""
 
     def __init__(self) -> None:
         self.requested = threading.Event()
@@ -293,10 +279,8 @@ class StartUpSignals:
 def run_until_stopped(
     runner: Any, duration: float | None, signals: StartUpSignals | None = None
 ) -> int:
-    """Wait until SIGINT/SIGTERM, ``duration`` seconds or the end of the query of ``runner`` (a
-    job or a mirror: ``runner.lifecycle.run_until``); returns 1 when the query failed, else 0.
-    The caller stops the runner. A signal that came during start-up (``signals``) stops it at
-    once."""
+    """Wait until SIGINT/SIGTERM (also one during start-up), ``duration`` seconds or the end of
+    ``runner``'s query (a job or a mirror); 1 when the query failed, else 0."""
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:

@@ -1,20 +1,11 @@
-"""A query's checkpoint on its file system: how Spark writes its files on a local disk, and what
-a migration reads from it and where it moves it (any Hadoop file system).
+"""A query's checkpoint on its file system (any Hadoop one): its files read, moved aside, and
+written on a local disk with one ``rename(2)`` each.
 
-Spark writes every checkpoint file (the offset and commit logs, each state store's changelogs and
-snapshots, their checksum files) under a temporary name and renames it into place. Its default
-file manager renames through Hadoop's ``FileContext``, and on the local file system Hadoop then
-looks up both names as symbolic links by running ``readlink`` in a child process (pyspark ships
-no Hadoop native library): four processes for a file and its ``.crc``, each forked from the
-driver's JVM. At 1,000 offsets/s that was ~34 processes a second, and a batch's offset and
-commit log writes, which the micro-batch waits for, took 46-100 ms each.
-
-On a local checkpoint the job therefore uses Spark's ``FileSystem``-based file manager, which
-renames with one ``rename(2)``: atomic, and it replaces an existing file as the ``FileContext``
-rename does. Hadoop still runs ``chmod`` for each file it creates (no native library), about a
-seventh of the processes. Other file systems (HDFS, S3, …) keep Spark's choice: there the
-``FileContext`` rename is the one that overwrites atomically. A manager the user configures
-(``spark.sql.streaming.checkpointFileManagerClass``) is left as it is.
+Spark's default file manager renames through Hadoop's ``FileContext``, which on a local disk
+(no Hadoop native library) forks ``readlink`` processes from the driver's JVM for every file,
+tens of milliseconds per batch's log write. A local checkpoint uses Spark's ``FileSystem``-based
+manager instead (as atomic, and it overwrites); other file systems, or a manager the user set,
+keep theirs.
 """
 
 from __future__ import annotations
@@ -35,8 +26,7 @@ LOCAL_FILE_MANAGER = (
 
 
 def checkpoint_scheme(spark: SparkSession, location: str) -> str:
-    """The file system scheme of ``location`` (``file``, ``hdfs``, ``s3a`` …): its own, else the
-    default file system's (``fs.defaultFS``). No file system is opened."""
+    """The file system scheme of ``location`` (``file``, ``hdfs``…), else ``fs.defaultFS``'s."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     uri = jvm.org.apache.hadoop.fs.Path(location).toUri()
     scheme = uri.getScheme()
@@ -47,9 +37,8 @@ def checkpoint_scheme(spark: SparkSession, location: str) -> str:
 
 
 def checkpoint_file_settings(spark: SparkSession, location: str) -> dict[str, str]:
-    """The Spark settings a query checkpointing at ``location`` starts with (see the module
-    docstring): the ``FileSystem``-based file manager on the local file system, unless the user
-    set one; nothing otherwise."""
+    """The settings a query checkpointing at ``location`` starts with: the ``FileSystem``-based
+    file manager on a local disk, unless the user set one."""
     if spark.conf.get(FILE_MANAGER_KEY, None) is not None:
         return {}
     if checkpoint_scheme(spark, location) != "file":
@@ -57,17 +46,25 @@ def checkpoint_file_settings(spark: SparkSession, location: str) -> dict[str, st
     return {FILE_MANAGER_KEY: LOCAL_FILE_MANAGER}
 
 
-def _fs(spark: SparkSession, location: str) -> tuple[Any, Any]:
-    """(Hadoop ``Path`` class, the file system of ``location``)."""
-    path_class = spark._jvm.org.apache.hadoop.fs.Path  # type: ignore[attr-defined]
-    conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
-    return path_class, path_class(location).getFileSystem(conf)
+def hadoop_path(spark: SparkSession, location: str) -> tuple[Any, Any]:
+    """(Hadoop ``Path`` of ``location``, its file system)."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(location)  # type: ignore[attr-defined]
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+
+
+def read_text(spark: SparkSession, fs: Any, path: Any) -> str:
+    """The UTF-8 text of the file at Hadoop ``path`` on ``fs``."""
+    stream = fs.open(path)
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
 
 
 def _batch_ids(spark: SparkSession, folder: str) -> list[int]:
     """The batch ids a checkpoint log folder (``offsets``, ``commits``) holds, ascending."""
-    path_class, fs = _fs(spark, folder)
-    path = path_class(folder)
+    path, fs = hadoop_path(spark, folder)
     if not fs.exists(path):
         return []
     names = [str(s.getPath().getName()) for s in fs.listStatus(path)]
@@ -76,7 +73,7 @@ def _batch_ids(spark: SparkSession, folder: str) -> list[int]:
 
 def source_positions(offset_log: str) -> dict[str, dict[int, int]]:
     """The Kafka source positions in an offset log file's text (``v1``, the batch's metadata,
-    then one line per source: Spark's JSON of topic, partition and next offset, or ``-``)."""
+    then per source Spark's JSON of topic, partition and next offset, or ``-``)."""
     positions: dict[str, dict[int, int]] = {}
     for line in offset_log.splitlines()[2:]:
         try:
@@ -92,21 +89,14 @@ def source_positions(offset_log: str) -> dict[str, dict[int, int]]:
 
 
 def committed_positions(spark: SparkSession, location: str) -> dict[str, dict[int, int]]:
-    """Where the last committed batch of the checkpoint at ``location`` ended (its offset log
-    entry: the positions the next batch starts from); empty when no batch was committed."""
+    """Where the last committed batch of the checkpoint at ``location`` ended (empty: none)."""
     root = location.rstrip("/")
     committed = set(_batch_ids(spark, f"{root}/commits"))
     logged = [b for b in _batch_ids(spark, f"{root}/offsets") if b in committed]
     if not logged:
         return {}
-    path_class, fs = _fs(spark, root)
-    stream = fs.open(path_class(f"{root}/offsets/{logged[-1]}"))
-    try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        text = str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-    finally:
-        stream.close()
-    return source_positions(text)
+    path, fs = hadoop_path(spark, f"{root}/offsets/{logged[-1]}")
+    return source_positions(read_text(spark, fs, path))
 
 
 def move_aside(spark: SparkSession, location: str, why: str) -> str:
@@ -114,7 +104,7 @@ def move_aside(spark: SparkSession, location: str, why: str) -> str:
     for an operator to delete; returns the new location."""
     root = location.rstrip("/")
     aside = f"{root}.{why}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    path_class, fs = _fs(spark, root)
-    if not fs.rename(path_class(root), path_class(aside)):
+    (source, fs), (target, _) = hadoop_path(spark, root), hadoop_path(spark, aside)
+    if not fs.rename(source, target):
         raise OSError(f"cannot move the checkpoint at {location} aside to {aside}")
     return aside

@@ -1,16 +1,8 @@
-"""The driver JVM's class-data-sharing archive: a Spark session and its first micro-batch start
-in about half the time, which is most of what a restarted driver spends before it answers.
-
-A Spark driver loads and verifies some 20,000 classes before its first micro-batch. A dynamic
-CDS archive (JDK 13+, ``-XX:ArchiveClassesAtExit``) keeps them parsed and verified in a file the
-JVM maps at start. ``deploy/setup.sh`` builds it once (``python -m streaming.cli.archive_classes``:
-a short query of the job's shape in a JVM started with :func:`dump_options`), and
-:func:`java_options` then names it for every driver JVM ``streaming.spark.session`` starts.
-
-The JVM checks the archive itself: one built by another JDK or for another classpath is refused
-with one warning line, and the JVM starts as it would without it; a missing one changes nothing.
-Its name carries pyspark's version and where pyspark and Java are installed, so setup builds a
-new one when either moves. Disk: about 160 MB per archive in ``.runtime/jvm/``.
+"""The driver JVM's class-data-sharing archive: the ~20,000 classes a driver loads before its
+first micro-batch, kept parsed and verified, so a session and that batch start in about half the
+time. ``deploy/setup.sh`` builds it once (``python -m streaming.cli.archive_classes``); every
+driver then maps it (:func:`java_options`). The JVM refuses, with a warning, an archive of another
+JDK or classpath; a missing one changes nothing. About 160 MB in ``.runtime/jvm/``.
 """
 
 from __future__ import annotations
@@ -24,8 +16,8 @@ from connectors.runtime import runtime_dir
 
 
 def archive_path() -> Path:
-    """Where setup keeps the archive for this pyspark install and this Java: named by pyspark's
-    version and a digest of both paths, so another virtualenv or JDK looks for its own."""
+    """Where the archive for this pyspark install and this Java is kept (named by pyspark's
+    version and a digest of both paths)."""
     import pyspark
 
     java_home = os.environ.get("JAVA_HOME")
@@ -42,6 +34,5 @@ def java_options() -> list[str]:
 
 
 def dump_options(path: Path) -> list[str]:
-    """JVM options that write the classes the JVM loaded to ``path`` when it exits (the
-    classes CDS cannot keep are skipped quietly)."""
+    """JVM options that write the classes loaded to ``path`` at exit, quietly."""
     return [f"-XX:ArchiveClassesAtExit={path}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]

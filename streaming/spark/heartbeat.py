@@ -1,10 +1,6 @@
-"""The job's and the mirror's heartbeat, and their own log lines when Kafka or the sink goes away.
-
-:class:`Heartbeat` records a heartbeat in the sink every few seconds, also when idle, so readers
-(``connectors.client.liveness``) tell a running writer from a dead one, and probes Kafka. From
-the same probes :class:`OutageLog` logs one line when Kafka or the sink becomes unreachable, a
-reminder every :data:`REMINDER_S` and one when it is back; meanwhile the libraries' own lines
-about it are counted into those lines, not printed one by one.
+"""The job's and the mirror's heartbeat in the sink (``connectors.client.liveness``), and from
+the same probes one log line when Kafka or the sink goes away (:class:`OutageLog`), a reminder
+every :data:`REMINDER_S` and one when it is back, the libraries' own lines folded into them.
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ REMINDER_S: Final = 60.0
 _CONNECT_TIMEOUT_S: Final = 2.0
 #: Loggers of this project: never folded.
 _OWN_LOGGERS: Final = ("consumer_offsets", "streaming", "connectors", "state", "__main__")
-#: JVM loggers that repeat an outage line by line: Kafka's clients, Spark's Kafka source and
-#: its retried tasks.
+#: JVM loggers that repeat an outage line by line.
 _JVM_OUTAGE_LOGGERS: Final = (
     "org.apache.kafka",
     "org.apache.spark.sql.kafka010",
@@ -38,8 +33,7 @@ _JVM_OUTAGE_LOGGERS: Final = (
 
 
 def kafka_reachable(bootstrap_servers: str, timeout_s: float = _CONNECT_TIMEOUT_S) -> str | None:
-    """None when one of the bootstrap servers accepts a TCP connection, else why none did (a
-    refused login is the client's to report)."""
+    """None when one of the bootstrap servers accepts a TCP connection, else why none did."""
     reasons = []
     for server in (s.strip() for s in bootstrap_servers.split(",")):
         if not server:
@@ -94,7 +88,7 @@ class OutageLog(logging.Filter):
 
     def _decide(self, record: logging.LogRecord) -> bool:
         """Whether a library's record is printed: never during an outage, else once per
-        REMINDER_S for records of one kind, the next saying how many were folded."""
+        REMINDER_S per kind, saying how many were folded."""
         if self.outages:
             self.folded += 1
             return False
@@ -156,8 +150,7 @@ class OutageLog(logging.Filter):
 
 
 def _kind(record: logging.LogRecord) -> tuple[str, int, str]:
-    """Records of one kind: one logger, level and message template (librdkafka's ``"%s [%s]
-    %s"`` told apart by its facility, the first argument)."""
+    """A record's kind: logger, level and template (librdkafka's ``"%s…"`` by its facility)."""
     template = str(record.msg)[:80]
     if template.startswith("%s") and isinstance(record.args, tuple) and record.args:
         template += f"|{str(record.args[0])[:40]}"
@@ -169,8 +162,7 @@ def _duration(seconds: float) -> str:
 
 
 def jvm_log_quieter(spark: Any) -> Callable[[bool], None]:
-    """``quiet(True)`` sets the JVM's (log4j2) outage loggers to ERROR, ``quiet(False)`` puts
-    back their levels."""
+    """``quiet(True)`` sets the JVM's outage loggers to ERROR, ``quiet(False)`` undoes it."""
     previous: dict[str, Any] = {}
 
     def quiet(on: bool) -> None:
@@ -217,7 +209,6 @@ class Heartbeat:
             self.sink.heartbeat()
             self.outages.observe(self._sink_name, None)
         except SinkError as exc:
-            # The driver's message; the SinkError's own prefix names the sink again.
             reason = str(exc.__cause__ or exc).strip() or type(exc).__name__
             self.outages.observe(self._sink_name, reason.splitlines()[0])
         self.outages.observe(self._kafka, kafka_reachable(self.bootstrap_servers))

@@ -1,11 +1,5 @@
-"""Ingest messages as the state function receives them, and the job's own markers among them.
-
-The JVM does no parsing: a message travels to its shard as its bytes, with its position and
-append time, and the state function decodes it with ``state.formats.request_codec`` — the single
-source of truth for what is valid, exact for any valid JSON spelling, and one row per message
-through the shuffle instead of one per partition. (Parsing in Spark SQL was tried: ``from_json``,
-the checks a strict decoder makes and the explodes cost ~20 µs of JVM CPU per partition, then the
-flattened rows cost more to cross into pandas than the Python decoder costs in all.)
+"""Ingest messages as the state function receives them: bytes, position and append time, routed
+to their shard; the state function decodes them (one decoder, one row per message).
 """
 
 from __future__ import annotations
@@ -24,19 +18,11 @@ _UINT32 = 1 << 32
 
 def shard_of_key(key: Column, shards: int) -> Column:
     """Kafka's ``Utils.abs(groupId.hashCode()) % shards`` (``partition_for``) of each message
-    key, read as the group id in UTF-8; null for a null key.
-
-    Java's ``String.hashCode`` runs over UTF-16 code units: a code point beyond the BMP counts as
-    its two surrogates. Spark SQL has no such function (its ``hash`` is Murmur3), so this folds
-    the key's code points (``ascii`` of each character of a split) into the hash in BIGINT
-    arithmetic modulo 2^32, then reads it as an int32. 7-19 µs of JVM CPU for a key of ~15
-    characters on the project's machine (per message, not per committed offset), growing with
-    the key; ``tests/streaming/test_ingest.py`` checks it against ``partition_for`` over random
-    Unicode.
-    """
+    key as a UTF-8 group id; null for a null key. Java's hash runs over UTF-16 code units, so
+    this folds each code point (two surrogates beyond the BMP) modulo 2^32 in BIGINT;
+    ``tests/streaming/test_ingest.py`` holds it to ``partition_for``."""
     text = key.cast("string")
-    # One split into characters (code points), not a substring per index: that was quadratic,
-    # and a group id of 32,000 characters held a micro-batch for minutes.
+    # One split into code points: a substring per index was quadratic in the key's length.
     code_points = F.transform(F.split(text, ""), F.ascii)
 
     def step(h: Column, c: Column) -> Column:
@@ -62,31 +48,14 @@ def ingest_messages(
     keyed_topics: Sequence[str] = (),
     shard_keys: Sequence[int] | None = None,
 ) -> DataFrame:
-    """The Kafka source's rows as the state function takes them: ``shard`` (the state shard,
-    ``CoordinatorConfig.state_shard_for`` of the group, of ``shards``), ``ingest_partition``,
-    ``ingest_offset``, ``timestamp_ms`` and ``value`` (the message bytes, possibly null).
+    """The Kafka source's rows as the state function takes them: ``shard``,
+    ``ingest_partition``, ``ingest_offset``, ``timestamp_ms`` (the broker's append time on the
+    topics the job creates: the commit timestamp, where a deadline starts) and ``value``.
 
-    On an ingest topic of one partition per state shard the shard is the partition. On one of
-    fewer partitions (``keyed_topics``, their count a divisor of ``shards``) it is
-    ``partition_for(key, shards)`` of the message key, the group id (the partition of a message
-    without a key): a group's requests are on partition ``partition_for(group, count)``, which
-    is its shard modulo the count, so each shard's requests come from one partition, in order.
-    The state function answers a message that is not on its shard's partition, or whose group
-    is not its shard's, NOT_COORDINATOR. (``shards`` divides the offsets topic's partitions, so
-    ``partition_for(key, shards)`` is the key's partition of that topic modulo ``shards``.)
-
-    ``timestamp_ms`` is the message's timestamp, which for the ingest topic the job creates
-    (``message.timestamp.type=LogAppendTime``) is the broker's append time: the commit timestamp,
-    and where a request's deadline starts (``state.coordinator.deadlines``). On a topic left at
-    CreateTime it would be the producer's clock instead.
-
-    With tenants (``tenant_topics``, the tenants' ingest topics in configuration order), a
-    ``tenant`` column says whose topic a message came from: the tenant's index, or
-    :data:`OPERATOR` for the job's own topic.
-
-    With ``shard_keys`` (``streaming.spark.state_shards.shard_keys``), the ``shard`` column holds
-    shard ``k``'s key ``shard_keys[k]``, which Spark places in the state partition meant for
-    it; the state function takes the key modulo the shard count.
+    ``shard`` is the partition, or on ``keyed_topics`` (fewer partitions than ``shards``)
+    ``partition_for(key, shards)`` of the message key (else the partition); with ``shard_keys``
+    it is shard ``k``'s key ``shard_keys[k]``. With ``tenant_topics``, ``tenant`` is the index
+    of the tenant whose topic a message came from, or :data:`OPERATOR` for the job's own.
     """
     shard = F.col("partition")
     if keyed_topics:

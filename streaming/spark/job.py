@@ -1,11 +1,9 @@
-"""The offset manager's Structured Streaming query: ingest topics → shard states (value states,
-``streaming.spark.value_states``) → offsets topic, responses and sink.
+"""The offset manager's Structured Streaming query: ingest topics → shard states
+(``streaming.spark.value_states``) → offsets topic, responses and sink.
 
-Where it starts is planned by ``streaming.spark.start_plan``; :class:`OffsetsJob` runs the plan.
-The sink says STARTING (or LOADING) until the query's first micro-batch has completed, then
-ACTIVE: the job wakes every shard at start (a marker each), so that first batch runs at once and
-pays what a cold query pays (Python workers, state stores, planning), not the first commit after
-ACTIVE (measured with ``commit``: 7.7-16.8 s where later ones took 1.5-3.7 s; now 2.0-2.4 s).
+:class:`OffsetsJob` runs the start ``streaming.spark.start_plan`` plans. The sink says STARTING
+(or LOADING) until the first micro-batch completed, then ACTIVE; every shard gets a marker at
+start, so that batch runs at once and pays the cold query's costs before ACTIVE.
 """
 
 from __future__ import annotations
@@ -38,15 +36,12 @@ log = logging.getLogger(__name__)
 
 QUERY_NAME = "consumer-offsets"
 
-#: Kafka consumer settings of the ingest source, under the user's ``kafka_options`` (which win).
-#: Spark's source reads fixed offset ranges, and each task's consumer waits ``fetch.max.wait.ms``
-#: at the end of its range, once per partition. With Kafka's 500 ms, reading 1,000 messages
-#: from 50 partitions took 14 s; with 10 ms, 1.7 s; 1 ms took the Kafka source stage of a small
-#: batch from 0.3-0.4 s to 0.2-0.3 s (ack p50 at 1k offsets/s, three quick runs each: 1.96 ->
-#: 1.72 s on average; no clear change at 10k/s).
 #: The Spark Kafka source's consumer group ids start with this (``groupIdPrefix``): the job's
 #: principal needs READ on GROUP PREFIXED ``consumer-offsets-job`` where Kafka has ACLs.
 SOURCE_GROUP_ID_PREFIX = "consumer-offsets-job"
+#: Consumer settings of the ingest source, under the user's ``kafka_options`` (which win). Each
+#: task's consumer waits ``fetch.max.wait.ms`` at the end of its offset range, once per
+#: partition: Kafka's 500 ms would hold every small batch.
 SOURCE_CONSUMER_DEFAULTS = {
     "kafka.fetch.max.wait.ms": "1",
     "groupIdPrefix": SOURCE_GROUP_ID_PREFIX,
@@ -54,8 +49,7 @@ SOURCE_CONSUMER_DEFAULTS = {
 
 
 def _log_tenants(config: JobConfig) -> None:
-    """Say at start who may do what, and with tenants what the cluster must grant: nothing is
-    checked without tenants."""
+    """Log who may do what and, with tenants, what the cluster must grant."""
     if not config.tenants:
         log.info(
             "no tenants configured: every request on %s is applied unchecked "
@@ -88,26 +82,14 @@ def _log_tenants(config: JobConfig) -> None:
 
 def state_partitions(config: JobConfig, spark: SparkSession, shards: int | None = None) -> int:
     """Spark partitions of the shard state: ``config.state_partitions``, else the cluster's
-    cores (``defaultParallelism``); never more than the state ``shards`` (more would sit
-    empty; default: ``config.partitions``)."""
+    cores; at most the state ``shards`` (default ``config.partitions``)."""
     wanted = config.state_partitions or spark.sparkContext.defaultParallelism
     return max(1, min(int(wanted), shards or config.partitions))
 
 
-#: Spark's time mode of the value-state operator: no timers (expiry follows the job's ticks).
-TIME_MODE = "None"
-
-
 def query_settings(partitions: int) -> dict[str, str]:
-    """The settings the query starts with, which Spark reads when a query starts:
-
-    - ``spark.sql.shuffle.partitions``: the state's partitions. Each one is a task per
-      micro-batch with a fixed cost (RocksDB store, a Python worker round trip), so a small
-      batch is answered faster with as many partitions as cores than with more. Spark records
-      the number in the checkpoint, which then keeps it.
-    - no-data micro-batches off: each would cost a whole batch that new commits wait behind.
-      Expiry is driven by ticks in the ingest log instead (``streaming.spark.ingest``).
-    """
+    """The settings the query starts with: the state's partitions (a task each per batch; the
+    checkpoint keeps the count), and no no-data batches (expiry follows the ingest's ticks)."""
     return {
         "spark.sql.shuffle.partitions": str(partitions),
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
@@ -117,14 +99,13 @@ def query_settings(partitions: int) -> dict[str, str]:
 def start_query(
     spark: SparkSession, writer: DataStreamWriter, partitions: int, checkpoint_location: str
 ) -> StreamingQuery:
-    """Start ``writer``'s query as the job starts its own (:func:`query_settings`)."""
+    """Start ``writer``'s query as the job starts its own."""
     lifecycle = QueryLifecycle(spark, checkpoint_location)
     return lifecycle.start(writer, query_settings(partitions), resumed=False)
 
 
 class StartInterrupted(Exception):
-    """A stop signal came while the job was starting: raised before its next step, so the
-    query never ran and nothing was acknowledged."""
+    """A stop signal came while the job was starting: nothing was acknowledged."""
 
 
 def _stop_if(interrupted: Callable[[], bool], before: str) -> None:
@@ -133,8 +114,7 @@ def _stop_if(interrupted: Callable[[], bool], before: str) -> None:
 
 
 def read_checkpoint(spark: SparkSession, location: str) -> CheckpointFacts:
-    """What the checkpoint at ``location`` holds. A checkpoint moved or restored here gets its
-    schema paths pointed at its own files first (``streaming.spark.state_metadata``)."""
+    """What the checkpoint at ``location`` holds (a moved one's schema paths fixed first)."""
     if not QueryLifecycle(spark, location).checkpoint_exists():
         return CheckpointFacts()
     earlier = earlier_release(relocate_state_metadata(spark, location))
@@ -143,7 +123,7 @@ def read_checkpoint(spark: SparkSession, location: str) -> CheckpointFacts:
         exists=True,
         layout=layout,
         earlier_release=earlier,
-        # Read for a migration only (``plan_start``: an earlier release's, or without layout).
+        # Read for a migration only.
         committed=committed_positions(spark, location) if earlier or not layout else {},
     )
 
@@ -156,10 +136,9 @@ class OffsetsJob:
     spark: SparkSession
     sink: Sink
     writer: BatchWriter | None = None
-    #: The start :meth:`start` planned (``streaming.spark.start_plan``).
     plan: StartPlan | None = None
     lifecycle: QueryLifecycle | None = None
-    #: Each ingest topic's partition count, read when the job starts.
+    #: Each ingest topic's partition count, read at start.
     _ingest_layout: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -172,8 +151,6 @@ class OffsetsJob:
 
     @property
     def state_layout(self) -> StateLayout:
-        """How many states hold the offsets-topic partitions and how the checkpoint keys them
-        (``streaming.spark.state_shards``), as planned at start."""
         return self.plan.layout if self.plan else StateLayout(1)
 
     @property
@@ -182,8 +159,7 @@ class OffsetsJob:
 
     @classmethod
     def create(cls, config: JobConfig, spark: SparkSession | None = None) -> OffsetsJob:
-        """A job for ``config`` on ``spark`` (a new session from ``streaming.spark.session``
-        when None), with its sink opened; nothing starts until :meth:`start`."""
+        """A job for ``config`` on ``spark`` (default: a new session), its sink opened."""
         if spark is None:
             from streaming.spark.session import spark_session
 
@@ -191,10 +167,9 @@ class OffsetsJob:
         return cls(config, spark, open_sink(config.sink_url, keep_history=config.keep_history))
 
     def start(self, interrupted: Callable[[], bool] = lambda: False) -> StreamingQuery:
-        """Create the topics, plan the start (:func:`plan_start`), migrate a checkpoint of an
-        earlier release, set the sink's status, start the query and return it.
-        ``interrupted()`` is asked before each step that creates or writes something:
-        :class:`StartInterrupted` when true."""
+        """Create the topics, plan the start, migrate an earlier release's checkpoint, set the
+        sink's status and start the query. :class:`StartInterrupted` when ``interrupted()``
+        holds before a step that creates or writes something."""
         config = self.config
         log.info("starting with %s", config.redacted())
         _log_tenants(config)
@@ -227,9 +202,8 @@ class OffsetsJob:
             self.sink.set_status(plan.status, plan.detail)  # type: ignore[arg-type]
         lifecycle = self.lifecycle = QueryLifecycle(self.spark, config.checkpoint_location)
         lifecycle.keep_alive(self.sink, config.bootstrap_servers, "job")
-        # Every shard is called in the first micro-batch, which runs at once: it loads what it
-        # must, and the Python workers, the state stores and the plan are ready before ACTIVE
-        # (the writer says ACTIVE after that batch).
+        # Every shard is called in the first micro-batch, which runs at once: loads and warm-up
+        # happen before ACTIVE.
         own_partitions = self._ingest_layout[config.ingest_topic]
         write_markers(config, LOAD_MARKER, own_partitions, plan.shards)
         self.writer = self._batch_writer(plan)
@@ -247,7 +221,7 @@ class OffsetsJob:
         return query
 
     def _migrate(self, earlier: str) -> None:
-        """Move the checkpoint of an earlier release aside (kept, and logged where)."""
+        """Move an earlier release's checkpoint aside, logging where."""
         location = self.config.checkpoint_location
         aside = move_aside(self.spark, location, "earlier-release")
         log.warning(
@@ -261,8 +235,7 @@ class OffsetsJob:
         )
 
     def _batch_writer(self, plan: StartPlan) -> BatchWriter:
-        """The ``foreachBatch`` writer, its producer connected (and given its producer id) now,
-        not in the first batch that sends."""
+        """The ``foreachBatch`` writer, its producer connected now, not in the first batch."""
         config = self.config
         writer = BatchWriter(
             WriterSettings(
@@ -285,15 +258,13 @@ class OffsetsJob:
         return writer
 
     def _build_query(self, plan: StartPlan) -> DataStreamWriter:
-        """Ingest topics → shard states (value states, time mode None) → the batch writer."""
+        """Ingest topics → shard states → the batch writer."""
         config = self.config
         settings = ProcessorSettings(
             coordinator=dataclasses.replace(config.coordinator, state_shards=plan.shards),
             offsets_topic=config.offsets_topic,
             bootstrap_servers=config.bootstrap_servers,
             kafka_options=config.kafka_options,
-            # A shard without state whose offsets-topic partition holds records always loads
-            # it: also after a restart over a checkpoint that never committed its state.
             load_from_offsets_topic=plan.load_from_offsets_topic,
             loaded_sink_url=self._loaded_sink_url(),
             sink_write_timeout_s=config.sink_write_timeout_s,
@@ -310,9 +281,7 @@ class OffsetsJob:
         )
         if config.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
-        # The source has a task per ingest partition and each task has a fixed cost; coalescing
-        # reads them in as many tasks as the state has, without a shuffle. Rows of a shard stay
-        # in log order within their task, and the state function orders them by ingest offset.
+        # A task per state partition rather than per ingest partition, without a shuffle.
         output = ingest_messages(
             reader.load().coalesce(plan.state_partitions),
             [t.ingest_topic for t in config.tenants],
@@ -322,7 +291,11 @@ class OffsetsJob:
         ).groupBy("shard")
         return (
             output.transformWithStateInPandas(
-                ShardProcessor(settings), OUTPUT_SCHEMA, "update", TIME_MODE
+                # No timers: expiry follows the job's ticks.
+                ShardProcessor(settings),
+                OUTPUT_SCHEMA,
+                "update",
+                "None",
             )
             .writeStream.queryName(QUERY_NAME)
             .outputMode("update")
@@ -332,8 +305,7 @@ class OffsetsJob:
 
     def _loaded_sink_url(self) -> str | None:
         """The sink URL the Python workers write rebuilt shards to, or None when the driver
-        writes them (``JobConfig.rebuild_sink_writes``). Loading and writing then overlap: a
-        rebuild of 3.6M records into SQLite spent 15 s loading and then 11 s writing."""
+        writes them (``JobConfig.rebuild_sink_writes``)."""
         writers = self.config.rebuild_sink_writes
         if writers == "auto":
             local = str(self.spark.sparkContext.master).startswith("local")
@@ -341,9 +313,7 @@ class OffsetsJob:
         return absolute_sink_url(self.config.sink_url) if writers == "executors" else None
 
     def stop(self) -> None:
-        """Stop the query. A batch interrupted inside foreachBatch is replayed on the next start
-        from the same checkpoint, which is safe: its records and responses are the same, the
-        sink skips its batch id."""
+        """Stop the query (an interrupted batch is replayed at the next start: idempotent)."""
         if self.lifecycle is not None:
             self.lifecycle.stop()
         if self.writer is not None:

@@ -1,6 +1,5 @@
-"""A streaming query's life, the job's and the mirror's alike: started with the settings Spark
-reads when a query starts, restarted after Spark's replayed-batch bug, kept company by the
-threads that run beside it (heartbeat, history retention…), stopped with them."""
+"""A streaming query's life, the job's and the mirror's: started with its settings, restarted
+after Spark's replayed-batch bug, stopped with the threads that run beside it."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.sinks import Sink, open_sink
 from connectors.sinks.retention import HistoryRetention
-from streaming.spark.checkpoint_files import checkpoint_file_settings
+from streaming.spark.checkpoint_files import checkpoint_file_settings, hadoop_path
 from streaming.spark.heartbeat import Heartbeat, jvm_log_quieter
 
 log = logging.getLogger(__name__)
@@ -39,8 +38,8 @@ C = TypeVar("C", bound=Companion)
 def start_with_settings(
     spark: SparkSession, writer: DataStreamWriter, settings: Mapping[str, str]
 ) -> StreamingQuery:
-    """Start ``writer``'s query with ``settings``, which Spark reads when a query starts (the
-    query keeps them in a session of its own); the session's own values are restored after."""
+    """Start ``writer``'s query with ``settings`` (Spark reads them at start); the session's
+    own values are restored after."""
     previous = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
@@ -55,12 +54,8 @@ def start_with_settings(
 
 
 def is_replayed_batch_bug(error: object) -> bool:
-    """Whether a query's error is SPARK-55271's.
-
-    A query resumed from a checkpoint whose last batch was planned but not committed re-runs
-    that batch, commits it, and then fails while reporting progress
-    (``KafkaMicroBatchStream.metrics`` dereferences offsets only a newly planned batch sets).
-    The batch is committed by then, so starting the query once more resumes cleanly."""
+    """Whether a query's error is SPARK-55271's: a resumed query re-runs and commits its last
+    uncommitted batch, then fails reporting its metrics; starting it again resumes cleanly."""
     text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
     return "KafkaMicroBatchStream" in text or "Option.get()" in text
 
@@ -77,18 +72,15 @@ class QueryLifecycle:
     _companions: list[Companion] = field(default_factory=list)
 
     def checkpoint_exists(self) -> bool:
-        """Whether the location holds a query checkpoint (any Hadoop file system)."""
-        jvm = self.spark._jvm  # type: ignore[attr-defined]
-        path = jvm.org.apache.hadoop.fs.Path(self.checkpoint_location.rstrip("/") + "/offsets")
-        fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+        """Whether the location holds a query checkpoint."""
+        path, fs = hadoop_path(self.spark, self.checkpoint_location.rstrip("/") + "/offsets")
         return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
 
     def start(
         self, writer: DataStreamWriter, settings: Mapping[str, str], resumed: bool
     ) -> StreamingQuery:
-        """Start ``writer``'s query with ``settings`` (and, on a local checkpoint, the file
-        manager of ``streaming.spark.checkpoint_files``). A ``resumed`` query is watched for
-        SPARK-55271 (:func:`is_replayed_batch_bug`) and started again after it."""
+        """Start ``writer``'s query with ``settings`` (and the checkpoint's file manager); a
+        ``resumed`` one is started again after SPARK-55271."""
         settings = {
             **settings,
             **checkpoint_file_settings(self.spark, self.checkpoint_location),
@@ -120,19 +112,18 @@ class QueryLifecycle:
             left -= 1
 
     def beside(self, companion: C) -> C:
-        """``companion``, which :meth:`stop` stops (after the query, in the order given)."""
+        """``companion``, stopped by :meth:`stop` after the query, in the order given."""
         self._companions.append(companion)
         return companion
 
     def keep_alive(self, sink: Sink, bootstrap_servers: str, who: str) -> Heartbeat:
-        """Start the heartbeat: the sink says its writer is alive, also while it starts, loads or
-        idles (``connectors.client.liveness``)."""
+        """Start the sink's heartbeat (``connectors.client.liveness``)."""
         heartbeat = Heartbeat(sink, bootstrap_servers, who, quiet_jvm=jvm_log_quieter(self.spark))
         heartbeat.start()
         return self.beside(heartbeat)
 
     def keep_history_for(self, sink_url: str, retention_ms: int, interval_ms: int) -> None:
-        """Delete history older than ``retention_ms`` every ``interval_ms``, beside the query."""
+        """Delete history older than ``retention_ms`` every ``interval_ms``."""
         retention = HistoryRetention(
             lambda: open_sink(sink_url, keep_history=True), retention_ms, interval_ms
         )
@@ -141,7 +132,6 @@ class QueryLifecycle:
 
     @property
     def retention(self) -> HistoryRetention | None:
-        """The history retention thread, when one runs."""
         return next((c for c in self._companions if isinstance(c, HistoryRetention)), None)
 
     def stop(self) -> bool:
@@ -155,8 +145,7 @@ class QueryLifecycle:
 
     def run_until(self, stop: threading.Event, duration_s: float | None = None) -> object:
         """Wait until ``stop`` is set, ``duration_s`` passed or the query ended for good (not
-        replaced after SPARK-55271 within :data:`RESTART_GRACE_S`); the last query's error, or
-        None. The caller stops the lifecycle."""
+        replaced after SPARK-55271); the last query's error, or None."""
         assert self.query is not None, "start runs first"
         deadline = None if duration_s is None else time.monotonic() + duration_s
         while not stop.is_set():
@@ -169,8 +158,7 @@ class QueryLifecycle:
         return self.query.exception()
 
     def _replaced(self, ended: StreamingQuery, stop: threading.Event) -> bool:
-        """Whether the ended query becomes another, active one within :data:`RESTART_GRACE_S`:
-        the watchdog restarts it after the replayed-batch bug only."""
+        """Whether the ended query is replaced by an active one within :data:`RESTART_GRACE_S`."""
         deadline = time.monotonic() + RESTART_GRACE_S
         while not stop.is_set() and time.monotonic() < deadline:
             current = self.query
@@ -191,6 +179,3 @@ class QueryLifecycle:
                 return
             time.sleep(0.2)
         raise TimeoutError(f"condition not met within {timeout_s:.0f}s")
-
-
-__all__ = ["QueryLifecycle", "is_replayed_batch_bug", "start_with_settings"]

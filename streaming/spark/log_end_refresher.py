@@ -1,10 +1,5 @@
-"""The mirror's log-end offsets: read from the mirrored cluster on an interval into its sink.
-
-A mirror's sink answers lag without a connection to the mirrored cluster: every ``interval_s``
-the refresher reads the log-end offsets of the committed topics (``BrokerOffsets``, the one
-reader of them) and stores them (``Sink.write_log_end_offsets``), as Burrow and kafka_exporter
-poll theirs. A failed refresh is logged and retried at the next interval; it never stops the
-mirror.
+"""The mirror's log-end offsets, read from the mirrored cluster into its sink every interval, so
+the sink answers lag alone. A failed refresh is logged and retried; it never stops the mirror.
 """
 
 from __future__ import annotations
@@ -22,8 +17,7 @@ log = logging.getLogger(__name__)
 
 
 class LogEndRefresher:
-    """A daemon thread that stores the cluster's log-end offsets in the sink every
-    ``interval_s``; :meth:`refresh` does one round synchronously."""
+    """A thread that stores the committed topics' log-end offsets every ``interval_s``."""
 
     def __init__(
         self,
@@ -40,8 +34,7 @@ class LogEndRefresher:
         self._thread: threading.Thread | None = None
 
     def refresh(self) -> int:
-        """Read and store the log-end offsets of every partition of the committed topics; the
-        number of partitions stored."""
+        """One round, now; the number of partitions stored."""
         ends = self._broker.topic_end_offsets(self.sink.committed_topics())
         self.sink.write_log_end_offsets({(tp.topic, tp.partition): o for tp, o in ends.items()})
         return len(ends)
@@ -75,6 +68,3 @@ class LogEndRefresher:
             self._thread.join(timeout_s)
             self._thread = None
         self._broker.close()
-
-
-__all__ = ["LogEndRefresher"]

@@ -1,23 +1,12 @@
 """The mirror: a real Kafka cluster's committed offsets kept in the queryable sink.
 
-A Structured Streaming query reads the source cluster's ``__consumer_offsets`` with Spark's
-Kafka source and applies every record to the same sink tables the job writes: offsets (commits
-upsert, tombstones delete — Kafka's own expiry and deletes arrive as tombstones), groups
-(GroupMetadata records of classic groups), history. It needs no Spark state: the sink already
-keeps the compacted view (the last record per key, in log order), and a key always lives in one
-partition of ``__consumer_offsets``. Consumer-protocol (KIP-848) groups are held too: their
-epoch as the group's generation, their members from the member records. Records of the other
-types (assignments, share and streams groups) are classified by
-``state.formats.records.record_types`` and counted.
-
-Read-only on the source: the source assigns partitions and never commits. Every
-``log_end_interval_s`` the log-end offsets of the committed topics are read from the source
-(ListOffsets) into the sink, so lag is answered from the sink alone. A sink (or a table prefix
-of one database) holds one cluster, recorded by its cluster id: a mirror of another cluster is
-refused before it writes anything. The sink is LOADING
-(readers answer COORDINATOR_LOAD_IN_PROGRESS) until the mirror has read up to the end offsets it
-saw at start, then ACTIVE. Batch ids make writes idempotent, and a restart from the checkpoint
-resumes where the last committed batch ended, as the job does.
+A query reads the source's ``__consumer_offsets`` (read-only: assigned, never committing) and
+applies every record, in log order, to the job's sink tables: commits upsert, tombstones delete,
+classic and consumer-protocol (KIP-848) groups with their members; other record types are
+counted. No Spark state: the sink keeps the compacted view, and a key lives in one partition.
+The log-end offsets of the committed topics are refreshed into the sink on an interval, so lag
+is answered from the sink alone. A sink holds one cluster (by its id); it is LOADING until the
+mirror read up to the end offsets seen at start, then ACTIVE. Batch ids make writes idempotent.
 """
 
 from __future__ import annotations
@@ -45,7 +34,7 @@ from state.shard import (
     consumer_group_records,
     positioned_record_frame_of,
 )
-from streaming.config import MirrorConfig, load_mirror_config
+from streaming.config import MirrorConfig
 from streaming.spark.lifecycle import QueryLifecycle
 from streaming.spark.log_end_refresher import LogEndRefresher
 
@@ -54,27 +43,21 @@ log = logging.getLogger("consumer_offsets.mirror")
 #: Kafka's offsets topic, the mirror's only source.
 CONSUMER_OFFSETS = "__consumer_offsets"
 QUERY_NAME = "consumer-offsets-mirror"
-#: Records per micro-batch at most: a catch-up over millions of records goes in steps that
-#: each reach the sink.
+#: Records per micro-batch at most: a catch-up reaches the sink in steps.
 MAX_RECORDS_PER_BATCH = 500_000
 
 
 @dataclass
 class MirrorWriter:
     """``foreachBatch``: a batch of ``__consumer_offsets`` records into the sink, in log order.
-
-    ``positions`` is where reading has got to in every partition (the next offset), kept across
-    batches and stored with each batch's progress, so a resumed mirror knows it too;
-    ``catch_up_to`` the end offsets seen at start, with a partition that has nothing left to
-    read (compaction) already counted as caught up.
-    """
+    ``positions`` (partition → next offset) is stored with each batch's progress;
+    ``catch_up_to`` holds the end offsets seen at start."""
 
     sink: Sink
     catch_up_to: dict[int, int]
     positions: dict[int, int] = field(default_factory=dict)
     loading: bool = True
     other_types: Counter[str] = field(default_factory=Counter)
-    #: How long a batch's sink write is retried through a sink outage (``MirrorConfig``).
     sink_write_timeout_s: float = 60.0
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -110,8 +93,7 @@ class MirrorWriter:
             group_commits=_commits_by_group(frame),
         )
         decoded = time.monotonic()
-        # A sink outage is waited out, as the job waits: the batch is one idempotent
-        # transaction, so writing it again after a failure is safe.
+        # A sink outage is waited out: the batch is one idempotent transaction.
         with_sink_retries(
             lambda: self.sink.write_batch(batch_id, frame, progress, members),
             self.sink_write_timeout_s,
@@ -137,7 +119,7 @@ class MirrorWriter:
         )
 
     def caught_up(self) -> bool:
-        """Whether every partition has been read up to the end offsets seen at start."""
+        """Whether every partition was read up to the end offsets seen at start."""
         return all(self.positions.get(p, 0) >= end for p, end in self.catch_up_to.items())
 
 
@@ -154,8 +136,8 @@ def _held(keys: pa.Array) -> pa.Array:
 def _sink_frames(
     keys: pa.Array, values: pa.Array, on_unreadable: Callable[[RecordFormatError], None]
 ) -> tuple[pa.Table, pa.Table]:
-    """The record frame (offsets, classic groups and consumer groups, in log order) and the
-    consumer-group member changes of a batch of ``__consumer_offsets`` records."""
+    """A batch's record frame (offsets and groups, in log order) and consumer-group member
+    changes."""
     frame, positions, _ = positioned_record_frame_of(keys, values, on_unreadable)
     consumer = consumer_group_records(keys, values, on_unreadable)
     if consumer.groups.num_rows:
@@ -182,8 +164,7 @@ class SourceAccessError(RuntimeError):
 
 def check_source_access(admin: KafkaAdmin) -> None:
     """Fail at once, naming Kafka's error and the ACLs to grant, when the principal may not
-    see ``__consumer_offsets`` (Kafka hides such a topic: Spark's source would otherwise fail
-    later with "not assigned any partitions")."""
+    see ``__consumer_offsets`` (Spark's source would fail later, less clearly)."""
     code = admin.topic_error(CONSUMER_OFFSETS)
     if code == _TOPIC_AUTHORIZATION_FAILED:
         raise SourceAccessError(
@@ -195,8 +176,7 @@ def check_source_access(admin: KafkaAdmin) -> None:
 
 
 def _commits_by_group(frame: pa.Table) -> dict[str, int]:
-    """OffsetCommit records per group in a batch's records (``RECORD_FRAME_SCHEMA``): Kafka
-    writes one per partition committed, as the job counts them."""
+    """OffsetCommit records (one per partition committed) per group in a batch's records."""
     commits = pc.and_(pc.equal(frame["kind"], "offset"), pc.is_valid(frame["value"]))
     groups = frame["group_id"].filter(commits)
     if not len(groups):
@@ -234,7 +214,7 @@ class OffsetsMirror:
 
     @classmethod
     def create(cls, config: MirrorConfig, spark: SparkSession | None = None) -> OffsetsMirror:
-        """A mirror for ``config`` on ``spark`` (a new session when None), its sink opened."""
+        """A mirror for ``config`` on ``spark`` (default: a new session), its sink opened."""
         if spark is None:
             from streaming.spark.session import spark_session
 
@@ -314,17 +294,6 @@ class OffsetsMirror:
         return dict(self.writer.other_types) if self.writer else {}
 
     def stop(self) -> None:
-        """Stop the query and what runs beside it; a mirror that ran leaves its sink STOPPED
-        (one that never started, e.g. refused by a sink of another cluster, leaves it as it
-        was)."""
+        """Stop the query and its companions; the sink says STOPPED if the query started."""
         if self.lifecycle is not None and self.lifecycle.stop():
             self.sink.set_status("STOPPED", f"mirroring {self.config.cluster_name}: stopped")
-
-
-__all__ = [
-    "CONSUMER_OFFSETS",
-    "MirrorConfig",
-    "MirrorWriter",
-    "OffsetsMirror",
-    "load_mirror_config",
-]

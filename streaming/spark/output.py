@@ -1,26 +1,14 @@
-"""What the state function hands the writer: one row per shard call, its output as Arrow IPC.
+"""What the state function hands the writer: one ``(shard, payload)`` row per shard call, the
+payload an Arrow IPC stream of :data:`OUTPUT_TABLE_SCHEMA` rows that only the driver reads (no
+pandas round trip per column).
 
-Each call of the state function emits one Spark row, ``(shard, payload)``, whose payload is an
-Arrow IPC stream of :data:`OUTPUT_TABLE_SCHEMA` rows. The writer reads the payloads on the
-driver. Carrying Spark rows column by column instead costs two conversions per value (Arrow to
-pandas in the state function, pandas back to Arrow in Spark's Python runner) for data that only
-the driver reads.
-
-``out`` says which columns are meaningful on a row of the table:
-"record": the RECORD_FRAME columns (plus ``shard``, the offsets-topic partition, and ``seq``,
-the apply order within the shard);
-"loaded": a shard's state as records after rebuilding it from the offsets topic (sink only);
-"response": one responses-topic message per answered request (``key``, ``value``,
-``ingest_offset``; see ``state.formats.response_codec``);
-"dead_letter": one dead-letter message per unanswerable input (``value``, ``ingest_offset``);
-"stats": the per-shard counters;
-"position": the next offset (``next_offset``) after the call's messages in each ingest
-partition (``partition``) they came from, of a tenant's ingest topic (``topic``) or of the
-job's own (``topic`` null);
-"group_commits": a group's offset commits applied in the call (``group_id``,
-``commits_applied``), for the sink's commits counter.
-A response's ``tenant`` is the index of the tenant whose topic the request came from (its
-answer goes to that tenant's responses topic), null for the job's own ingest topic.
+A row's ``out`` says which columns it fills: "record" (RECORD_FRAME columns, ``shard`` its
+offsets-topic partition, ``seq`` the apply order); "loaded" (a rebuilt shard's state, for the
+sink); "response" (``key``, ``value``, ``ingest_offset``; ``tenant``: the requester's tenant
+index, null for the job's own topic); "dead_letter" (``value``, ``ingest_offset``); "stats"
+(the call's counters); "position" (``next_offset`` after the call's messages in an ingest
+``partition`` of ``topic``, null for the job's own); "group_commits" (``group_id``,
+``commits_applied``).
 """
 
 from __future__ import annotations
@@ -76,20 +64,16 @@ OUTPUT_TABLE_SCHEMA = pa.schema(
 )
 
 
-#: LZ4-compressed IPC above ``_COMPRESS_FROM`` bytes (the reader needs no flag). Spark packs the
-#: payloads of a task's shards into one Arrow batch by row count, and a payload is one row: a
-#: shard's rebuilt state is tens of MB plain, and 25 of them outgrew the JVM's direct memory
-#: when a rebuild of 11M records came to the driver; compressed they are about a sixth. A small
-#: call's payload (a few KB) is left plain: compressing each of its 27 column buffers cost ~1 ms
-#: per call, a tenth of a small call's Python.
+#: LZ4-compressed IPC from ``_COMPRESS_FROM`` bytes: a rebuilt shard's payload is tens of MB
+#: plain, and a task's payloads travel in one Arrow batch (they outgrew the JVM's direct memory).
+#: A small call's payload stays plain: compressing its 27 buffers cost ~1 ms a call.
 _LZ4 = pa.ipc.IpcWriteOptions(compression="lz4")
 _PLAIN = pa.ipc.IpcWriteOptions()
 _COMPRESS_FROM = 256 * 1024
 
 
 def output_table(shard: int, out: ShardOutput) -> pa.Table:
-    """One call's output as :data:`OUTPUT_TABLE_SCHEMA` rows: the loaded state, records,
-    responses, dead letters, positions, commits per group, then the stats row. Every row's
+    """One call's output as :data:`OUTPUT_TABLE_SCHEMA` rows, the stats row last. Every row's
     ``shard`` is ``shard`` but a record's, which is its offsets-topic partition."""
     parts = [
         (kind, table)
@@ -114,8 +98,7 @@ def output_table(shard: int, out: ShardOutput) -> pa.Table:
         if kind in ("loaded", "record"):
             table = table.append_column("is_tombstone", pc.is_null(table["value"]))
         if kind == "loaded":
-            # Only the sink reads a loaded shard, and it needs the decoded columns: the
-            # record bytes would double what a rebuild carries to the driver.
+            # The sink needs only the decoded columns: the bytes would double a rebuild's.
             table = table.drop_columns(["key", "value"])
         table = table.append_column("out", pa.array([kind] * table.num_rows, pa.string()))
         table = table.append_column(
@@ -148,8 +131,7 @@ def encode_output(table: pa.Table) -> bytes:
 
 
 def decode_each_output(payloads: pa.ChunkedArray | pa.Array) -> Iterator[pa.Table]:
-    """Each call's output table of a micro-batch's ``payload`` column, read in place (no copy
-    of the payload bytes)."""
+    """Each call's output table of a micro-batch's ``payload`` column, read without a copy."""
     chunks = payloads.chunks if isinstance(payloads, pa.ChunkedArray) else [payloads]
     for chunk in chunks:
         for i in range(len(chunk)):

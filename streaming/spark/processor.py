@@ -1,21 +1,11 @@
 """The shard call: Spark's rows in, one ``state.shard.handle_messages`` call, one row out.
 
-Spark keys the state by shard (``CoordinatorConfig.state_shard_for``; the key is the shard, or the
-shard plus a multiple of the count, ``streaming.spark.state_shards``): at most that many keys per
-micro-batch whatever the number of groups, which is what makes the Python state affordable
-(deploy/README.md, "How it works"). ``streaming.spark.value_states`` runs the call on
-``transformWithStateInPandas``; ``StoredShard`` is where the state lives between calls.
-
-Calling contract (PySpark's, restated): the processor is called once per micro-batch for every
-shard with input rows (data calls, rows in ``frames``). Timer calls never come: the job runs
-without timers (time mode ``None``); the job's expiry ticks, messages among the others, are its
-periodic check (``state.shard.EXPIRY_TICK``).
-
-A call: the stored state (decoded, or kept by this worker since it encoded it:
-``streaming.spark.shard_cache``; none: ``load_shard`` from the offsets topic when it holds records)
--> ``handle_messages`` at the micro-batch's timestamp -> the new state stored when it changed -> a
-shard rebuilt from the offsets topic written to the sink from here, when the worker can reach it
--> one ``(shard, payload)`` row (``streaming.spark.output``).
+Spark keys the state by shard, so a micro-batch makes at most one call per shard whatever the
+number of groups. A call: the stored state (kept by this worker, decoded, or rebuilt from the
+offsets topic) → ``handle_messages`` at the micro-batch's timestamp → the new state stored when
+it changed → a rebuilt shard written to the sink from here when the worker writes it → one
+``(shard, payload)`` row (``streaming.spark.output``). No timer calls: the job's expiry ticks are
+messages.
 """
 
 from __future__ import annotations
@@ -47,8 +37,7 @@ from streaming.spark.worker_imports import install as install_worker_imports
 
 log = logging.getLogger(__name__)
 
-# Imported in every Python worker that runs the state function: make Spark's per-task import
-# cache invalidation cheap there (see streaming.spark.worker_imports).
+# Imported in every Python worker that runs the state function.
 install_worker_imports()
 
 
@@ -62,22 +51,18 @@ class ProcessorSettings:
     bootstrap_servers: str
     kafka_options: Mapping[str, str]
     #: True when the offsets topic holds records: a shard called without state rebuilds it from
-    #: its offsets-topic partitions (a new checkpoint over an existing topic, or a restart over
-    #: a checkpoint whose first batch never committed).
+    #: its offsets-topic partitions.
     load_from_offsets_topic: bool
-    #: Where a rebuilt shard's state goes: this sink (an absolute URL), written by the worker
-    #: that rebuilt it, so the sink fills while other shards still load; or, when None, the
-    #: driver, after the whole batch (see ``JobConfig.rebuild_sink_writes``).
+    #: The sink (an absolute URL) the worker writes a rebuilt shard's state to; None: the
+    #: driver writes it after the batch (``JobConfig.rebuild_sink_writes``).
     loaded_sink_url: str | None = None
-    #: How long a worker retries a sink write that fails (``JobConfig.sink_write_timeout_s``).
     sink_write_timeout_s: float = 60.0
     #: Each tenant's ingest topic and rules, by tenant index (``ShardRules``).
     tenant_topics: tuple[str, ...] = ()
     tenant_authorizers: tuple[Authorizer, ...] = ()
     #: Partition counts of the ingest topics: the job's, then each tenant's (``ShardRules``).
     ingest_partitions: tuple[int, ...] = ()
-    #: Bytes of decoded shard states each Python worker keeps between calls
-    #: (``streaming.spark.shard_cache``; ``JobConfig.state_cache_mb``); 0 decodes every blob.
+    #: Bytes of decoded shard states each Python worker keeps between calls (0: none).
     state_cache_bytes: int = DEFAULT_MAX_BYTES
 
     def rules(self) -> ShardRules:
@@ -103,8 +88,7 @@ def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
     from connectors.kafka.offsets_log import read_partition_chunks
 
     def skip(error: Exception) -> None:
-        # A record this code cannot read must not take the shard down: Kafka's loader also
-        # skips what it does not understand.
+        # As Kafka's loader, skip what cannot be read rather than fail the shard.
         log.warning("shard %d: skipping unreadable offsets record: %s", shard, error)
 
     # Partitions hold disjoint groups: replaying one after another is replaying each.
@@ -118,8 +102,7 @@ def load_shard(settings: ProcessorSettings, shard: int) -> LoadedShard:
 
 
 def write_loaded(sink_url: str, timeout_s: float, shard: int, records: pa.Table) -> None:
-    """Write a rebuilt shard's state (``snapshot_records``) into the sink at ``sink_url``,
-    retrying while the sink fails for up to ``timeout_s``."""
+    """Write a rebuilt shard's state into the sink at ``sink_url``, retrying for ``timeout_s``."""
 
     def write() -> None:
         with open_sink(sink_url) as sink:
@@ -129,11 +112,10 @@ def write_loaded(sink_url: str, timeout_s: float, shard: int, records: pa.Table)
 
 
 class StoredShard(Protocol):
-    """Where a shard's state lives between calls, as one call sees it (the value-state
-    operator's base, log and head: ``streaming.spark.value_states``)."""
+    """Where a shard's state lives between calls, as one call sees it."""
 
     def batch_time_ms(self) -> int:
-        """The micro-batch's timestamp (Spark's offset log keeps it; a replay sees the same)."""
+        """The micro-batch's timestamp (a replay sees the same)."""
         ...
 
     def read(self, shards: DecodedShards) -> ShardState | None:
@@ -151,8 +133,7 @@ ShardCall = Callable[[int, Iterator[pd.DataFrame], StoredShard], Iterator[pd.Dat
 
 
 def make_shard_call(settings: ProcessorSettings) -> ShardCall:
-    """Build one shard call (the module's docstring) for these settings, whatever stores the
-    shard's state between calls."""
+    """The shard call (see the module's docstring) for these settings."""
     rules = settings.rules()
     load = (lambda shard: load_shard(settings, shard)) if settings.load_from_offsets_topic else None
 
@@ -162,20 +143,16 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
         shards = decoded_shards(settings.state_cache_bytes)
         stored = store.read(shards)
         messages = pd.concat(list(frames), ignore_index=True)
-        # The micro-batch's timestamp, which Spark keeps in its offset log: expiry and request
-        # deadlines are decided against it, never the wall clock, so a replay decides the same.
+        # Decided against the micro-batch's timestamp, not the wall clock: a replay decides
+        # the same.
         out = handle_messages(shard, stored, messages, store.batch_time_ms(), rules, load)
         if out.changed:
             store.write(shards, shard, out.state, out.records)
         loaded = out.stats["loaded_records"] is not None
         if loaded and settings.loaded_sink_url is not None:
-            # The sink is a view of the state: refill it from here (the driver would wait for
-            # every shard to load).
+            # From here, not from the driver, which would wait for every shard to load.
             write_loaded(settings.loaded_sink_url, settings.sink_write_timeout_s, shard, out.loaded)
             out = out._replace(loaded=RECORD_FRAME_SCHEMA.empty_table())
         yield pd.DataFrame({"shard": [shard], "payload": [encode_output(output_table(shard, out))]})
 
     return call
-
-
-__all__ = ["ProcessorSettings", "ShardCall", "StoredShard", "make_shard_call"]

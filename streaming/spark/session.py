@@ -1,9 +1,5 @@
-"""The one place a SparkSession is made: the job, the tests and the benchmarks all call
-:func:`spark_session`, so they run with the same state store, jars and Python workers.
-
-The JVM jars it puts on ``spark.jars`` are those ``deploy/setup.sh`` resolved with Maven into the
-runtime folder (``connectors.runtime``). ``pyspark`` is imported lazily so that importing this
-module stays cheap.
+"""The one place a SparkSession is made (:func:`spark_session`): the job, the tests and the
+benchmarks run with the same state store, jars (``deploy/setup.sh`` resolved them) and workers.
 """
 
 from __future__ import annotations
@@ -21,9 +17,8 @@ from streaming.spark import class_archive
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: Default ``spark.sql.shuffle.partitions`` of the session (Spark's own is 200: hundreds of tiny
-#: tasks per query on a small machine). The job starts its query with its own count of state
-#: partitions (``streaming.spark.job.query_settings``), which its checkpoint then keeps.
+#: Default ``spark.sql.shuffle.partitions`` (Spark's 200 makes hundreds of tiny tasks); the job
+#: starts its query with its own count (``streaming.spark.job.query_settings``).
 DEFAULT_SHUFFLE_PARTITIONS = 8
 
 #: Default driver heap; in ``local`` mode the executors live in the driver's JVM too.
@@ -45,21 +40,15 @@ _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+\.\d+.*)\.jar$")
 
 
 def jar_artifact(file_name: str) -> str:
-    """The Maven artifact id in a jar file name: ``kafka-clients-3.9.1.jar`` -> ``kafka-clients``.
-
-    The version starts at the first ``-<digits>.<digits>``, so Scala suffixes and numbers inside
-    artifact ids stay put: ``spark-sql-kafka-0-10_2.13-4.1.1.jar`` -> ``spark-sql-kafka-0-10_2.13``.
-    """
+    """The Maven artifact id in a jar file name, up to the first ``-<digits>.<digits>``:
+    ``spark-sql-kafka-0-10_2.13-4.1.1.jar`` -> ``spark-sql-kafka-0-10_2.13``."""
     match = _JAR_NAME.match(file_name)
     return match["artifact"] if match else file_name.removesuffix(".jar")
 
 
 def pyspark_jar_conflicts(jars: list[Path] | None = None) -> list[str]:
-    """Jars among ``jars`` (default :func:`spark_jars`) whose artifact pyspark already ships.
-
-    A second copy of a class on Spark's classpath, at any version, is a conflict: which one
-    loads depends on classpath order. ``deploy/setup.sh`` fails when this is not empty.
-    """
+    """Jars among ``jars`` (default :func:`spark_jars`) whose artifact pyspark already ships,
+    at any version: which copy loads would depend on classpath order."""
     import pyspark
 
     shipped = {jar_artifact(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
@@ -74,35 +63,20 @@ def spark_session(
     extra_conf: dict[str, str] | None = None,
     java_options: Sequence[str] | None = None,
 ) -> SparkSession:
-    """Create (or return the running) SparkSession configured for this project.
+    """Create (or return the running) SparkSession configured for this project: RocksDB state
+    store with changelog checkpointing, Arrow, UTC, the Kafka connector jars, log level WARN.
 
-    ``master``: the argument, else ``$SPARK_MASTER``, else ``local[*]``. ``extra_conf`` is applied
-    last, so it overrides every default here (e.g. ``{"spark.ui.enabled": "false"}`` in tests,
-    ``{"spark.sql.shuffle.partitions": "2"}``). ``spark.driver.memory`` defaults to
-    ``$SPARK_DRIVER_MEMORY`` or 2g.
-
-    Defaults: RocksDB state store with changelog checkpointing (each micro-batch uploads only the
-    changed keys instead of a full snapshot), :data:`DEFAULT_SHUFFLE_PARTITIONS` shuffle
-    partitions, Arrow for pandas conversion, UTC session time zone, driver bound to 127.0.0.1
-    for ``local`` masters, the Kafka connector jars from :func:`spark_jars`, log level WARN.
-
-    ``java_options``: more driver JVM options; by default those that map the class archive
-    ``deploy/setup.sh`` built (:mod:`streaming.spark.class_archive`), when there is one.
-
-    Like ``SparkSession.builder.getOrCreate()``, a second call in the same process returns the
-    session that already runs; settings that only apply at JVM start (jars, driver memory,
-    master) are those of the first call.
+    ``master``: else ``$SPARK_MASTER``, else ``local[*]``; ``extra_conf`` overrides every
+    default; ``java_options``: driver JVM options (default: the class archive's, if built).
+    A second call returns the running session, with the first call's JVM settings.
     """
-    # Python workers are started with $PYSPARK_PYTHON; unset, Spark picks `python3` from PATH,
-    # which lacks pyarrow/pandas and fails inside the first pandas UDF. The workers must be
-    # this interpreter (the project's virtualenv).
+    # Unset, Spark's Python workers start with `python3` from PATH, without pyarrow/pandas.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
     resolved_master = master or os.environ.get("SPARK_MASTER") or "local[*]"
     if resolved_master.startswith("local"):
-        # Otherwise Spark looks up the hostname and may bind to (and warn about) another
-        # interface; a local run needs nothing but loopback.
+        # A local run needs nothing but loopback, whatever the hostname resolves to.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     from pyspark.sql import SparkSession
@@ -119,18 +93,15 @@ def spark_session(
         "spark.sql.session.timeZone": "UTC",
         # Progress bars interleave with the job's per-batch log lines; the log says more.
         "spark.ui.showConsoleProgress": "false",
-        # A query stopped inside foreachBatch reports an error whose text embeds the whole plan;
-        # Spark matches it with a regex that overflows the default 1 MB thread stack.
+        # Spark's regex over a stopped query's error (the whole plan) overflows a 1 MB stack.
         "spark.driver.extraJavaOptions": " ".join(
             ["-Xss16m", *(class_archive.java_options() if java_options is None else java_options)]
         ),
-        # pyspark's pandas serializer trips pandas' FutureWarnings in every Python worker, once
-        # per task: noise in the job's log, nothing a user can act on.
+        # pyspark's pandas serializer trips FutureWarnings in every worker, once per task.
         "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
     }
     if resolved_master.startswith("local"):
-        # Local runs must not depend on the machine's hostname resolving; a cluster's executors
-        # must reach the driver, so only local runs are pinned to loopback.
+        # Only local runs: a cluster's executors must reach the driver.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
     conf.update(extra_conf or {})
@@ -146,10 +117,8 @@ def spark_session(
     return session
 
 
-#: Spark warnings that a streaming query of this project logs in normal operation: a batch that
-#: takes longer than a short trigger interval, AQE being off in streaming, and the value-state
-#: operator's state server (a shard's first read of a state not written yet, a task's end).
-#: Logged at ERROR only.
+#: Loggers of Spark warnings a query logs in normal operation (a batch longer than the trigger,
+#: AQE off in streaming, the state server's end of task): ERROR only.
 _EXPECTED_WARNINGS = (
     "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
     "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",

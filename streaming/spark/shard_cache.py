@@ -1,18 +1,13 @@
 """Decoded shard states kept in a Python worker between micro-batches, found by the blob's stamp.
 
-Decoding a shard's blob costs in proportion to its state, not to the call's requests, and Spark
-reuses its Python workers: the worker that encoded a blob usually decodes it at the shard's next
-call. ``encode`` names each blob with 64 random bits (``state.shard.blob_stamp``) and keeps the
-state it encoded under that name; ``decode`` returns the kept state when the blob's stamp names
-one, else decodes. Correctness never depends on the cache: a stamp names exactly one state (never
-reused), and whatever blob Spark's store hands back (the last, or an older one on a retry or
-replay) is either kept under its own stamp or decoded.
+Decoding costs in proportion to the state, and the worker that encoded a blob usually decodes it
+next. ``encode`` names each blob with 64 random bits (``state.shard.blob_stamp``) and keeps the
+state under that name; ``decode`` returns it when the blob's stamp names one, else decodes. A
+stamp names one state, never reused, so correctness never depends on the cache.
 
-Bounded: at most ``max_bytes`` of decoded columns per worker (``state.shard.state_nbytes``); 0
-keeps nothing. A worker calls its shards in turn every micro-batch, so least-recently-used
-eviction would throw out each state just before its next call when they do not all fit: a state
-is admitted only while there is room, only an entry unused for ``idle_s`` makes room, and a shard
-already kept keeps its place for its new state.
+Bounded to ``max_bytes`` of decoded columns (0 keeps nothing). Shards are called in turn, so LRU
+would evict each just before its next call: a state is admitted only while there is room, only
+entries idle for ``idle_s`` make room, and a shard's new state takes its old one's place.
 """
 
 from __future__ import annotations

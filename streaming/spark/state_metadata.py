@@ -1,19 +1,10 @@
-"""Spark's state metadata in a query checkpoint: what the job reads from it, and how a moved
-checkpoint is made to start again.
+"""Spark's state metadata in a query checkpoint (``state/<operator>/_metadata``, version 1 naming
+the operator, version 2 under ``v2/`` also the time mode and schema files): which release's state
+it holds (:func:`earlier_release`), and a moved checkpoint's schema paths fixed.
 
-Spark keeps, per stateful operator, metadata files under ``state/<operator>/_metadata``: version 1
-(the group-state operator's) names the operator; version 2 (``_metadata/v2/<batch>``, the
-value-state operator's) also records the time mode and the state schema files. Spark refuses
-either changed, so the job reads them before it starts the query: a checkpoint of an earlier
-release (:func:`earlier_release`) is migrated to a new one (``streaming.spark.start_plan``).
-
-Spark 4.1 writes version 2's schema files by absolute path (``stateSchemaFilePaths``,
-``file:/…/checkpoint/state/0/_stateSchema/default/0_<uuid>``). A checkpoint that was moved, or
-restored from a backup to another place, then fails to start: Spark opens the schema file where
-the checkpoint was. :func:`relocate_state_metadata` points such paths at the checkpoint's own
-copy of the same file, when it has one, before the query starts. Each file is rewritten whole
-through Spark's own checkpoint file manager (a temporary file renamed into place, with its
-checksum), so a crash leaves the old text or the new one.
+Spark 4.1 records version 2's schema files by absolute path, so a checkpoint moved or restored
+elsewhere fails to start: :func:`relocate_state_metadata` points them at the checkpoint's own
+copies, rewriting each file atomically through Spark's checkpoint file manager.
 """
 
 from __future__ import annotations
@@ -26,26 +17,25 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from streaming.spark.checkpoint_files import hadoop_path, read_text
+
 log = logging.getLogger(__name__)
 
-#: Spark's names for the value-state operator (the job's) and the group-state operator (release
-#: 1's) in a checkpoint's state metadata.
+#: Spark's names for the value-state operator (the job's) and the group-state one (release 1's).
 VALUE_STATES_OPERATOR = "transformWithStateInPandasExec"
 GROUP_STATE_OPERATOR = "applyInPandasWithState"
 #: The time mode the job's checkpoints record (Spark's name for time mode ``None``).
 NO_TIME = "NoTime"
 
-#: A schema file's path: the checkpoint it was written in, then its place inside it. The root is
-#: greedy, so a checkpoint under a directory itself named ``state`` still splits at the last one.
+#: A schema file's path: its checkpoint (greedy: a parent named ``state`` is no split), its place.
 _SCHEMA_PATH = re.compile(r"^(?P<root>.+)/(?P<inside>state/\d+/_stateSchema/.+)$")
 
 
 def _metadata_files(spark: SparkSession, location: str) -> Iterator[tuple[Any, Any]]:
-    """(Hadoop file system, path) of every state metadata file of the checkpoint at
-    ``location``: each operator's version 1 files and version 2 files, checksums left out."""
+    """(Hadoop file system, path) of every state metadata file (versions 1 and 2, no checksums)
+    of the checkpoint at ``location``."""
     jvm = spark._jvm  # type: ignore[attr-defined]
-    state = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/state")
-    fs = state.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    state, fs = hadoop_path(spark, location.rstrip("/") + "/state")
     if not fs.exists(state):
         return
     for operator in sorted((s.getPath() for s in fs.listStatus(state)), key=str):
@@ -62,24 +52,13 @@ def _metadata_files(spark: SparkSession, location: str) -> Iterator[tuple[Any, A
                     yield fs, status.getPath()
 
 
-def _read_text(spark: SparkSession, fs: Any, path: Any) -> str:
-    stream = fs.open(path)
-    try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-    finally:
-        stream.close()
-
-
 def checkpoint_state_metadata(spark: SparkSession, location: str) -> list[str]:
-    """The texts of Spark's state metadata files of the checkpoint at ``location`` (any Hadoop
-    file system); empty when it holds no state yet."""
-    return [_read_text(spark, fs, path) for fs, path in _metadata_files(spark, location)]
+    """The texts of the state metadata files of the checkpoint at ``location`` (none: [])."""
+    return [read_text(spark, fs, path) for fs, path in _metadata_files(spark, location)]
 
 
 def operator_in(metadata: list[str]) -> str | None:
-    """The state operator that state metadata texts (:func:`checkpoint_state_metadata`) name,
-    "value-states" or "group-state"; None when none does."""
+    """The operator the metadata texts name: "value-states", "group-state" or None."""
     for text in metadata:
         if f'"{VALUE_STATES_OPERATOR}"' in text:
             return "value-states"
@@ -101,9 +80,8 @@ def _version_2(text: str) -> dict[str, Any] | None:
 
 
 def time_mode_in(metadata: list[str]) -> str | None:
-    """The time mode that state metadata texts (:func:`checkpoint_state_metadata`) record for
-    the value-state operator, in Spark's words (``ProcessingTime``, ``NoTime``); None when none
-    records one. A version 2 object's ``operatorPropertiesJson`` is itself JSON."""
+    """The value-state operator's time mode the metadata texts record (``ProcessingTime``,
+    ``NoTime``), or None. ``operatorPropertiesJson`` is JSON inside the JSON."""
     for text in metadata:
         content = _version_2(text)
         if content is None:
@@ -119,9 +97,9 @@ def time_mode_in(metadata: list[str]) -> str | None:
 
 
 def earlier_release(metadata: list[str]) -> str | None:
-    """What earlier release's state the metadata texts record, in words, when it is not the
-    job's (value states in time mode ``None``): the group-state operator (release 1) or value
-    states in processing-time mode (release 2); None for the job's own or no state."""
+    """In words, the earlier release's state the metadata texts record: the group-state
+    operator (release 1) or value states in processing-time mode (release 2); None for the
+    job's own (value states, time mode ``None``) or none."""
     operator = operator_in(metadata)
     if operator == "group-state":
         return "the group-state operator (applyInPandasWithState)"
@@ -132,10 +110,9 @@ def earlier_release(metadata: list[str]) -> str | None:
 
 
 def relocated(text: str, checkpoint: str, exists: Callable[[str], bool]) -> str | None:
-    """``text`` (a state metadata file) with every schema file path that names another
-    checkpoint's place pointed at the same file in ``checkpoint`` (a qualified path, such as
-    ``file:/srv/checkpoint``), when ``exists`` says the checkpoint has it; None when nothing
-    changes (version 1, paths already its own, or files it does not have)."""
+    """``text`` (a metadata file) with each schema path of another place pointed at the same
+    file in ``checkpoint`` (qualified: ``file:/srv/checkpoint``) where ``exists``; None when
+    nothing changes."""
     content = _version_2(text)
     if content is None:
         return None
@@ -159,10 +136,8 @@ def relocated(text: str, checkpoint: str, exists: Callable[[str], bool]) -> str 
 
 
 def relocate_state_metadata(spark: SparkSession, location: str) -> list[str]:
-    """Point the checkpoint at ``location``'s state metadata at its own schema files where it
-    names those of the place it was moved from (see the module's docstring); returns the
-    metadata texts as they now stand (what :func:`checkpoint_state_metadata` reads), so that
-    the job reads them once."""
+    """Point the state metadata of the checkpoint at ``location`` at its own schema files;
+    returns the metadata texts as they now stand."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     hadoop = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
     Path = jvm.org.apache.hadoop.fs.Path
@@ -172,7 +147,7 @@ def relocate_state_metadata(spark: SparkSession, location: str) -> list[str]:
     for fs, path in list(_metadata_files(spark, location)):
         if checkpoint is None:  # every file is on the checkpoint's file system
             checkpoint = str(fs.makeQualified(Path(location.rstrip("/"))).toString())
-        text = _read_text(spark, fs, path)
+        text = read_text(spark, fs, path)
         new = relocated(text, checkpoint, lambda p, fs=fs: bool(fs.exists(Path(p))))
         if new is not None:
             out = files.create(path.getParent(), hadoop).createAtomic(path, True)
@@ -193,15 +168,3 @@ def relocate_state_metadata(spark: SparkSession, location: str) -> list[str]:
             rewritten,
         )
     return texts
-
-
-__all__ = [
-    "GROUP_STATE_OPERATOR",
-    "VALUE_STATES_OPERATOR",
-    "checkpoint_state_metadata",
-    "earlier_release",
-    "operator_in",
-    "relocate_state_metadata",
-    "relocated",
-    "time_mode_in",
-]

@@ -1,23 +1,14 @@
 """How many states hold the offsets-topic partitions (``CoordinatorConfig.state_shards``), and
 where a checkpoint records it.
 
-A state is the unit of one Python call per micro-batch, and each call has a fixed cost (~4-5 ms
-of Python on the project's machine, whatever it applies: tests/bench/README.md, "The shard
-count"). One state per partition (Kafka's 50) costs ~46
-calls for a micro-batch of 100 requests; states that hold several partitions each, as a broker
-leads several partitions of ``__consumer_offsets``, cost fewer while the offsets topic keeps its
-partitions.
+A state is one Python call per micro-batch, each with a fixed cost, so a state holds several
+partitions, as a broker leads several of ``__consumer_offsets``. State ``k`` holds partitions
+``p % state_shards == k`` and reads partition ``k % count`` of an ingest topic of ``count``
+partitions: ``state_shards`` divides the partitions and is a multiple of every ingest count.
 
-State ``k`` holds partitions ``p`` with ``p % state_shards == k``, and reads its requests from
-partition ``k % count`` of an ingest topic of ``count`` partitions; so ``state_shards`` divides
-the offsets topic's partitions and is a multiple of every ingest topic's partition count. The
-checkpoint fixes it: its states are keyed by it.
-
-Spark places a key in state partition ``pmod(murmur3(key), n)``, which spreads a few small
-integers unevenly: 10 shards over 2 tasks land 3 and 7, 2 shards both in one task (one core then
-does all the work). So a new checkpoint keys shard ``k`` by ``shard_keys``: the smallest
-``k + j * shards`` that Spark places in partition ``k % n``, and a call's shard is its key modulo
-``shards``. The checkpoint records the partitions it spread the keys over with the count.
+Spark's ``pmod(murmur3(key), n)`` spreads a few small integers unevenly (2 shards may share one
+task), so a new checkpoint keys shard ``k`` by :func:`shard_keys` and records the partitions it
+spread them over with the count; a call's shard is its key modulo ``shards``.
 """
 
 from __future__ import annotations
@@ -29,13 +20,13 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-#: The file in a checkpoint location that records its state shards (Spark leaves other files
-#: of a checkpoint's root alone).
+from streaming.spark.checkpoint_files import hadoop_path, read_text
+
+#: The file in a checkpoint location that records its state layout (Spark leaves it alone).
 STATE_SHARDS_FILE = "consumer-offsets-state-shards"
 
-#: The default state shards follow the Spark partitions of the state: the valid count nearest
-#: this many per partition (on 2 cores, 10 shards did better than 50 and as well as 2 at a
-#: small batch, with a fifth of the memory per shard of 2: tests/bench/README.md).
+#: The default state shards: the valid count nearest this many per state partition
+#: (tests/bench/README.md, "The shard count").
 STATES_PER_STATE_PARTITION = 5
 
 
@@ -46,11 +37,9 @@ def choose_state_shards(
     held: int | None,
     state_partitions: int,
 ) -> int:
-    """The state shards to run: the checkpoint's (``held``), else ``wanted``
-    (``JobConfig.state_shards``), else the valid count nearest (by ratio; the larger on a tie)
-    ``STATES_PER_STATE_PARTITION`` per state partition, and at least one per partition so that
-    no task sits idle. Raises ``ValueError`` in one line that says what to do when they cannot
-    be served."""
+    """The state shards to run: the checkpoint's (``held``), else ``wanted``, else the valid
+    count nearest (by ratio; the larger on a tie) ``STATES_PER_STATE_PARTITION`` per state
+    partition, at least one each. ``ValueError`` saying what to do when they cannot be served."""
     if held is not None and wanted is not None and wanted != held:
         raise ValueError(
             f"state_shards is {wanted} but the checkpoint's state is held in {held} state "
@@ -105,8 +94,7 @@ SPARK_HASH_SEED = 42
 
 
 def spark_partition(key: int, partitions: int) -> int:
-    """The partition Spark's hash partitioning gives an integer key among ``partitions``:
-    ``pmod(Murmur3_x86_32.hashInt(key, 42), partitions)``."""
+    """Spark's hash partition of an integer key: ``pmod(Murmur3_x86_32.hashInt(key, 42), n)``."""
     k = (key & _MASK32) * 0xCC9E2D51 & _MASK32
     k = _rotl(k, 15) * 0x1B873593 & _MASK32
     h = _rotl(SPARK_HASH_SEED ^ k, 13)
@@ -116,9 +104,8 @@ def spark_partition(key: int, partitions: int) -> int:
 
 
 def shard_keys(shards: int, partitions: int) -> list[int]:
-    """The key of each shard: the smallest ``k + j * shards`` that Spark places in state
-    partition ``k % partitions``, so every partition gets ``shards / partitions`` shards, give
-    or take one."""
+    """Each shard ``k``'s key: the smallest ``k + j * shards`` Spark places in state partition
+    ``k % partitions``, so each partition gets ``shards / partitions``, give or take one."""
     keys = []
     for shard in range(shards):
         key = shard
@@ -128,24 +115,12 @@ def shard_keys(shards: int, partitions: int) -> list[int]:
     return keys
 
 
-def _path(spark: SparkSession, location: str) -> tuple[object, object]:
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/" + STATE_SHARDS_FILE)
-    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
-
-
 def checkpoint_layout(spark: SparkSession, location: str) -> StateLayout | None:
-    """The state layout the checkpoint at ``location`` records (any Hadoop file system), or
-    None when it records none."""
-    path, fs = _path(spark, location)
-    if not fs.exists(path):  # type: ignore[attr-defined]
+    """The state layout the checkpoint at ``location`` records, or None."""
+    path, fs = hadoop_path(spark, f"{location.rstrip('/')}/{STATE_SHARDS_FILE}")
+    if not fs.exists(path):
         return None
-    stream = fs.open(path)  # type: ignore[attr-defined]
-    try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        text = str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-    finally:
-        stream.close()
+    text = read_text(spark, fs, path)
     try:
         fields = json.loads(text)
         layout = StateLayout(int(fields["state_shards"]), int(fields["spread_over"]))
@@ -160,21 +135,10 @@ def checkpoint_layout(spark: SparkSession, location: str) -> StateLayout | None:
 
 def record_layout(spark: SparkSession, location: str, layout: StateLayout) -> None:
     """Record ``layout`` in the checkpoint at ``location`` (before its query first starts)."""
-    path, fs = _path(spark, location)
-    stream = fs.create(path, True)  # type: ignore[attr-defined]
+    path, fs = hadoop_path(spark, f"{location.rstrip('/')}/{STATE_SHARDS_FILE}")
+    stream = fs.create(path, True)
     text = json.dumps({"state_shards": layout.shards, "spread_over": layout.spread_over})
     try:
         stream.write(bytearray((text + "\n").encode()))
     finally:
         stream.close()
-
-
-__all__ = [
-    "STATE_SHARDS_FILE",
-    "StateLayout",
-    "checkpoint_layout",
-    "choose_state_shards",
-    "record_layout",
-    "shard_keys",
-    "spark_partition",
-]

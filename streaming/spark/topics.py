@@ -1,6 +1,5 @@
-"""The job's Kafka topics outside its query: created with the layout the cluster can serve, their
-partition counts read, and the markers that wake every state shard written to the ingest topic
-(at start, and as Kafka's periodic offset expiration: expiry ticks)."""
+"""The job's Kafka topics outside its query: created, their partition counts read, and the
+markers that wake every state shard (at start, and as expiry ticks)."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def ingest_layout(config: JobConfig) -> dict[str, int]:
 
 @functools.lru_cache(maxsize=4096)
 def marker_key(shard: int, shards: int) -> bytes:
-    """A message key whose shard (``partition_for``) is ``shard``: the job's markers carry it,
-    so that on an ingest topic of fewer partitions than shards each marker wakes its shard."""
+    """A message key whose shard (``partition_for``) is ``shard``, for the job's markers."""
     return next(
         key.encode()
         for key in (f"__consumer_offsets-marker-{shard}-{i}" for i in range(1_000_000))
@@ -65,8 +63,7 @@ def write_markers(
     shards: int,
     producer: KafkaProducer | None = None,
 ) -> None:
-    """Write ``marker`` once per state shard (of ``shards``; acks=all) to the job's ingest topic
-    of ``ingest_partitions`` partitions, where that shard reads it, so every shard is called."""
+    """Write ``marker`` (acks=all) once per state shard, where that shard reads it."""
     own = producer is None
     producer = producer or KafkaProducer(acks="all", **config.kafka_python_options())
     try:
@@ -87,8 +84,7 @@ def start_expiry_ticks(
     config: JobConfig, ingest_partitions: int, shards: int, stopping: threading.Event
 ) -> None:
     """Every ``retention_check_interval_ms`` until ``stopping``, wake every shard with an expiry
-    tick (Kafka's periodic offset expiration). A failed write is logged and retried at the next
-    tick."""
+    tick (Kafka's periodic offset expiration); a failed write waits for the next."""
     interval_s = config.retention_check_interval_ms / 1000
 
     def tick() -> None:
@@ -106,12 +102,3 @@ def start_expiry_ticks(
                 producer.close(timeout=10)
 
     threading.Thread(target=tick, name="expiry-ticks", daemon=True).start()
-
-
-__all__ = [
-    "ensure_topics",
-    "ingest_layout",
-    "marker_key",
-    "start_expiry_ticks",
-    "write_markers",
-]

@@ -1,34 +1,15 @@
-"""The value-state operator: the shard call on ``transformWithStateInPandas``, each shard stored
-as a base, a log and a head (``state.engine.shard_log``) so that a micro-batch writes what it
-changed to the checkpoint, not every touched shard's whole blob.
+"""The shard call on ``transformWithStateInPandas``, each shard stored so that a micro-batch
+writes what it changed, not the whole blob. Three state variables per shard key:
 
-Three state variables per shard key (all in Spark's RocksDB state store, committed together
-with the batch):
+- ``head`` (one row, rewritten at each change): the state's stamp, its base's stamp, the log's
+  chunk count and bytes, the base's bytes;
+- ``base`` (the shard state blob): rewritten when the log would outgrow it;
+- ``log`` (one chunk per call since the base, each with the stamp of the state it leads to).
 
-- ``head`` (one row, rewritten at every call that changed the shard): the state's stamp, the
-  stamp of the base it starts from, and the log's chunk count and bytes, and the base's bytes;
-- ``base`` (one row, the shard state blob): rewritten when the log outgrows it;
-- ``log`` (a list, one chunk per call since the base): appended to.
-
-A call reads the head; when this Python worker kept the state the head names
-(``streaming.spark.shard_cache``), that is the state, and neither base nor log crosses from the JVM.
-Otherwise it reads the log, whose chunks each carry the stamp of the state they lead to, and
-replays the chunks after the latest of those states this worker kept (Spark hands a shard's
-calls to either of its Python workers, so the other one usually appended a few chunks since);
-without one, it reads the base (checked against the head's base stamp) and replays the whole
-log. A stamp that names a kept state is in the log only if its chunk was committed: an
-attempt of a batch that failed leaves stamps no committed chunk carries. A call
-that changed the shard appends its records to the log, or, when the log would outgrow the
-base, writes the state as a new base and clears the log. Stamps are the shard cache's: 64
-random bits naming exactly one state, stored as signed 64-bit integers.
-
-No timers: expiry follows the job's ticks (``state.shard.EXPIRY_TICK``), so
-``handleExpiredTimer`` is never called and the query runs in time mode ``None`` (processing-time
-mode made Spark build the timers' key encoder at every copy of the operator while planning each
-micro-batch, for timers the job never sets). A call decides against the micro-batch's timestamp,
-which Spark keeps in its offset log, so a replayed batch decides as it did; in time mode ``None``
-PySpark's ``TimerValues`` do not carry it, so the processor asks the task's state server once per
-task (:func:`batch_timestamp_ms`).
+A call uses the state this worker kept under the head's stamp (``streaming.spark.shard_cache``),
+else replays the log after the latest state it kept, else the base and the whole log. A stamp (64
+random bits, stored signed) names one state; only committed chunks carry one. No timers (time
+mode ``None``): the batch's timestamp comes from the state server (:func:`batch_timestamp_ms`).
 """
 
 from __future__ import annotations
@@ -59,9 +40,6 @@ from state.shard import (
 from streaming.spark.processor import ProcessorSettings, ShardCall, make_shard_call
 from streaming.spark.shard_cache import DecodedShards, new_stamp
 
-#: Spark's name for this operator in a checkpoint's state metadata.
-OPERATOR_NAME = "transformWithStateInPandasExec"
-
 HEAD_SCHEMA = T.StructType(
     [
         T.StructField("stamp", T.LongType(), False),
@@ -82,10 +60,8 @@ LOG_SCHEMA = T.StructType(
 
 
 def batch_timestamp_ms(handle: StatefulProcessorHandle) -> int:
-    """The micro-batch's timestamp (ms), from the task's state server. PySpark does not ask the
-    server for it in time mode ``None`` and gives it through no public method, so this calls the
-    handle's client as ``TimerValues`` would in processing-time mode (the pinned PySpark; the
-    Spark tests fail loudly if it changes)."""
+    """The micro-batch's timestamp (ms) from the task's state server, through the handle's
+    private client: PySpark gives it no public way in time mode ``None``."""
     client = getattr(handle, "_statefulProcessorApiClient", None)
     fetch = getattr(client, "_get_batch_timestamp", None)
     if fetch is None:
@@ -123,23 +99,12 @@ class Head:
 
     @classmethod
     def of(cls, row: tuple[Any, ...]) -> Head:
-        stamp, base_stamp, log_chunks, log_bytes, base_bytes = row
-        return cls(
-            _unsigned(int(stamp)),
-            _unsigned(int(base_stamp)),
-            int(log_chunks),
-            int(log_bytes),
-            int(base_bytes),
-        )
+        stamp, base_stamp, *sizes = (int(value) for value in row)
+        return cls(_unsigned(stamp), _unsigned(base_stamp), *sizes)
 
-    def row(self) -> tuple[int, int, int, int, int]:
-        return (
-            _signed(self.stamp),
-            _signed(self.base_stamp),
-            self.log_chunks,
-            self.log_bytes,
-            self.base_bytes,
-        )
+    def row(self) -> tuple[int, ...]:
+        sizes = (self.log_chunks, self.log_bytes, self.base_bytes)
+        return (_signed(self.stamp), _signed(self.base_stamp), *sizes)
 
 
 class ValueStateStore:
@@ -173,8 +138,7 @@ class ValueStateStore:
                 f"corrupt shard state: the head counts {head.log_chunks} log chunks up to state "
                 f"{head.stamp:#x}, the store holds {len(log)}"
             )
-        # The latest state of this log this worker kept (another worker appended the chunks
-        # after it), else the base: only the chunks after it are replayed.
+        # Replay only the chunks after the latest state of this log this worker kept.
         start, state = 0, None
         for at in range(len(log) - 1, -1, -1):
             state = shards.kept(log[at][1])
@@ -233,8 +197,7 @@ class ValueStateStore:
 
 
 class ShardProcessor(StatefulProcessor):
-    """The shard call (``streaming.spark.processor``) as a ``transformWithStateInPandas``
-    processor."""
+    """The shard call as a ``transformWithStateInPandas`` processor."""
 
     def __init__(self, settings: ProcessorSettings) -> None:
         self.settings = settings
@@ -259,17 +222,3 @@ class ShardProcessor(StatefulProcessor):
         # The key is the shard, or the shard plus a multiple of the count (``shard_keys``).
         shard = int(key[0]) % self.settings.coordinator.shard_count
         yield from self._call(shard, rows, store)
-
-    def close(self) -> None:
-        pass
-
-
-__all__ = [
-    "BASE_SCHEMA",
-    "HEAD_SCHEMA",
-    "LOG_SCHEMA",
-    "OPERATOR_NAME",
-    "Head",
-    "ShardProcessor",
-    "batch_timestamp_ms",
-]

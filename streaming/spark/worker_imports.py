@@ -1,16 +1,8 @@
 """Python 3.11 fix-up for Spark's Python workers: lazy ``zipimporter.invalidate_caches``.
 
-Spark's worker calls ``importlib.invalidate_caches()`` at the start of every task
-(``pyspark.worker_util.setup_spark_files``), and Spark puts ``pyspark.zip`` (thousands of
-entries) and py4j's zip on the worker's ``sys.path``. On Python 3.10 and 3.11 each zipimporter
-re-reads its whole archive directory on invalidation (CPython gh-103200, made lazy in 3.12):
-measured with py-spy, over half of a worker's time, ~0.2 s per task. A micro-batch runs one task
-per state partition, so this was most of the fixed cost of a small batch.
-
-:func:`install` makes invalidation re-read an archive only when its size or modification time
-changed since it was last read — what "invalidate" has to mean for an unchanged file. It is
-called when the state function's module is imported, which happens inside each (reused) worker
-process on its first task.
+Spark's worker invalidates import caches at every task, and on Python < 3.12 each zipimporter
+(``pyspark.zip``, py4j's) then re-reads its whole directory (CPython gh-103200): ~0.2 s a task.
+:func:`install` re-reads an archive only when its size or modification time changed.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """The ``foreachBatch`` writer: makes a micro-batch's output durable, then acknowledges it.
 
-The batch comes to the driver once, as Arrow (the micro-batch's only Spark job: it runs the
-state function), and the writer sends from there through one idempotent ``acks=all`` producer
-(``connectors.kafka.producer``). Order matters and is Kafka's: a commit is acknowledged only
-once its record is replicated (offsets topic) and readable (the sink), so the steps are
-0. in a rebuild where the Python workers cannot reach the sink (``JobConfig.rebuild_sink_writes``;
-   else each worker wrote its shards already, ``Sink.write_loaded``), each rebuilt shard's state
-   → sink (``Sink.write_snapshot``), one shard at a time, skipped if the batch id was already
-   written; the sink stays LOADING meanwhile;
-1. records → offsets topic, at their group's partition, in Kafka's binary format, and wait for
-   every acknowledgement;
-2. records + progress → sink, one transaction, skipped if the batch id was already written;
-   while the sink is unreachable the write is retried with backoff for up to
-   ``sink_write_timeout_s`` (the query waits: nothing of the batch is acknowledged meanwhile),
-   then the error fails the query loudly and a restart replays the batch;
-3. responses → responses topic (one message per request, keyed by request id, encoded by the
-   state function with ``state.formats.response_codec``; a tenant's to its own topic);
-   undecodable input → the dead-letter topic with its ingest position and reason; wait for
-   every acknowledgement before the next batch.
-A replayed batch (after a crash) reproduces the same records and responses: the offsets topic
-compacts duplicates away, the sink skips the batch id, clients ignore a second response.
+The batch comes to the driver once, as Arrow, and leaves through one idempotent ``acks=all``
+producer. As in Kafka, a commit is acknowledged only once its record is replicated and readable:
+0. rebuilt shards' states → sink, one shard at a time (when the driver writes them);
+1. records → offsets topic, at their group's partition; wait for every acknowledgement;
+2. records + progress → sink, one transaction skipped if the batch id was written; a sink outage
+   is retried for ``sink_write_timeout_s``, then fails the query (a restart replays the batch);
+3. responses → the requester's responses topic, undecodable input → the dead-letter topic.
+A replayed batch reproduces the same records and responses: the offsets topic compacts them, the
+sink skips the batch id, clients ignore a second response.
 """
 
 from __future__ import annotations
@@ -44,8 +33,7 @@ log = logging.getLogger("consumer_offsets.batches")
 
 @dataclass
 class WriterSettings:
-    """Where and how the writer produces: cluster, topics, Kafka client options (the Java
-    client's names), compression, partitions and how long it waits out a sink outage."""
+    """Where and how the writer produces, and how long it waits out a sink outage."""
 
     bootstrap_servers: str
     kafka_options: Mapping[str, str]
@@ -166,15 +154,17 @@ class BatchWriter:
             ingest_offsets=dict(self.ingest_offsets),
             tenant_offsets={t: dict(by_p) for t, by_p in self.tenant_offsets.items()},
             group_commits=_commits_by_group(commits),
-            input_rows=counters["input_rows"],
-            commits_applied=counters["commits_applied"],
-            rejected=counters["rejected"],
-            tombstones=counters["tombstones"],
-            state_keys=counters["state_keys"],
+            **counters,
             duration_ms=int((time.monotonic() - started) * 1000),
             timestamp_ms=int(time.time() * 1000),
         )
-        self._write_sink(batch_id, sink_records, progress)
+
+        def write_sink() -> None:
+            self.sink.write_batch(batch_id, sink_records, progress)
+            if not self.loading_shards:
+                self.sink.set_status("ACTIVE")
+
+        self._with_sink_retries(batch_id, write_sink)
 
         # Answers last: a commit is acknowledged only once its record is durable and readable.
         if responses.num_rows:
@@ -197,51 +187,28 @@ class BatchWriter:
         )
 
     def send_responses(self, responses: pa.Table) -> None:
-        """Send each answer to its requester's responses topic: the job's for requests from its
-        own ingest topic, a tenant's for requests from that tenant's."""
+        """Send each answer to its requester's responses topic: the job's (``tenant`` null) or
+        that tenant's."""
         tenant = responses["tenant"]
-        if tenant.null_count == responses.num_rows:
-            self.send(self.settings.responses_topic, responses)
-            return
-        own = pc.is_null(tenant)
-        if pc.any(own).as_py():
-            self.producer.send(
-                self.settings.responses_topic,
-                responses.filter(own)["key"].to_pylist(),
-                responses.filter(own)["value"].to_pylist(),
-            )
-        for index in pc.unique(tenant.drop_null()).to_pylist():
-            theirs = responses.filter(pc.equal(tenant, index))
-            self.producer.send(
-                self.settings.tenant_responses_topics[index],
-                theirs["key"].to_pylist(),
-                theirs["value"].to_pylist(),
-            )
+        for index in pc.unique(tenant).to_pylist():
+            if index is None:
+                topic, theirs = self.settings.responses_topic, pc.is_null(tenant)
+            else:
+                topic = self.settings.tenant_responses_topics[index]
+                theirs = pc.equal(tenant, index)
+            answers = responses.filter(theirs)
+            self.producer.send(topic, answers["key"].to_pylist(), answers["value"].to_pylist())
         self.producer.flush(self.settings.delivery_timeout_s)
 
-    def _write_sink(self, batch_id: int, records: pa.Table, progress: BatchProgress) -> None:
-        """Write the batch to the sink (and ACTIVE once no shard is loading), waiting out an
-        outage of up to ``sink_write_timeout_s``."""
-
-        def write() -> None:
-            self.sink.write_batch(batch_id, records, progress)
-            if not self.loading_shards:
-                self.sink.set_status("ACTIVE")
-
-        self._with_sink_retries(batch_id, write)
-
     def _with_sink_retries(self, batch_id: int, write: Callable[[], object]) -> None:
-        """Run ``write``, retrying while the sink fails for up to ``sink_write_timeout_s``; then
-        the error fails the query loudly. Every write of a batch is one transaction and
-        idempotent per batch id: a write whose COMMIT reached the server before the connection
-        broke is skipped."""
+        """Run ``write`` (one transaction, idempotent per batch id), retrying while the sink
+        fails for up to ``sink_write_timeout_s``; then the error fails the query."""
         with_sink_retries(write, self.settings.sink_write_timeout_s, f"batch {batch_id}", log)
 
 
 def _sink_records(table: pa.Table) -> pa.Table:
-    """Records in apply order (shard, seq) with RECORD_FRAME columns. The sink keys rows by
-    their decoded columns and needs the value only to tell tombstones (null) apart, so loaded
-    records, which come without their bytes, get empty ones."""
+    """Records in apply order (shard, seq) with RECORD_FRAME columns; loaded records, which
+    come without their bytes, get empty ones (the sink tells tombstones by a null value)."""
     if not table.num_rows:
         return RECORD_FRAME_SCHEMA.empty_table()
     table = table.sort_by([("shard", "ascending"), ("seq", "ascending")])
@@ -255,12 +222,6 @@ def _sink_records(table: pa.Table) -> pa.Table:
 
 
 def _commits_by_group(commits: pa.Table) -> dict[str, int]:
-    """The batch's applied commits per group, from every shard's ``group_commits`` rows (a
-    group lives on one shard, so each appears once)."""
-    return dict(
-        zip(
-            commits["group_id"].to_pylist(),
-            commits["commits_applied"].to_pylist(),
-            strict=True,
-        )
-    )
+    """The batch's applied commits per group (a group lives on one shard: one row each)."""
+    groups, counts = commits["group_id"].to_pylist(), commits["commits_applied"].to_pylist()
+    return dict(zip(groups, counts, strict=True))
