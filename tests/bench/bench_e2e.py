@@ -57,8 +57,9 @@ from connectors.kafka.admin import KafkaAdmin, plain_topic_spec
 from connectors.runtime import runtime_dir
 from connectors.sinks import BatchProgress, open_sink
 from streaming.config import JobConfig
-from streaming.spark.job import OffsetsJob, ensure_topics
+from streaming.spark.job import OffsetsJob
 from streaming.spark.session import spark_session
+from streaming.spark.topics import ensure_topics
 from tests.bench.broker import bench_broker
 from tests.bench.floor import FloorQuery, summarize_batches
 from tests.bench.load import IngestTarget, check_encoding, in_child, paced_requests, produce_rounds

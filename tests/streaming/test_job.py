@@ -28,7 +28,8 @@ from state.coordinator.requests import (
 from state.formats.request_codec import encode_request
 from streaming.config import JobConfig
 from streaming.spark.checkpoint_files import FILE_MANAGER_KEY, LOCAL_FILE_MANAGER
-from streaming.spark.job import OffsetsJob, ensure_topics
+from streaming.spark.job import OffsetsJob
+from streaming.spark.topics import ensure_topics
 from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import (
     compacted,

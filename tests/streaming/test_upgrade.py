@@ -32,7 +32,8 @@ from state.coordinator.model import OffsetAndMetadata, OffsetCommitKey, Record
 from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import DeleteGroupsRequest, OffsetCommitRequest, PartitionCommit
 from streaming.config import JobConfig, embedded_default
-from streaming.spark.job import OffsetsJob, ensure_topics
+from streaming.spark.job import OffsetsJob
+from streaming.spark.topics import ensure_topics
 from tests.state.formats.records.offset_encoders import encode_record
 from tests.streaming.helpers import (
     compacted,

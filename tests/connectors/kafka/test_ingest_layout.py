@@ -10,7 +10,7 @@ import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from connectors.kafka.admin import KafkaAdmin, TopicConfigurationError, ingest_partition_counts
-from streaming.spark.job import ensure_topics, ingest_layout
+from streaming.spark.topics import ensure_topics, ingest_layout
 from tests.fixtures.job import new_job_config
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from connectors.kafka.admin import DEAD_LETTERS_RETENTION_MS, RESPONSES_RETENTION_MS
-from streaming.spark.job import ensure_topics
+from streaming.spark.topics import ensure_topics
 from tests.fixtures.job import new_job_config
 
 

@@ -134,7 +134,7 @@ def test_shift_by_names_the_partitions_without_an_offset_and_the_way_out(
 def test_a_changed_partition_count_says_what_differs_and_what_to_do(
     kafka_bootstrap: str, kafka_admin: KafkaAdminClient
 ) -> None:
-    from streaming.spark.job import ensure_topics
+    from streaming.spark.topics import ensure_topics
 
     prefix = topic_name("partitions")
     names = {
