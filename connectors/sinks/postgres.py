@@ -90,12 +90,10 @@ class PostgresSink(Sink):
         keep_history: bool = False,
         read_only: bool = False,
         copy_threshold: int = 1000,
-        connect_timeout_s: int = 10,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self._conninfo = conninfo
         self.copy_threshold = copy_threshold
-        self._connect_timeout_s = connect_timeout_s
         super().__init__(
             redact_url(conninfo),
             table_prefix=table_prefix,
@@ -113,7 +111,7 @@ class PostgresSink(Sink):
         if "application_name" not in given:
             extra["application_name"] = _APPLICATION_NAME
         if "connect_timeout" not in given:
-            extra["connect_timeout"] = self._connect_timeout_s
+            extra["connect_timeout"] = 10  # seconds
         try:
             # autocommit: reads are single statements and leave no idle transaction behind;
             # writes open explicit transactions.

@@ -90,7 +90,6 @@ class HistoryRetention(threading.Thread):
         retention_ms: int,
         check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS,
         *,
-        chunk_rows: int = DEFAULT_CHUNK_ROWS,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         check_history_retention(retention_ms, check_interval_ms)
@@ -98,7 +97,6 @@ class HistoryRetention(threading.Thread):
         self._open_writer = open_writer
         self.retention_ms = retention_ms
         self.check_interval_ms = check_interval_ms
-        self._chunk_rows = chunk_rows
         self._clock = clock
         self._stop_event = threading.Event()
         self._sink: Sink | None = None
@@ -113,8 +111,8 @@ class HistoryRetention(threading.Thread):
         if self._sink is not None:
             self._sink.close()
 
-    def run_once(self) -> PurgeResult | None:
-        """One retention run now; None when the sink could not be reached (logged)."""
+    def run_once(self) -> None:
+        """One retention run now; a sink that cannot be reached is logged."""
         try:
             if self._sink is None:
                 self._sink = self._open_writer()
@@ -122,14 +120,13 @@ class HistoryRetention(threading.Thread):
                 self._sink,
                 self.retention_ms,
                 self._clock(),
-                chunk_rows=self._chunk_rows,
                 stop=self._stop_event,
             )
         except SinkError as exc:
             if not self._failing:
                 log.warning("history retention: %s (retrying every interval)", exc)
             self._failing = True
-            return None
+            return
         if self._failing:
             log.info("history retention: the sink is reachable again")
             self._failing = False
@@ -141,7 +138,6 @@ class HistoryRetention(threading.Thread):
                 result.seconds,
                 "" if result.complete else " (more left for the next run)",
             )
-        return result
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop after the current chunk and wait for the thread."""

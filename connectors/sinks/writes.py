@@ -45,7 +45,10 @@ class Writes(SinkCore):
         nothing, when ``batch_id`` is at or below the last committed one. ValueError for records
         breaking the frame contract, SinkWriteError when the store fails; either way nothing of
         the batch is kept (Spark replays it)."""
-        _check_write_args(batch_id, progress)
+        if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+            raise ValueError(f"batch_id must be an int >= 0, got {batch_id!r}")
+        if progress.batch_id != batch_id:
+            raise ValueError(f"progress is for batch {progress.batch_id}, not batch {batch_id}")
         self._check_writable()
         prepared = prepare_batch(records)
         member_upserts, member_deletes = prepare_members(members)
@@ -78,8 +81,16 @@ class Writes(SinkCore):
             retry=lambda: not begun,
             error=SinkWriteError,
         )
-        if batch_id <= last_batch_id:
-            _log_skipped_batch(self.url, batch_id, last_batch_id)
+        if batch_id == last_batch_id:  # the normal replay of the last batch after a restart
+            log.info("%s: batch %d already committed, skipped", self.url, batch_id)
+            return False
+        if batch_id < last_batch_id:
+            log.warning(
+                "%s: batch %d is older than the last committed batch %d and was skipped; if the"
+                " job's checkpoint was reset, its batch ids restart at 0 and the sink ignores them"
+                " until they pass %d",
+                *(self.url, batch_id, last_batch_id, last_batch_id),
+            )
             return False
         log.debug(
             "%s: batch %d: %d offset upserts, %d offset deletes, %d group changes in %.1f ms",
@@ -167,24 +178,3 @@ class Writes(SinkCore):
 
     def _record_progress(self, tx: Statements, progress: BatchProgress) -> None:
         tx.execute(self._sql["progress"], progress_values(progress, self._clock()))
-
-
-def _check_write_args(batch_id: int, progress: BatchProgress) -> None:
-    """Validate ``write_batch``'s arguments (Spark batch ids start at 0)."""
-    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
-        raise ValueError(f"batch_id must be an int >= 0, got {batch_id!r}")
-    if progress.batch_id != batch_id:
-        raise ValueError(f"progress is for batch {progress.batch_id}, not batch {batch_id}")
-
-
-def _log_skipped_batch(url: str, batch_id: int, last_batch_id: int) -> None:
-    """Log a batch id at or below the last committed one (nothing written)."""
-    if batch_id == last_batch_id:  # the normal replay of the last batch after a restart
-        log.info("%s: batch %d already committed, skipped", url, batch_id)
-        return
-    log.warning(
-        "%s: batch %d is older than the last committed batch %d and was skipped; if the job's"
-        " checkpoint was reset, its batch ids restart at 0 and the sink ignores them until"
-        " they pass %d",
-        *(url, batch_id, last_batch_id, last_batch_id),
-    )
