@@ -14,10 +14,7 @@ The rules are Burrow's (``core/internal/evaluator/caching.go``), in its order, o
 - else OK.
 
 A group is the worst of its partitions, with STOP, STALL and REWIND reported as ERR. Each
-status carries a ``reason``: the rule that gave it and since when, in a line a newcomer reads
-(``STOP: no commit for 5m12s while 40 behind ...``), shown on the dashboard and as an extra
-field of Burrow's JSON (its clients ignore fields they do not know). Pure functions: the server
-gathers the windows (``streaming.serve.lag_view``).
+status carries a ``reason`` (the rule, since when): an extra field of Burrow's JSON.
 """
 
 from __future__ import annotations
@@ -73,8 +70,6 @@ class PartitionStatus:
     complete: float
     start: ConsumerOffset | None = None
     end: ConsumerOffset | None = None
-    owner: str = ""
-    client_id: str = ""
     #: Which rule gave the status and since when (not Burrow's: an extra field).
     reason: str = ""
 
@@ -82,8 +77,8 @@ class PartitionStatus:
         return {
             "topic": self.topic,
             "partition": self.partition,
-            "owner": self.owner,
-            "client_id": self.client_id,
+            "owner": "",  # the sink knows no assignment
+            "client_id": "",
             "status": self.status.name,
             "start": self.start.as_burrow() if self.start else None,
             "end": self.end.as_burrow() if self.end else None,
@@ -130,7 +125,6 @@ def partition_status(
     log_end_offsets: list[int],
     now_ms: int,
     intervals: int = DEFAULT_INTERVALS,
-    minimum_complete: float = 0.0,
 ) -> PartitionStatus:
     """The status of one partition from its last commits (oldest first, at most ``intervals``)
     and the log-end offsets seen recently (``log_end_offsets``, for the STOP rule)."""
@@ -140,18 +134,9 @@ def partition_status(
         return PartitionStatus(
             topic, partition, Status.OK, current_lag, complete, reason="OK: no commit yet"
         )
-    status, reason = Status.OK, f"OK: {len(offsets)} of {intervals} commits seen, too few to judge"
-    if complete >= minimum_complete:
-        status, reason = _calculate(offsets, log_end_offsets, current_lag, now_ms)
+    status, reason = _calculate(offsets, log_end_offsets, current_lag, now_ms)
     return PartitionStatus(
-        topic,
-        partition,
-        status,
-        current_lag,
-        complete,
-        start=offsets[0],
-        end=offsets[-1],
-        reason=reason,
+        topic, partition, status, current_lag, complete, offsets[0], offsets[-1], reason
     )
 
 
@@ -162,7 +147,9 @@ def _calculate(
     first, last, n = offsets[0], offsets[-1], len(offsets)
     if current_lag <= 0:
         return Status.OK, "OK: caught up (lag 0)"
-    if _stopped(offsets, now_ms) and not _recent_lag_zero(offsets, log_end_offsets):
+    stopped = now_ms - last.timestamp_ms > last.timestamp_ms - first.timestamp_ms
+    # Burrow's "recent lag zero": a log-end offset seen lately at or below the last commit.
+    if stopped and not any(end <= last.offset for end in log_end_offsets):
         window = (
             f"longer than the {duration(last.timestamp_ms - first.timestamp_ms)} its last {n}"
             " commits span"
@@ -186,35 +173,14 @@ def _calculate(
             f"STALL: offset {first.offset:,} unchanged over its last {n} commits"
             f" ({duration(now_ms - first.timestamp_ms)}) while {current_lag:,} behind"
         )
-    if _lag_not_decreasing(offsets):
-        lags = [o.lag for o in offsets if o.lag is not None]
+    lags = [o.lag for o in offsets if o.lag is not None]
+    if all(a <= b for a, b in pairwise(lags)):  # the lag never decreases
         grew = f" ({lags[0]:,} to {lags[-1]:,})" if lags else ""
         return Status.WARN, (
             f"WARN: lag never fell over its last {n} commits{grew}"
             f" in {duration(last.timestamp_ms - first.timestamp_ms)}: falling behind"
         )
     return Status.OK, f"OK: consuming, lag fell over its last {n} commits"
-
-
-def _stopped(offsets: list[ConsumerOffset], now_ms: int) -> bool:
-    first, last = offsets[0].timestamp_ms, offsets[-1].timestamp_ms
-    return (now_ms - last) > (last - first)
-
-
-def _recent_lag_zero(offsets: list[ConsumerOffset], log_end_offsets: list[int]) -> bool:
-    last = offsets[-1].offset
-    return any(log_end <= last for log_end in log_end_offsets)
-
-
-def _lag_not_decreasing(offsets: list[ConsumerOffset]) -> bool:
-    previous: int | None = None
-    for o in offsets:
-        if o.lag is None:
-            continue
-        if previous is not None and o.lag < previous:
-            return False
-        previous = o.lag
-    return True
 
 
 def group_status(cluster: str, group: str, partitions: list[PartitionStatus]) -> GroupStatus:

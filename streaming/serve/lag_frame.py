@@ -1,14 +1,6 @@
 """Every group's committed partitions with their lag, as columns: what the pages over all
-groups (``/metrics``, the dashboard's index) read, made without a Python object per partition.
-
-One read of every committed offset (``Sink.offset_columns``), the log-end offsets the server
-holds, and each partition's lag in messages and in seconds computed over whole arrays. The lag
-in seconds is :func:`connectors.sinks.log_end_samples.lag_ms`, the same arithmetic in the same
-order (one binary search per row in its partition's points, done for every row at once), so
-the figures are the ones a group's own page computes (``lag_view``), to the millisecond; so
-are the rows the table cannot place, from the timestamps of their records
-(:func:`with_record_times`).
-"""
+groups (``/metrics``, the dashboard's index) read. The lag in seconds is ``lag_ms``'s arithmetic
+over whole arrays: the figures a group's own page (``lag_view``) shows, to the millisecond."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""A group as the server shows it: each partition's committed offset, log-end offset and lag,
-and the window of its recent commits with the lag each had, for Burrow's rules and the charts.
-
-Read from the sink (offsets, the commit history, group metadata) and the log-end cache; the
-lag of a commit is the log-end offset seen at or before its commit time minus its offset, and
-a partition's lag in seconds is interpolated in its sampled (offset, time) table, or, for a
-committed offset older than the table, the age of the record at that offset
-(``LogEndCache.record_times``).
-"""
+"""A group as the server shows it: each partition's committed offset, log-end offset and lag
+(in messages and seconds), and its recent commits with the lag each had, for Burrow's rules and
+the charts; read from the sink and the log-end cache."""
 
 from __future__ import annotations
 
@@ -16,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from connectors.client.offsets_reader import lag
-from connectors.sinks import CommitHistoryEntry, CommittedOffset, GroupListing, Sink
+from connectors.sinks import CommittedOffset, GroupListing, Sink
 from connectors.sinks.log_end_samples import TimeLag, lag_ms, record_lag
 from state.coordinator.model import TopicPartition
 from streaming.serve.evaluation import (
@@ -76,9 +70,6 @@ class LagView:
     def groups(self) -> list[GroupListing]:
         return self.sink.list_groups()
 
-    def group(self, group_id: str) -> GroupListing | None:
-        return next((g for g in self.groups() if g.group_id == group_id), None)
-
     def has_group(self, group_id: str) -> bool:
         """Whether the sink knows the group (without listing every group)."""
         return self.sink.group_exists(group_id)
@@ -100,17 +91,10 @@ class LagView:
         return found
 
     def _window(
-        self, committed: CommittedOffset, history: list[CommitHistoryEntry]
-    ) -> list[ConsumerOffset]:
-        """The partition's commits (``history``, newest first, or the current offset alone
-        when the sink keeps no history), oldest first, each with its lag at the time."""
-        points = [(h.offset, h.commit_timestamp_ms) for h in history]
-        return self._window_of(committed, points)
-
-    def _window_of(
         self, committed: CommittedOffset, points: list[tuple[int, int]]
     ) -> list[ConsumerOffset]:
-        """:meth:`_window` of commits given as (offset, commit time ms), newest first."""
+        """The commits (offset, commit time ms), newest first (none: the current offset alone,
+        when the sink keeps no history), oldest first, each with its lag at the time."""
         if not points:
             points = [(committed.offset, committed.commit_timestamp_ms)]
         ends = self.log_ends.at_each(committed.topic_partition, [t for _, t in reversed(points)])
@@ -127,12 +111,16 @@ class LagView:
         committed = self.sink.fetch_offsets(group_id)
         ends = self.log_end_map({c.topic for c in committed})
         history = self.sink.recent_history(group_id, size) if size else {}
+        commits = {
+            tp: [(h.offset, h.commit_timestamp_ms) for h in entries]
+            for tp, entries in history.items()
+        }
         now = int(time.time() * 1000)
         return [
             PartitionView(
                 c,
                 ends.get(c.topic_partition),
-                self._window(c, history.get(c.topic_partition, [])) if size else [],
+                self._window(c, commits.get(c.topic_partition, [])) if size else [],
                 self.time_lag(c, ends.get(c.topic_partition), now),
             )
             for c in committed
@@ -177,7 +165,7 @@ class LagView:
                     PartitionView(
                         c,
                         ends.get(c.topic_partition),
-                        self._window_of(c, windows.get((group, c.topic, c.partition), [])),
+                        self._window(c, windows.get((group, c.topic, c.partition), [])),
                     )
                     for c in committed.get(group, [])
                 ]

@@ -1,24 +1,11 @@
 """Log-end offsets over time, per partition, held by the server for lag and Burrow's rules.
 
-Every ``interval_s`` the cache reads the log-end offsets of the committed topics: from the Kafka
-cluster (``BrokerOffsets``, the client's one reader of them) when the server has client options
-for it, else from the sink's ``topic_log_end_offsets`` (kept by a mirror). It keeps the last
-observations of each partition (a ring, as Burrow keeps its broker offsets), so the lag a commit
-had when it was made can be told from the log-end offset seen at or before it. Only a cache: a
-restarted server starts empty, and several servers over one sink need nothing from each other.
-
-Lag in seconds needs more than a cache: each partition's table of (log-end offset, time) points
-(``connectors.sinks.log_end_samples``) lives in the sink (``topic_log_end_samples``), so it
-survives a restart and every server over the sink shares it. A server reading the cluster itself
-adds its reads to it through ``samples_sink`` (a writable sink); a mirror's sink gets them from
-the mirror. Each refresh then loads the table (:meth:`points`); without a writable sink the
-server keeps its own points in memory (lost on restart, said once).
-
-Where the table cannot place a committed offset (older than its oldest point: every group the
-first time its topic is sampled), a server reading the cluster reads the record at that offset
-and keeps its timestamp (:meth:`record_times`, read by ``BrokerOffsets`` too) until the offset
-moves: one entry per committed offset in that case, read in rounds until
-:data:`RECORD_READ_BUDGET_S` is spent each refresh.
+Every ``interval_s`` the cache reads the committed topics' log-end offsets: from the cluster
+(``BrokerOffsets``) when the server has client options for it, else from the sink (a mirror's).
+It keeps a ring of recent observations per partition (as Burrow does) and loads each
+partition's (log-end offset, time) points (``connectors.sinks.log_end_samples``), which a server
+reading the cluster adds to through ``samples_sink`` (in memory without a writable sink). A
+committed offset older than the points is timed by the record at it (:meth:`record_times`).
 """
 
 from __future__ import annotations
@@ -106,7 +93,6 @@ class LogEndCache:
         sink: Sink,
         client_options: Mapping[str, Any] | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
-        keep: int = DEFAULT_KEEP,
         samples_sink: Sink | None = None,
     ) -> None:
         if interval_s <= 0:
@@ -122,7 +108,6 @@ class LogEndCache:
         self._wanted: set[RecordKey] = set()
         self._missed: dict[RecordKey, float] = {}
         self._wake = threading.Event()
-        self._keep = keep
         self._seen: dict[TopicPartition, deque[tuple[int, int]]] = {}
         #: The newest reading of each partition, by topic (what lag is computed against).
         self._latest: dict[str, dict[int, int]] = {}
@@ -139,16 +124,12 @@ class LogEndCache:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    @property
-    def source(self) -> str:
-        return "kafka" if self._broker is not None else "sink"
-
     def observe(self, offsets: Mapping[TopicPartition, int], at_ms: int) -> None:
         """Record log-end offsets seen at ``at_ms`` (an observation older than the last one
         of its partition is ignored: time only moves forward in the ring)."""
         with self._lock:
             for tp, offset in offsets.items():
-                ring = self._seen.setdefault(tp, deque(maxlen=self._keep))
+                ring = self._seen.setdefault(tp, deque(maxlen=DEFAULT_KEEP))
                 if ring and ring[-1][0] >= at_ms:
                     continue  # older, or the same reading again (a mirror's, not refreshed)
                 ring.append((at_ms, int(offset)))
