@@ -1,10 +1,6 @@
 """Reading an answer against its request: success, a retriable failure, the typed error; or,
-with no answer, whether the request can still be applied.
-
-The job refuses an attempt from its deadline on: its message's timestamp (the append time the
-producer's acknowledgement reports) plus its ``timeoutMs`` (``state.coordinator.deadlines``).
-Once this client's clock reaches it, the attempt will not be applied (but by a micro-batch
-planned before it, Kafka's own window, or a job clock behind this one); unacknowledged, it may.
+with no answer, whether it can still be applied: the job refuses an attempt from its message's
+append time plus its ``timeoutMs`` on (``state.coordinator.deadlines``); unacknowledged, it may.
 """
 
 from __future__ import annotations
@@ -160,8 +156,7 @@ def request_error(
     will_not_be_applied: bool = False,
     deadline_ms: int | None = None,
 ) -> OffsetsRequestError:
-    """``error(code, partitions, "group '<id>': <reason>")``, with the request's ids and whether
-    it can still be applied."""
+    """``error(code, partitions, "group '<id>': <reason>")`` with the request's ids."""
     return error(
         code,
         partitions,
@@ -214,9 +209,8 @@ class SentAttempt:
 
 
 def await_refusal(sent: SentAttempt, give_up: float) -> bool:
-    """Wait (until ``time.monotonic()`` reaches ``give_up`` at the latest) until this client's
-    clock reaches the job's deadline for unanswered ``sent``; whether it did (then the job
-    refuses it). An attempt never sent is refused at once."""
+    """Wait (until ``give_up``, monotonic, at the latest) until this client's clock reaches
+    the job's deadline for unanswered ``sent``; whether it did. Never sent: refused at once."""
     if sent.not_sent:
         return True
     if not sent.wait_appended(give_up - time.monotonic()):
@@ -251,10 +245,9 @@ def timed_out_reason(timeout_s: float, sent: SentAttempt, refused: bool) -> str:
 def async_commit_outcome(
     attempt: Future[Response], request: OffsetCommitRequest, timeout: float, sent: SentAttempt
 ) -> CommitResult | BaseException:
-    """What ``commit_async`` completes with once its one ``attempt`` is done: the result, or
-    ``CommitTimeoutError`` (no answer in ``timeout`` s), ``CommitFailedError`` (topics not
-    available, or any error answer: never retried), or the attempt's exception. On the response
-    thread, so a timeout does not wait for the job's deadline."""
+    """What ``commit_async`` completes with once its one ``attempt`` is done: the result,
+    ``CommitTimeoutError``, ``CommitFailedError`` (never retried) or the attempt's exception;
+    on the response thread, so a timeout does not wait for the job's deadline."""
     group_id, request_id = request.group_id, request.request_id
     keys = partitions_of(request)
     try:

@@ -1,13 +1,12 @@
 """The commit client: a request on the ingest topic, answered on the responses topic once its
-records are in the offsets topic and the sink, behind Kafka's consumer API shapes: ``commit``
-is ``commitSync`` (retried until its timeout), ``commit_async`` is ``commitAsync`` (one attempt:
-a retry could land after a newer commit); ``delete_offsets`` and ``delete_group`` retry like
-``commit``. Each call: build (``requests``) → send (``connection``) → read the answer
-(``answers``), in the ``retries`` loop.
+records are in the offsets topic and the sink. ``commit`` is ``commitSync`` (retried until its
+timeout), ``commit_async`` is ``commitAsync`` (one attempt: a retry could land after a newer
+commit). Each call: build (``requests``) → send (``connection``) → read the answer (``answers``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -16,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from connectors.client.answers import (
     CommitCallback,
@@ -42,8 +41,12 @@ from connectors.client.requests import (
     with_timeout,
 )
 from connectors.client.retries import Attempts, Backoff, MakeRequest, call_with_retries
-from connectors.client.settings import ClientConfig, client_settings
 from connectors.closing import CloseOnExit
+from connectors.kafka.admin import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    DEFAULT_INGEST_TOPIC,
+    DEFAULT_RESPONSES_TOPIC,
+)
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from state.coordinator.requests import (
@@ -62,10 +65,60 @@ DEFAULT_TIMEOUT_S: Final = 5.0
 #: Kafka's client ``retry.backoff.ms`` and ``retry.backoff.max.ms`` defaults.
 DEFAULT_RETRY_BACKOFF_S: Final = 0.1
 DEFAULT_RETRY_BACKOFF_MAX_S: Final = 1.0
-#: How long close() waits for the response thread and producer, and how often it looks whether
-#: in-flight requests were answered.
+#: How long close() waits for the response thread and producer; how often it polls in-flight.
 _CLOSE_JOIN_S: Final = 5.0
 _CLOSE_POLL_S: Final = 0.02
+
+
+class ClientConfig(Protocol):
+    """What the client reads from a deployment's configuration (``JobConfig`` has these)."""
+
+    @property
+    def ingest_topic(self) -> str: ...
+
+    @property
+    def responses_topic(self) -> str: ...
+
+    def kafka_python_options(self) -> dict[str, Any]: ...
+
+
+def client_settings(
+    config: ClientConfig | None,
+    bootstrap_servers: str | Sequence[str] | None,
+    ingest_topic: str | None,
+    responses_topic: str | None,
+    kafka_options: Mapping[str, Any] | None,
+    tenant: str | None,
+) -> tuple[str, str, dict[str, Any]]:
+    """The ingest topic, responses topic and kafka-python options: keywords over ``config`` over
+    the defaults. ``bootstrap_servers`` may be comma-separated; ``kafka_options``' dotted names
+    become kafka-python's; ``tenant`` names one of ``config``'s tenants, whose topics become the
+    defaults (ValueError naming those known)."""
+    if tenant is not None:
+        tenants = getattr(config, "tenants", ()) or ()
+        found = next((t for t in tenants if t.name == tenant), None)
+        if found is None:
+            known = ", ".join(t.name for t in tenants) or "none configured"
+            raise ValueError(f"tenant {tenant!r} is not in the configuration's tenants ({known})")
+        ingest_topic = ingest_topic or found.ingest_topic
+        responses_topic = responses_topic or found.responses_topic
+    options: dict[str, Any] = (
+        config.kafka_python_options()
+        if config is not None
+        else {"bootstrap_servers": DEFAULT_BOOTSTRAP_SERVERS.split(",")}
+    )
+    if bootstrap_servers is not None:
+        servers = bootstrap_servers
+        options["bootstrap_servers"] = (
+            servers.split(",") if isinstance(servers, str) else list(servers)
+        )
+    if kafka_options:
+        options.update({k.replace(".", "_"): v for k, v in kafka_options.items()})
+    return (
+        ingest_topic or (config.ingest_topic if config else DEFAULT_INGEST_TOPIC),
+        responses_topic or (config.responses_topic if config else DEFAULT_RESPONSES_TOPIC),
+        options,
+    )
 
 
 class OffsetCommitClient(CloseOnExit):
@@ -93,26 +146,19 @@ class OffsetCommitClient(CloseOnExit):
         retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S,
         retry_backoff_max_s: float = DEFAULT_RETRY_BACKOFF_MAX_S,
     ) -> None:
-        settings = client_settings(
-            config,
-            bootstrap_servers=bootstrap_servers,
-            ingest_topic=ingest_topic,
-            responses_topic=responses_topic,
-            kafka_options=kafka_options,
-            tenant=tenant,
+        self.ingest_topic, self.responses_topic, self._options = client_settings(
+            config, bootstrap_servers, ingest_topic, responses_topic, kafka_options, tenant
         )
         if default_timeout_s <= 0:
             raise ValueError(f"default_timeout_s must be > 0, got {default_timeout_s}")
-        self.ingest_topic = settings.ingest_topic
-        self.responses_topic = settings.responses_topic
         self.client_id = client_id
         self.default_timeout_s = float(default_timeout_s)
-        self._options = settings.options
 
         self._start_lock = threading.Lock()
         self._closed = threading.Event()
         self._connection: Connection | None = None
-        self._callbacks = CallbackThread(client_id)
+        # commit_async callbacks, in completion order: the response thread must never block.
+        self._callbacks: ThreadPoolExecutor | None = None
         self._attempts = Attempts(
             submit=self._submit,
             forget=self._forget,
@@ -120,8 +166,6 @@ class OffsetCommitClient(CloseOnExit):
             closed=self._closed,
             backoff=Backoff(float(retry_backoff_s), float(retry_backoff_max_s)),
         )
-
-    # --- lifecycle ----------------------------------------------------------------------------
 
     def start(self, timeout_s: float | None = None) -> None:
         """Connect now (otherwise the first request does), waiting up to ``timeout_s`` for the
@@ -134,8 +178,7 @@ class OffsetCommitClient(CloseOnExit):
             raise OffsetsError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
 
     def _ensure_started(self, deadline: float) -> Connection:
-        """The open connection, opened now (waiting up to ``deadline``) on first use; raises
-        :class:`TopicsNotAvailable`, or :class:`ClientClosedError` after :meth:`close`."""
+        """The connection, opened on first use; TopicsNotAvailable, ClientClosedError."""
         connection = self._connection
         if connection is not None and not self._closed.is_set():
             return connection
@@ -153,7 +196,7 @@ class OffsetCommitClient(CloseOnExit):
                 closed=self._closed,
                 deadline=deadline,
             )
-            self._callbacks.start()
+            self._callbacks = ThreadPoolExecutor(1, thread_name_prefix=f"{self.client_id}-cb")
             self._connection = connection
             return connection
 
@@ -174,11 +217,10 @@ class OffsetCommitClient(CloseOnExit):
             connection.reader.fail_all(
                 ClientClosedError("the commit client was closed before an answer came")
             )
-        self._callbacks.shutdown()
+        if self._callbacks is not None:
+            self._callbacks.shutdown(wait=True)  # runs the queued callbacks first
         if connection is not None:
             connection.producer.close(timeout=_CLOSE_JOIN_S)
-
-    # --- one attempt --------------------------------------------------------------------------
 
     def _submit(self, request: Request, deadline: float, sent: SentAttempt) -> Future[Response]:
         """Send ``request``: the future of its response (or ``AttemptTimeout`` at ``deadline``,
@@ -193,8 +235,28 @@ class OffsetCommitClient(CloseOnExit):
             return future
         return connection.submit(message, deadline, sent.appended)
 
+    def _run_callback(
+        self, callback: CommitCallback, outcome: CommitResult | BaseException
+    ) -> None:
+        """Queue ``callback(result, exception)`` on the callback thread, or run it here without
+        one (not started, or closed); one that raises is logged."""
+
+        def call() -> None:
+            try:
+                if isinstance(outcome, CommitResult):
+                    callback(outcome, None)
+                else:
+                    callback(None, outcome)
+            except Exception:
+                log.exception("commit callback %r raised", callback)
+
+        if self._callbacks is not None:
+            with contextlib.suppress(RuntimeError):  # shut down: run it here
+                self._callbacks.submit(call)
+                return
+        call()
+
     def _timeout(self, timeout_s: float | None) -> float:
-        """A call's timeout: ``timeout_s``, or the client's default; ValueError unless > 0."""
         timeout = self.default_timeout_s if timeout_s is None else float(timeout_s)
         if timeout <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -208,21 +270,16 @@ class OffsetCommitClient(CloseOnExit):
         make: MakeRequest,
         timeout_s: float | None,
     ) -> tuple[str, ...]:
-        """``retries.call_with_retries`` within ``timeout_s`` (default: the client's)."""
         timeout = self._timeout(timeout_s)
         return call_with_retries(self._attempts, api, group_id, keys, make, timeout)
 
     def _forget(self, request_id: str) -> None:
-        """Stop waiting for ``request_id`` (a caller gave up on it)."""
         if self._connection is not None:
             self._connection.reader.forget(request_id)
 
     def _refresh_partitions(self) -> None:
-        """Re-read the ingest topic's partition count (after NOT_COORDINATOR)."""
         if self._connection is not None:
             self._connection.refresh_partitions()
-
-    # --- the calls ----------------------------------------------------------------------------
 
     def commit(
         self,
@@ -235,23 +292,12 @@ class OffsetCommitClient(CloseOnExit):
         retention_ms: int = -1,
         timeout_s: float | None = None,
     ) -> CommitResult:
-        """Commit ``offsets`` for ``group_id``; return once they are durable and readable.
-
-        ``offsets`` maps partitions to the next offset to consume, an int or an
-        OffsetAndMetadata-like value. The member fields default to an admin's commit (accepted
-        only while the group has no members); ``retention_ms`` -1 keeps the broker's retention.
-        Retries the partitions that failed retriably until ``timeout_s``. Raises
-        :class:`CommitFailedError` on a non-retriable error (see ``partitions`` for those
-        committed) or at once when no broker answers, :class:`CommitTimeoutError` at the
-        deadline, ValueError/TypeError for malformed offsets.
-        """
+        """Commit ``offsets`` (partition -> next offset, int or OffsetAndMetadata-like) for
+        ``group_id``; return once durable and readable. Member fields default to an admin's commit;
+        ``retention_ms`` -1 keeps the broker's. Raises :class:`CommitFailedError` (non-retriable,
+        or no broker), :class:`CommitTimeoutError` at ``timeout_s``, ValueError/TypeError."""
         request = offset_commit(
-            group_id,
-            offsets,
-            generation_id=generation_id,
-            member_id=member_id,
-            group_instance_id=group_instance_id,
-            retention_ms=retention_ms,
+            group_id, offsets, generation_id, member_id, group_instance_id, retention_ms
         )
         if not request.partitions:
             return CommitResult(group_id, {})
@@ -277,12 +323,7 @@ class OffsetCommitClient(CloseOnExit):
         then ``callback(result, exception)`` runs on the callback thread. Malformed ``offsets``
         raise at once."""
         request = offset_commit(
-            group_id,
-            offsets,
-            generation_id=generation_id,
-            member_id=member_id,
-            group_instance_id=group_instance_id,
-            retention_ms=retention_ms,
+            group_id, offsets, generation_id, member_id, group_instance_id, retention_ms
         )
         timeout = self._timeout(timeout_s)
         result: Future[CommitResult] = Future()
@@ -297,7 +338,7 @@ class OffsetCommitClient(CloseOnExit):
             else:
                 set_exception(result, done)
             if callback is not None:
-                self._callbacks.run(callback, done)
+                self._run_callback(callback, done)
 
         if not request.partitions:  # like Kafka's commitAsync of an empty map: nothing sent
             complete(CommitResult(group_id, {}))
@@ -334,43 +375,3 @@ class OffsetCommitClient(CloseOnExit):
 
         request_ids = self._call(Api.DELETE_GROUPS, group_id, [], make, timeout_s)
         return DeleteResult(group_id, (), request_ids)
-
-
-class CallbackThread:
-    """Runs ``commit_async`` callbacks in completion order on a thread of their own (the response
-    thread must never block; a callback may). One that raises is logged."""
-
-    def __init__(self, client_id: str) -> None:
-        self._name = f"{client_id}-cb"
-        self._executor: ThreadPoolExecutor | None = None
-
-    def start(self) -> None:
-        """Create the thread's executor (when the client connects)."""
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
-
-    def run(self, callback: CommitCallback, outcome: CommitResult | BaseException) -> None:
-        """Queue ``callback`` with ``outcome``; without a thread (not started, or shut down) run
-        it here rather than drop it."""
-
-        def call() -> None:
-            try:
-                if isinstance(outcome, CommitResult):
-                    callback(outcome, None)
-                else:
-                    callback(None, outcome)
-            except Exception:
-                log.exception("commit callback %r raised", callback)
-
-        executor = self._executor
-        if executor is None:
-            call()
-            return
-        try:
-            executor.submit(call)
-        except RuntimeError:  # shut down
-            call()
-
-    def shutdown(self) -> None:
-        """Run the queued callbacks, then stop the thread (if it was started)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)

@@ -39,20 +39,14 @@ POLL_INTERVAL_MS: Final = 100
 _POLL_RETRY_S: Final = 0.5
 
 
+@dataclass
 class Connection:
     """A started producer and response reader, for one commit client."""
 
-    def __init__(
-        self,
-        producer: KafkaProducer,
-        reader: ResponseReader,
-        ingest_topic: str,
-        ingest_partitions: int,
-    ) -> None:
-        self.producer = producer
-        self.reader = reader
-        self.ingest_topic = ingest_topic
-        self._ingest_partitions = ingest_partitions
+    producer: KafkaProducer
+    reader: ResponseReader
+    ingest_topic: str
+    _ingest_partitions: int
 
     @classmethod
     def open(
@@ -212,12 +206,10 @@ class ResponseReader:
         )
 
     def start(self) -> None:
-        """Start the thread (once)."""
         self._thread.start()
 
     def join(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for the thread to end; a no-op on the thread itself
-        (``close()`` from a future's done-callback)."""
+        """Wait up to ``timeout_s`` for the thread to end (a no-op on the thread itself)."""
         if self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
 
@@ -250,8 +242,6 @@ class ResponseReader:
             self._deadlines.clear()
         for entry in pending:
             set_exception(entry.future, exc)
-
-    # --- the thread -----------------------------------------------------------------------------
 
     def _run(self) -> None:
         consumer = self._consumer
@@ -313,8 +303,7 @@ class ResponseReader:
 
 
 def set_result(future: Future[Any], value: Any) -> None:
-    """Complete ``future`` with ``value`` unless it is done already."""
-    # A future completed twice (a late answer racing its deadline): the first outcome wins.
+    """Complete ``future`` with ``value`` unless it is done already (the first outcome wins)."""
     with contextlib.suppress(InvalidStateError):
         future.set_result(value)
 

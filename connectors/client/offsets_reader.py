@@ -216,7 +216,6 @@ class BrokerOffsets(CloseOnExit):
         return {TopicPartition(*tp): at for tp, at in read.items() if at is not None}
 
     def close(self) -> None:
-        """Close the consumer used for ListOffsets, if one was opened."""
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -269,7 +268,7 @@ class OffsetsReader(CloseOnExit):
         return self._broker
 
     def status(self) -> CoordinatorStatus:
-        """The coordinator status row, whatever it says (never raises for LOADING)."""
+        """The coordinator status row, whatever it says."""
         return self.sink.status()
 
     def _check_loaded(self) -> None:
@@ -334,42 +333,32 @@ class OffsetsReader(CloseOnExit):
             )
             for o in committed
         }
-        if ask_broker and self._broker is not None:
-            unplaced = {}
-            for o in committed:
-                tp, behind = o.topic_partition, behinds[o.topic_partition]
-                if (lag(o.offset, ends.get(tp)) or 0) > 0 and (behind is None or behind.bounded):
-                    unplaced[tp] = o.offset
-            records = self.broker.record_times(unplaced) if unplaced else {}
-            behinds.update(
-                {tp: record_lag(behinds[tp], record, now) for tp, record in records.items()}
+        unplaced = {
+            o.topic_partition: o.offset
+            for o in committed
+            if (lag(o.offset, ends.get(o.topic_partition)) or 0) > 0
+            and ((behind := behinds[o.topic_partition]) is None or behind.bounded)
+        }
+        if ask_broker and self._broker is not None and unplaced:
+            records = self.broker.record_times(unplaced)
+            behinds |= {tp: record_lag(behinds[tp], record, now) for tp, record in records.items()}
+        rows = [
+            PartitionLag(
+                o.topic,
+                o.partition,
+                o.offset,
+                end := ends.get(o.topic_partition),
+                lag(o.offset, end),
+                o.leader_epoch,
+                o.metadata,
+                o.commit_timestamp_ms,
+                o.expire_timestamp_ms,
+                None if (behind := behinds[o.topic_partition]) is None else behind.lag_ms / 1000,
+                behind is not None and behind.bounded,
             )
-        rows = []
-        for o in committed:
-            end = ends.get(o.topic_partition)
-            behind = behinds[o.topic_partition]
-            rows.append(
-                PartitionLag(
-                    topic=o.topic,
-                    partition=o.partition,
-                    committed_offset=o.offset,
-                    log_end_offset=end,
-                    lag=lag(o.offset, end),
-                    leader_epoch=o.leader_epoch,
-                    metadata=o.metadata,
-                    commit_timestamp_ms=o.commit_timestamp_ms,
-                    expire_timestamp_ms=o.expire_timestamp_ms,
-                    lag_seconds=None if behind is None else behind.lag_ms / 1000,
-                    lag_seconds_bounded=behind is not None and behind.bounded,
-                )
-            )
-        return GroupDescription(
-            group_id,
-            exists=True,
-            partitions=tuple(rows),
-            generation=listing.generation,
-            members=listing.members,
-        )
+            for o in committed
+        ]
+        return GroupDescription(group_id, True, tuple(rows), listing.generation, listing.members)
 
     def log_end_offsets(
         self, partitions: Iterable[TopicPartition], *, ask_broker: bool = True

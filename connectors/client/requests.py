@@ -30,11 +30,10 @@ Offsets = Mapping[TopicPartition | tuple[str, int], int | OffsetLike]
 def offset_commit(
     group_id: str,
     offsets: Offsets,
-    *,
-    generation_id: int,
-    member_id: str,
-    group_instance_id: str | None,
-    retention_ms: int,
+    generation_id: int = -1,
+    member_id: str = "",
+    group_instance_id: str | None = None,
+    retention_ms: int = -1,
 ) -> OffsetCommitRequest:
     """The OffsetCommit of a ``commit``/``commit_async`` call, request id still empty (each
     attempt gets its own); raises like :func:`partition_commits`."""

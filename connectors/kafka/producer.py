@@ -4,6 +4,7 @@ whole batch (:class:`DeliveryError`); the restart replays it, to the same record
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -73,18 +74,13 @@ class DurableProducer:
         librdkafka's partitioner over the key."""
         producer = self._client()
         produce, poll, on_delivery = producer.produce, producer.poll, self._delivered
+        # -1 (librdkafka's RD_KAFKA_PARTITION_UA): the partitioner chooses.
+        chosen = itertools.repeat(-1) if partitions is None else partitions
         count = 0
-        if partitions is None:
-            pairs: Iterable[tuple[Any, ...]] = zip(keys, values, strict=True)
-        else:
-            pairs = zip(keys, values, partitions, strict=True)
-        for pair in pairs:
+        for key, value, partition in zip(keys, values, chosen, strict=partitions is not None):
             while True:
                 try:
-                    if partitions is None:
-                        produce(topic, pair[1], pair[0], on_delivery=on_delivery)
-                    else:
-                        produce(topic, pair[1], pair[0], pair[2], on_delivery=on_delivery)
+                    produce(topic, value, key, partition, on_delivery=on_delivery)
                     break
                 except BufferError:
                     poll(0.01)  # the local queue is full: let deliveries drain it

@@ -26,7 +26,6 @@ from connectors.kafka.local.config import (
     KafkaLocalError,
     NodeStatus,
     StartResult,
-    default_data_dir,
     free_port_block,
     new_cluster_id,
     port_free,
@@ -42,7 +41,7 @@ from connectors.kafka.local.process import (
     started_processes,
     wait_for_broker,
 )
-from connectors.runtime import kafka_jars_dir
+from connectors.runtime import kafka_jars_dir, runtime_dir
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ class LocalKafkaCluster:
         """``extra_properties`` are appended to every ``server.properties`` (a later key wins);
         ``scram_credentials`` are ``kafka-storage format --add-scram`` arguments. Neither is
         stored in ``cluster.json``: pass them on every start."""
-        self.data_dir = Path(data_dir).resolve() if data_dir else default_data_dir()
+        self.data_dir = Path(data_dir).resolve() if data_dir else runtime_dir() / "kafka"
         self.extra_properties = dict(extra_properties or {})
         self.scram_credentials = tuple(scram_credentials)
 
@@ -278,12 +277,8 @@ class LocalKafkaCluster:
             ]
             for credential in self.scram_credentials:
                 command += ["--add-scram", credential]
-            runs.append(
-                (
-                    node_id,
-                    subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT),
-                )
-            )
+            run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            runs.append((node_id, run))
         failures = []
         for node_id, run in runs:
             output, _ = run.communicate(timeout=120)

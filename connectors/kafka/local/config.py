@@ -10,8 +10,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.runtime import runtime_dir
-
 HOST = "127.0.0.1"
 DEFAULT_PORT = 9092
 #: Per node: a local broker with a few test topics peaks well under 300 MB.
@@ -106,11 +104,6 @@ def new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def default_data_dir() -> Path:
-    """``.runtime/kafka`` of the checkout (``connectors.runtime``)."""
-    return runtime_dir() / "kafka"
 
 
 #: Listeners' ports, below the kernel's ephemeral range: a port probed free inside it can be

@@ -37,14 +37,7 @@ def test_a_retry_resends_only_the_asked_partitions_with_every_other_field() -> N
 
 def test_the_ingest_message_is_keyed_by_group_on_the_group_s_partition() -> None:
     request = with_partitions(
-        offset_commit(
-            "payments",
-            {TP0: 1},
-            generation_id=-1,
-            member_id="",
-            group_instance_id=None,
-            retention_ms=-1,
-        ),
+        offset_commit("payments", {TP0: 1}),
         "r-1",
         [TP0],
     )

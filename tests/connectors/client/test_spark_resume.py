@@ -23,14 +23,12 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from connectors.client import (
+from connectors.client import OffsetCommitClient, OffsetsReader, wait_until_applied
+from connectors.client.spark import (
     CheckpointExistsError,
     CommitProgressListener,
-    OffsetCommitClient,
-    OffsetsReader,
     ResumedQuery,
     start_from_group,
-    wait_until_applied,
 )
 from state.coordinator.model import TopicPartition
 from tests.fixtures.job import RunningJob, unique_group
