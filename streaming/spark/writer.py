@@ -62,7 +62,6 @@ class BatchWriter:
     tenant_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     #: Shards still rebuilding from the offsets topic; the status is LOADING until none are.
     loading_shards: set[int] = field(default_factory=set)
-    last_progress: BatchProgress | None = None
 
     _producer: DurableProducer | None = None
 
@@ -149,11 +148,13 @@ class BatchWriter:
             name: int(pc.sum(stats[name]).as_py() or 0)
             for name in ("input_rows", "commits_applied", "rejected", "tombstones", "state_keys")
         }
+        groups = commits["group_id"].to_pylist()
         progress = BatchProgress(
             batch_id=batch_id,
             ingest_offsets=dict(self.ingest_offsets),
             tenant_offsets={t: dict(by_p) for t, by_p in self.tenant_offsets.items()},
-            group_commits=_commits_by_group(commits),
+            # A group lives on one shard: one row each.
+            group_commits=dict(zip(groups, commits["commits_applied"].to_pylist(), strict=True)),
             **counters,
             duration_ms=int((time.monotonic() - started) * 1000),
             timestamp_ms=int(time.time() * 1000),
@@ -167,12 +168,21 @@ class BatchWriter:
         self._with_sink_retries(batch_id, write_sink)
 
         # Answers last: a commit is acknowledged only once its record is durable and readable.
+        # Each answer to its requester's responses topic: the job's (``tenant`` null) or a tenant's.
+        tenant = responses["tenant"]
+        for index in pc.unique(tenant).to_pylist():
+            if index is None:
+                topic, theirs = self.settings.responses_topic, pc.is_null(tenant)
+            else:
+                topic = self.settings.tenant_responses_topics[index]
+                theirs = pc.equal(tenant, index)
+            answers = responses.filter(theirs)
+            self.producer.send(topic, answers["key"].to_pylist(), answers["value"].to_pylist())
         if responses.num_rows:
-            self.send_responses(responses)
+            self.producer.flush(self.settings.delivery_timeout_s)
         if dead_letters.num_rows:
             self.send(self.settings.dead_letter_topic, dead_letters)
 
-        self.last_progress = progress
         log.info(
             "batch %d: %d input rows, %d commits applied, %d rejected, %d tombstones, "
             "%d records, %d keys in state, %d ms",
@@ -185,20 +195,6 @@ class BatchWriter:
             progress.state_keys,
             int((time.monotonic() - started) * 1000),
         )
-
-    def send_responses(self, responses: pa.Table) -> None:
-        """Send each answer to its requester's responses topic: the job's (``tenant`` null) or
-        that tenant's."""
-        tenant = responses["tenant"]
-        for index in pc.unique(tenant).to_pylist():
-            if index is None:
-                topic, theirs = self.settings.responses_topic, pc.is_null(tenant)
-            else:
-                topic = self.settings.tenant_responses_topics[index]
-                theirs = pc.equal(tenant, index)
-            answers = responses.filter(theirs)
-            self.producer.send(topic, answers["key"].to_pylist(), answers["value"].to_pylist())
-        self.producer.flush(self.settings.delivery_timeout_s)
 
     def _with_sink_retries(self, batch_id: int, write: Callable[[], object]) -> None:
         """Run ``write`` (one transaction, idempotent per batch id), retrying while the sink
@@ -219,9 +215,3 @@ def _sink_records(table: pa.Table) -> pa.Table:
         table["is_tombstone"], pa.scalar(None, pa.binary()), pc.fill_null(columns["value"], empty)
     )
     return pa.table(columns, schema=RECORD_FRAME_SCHEMA)
-
-
-def _commits_by_group(commits: pa.Table) -> dict[str, int]:
-    """The batch's applied commits per group (a group lives on one shard: one row each)."""
-    groups, counts = commits["group_id"].to_pylist(), commits["commits_applied"].to_pylist()
-    return dict(zip(groups, counts, strict=True))
