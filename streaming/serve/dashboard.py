@@ -44,13 +44,9 @@ def _clock(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S")
 
 
-def _colour(series: Mapping[str, object], label: str) -> str:
-    return COLOURS[sorted(series).index(label) % len(COLOURS)]
-
-
 def chart_legend(series: Mapping[str, object]) -> list[tuple[str, str]]:
     """(label, colour) of each series, as the chart draws them."""
-    return [(label, _colour(series, label)) for label in sorted(series)]
+    return [(label, COLOURS[i % len(COLOURS)]) for i, label in enumerate(sorted(series))]
 
 
 def lag_chart(series: Mapping[str, Sequence[tuple[int, int]]], title: str) -> str:
@@ -86,8 +82,8 @@ def lag_chart(series: Mapping[str, Sequence[tuple[int, int]]], title: str) -> st
         f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 12}" text-anchor="end" font-size="11">'
         f"{_clock(t1)} UTC</text>",
     ]
-    for label, values in sorted(series.items()):
-        colour = _colour(series, label)
+    for i, (label, values) in enumerate(sorted(series.items())):
+        colour = COLOURS[i % len(COLOURS)]  # as chart_legend says
         ordered = sorted(values)
         path = " ".join(f"{x(t):.1f},{y(lag):.1f}" for t, lag in ordered)
         parts.append(

@@ -156,10 +156,10 @@ class BasicAuthMiddleware:
     """Let a request through only with a user's credentials (``scope["user"]`` and
     ``scope["operator"]`` set); without users in ``web()`` every request passes."""
 
-    def __init__(self, app: Any, web: Callable[[], WebConfig], realm: str = "consumer-offsets"):
+    def __init__(self, app: Any, web: Callable[[], WebConfig]):
         self.app = app
         self._web = web
-        self._challenge = {"WWW-Authenticate": f'Basic realm="{realm}", charset="UTF-8"'}
+        self._challenge = {"WWW-Authenticate": 'Basic realm="consumer-offsets", charset="UTF-8"'}
         self._bcrypt = anyio.Lock()
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
 
