@@ -156,7 +156,6 @@ class KafkaAdmin(CloseOnExit):
         self._admin = KafkaAdminClient(client_id="consumer-offsets-admin", **client_options)
 
     def close(self) -> None:
-        """Close the admin client's connections."""
         self._admin.close()
 
     def broker_count(self) -> int:

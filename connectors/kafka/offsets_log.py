@@ -26,7 +26,6 @@ def read_partition_chunks(
     topic: str,
     partition: int,
     timeout_s: float = 300.0,
-    chunk_records: int = CHUNK_RECORDS,
 ) -> Iterator[tuple[pa.Array, pa.Array]]:
     """Yield ``(keys, values)`` binary columns of every record of ``topic``/``partition`` from
     the beginning up to the end offset it has when reading starts (a null value is a
@@ -64,7 +63,7 @@ def read_partition_chunks(
             # consume() returns at num_messages (end-of-file counts as one) or the timeout: asking
             # for no more than is left makes the last call return at once (compaction's gaps
             # leave it to the short timeout).
-            wanted = min(chunk_records - len(keys), end - position - 1) + 1
+            wanted = min(CHUNK_RECORDS - len(keys), end - position - 1) + 1
             for message in consumer.consume(num_messages=wanted, timeout=0.2):
                 error = message.error()
                 if error is not None:
@@ -79,7 +78,7 @@ def read_partition_chunks(
                 if key is not None:
                     keys.append(key)
                     values.append(message.value())
-            if len(keys) >= chunk_records:
+            if len(keys) >= CHUNK_RECORDS:
                 yield pa.array(keys, pa.binary()), pa.array(values, pa.binary())
                 keys, values = [], []
         if keys:

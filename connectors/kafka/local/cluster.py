@@ -65,7 +65,6 @@ class LocalKafkaCluster:
         self.extra_properties = dict(extra_properties or {})
         self.scram_credentials = tuple(scram_credentials)
 
-    # -- paths -------------------------------------------------------------------------------
     def node_dir(self, node_id: int) -> Path:
         """The folder of node ``node_id``: its properties, data, logs and pid file."""
         return self.data_dir / f"node-{node_id}"
@@ -84,7 +83,6 @@ class LocalKafkaCluster:
     def _pid_file(self, node_id: int) -> Path:
         return self.node_dir(node_id) / "kafka.pid"
 
-    # -- state -------------------------------------------------------------------------------
     def config(self) -> ClusterConfig | None:
         """The configuration last started in this data dir, if any."""
         path = self.data_dir / CLUSTER_FILE
@@ -127,7 +125,6 @@ class LocalKafkaCluster:
             for n in config.node_ids
         ]
 
-    # -- start -------------------------------------------------------------------------------
     def start(
         self,
         nodes: int = 1,
@@ -358,7 +355,6 @@ class LocalKafkaCluster:
             f"--- {self.server_log(node_id)} ---\n{log_tail(self.server_log(node_id))}"
         )
 
-    # -- stop --------------------------------------------------------------------------------
     def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> list[int]:
         """Stop every node (SIGTERM, then SIGKILL after ``timeout``); the stopped node ids."""
         with self._lock():
@@ -396,7 +392,6 @@ class LocalKafkaCluster:
             self._pid_file(node_id).unlink(missing_ok=True)
         return sorted(targets)
 
-    # -- helpers -----------------------------------------------------------------------------
     def _node_config(self, node_id: int) -> ClusterConfig:
         """The stored configuration, which must have node ``node_id``."""
         config = self.config()
