@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
-from state.coordinator.requests import Api
 
 
 def error_code_of(code: int) -> ErrorCode | int:
@@ -57,8 +56,6 @@ class OffsetsRequestError(OffsetsError):
     the failed partitions cannot be applied later (every attempt answered, or the client's clock
     reached the job's deadline ``deadline_ms`` for the last: ``connectors.client.answers``)."""
 
-    api: Api
-
     def __init__(
         self,
         error_code: int,
@@ -88,8 +85,6 @@ class OffsetsRequestError(OffsetsError):
 class CommitFailedError(OffsetsRequestError):
     """An OffsetCommit was not (fully) applied; see ``partitions`` for which were."""
 
-    api = Api.OFFSET_COMMIT
-
 
 class CommitTimeoutError(CommitFailedError):
     """No definite answer to an OffsetCommit before the deadline (REQUEST_TIMED_OUT, 7);
@@ -99,13 +94,9 @@ class CommitTimeoutError(CommitFailedError):
 class OffsetDeleteFailedError(OffsetsRequestError):
     """An OffsetDelete failed for the group or for some partitions (``partitions``)."""
 
-    api = Api.OFFSET_DELETE
-
 
 class DeleteGroupFailedError(OffsetsRequestError):
     """A DeleteGroups request failed, e.g. NON_EMPTY_GROUP (68) or GROUP_ID_NOT_FOUND (69)."""
-
-    api = Api.DELETE_GROUPS
 
 
 class ClientClosedError(RuntimeError):
