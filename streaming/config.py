@@ -95,11 +95,8 @@ class JobConfig:
     #: is created (deploy/README.md says how to change it).
     partitions: int = 50
     #: Partitions of the ingest topics the job creates, a divisor of ``partitions``; unset: the
-    #: largest divisor of ``partitions`` up to ``DEFAULT_INGEST_PARTITIONS`` (2). A group's
-    #: requests go to ``partition_for(group, ingest_partitions)``, so each shard's requests are
-    #: on one partition. Spark reads every partition in every micro-batch, a fixed cost per
-    #: partition, so fewer are faster for small batches. An existing ingest topic keeps its
-    #: count, any divisor of ``partitions`` (one per shard, as before, included).
+    #: largest divisor of ``partitions`` up to ``DEFAULT_INGEST_PARTITIONS`` (2). Each shard's
+    #: requests are on one partition; an existing ingest topic keeps its count.
     ingest_partitions: int | None = None
     #: offsets.topic.replication.factor of the topics the job creates (``--embedded``: 1).
     replication_factor: int = 3
@@ -120,9 +117,7 @@ class JobConfig:
     #: REQUEST_TIMED_OUT and changes nothing (deploy/README.md, "Request deadlines").
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     #: Micro-batch trigger interval. Spark starts a batch at the next multiple of the interval
-    #: after the previous one ends, so a batch of 1.2 s with a 1 s interval waits 0.8 s idle;
-    #: without input an idle job only asks Kafka for the ingest end offsets at each trigger
-    #: (no-data batches are off, see ``streaming.spark.job``).
+    #: after the previous one ends; an idle job only asks Kafka for the ingest end offsets.
     trigger_interval: str = "100 milliseconds"
     #: Ingest records a micro-batch reads at most (Spark's maxOffsetsPerTrigger); unset: all.
     max_offsets_per_trigger: int | None = None
@@ -187,19 +182,10 @@ class JobConfig:
             object.__setattr__(
                 self, "min_insync_replicas", min(self.min_insync_replicas, self.replication_factor)
             )
-        if self.ingest_partitions is not None and (
-            self.ingest_partitions < 1 or self.partitions % self.ingest_partitions
-        ):
-            raise ValueError(
-                f"ingest_partitions must divide partitions ({self.partitions}), "
-                f"got {self.ingest_partitions}"
-            )
-        if self.state_shards is not None and (
-            self.state_shards < 1 or self.partitions % self.state_shards
-        ):
-            raise ValueError(
-                f"state_shards must divide partitions ({self.partitions}), got {self.state_shards}"
-            )
+        for name in ("ingest_partitions", "state_shards"):
+            value = getattr(self, name)
+            if value is not None and (value < 1 or self.partitions % value):
+                raise ValueError(f"{name} must divide partitions ({self.partitions}), got {value}")
         if self.rebuild_sink_writes not in REBUILD_SINK_WRITERS:
             raise ValueError(
                 f"rebuild_sink_writes must be one of {', '.join(REBUILD_SINK_WRITERS)}, "

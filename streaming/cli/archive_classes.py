@@ -89,10 +89,9 @@ def _exercise(path: Path) -> None:
     process.wait(timeout=300)
 
 
-def build(path: Path | None = None) -> float:
-    """Build the archive at ``path`` (default :func:`archive_path`) through a temporary file;
-    seconds taken."""
-    target = path or archive_path()
+def build() -> float:
+    """Build the archive at :func:`archive_path` through a temporary file; seconds taken."""
+    target = archive_path()
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="class-archive-", dir=target.parent) as folder:

@@ -8,7 +8,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from connectors.client import OffsetCommitClient, OffsetsReader
 from connectors.client.liveness import Liveness, liveness
@@ -28,6 +28,20 @@ DEFAULT_TIMEOUT_MS: Final = 30_000
 CLIENT_ID: Final = "consumer-offsets-cli"
 
 
+def load_job_config(
+    path: str | None, overrides: dict[str, Any], kafka_option: list[tuple[str, str]] | None
+) -> JobConfig:
+    """:func:`load_config` with ``--kafka-option`` pairs over the file's ``kafka_options``; a
+    :class:`UsageError` names what is wrong, a sink URL that names no sink included."""
+    try:
+        config = load_config(path, overrides=overrides)
+        parse_sink_url(config.sink_url)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"configuration: {exc}") from None
+    options = dict(kafka_option or [])
+    return replace(config, kafka_options={**config.kafka_options, **options}) if options else config
+
+
 class Context:
     """Configuration, output and lazily opened clients for one command."""
 
@@ -42,22 +56,8 @@ class Context:
         if timeout_ms <= 0:
             raise UsageError(f"--timeout must be > 0 ms, got {timeout_ms}")
         self.timeout_s = timeout_ms / 1000
-        try:
-            self.config: JobConfig = load_config(
-                getattr(args, "config", None),
-                overrides={
-                    "bootstrap_servers": getattr(args, "bootstrap_server", None),
-                    "sink_url": getattr(args, "sink_url", None),
-                },
-            )
-            parse_sink_url(self.config.sink_url)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"configuration: {exc}") from None
-        options = dict(getattr(args, "kafka_option", None) or [])
-        if options:
-            self.config = replace(
-                self.config, kafka_options={**self.config.kafka_options, **options}
-            )
+        overrides = {"bootstrap_servers": args.bootstrap_server, "sink_url": args.sink_url}
+        self.config: JobConfig = load_job_config(args.config, overrides, args.kafka_option)
 
     @functools.cached_property
     def viewer(self) -> Viewer | None:

@@ -18,8 +18,6 @@ from streaming.cli.errors import (
 )
 from streaming.cli.output import print_failure, print_offsets_error
 
-__all__ = ["kafka_unreachable", "report_failure"]
-
 PROG = "consumer-offsets"
 
 

@@ -7,7 +7,7 @@ in Kafka's tools, ``--bootstrap-server`` and ``--kafka-option`` name the source'
 from __future__ import annotations
 
 import argparse
-import logging
+from dataclasses import fields
 from typing import Any
 
 from connectors.sinks.url import parse_sink_url
@@ -22,8 +22,6 @@ from streaming.cli.run import (
     settings_epilog,
 )
 from streaming.config import MIRROR_ENV_PREFIX, MirrorConfig, load_mirror_config
-
-log = logging.getLogger(__name__)
 
 
 def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,16 +60,11 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
         ("history_retention_ms", "MS"),
         ("history_retention_check_interval_ms", "MS"),
         ("sink_write_timeout_s", "SECONDS"),
+        ("log_end_interval_s", "SECONDS"),
     ):
-        settings.add_argument(
-            "--" + name.replace("_", "-"), metavar=metavar, help=setting_help(MirrorConfig, name)
-        )
-    settings.add_argument(
-        "--log-end-interval",
-        dest="log_end_interval_s",
-        metavar="SECONDS",
-        help=setting_help(MirrorConfig, "log_end_interval_s"),
-    )
+        flag = "log-end-interval" if name == "log_end_interval_s" else name.replace("_", "-")
+        help_ = setting_help(MirrorConfig, name)
+        settings.add_argument(f"--{flag}", dest=name, metavar=metavar, help=help_)
     settings.add_argument(
         "--no-history",
         dest="keep_history",
@@ -86,19 +79,9 @@ def mirror_config_from_args(args: argparse.Namespace) -> Any:
     """The mirror's configuration: flags over environment over ``--config`` file; a
     :class:`UsageError` naming what is missing or wrong."""
     overrides: dict[str, Any] = {
-        name: getattr(args, name)
-        for name in (
-            "source_bootstrap_servers",
-            "sink_url",
-            "checkpoint_location",
-            "cluster_name",
-            "trigger_interval",
-            "log_end_interval_s",
-            "keep_history",
-            "history_retention_ms",
-            "history_retention_check_interval_ms",
-            "sink_write_timeout_s",
-        )
+        f.name: getattr(args, f.name)
+        for f in fields(MirrorConfig)
+        if f.name != "source_kafka_options"
     }
     if args.source_kafka_option:
         overrides["source_kafka_options"] = dict(args.source_kafka_option)

@@ -19,13 +19,13 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import Field, fields, replace
+from dataclasses import Field, fields
 from typing import Any, Final
 
-from connectors.sinks.url import parse_sink_url
-from streaming.cli.errors import EXIT_INTERRUPTED, UsageError
+from streaming.cli.context import load_job_config
+from streaming.cli.errors import EXIT_INTERRUPTED
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
-from streaming.config import ENV_PREFIX, JobConfig, load_config
+from streaming.config import ENV_PREFIX, JobConfig
 
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -63,27 +63,6 @@ def settings_epilog(env_prefix: str, table: str | None = None) -> str:
     )
 
 
-def field_docs(kind: type) -> dict[str, str]:
-    """Each field's ``#:`` comment in the source of the dataclass ``kind``, on one line: the
-    meaning ``--help`` and the example configuration give ({} without the source)."""
-    try:
-        lines = inspect.getsource(kind).splitlines()
-    except (OSError, TypeError):
-        return {}
-    docs: dict[str, str] = {}
-    comment: list[str] = []
-    for line in lines:
-        text = line.strip()
-        if text.startswith("#:"):
-            comment.append(text[2:].strip())
-            continue
-        name = re.match(r" {4}(\w+): ", line)
-        if name and comment:
-            docs[name.group(1)] = " ".join(comment).replace("``", "")
-        comment = []
-    return docs
-
-
 def field_default(kind: type, name: str) -> Any:
     """The default of ``kind``'s field ``name`` (``dataclasses.MISSING`` when it has none)."""
     (found,) = [f for f in fields(kind) if f.name == name]
@@ -92,22 +71,32 @@ def field_default(kind: type, name: str) -> Any:
     return found.default
 
 
-def field_help(kind: type, name: str) -> str:
+def setting_help(kind: type, name: str) -> str:
     """``--help``'s text for the field ``name`` of ``kind``: the first sentence of its ``#:``
-    comment and its default, rendered from the dataclass."""
-    doc = re.split(r"(?<=\.)\s+(?=[A-Z])", field_docs(kind).get(name, ""))[0]
+    comment in the dataclass's source, and its default."""
+    try:
+        lines = inspect.getsource(kind).splitlines()
+    except (OSError, TypeError):
+        lines = []
+    comment: list[str] = []
+    for line in lines:
+        if line.strip().startswith("#:"):
+            comment.append(line.strip()[2:].strip())
+        elif re.match(rf" {{4}}{name}: ", line):
+            break
+        else:
+            comment = []
+    else:
+        comment = []
+    doc = re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(comment).replace("``", ""))[0]
     default = field_default(kind, name)
     if default is dataclasses.MISSING:
-        return f"{doc} (required)".strip()
-    if default is None or default == () or default == {} or default == "":
-        return doc  # what unset means, the comment says
-    shown = str(default).lower() if isinstance(default, bool) else default
-    return f"{doc} (default: {shown})".strip()
-
-
-def setting_help(kind: type, name: str) -> str:
-    """A setting's meaning and default (:func:`field_help`), ready for argparse."""
-    return field_help(kind, name).replace("%", "%%")
+        text = f"{doc} (required)"
+    elif default is None or default == () or default == {} or default == "":
+        text = doc  # what unset means, the comment says
+    else:
+        text = f"{doc} (default: {str(default).lower() if isinstance(default, bool) else default})"
+    return text.strip().replace("%", "%%")
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,15 +144,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     if args.embedded:
         overrides["replication_factor"] = overrides["replication_factor"] or 1
         overrides["min_insync_replicas"] = overrides["min_insync_replicas"] or 1
-    try:
-        config = load_config(args.config, overrides=overrides)
-        parse_sink_url(config.sink_url)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"configuration: {exc}") from None
-    options = dict(getattr(args, "kafka_option", None) or [])
-    if options:
-        config = replace(config, kafka_options={**config.kafka_options, **options})
-    return config
+    return load_job_config(args.config, overrides, args.kafka_option)
 
 
 def configure_logging(level: str = "info") -> None:

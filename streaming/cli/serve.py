@@ -90,18 +90,6 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         settings.add_argument(flag, dest=name, metavar=metavar, help=help_, **extra)
 
 
-def web_config_from_args(args: argparse.Namespace) -> Any:
-    """The web config file's settings (none: plain HTTP, no users); UsageError if bad."""
-    from streaming.serve.web_config import WebConfig, load_web_config
-
-    if not args.web_config_file:
-        return WebConfig()
-    try:
-        return load_web_config(args.web_config_file)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def serve_config_from_args(args: argparse.Namespace) -> tuple[ServeSettings, tuple[Any, ...]]:
     """The server's settings (flags over ``CONSUMER_OFFSETS_SERVE_*`` over the ``--config``
     file) and tenants (``--tenants``, else that file's ``[[tenants]]``). Sets ``args.host``,
@@ -170,9 +158,13 @@ def run_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted (uvicorn handles SIGINT/SIGTERM); 0 on a clean stop."""
     from streaming.serve.app import create_app
     from streaming.serve.server import serve_forever
+    from streaming.serve.web_config import WebConfig, load_web_config
 
     settings, tenants = serve_config_from_args(args)
-    web = web_config_from_args(args)
+    try:  # no web config file: plain HTTP, no users
+        web = load_web_config(args.web_config_file) if args.web_config_file else WebConfig()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     configure_logging(args.log_level)
     _check_views(tenants, set(web.basic_auth_users), set(web.operators))
     serve_forever(create_app(settings, tenants), args.host, args.port, web, args.log_level)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import itertools
 import sys
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Final
 
@@ -33,15 +33,12 @@ class CsvOffset:
     metadata: str = ""
 
 
-def write_csv(rows: Iterable[CsvOffset], out: IO[str]) -> int:
+def write_csv(rows: Sequence[CsvOffset], out: IO[str]) -> int:
     """Write the header and ``rows``; returns the number of rows."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    n = 0
-    for r in rows:
-        writer.writerow([r.group, r.topic, r.partition, r.offset, r.leader_epoch, r.metadata])
-        n += 1
-    return n
+    writer.writerows(attributes(r, CSV_COLUMNS).values() for r in rows)
+    return len(rows)
 
 
 #: What each form of Kafka's export gives, in its column order.
