@@ -1,27 +1,10 @@
 """One coordinator shard: the single entry point of the state machine (Kafka's
 ``GroupCoordinatorShard``, offsets side).
 
-The streaming job keys its state by shard (``CoordinatorConfig.state_shard_for(group)``: the
-offsets-topic partition, or that modulo ``state_shards`` when a shard holds several partitions)
-and keeps each shard between micro-batches. For each shard with input it makes one call::
-
-    out = handle_messages(shard, state, messages, now_ms, rules, load)
-
-``state`` is the stored state (None: none yet, then ``load(shard)`` rebuilds it from the
-offsets topic, or the shard starts empty); ``messages`` the shard's ingest messages as columns
-(``streaming.spark.ingest``). ``out.state`` is the new state, ``out.records`` go to the offsets
-topic and the sinks in order, ``out.answers`` and ``out.dead_letters`` to the responses and
-dead-letter topics, ``out.positions`` say how far the call read each ingest partition, and
-``out.stats`` count what it did.
-
-A shard may be stored as a base blob (``encode_state``) and a log of the records applied since
-(``encode_log_chunk`` of each call's records, ``replay_log_chunks_on`` the decoded base,
-``rewrite_base`` to decide when to fold the log into a new base).
-
-``apply_batch``, ``cleanup_group_metadata`` and ``expire`` never touch their input state; the new
-state is the old one with the returned records replayed, so loading a shard from the offsets topic
-(``replay_log``/``replay_records``) rebuilds it exactly. The reads (``fetch_offsets``,
-``snapshot``) serve tests and tools.
+The job makes one ``handle_messages`` call per shard with input per micro-batch. ``apply_batch``,
+``cleanup_group_metadata`` and ``expire`` never touch their input state: the new state is the old
+one with the returned records replayed, so loading a shard from the offsets topic rebuilds it
+exactly.
 """
 
 from __future__ import annotations
@@ -37,6 +20,7 @@ import pyarrow.compute as pc
 
 from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
+from state.coordinator.errors import ErrorCode
 from state.engine.apply import ApplyResult, apply_batch, cleanup_group_metadata
 from state.engine.consumer_groups import consumer_group_records
 from state.engine.loading import (
@@ -47,7 +31,6 @@ from state.engine.loading import (
     replay_log_chunks,
     snapshot_records,
 )
-from state.engine.misrouted import refuse_misrouted, split_misrouted
 from state.engine.request_frame import decode_request_messages, frame_from_requests
 from state.engine.shard_log import (
     encode_log_chunk,
@@ -215,7 +198,11 @@ def _apply_messages(
     expires what is due when the job's own topic brought an expiry tick."""
     applied = _Applied(state)
     sources = _by_source(messages)
-    expire_due = _expiry_ticked(sources)
+    # Only the job's own topic ticks: a tick on a tenant's topic is a malformed request.
+    expire_due = any(
+        tenant == OPERATOR and len(part) and bool((part["value"] == EXPIRY_TICK).any())
+        for tenant, part in sources
+    )
     for tenant, part in sources:
         topic = None if tenant == OPERATOR else rules.tenant_topics[tenant]
         applied.positions += [
@@ -223,12 +210,12 @@ def _apply_messages(
             for partition, end in _next_offsets(part)
         ]
         own = rules.own_partition(tenant, shard)
-        routed, misrouted = split_misrouted(part, own)
+        routed, misrouted = _split_misrouted(part, own)
         markers = MARKERS if tenant == OPERATOR else frozenset()
         frames = [_request_frame(routed, markers)]
         if len(misrouted):
             frames.append(
-                refuse_misrouted(
+                _refuse_misrouted(
                     _request_frame(misrouted, markers),
                     f"shard {shard} reads its requests from partition {own} of its ingest "
                     "topic: a request goes to partition_for(group id, partition count) with the "
@@ -262,16 +249,6 @@ def _by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
     ]
 
 
-def _expiry_ticked(sources: list[tuple[int, pd.DataFrame]]) -> bool:
-    """Whether an expiry tick is among the messages of the job's own ingest topic; one a tenant
-    writes on its own topic is refused like any malformed request."""
-    return any(
-        tenant == OPERATOR and bool((part["value"] == EXPIRY_TICK).any())
-        for tenant, part in sources
-        if len(part)
-    )
-
-
 def _next_offsets(messages: pd.DataFrame) -> list[tuple[int | None, int]]:
     """(ingest partition, the offset after its last message) for each partition among
     ``messages``; partition None without the column."""
@@ -301,6 +278,39 @@ def _request_frame(messages: pd.DataFrame, markers: frozenset[bytes]) -> pa.Tabl
         )
         if value is None or bytes(value) not in markers
     )
+
+
+# On an ingest topic of fewer partitions than shards, a shard reads its requests from one
+# partition. A message on another came through a producer that did not put it where its key says:
+# applying it would mix two partitions' orders in one shard, so it is refused as Kafka refuses a
+# request sent to the wrong coordinator.
+
+
+def _refuse_misrouted(frame: pa.Table, reason: str) -> pa.Table:
+    """``frame`` (a request frame) with every row not already rejected by the decoder answered
+    NOT_COORDINATOR (16) for ``reason``: ``apply_batch`` answers such rows and applies none."""
+    if not frame.num_rows:
+        return frame
+    accepted = pc.equal(frame["error_code"], 0)
+    code_type = frame.schema.field("error_code").type
+    reason_type = frame.schema.field("error_reason").type
+    codes = pc.if_else(
+        accepted, pa.scalar(int(ErrorCode.NOT_COORDINATOR), code_type), frame["error_code"]
+    )
+    reasons = pc.if_else(accepted, pa.scalar(reason, reason_type), frame["error_reason"])
+    frame = frame.set_column(frame.schema.get_field_index("error_code"), "error_code", codes)
+    return frame.set_column(frame.schema.get_field_index("error_reason"), "error_reason", reasons)
+
+
+def _split_misrouted(messages: pd.DataFrame, own: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``messages`` from the shard's own ingest partition ``own`` (``ingest_partition``), and
+    those from another (for ``_refuse_misrouted``); own None: the layout is not known, all count."""
+    if own is None or "ingest_partition" not in messages.columns or not len(messages):
+        return messages, messages.iloc[0:0]
+    mine = messages["ingest_partition"] == own
+    if bool(mine.all()):
+        return messages, messages.iloc[0:0]
+    return messages[mine].reset_index(drop=True), messages[~mine].reset_index(drop=True)
 
 
 def _encode_answers(answered: list[tuple[int, pa.Table]], shard: int) -> tuple[pa.Table, pa.Table]:

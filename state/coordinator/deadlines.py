@@ -1,20 +1,11 @@
 """Request deadlines: a request is handled before its deadline or never.
 
-Kafka's coordinator has a bounded ambiguity window: a request is handled within its timeout or
-not at all. Here a request waits in the ingest topic for as long as the job is away, so each one
-carries a deadline: its ingest message's timestamp plus its ``timeoutMs`` (Kafka's name for a
-request's timeout; the job's ``request_timeout_ms``, Kafka's ``default.api.timeout.ms``, when
-absent). A request the job reaches at or after its deadline is answered REQUEST_TIMED_OUT (7),
-request-level, and changes nothing.
-
-"Reaches" is decided against ``now_ms``, the micro-batch's own timestamp, which Spark keeps in
-its offset log: a batch replayed after a crash decides exactly as it did the first time, however
-late the replay runs. A batch planned before a request's deadline applies it, also when it
-completes (or is replayed) after the deadline; one planned at or after the deadline refuses it.
-
-The check is Kafka's ``Timer.isExpired`` (``now >= deadline``), written as the message's age
-against its timeout so that no sum can overflow; ``state.engine.apply`` makes the same decision
-over columns, before any other rule but the decoder's.
+A request's deadline is its ingest message's timestamp plus its ``timeoutMs`` (absent: the job's
+``request_timeout_ms``, Kafka's ``default.api.timeout.ms``). One reached at or after it is
+answered REQUEST_TIMED_OUT (7), request-level, and changes nothing. "Reached" is decided against
+``now_ms``, the micro-batch's time kept in Spark's offset log, so a replayed batch decides as the
+first run did. The check is Kafka's ``Timer.isExpired`` (``now >= deadline``), written as the
+message's age against its timeout so that no sum overflows.
 """
 
 from __future__ import annotations

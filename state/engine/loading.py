@@ -60,7 +60,7 @@ def replay_log_chunks(
     state = empty_shard(shard_id, config)
     read = 0
     for keys, values in chunks:
-        frame, count = record_frame_of(keys, values, on_unreadable)
+        frame, _, count = positioned_record_frame_of(keys, values, on_unreadable)
         state = replay_records(state, frame)
         read += count
     return LoadedShard(state, read)
@@ -75,25 +75,14 @@ def _chunks(
         yield pa.array(keys, pa.binary()), pa.array(values, pa.binary())
 
 
-def record_frame_of(
-    keys: pa.Array,
-    values: pa.Array,
-    on_unreadable: Callable[[RecordFormatError], None] | None = None,
-) -> tuple[pa.Table, int]:
-    """The record frame of offsets-topic records given as binary columns, in their order, and
-    how many were readable. Unreadable records go to ``on_unreadable``; records of key types
-    this code does not interpret are counted and left out, as ``records_table`` does."""
-    frame, _, readable = positioned_record_frame_of(keys, values, on_unreadable)
-    return frame, readable
-
-
 def positioned_record_frame_of(
     keys: pa.Array,
     values: pa.Array,
     on_unreadable: Callable[[RecordFormatError], None] | None = None,
 ) -> tuple[pa.Table, np.ndarray, int]:
-    """``record_frame_of`` with each frame row's position among the input records (sorted), for
-    merging the frame with rows made from the records it leaves out."""
+    """The record frame of offsets-topic records given as binary columns, in their order, each
+    row's position among the input records, and how many were readable. Unreadable records go to
+    ``on_unreadable``; records of key types not interpreted here are counted and left out."""
     columns = decode_offset_commit_columns(keys, values)
     rows = np.flatnonzero(columns.decoded)
     n = len(rows)

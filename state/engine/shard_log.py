@@ -1,21 +1,10 @@
-"""A shard's state as a base blob and the log of the records applied since.
+"""A shard's state as a base blob (``state_codec``) and the log of the records applied since.
 
-The job's value-state operator (``streaming.spark.value_states``) keeps each shard in Spark's state
-store as three parts, so that a micro-batch writes to the checkpoint what it changed, not the
-shard:
-
-- the base: a shard state blob (``state_codec``), rewritten only now and then;
-- the log: one chunk per call that changed the shard since the base, each chunk the offset
-  records that call produced (their offsets-topic key and value bytes; ``encode_log_chunk``).
-  Replaying them on the base gives the state, because every new state is the old one with its
-  records replayed (``state.engine.apply``);
-- a head naming the state (its stamp), the base it starts from and the log's length.
-
-When the log outgrows ``max(base bytes, LOG_FLOOR_BYTES)`` (``rewrite_base``), the state is
-encoded into a new base and the log starts empty. A batch's checkpoint bytes are then its
-records once in the log, plus base rewrites that amortise to at most as much again: about twice
-the records, where a whole blob per touched shard was 15-22x at low rates. A reader without the
-state at hand decodes the base and replays at most that much log.
+The value-state operator keeps each shard as a base, rewritten only now and then; a log of one
+chunk per call that changed the shard (its offset records' key and value bytes,
+``encode_log_chunk``), which replayed on the base gives the state; and a head naming the state
+(its stamp), its base and the log's length. When the log outgrows
+``max(base bytes, LOG_FLOOR_BYTES)`` (``rewrite_base``) the state becomes a new base.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from state.engine.loading import record_frame_of
+from state.engine.loading import positioned_record_frame_of
 from state.engine.shard_state import ShardState, replay_records
 from state.engine.state_codec import StateFormatError
 from state.formats.records import RecordFormatError
@@ -122,7 +111,7 @@ def replay_log_chunks_on(state: ShardState, chunks: Iterable[bytes]) -> ShardSta
     def unreadable(error: RecordFormatError) -> None:
         raise StateFormatError(f"corrupt shard log chunk: {error}") from error
 
-    frame, _ = record_frame_of(keys, values, unreadable)
+    frame, _, _ = positioned_record_frame_of(keys, values, unreadable)
     if frame.num_rows != len(keys):  # keys of a kind a loader skips: not written by this code
         raise StateFormatError(
             f"corrupt shard log chunk: {len(keys) - frame.num_rows} records of unknown kinds"

@@ -20,16 +20,6 @@ from state.engine.offset_table import NO_EXPIRE
 from state.engine.shard_state import ShardState
 
 
-def group_offsets(state: ShardState, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
-    """Every committed offset of ``group_id``."""
-    code = _group_code(state, group_id)
-    if code < 0:
-        return {}
-    codes = np.array([code], dtype=np.int64)
-    rows = state.offsets.group_rows(codes, state.groups.names.hashes[codes])
-    return dict(offset_items(state, rows))
-
-
 def offset_items(state: ShardState, rows: Rows) -> list[tuple[TopicPartition, OffsetAndMetadata]]:
     """``rows`` as (partition, committed offset) pairs, in row order."""
     topics = python_list(state.topics.names.take(pa.array(rows.tcode, pa.int64())))
@@ -49,19 +39,18 @@ def offset_items(state: ShardState, rows: Rows) -> list[tuple[TopicPartition, Of
     return out
 
 
-def _group_code(state: ShardState, group_id: str) -> int:
-    """The code of ``group_id`` in the shard's dictionary, -1 if absent."""
-    names = pa.array([group_id], pa.large_string())
-    return int(state.groups.names.lookup(names, string_hash(names))[0])
-
-
 def fetch_offsets(
     state: ShardState, group_id: str, partitions: Sequence[TopicPartition] | None
 ) -> list[tuple[TopicPartition, OffsetAndMetadata | None]]:
     """OffsetFetch for one group: every committed offset (sorted) when ``partitions`` is None, else
     each listed partition with its offset or None (for which Kafka answers offset -1, metadata ""
     and no error)."""
-    committed = group_offsets(state, group_id)
+    names = pa.array([group_id], pa.large_string())
+    codes = state.groups.names.lookup(names, string_hash(names))  # -1: absent
+    committed: dict[TopicPartition, OffsetAndMetadata] = {}
+    if codes[0] >= 0:
+        rows = state.offsets.group_rows(codes, state.groups.names.hashes[codes])
+        committed = dict(offset_items(state, rows))
     if partitions is None:
         return [(tp, committed[tp]) for tp in sorted(committed)]
     return [(TopicPartition(*tp), committed.get(TopicPartition(*tp))) for tp in partitions]

@@ -62,11 +62,6 @@ class ShardState:
         """Committed offsets held."""
         return len(self.offsets)
 
-    @property
-    def num_groups(self) -> int:
-        """Groups that exist (have GroupMetadata or offsets)."""
-        return int(np.count_nonzero(self.groups.exists()))
-
 
 def empty_shard(shard_id: int, config: CoordinatorConfig | None = None) -> ShardState:
     """The state of a shard that holds nothing."""
@@ -166,7 +161,8 @@ def replay_records(state: ShardState, records: pa.Table | Iterable[Record]) -> S
         )
     if changed:
         state = _refresh_deadlines(state, np.array(changed, dtype=np.int64))
-    return _maybe_compact(state)
+    # Compacted once the delta outgrows its share of the base, so merges spread over many batches.
+    return compact(state) if state.offsets.needs_compaction() else state
 
 
 def _replay_offsets(state: ShardState, table: pa.Table) -> ShardState:
@@ -216,14 +212,6 @@ def _refresh_deadlines(state: ShardState, codes: np.ndarray) -> ShardState:
     order = np.argsort(rows.khash, kind="stable")
     offsets, _ = state.offsets.write(rows.take(order), np.zeros(len(rows), dtype=bool))
     return replace(state, offsets=offsets)
-
-
-def _maybe_compact(state: ShardState) -> ShardState:
-    """``state``, compacted once its offsets delta has outgrown its share of the base (so the cost
-    of merging is spread over many batches)."""
-    if not state.offsets.needs_compaction():
-        return state
-    return compact(state)
 
 
 def compact(state: ShardState) -> ShardState:
