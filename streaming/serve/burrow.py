@@ -118,12 +118,10 @@ class BurrowApi:
     def _partition_counts(self, committed: Counter[str]) -> dict[str, int]:
         """Each topic's partition count: from its log-end offsets, else (none read yet) the
         number of its partitions the group committed."""
-        counts = dict(committed)
         known: dict[str, int] = {}
         for tp in self.view.log_end_map(set(committed)):
             known[tp.topic] = max(known.get(tp.topic, 0), tp.partition + 1)
-        counts.update(known)
-        return counts
+        return {**committed, **known}
 
     def _status(self, request: Request, only_problems: bool) -> Response:
         if missing := self._unknown_group(request):

@@ -238,17 +238,14 @@ def _http_server(section: Any) -> tuple[dict[str, str], bool]:
 def _users(section: Any) -> dict[str, bytes]:
     if not isinstance(section, dict):
         raise ValueError("basic_auth_users must map user names to hashes")
-    users = {}
-    for name, hashed in section.items():
-        if not isinstance(name, str) or not name or ":" in name:
-            raise ValueError(f"basic_auth_users: bad user name {name!r}")
-        users[name] = _bcrypt_hash(name, hashed)
-    return users
+    return {name: _bcrypt_hash(name, hashed) for name, hashed in section.items()}
 
 
-def _bcrypt_hash(name: str, hashed: Any) -> bytes:
+def _bcrypt_hash(name: Any, hashed: Any) -> bytes:
     """``hashed`` as bcrypt reads it, at a cost of at least :data:`MIN_BCRYPT_COST`; else a
     ValueError naming the user."""
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"basic_auth_users: bad user name {name!r}")
     where = f"basic_auth_users.{name}"
     form = _BCRYPT.fullmatch(hashed) if isinstance(hashed, str) else None
     if form is None or not _bcrypt_reads(hashed.encode()):
