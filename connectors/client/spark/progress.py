@@ -19,7 +19,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import (
-    QueryIdleEvent,
     QueryProgressEvent,
     QueryStartedEvent,
     QueryTerminatedEvent,
@@ -136,9 +135,6 @@ class CommitProgressListener(StreamingQueryListener):
         with self._lock:
             self.futures.append(future)
             del self.futures[:-100]  # keep the recent ones only
-
-    def onQueryIdle(self, event: QueryIdleEvent) -> None:
-        pass
 
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         with self._lock:
