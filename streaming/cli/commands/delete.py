@@ -73,11 +73,7 @@ def cmd_delete(ctx: Context) -> int:
         ctx.emit_json(
             {
                 "groups": [
-                    {
-                        "group": g,
-                        "deleted": e is None,
-                        "error": None if e is None else error_json(e),
-                    }
+                    {"group": g, "deleted": e is None, "error": e and error_json(e)}
                     for g, e in results.items()
                 ]
             }

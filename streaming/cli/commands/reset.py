@@ -113,12 +113,9 @@ class ResetTarget:
 
 def reset_target(args: argparse.Namespace) -> ResetTarget:
     """The target of the one ``--to-*``/``--shift-by`` flag given (argparse requires one)."""
-    if args.to_earliest:
-        return ResetTarget("earliest")
-    if args.to_latest:
-        return ResetTarget("latest")
-    if args.to_current:
-        return ResetTarget("current")
+    for kind in ("earliest", "latest", "current"):
+        if getattr(args, f"to_{kind}"):
+            return ResetTarget(kind)  # type: ignore[arg-type]
     if args.to_offset is not None:
         if args.to_offset < 0:
             raise UsageError(f"--to-offset must be >= 0, got {args.to_offset}")
