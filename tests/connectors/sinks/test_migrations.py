@@ -1,7 +1,8 @@
-"""Schema versions: a sink written by the release before versions is migrated in place.
+"""Schema versions: a sink written by each earlier release is migrated in place.
 
-The old sinks are files checked in under ``data/`` (see its README): a SQLite database and a
-PostgreSQL dump, each as that release wrote it. Each test opens a copy with today's code.
+The old sinks are files checked in under ``data/`` (see its README): per release (schema 1, the
+release before versions; schema 4, release 2) a SQLite database and a PostgreSQL dump, each as
+that release wrote it. Each test opens a copy with today's code.
 """
 
 from __future__ import annotations
@@ -24,24 +25,31 @@ DATA = Path(__file__).parent / "data"
 NUL_GROUP = "nul\x00group"
 
 
+@pytest.fixture(params=[1, 4], ids=["v1", "v4"])
+def old_release(request: pytest.FixtureRequest) -> int:
+    """The schema version of an earlier release's sink (1: before versions, 4: release 2)."""
+    return int(request.param)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def old_sink_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A sink URL over a copy of the schema-1 sink of the backend."""
+def old_sink_url(request: pytest.FixtureRequest, tmp_path: Path, old_release: int) -> Iterator[str]:
+    """A sink URL over a copy of the ``old_release`` sink of the backend."""
+    name = f"sink-v{old_release}"
     if request.param == "sqlite":
-        copy = tmp_path / "sink-v1.db"
-        shutil.copy(DATA / "sink-v1.sqlite", copy)
+        copy = tmp_path / f"{name}.db"
+        shutil.copy(DATA / f"{name}.sqlite", copy)
         yield f"sqlite:///{copy}"
         return
     import psycopg
 
     server = request.getfixturevalue("postgres_url")
-    database = f"sink_v1_{uuid.uuid4().hex[:10]}"
+    database = f"sink_v{old_release}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{database}"')
     url = _database_url(server, database)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute((DATA / "sink-v1.postgres.sql").read_text(encoding="utf-8"))  # type: ignore[arg-type]
+            conn.execute((DATA / f"{name}.postgres.sql").read_text(encoding="utf-8"))  # type: ignore[arg-type]
         yield url
     finally:
         with psycopg.connect(server, autocommit=True) as conn:
@@ -54,13 +62,22 @@ def _database_url(server: str, database: str) -> str:
     return f"{head}/{database}" + (f"?{query}" if query else "")
 
 
-def _assert_holds_the_old_data(sink: Sink) -> None:
+def _last_batch(release: int) -> int:
+    """The last micro-batch the release wrote: release 2 added batch 2 (group ``audit``)."""
+    return 1 if release == 1 else 2
+
+
+def _assert_holds_the_old_data(sink: Sink, release: int) -> None:
+    audit = [GroupListing("audit", 1)] if release > 1 else []
+    assert offsets_of(sink, "audit") == ({("orders", 2): 3} if audit else {})
+    assert sink.group_commits() == ({"audit": 1} if audit else {})
     assert offsets_of(sink, "payments") == {("orders", 0): 17, ("orders", 1): 20}
     (payments0,) = sink.fetch_offsets("payments", [("orders", 0)])
     assert (payments0.leader_epoch, payments0.commit_timestamp_ms) == (4, 1_700_000_003_000)
     assert offsets_of(sink, NUL_GROUP) == {("t\u00e9\u2713", 0): 5}
     assert offsets_of(sink, "gone") == {}
     assert sink.list_groups() == [
+        *audit,
         GroupListing("classic", 0, generation=3, members=2),
         GroupListing(NUL_GROUP, 1),
         GroupListing("payments", 2),
@@ -70,8 +87,8 @@ def _assert_holds_the_old_data(sink: Sink) -> None:
     status = sink.status()
     assert (status.status, status.last_batch_id, status.ingest_offsets) == (
         "ACTIVE",
-        1,
-        {0: 8, 1: 7},
+        _last_batch(release),
+        {0: 8 if release == 1 else 9, 1: 7},
     )
     assert {(e.topic, e.partition): e.offset for e in sink.log_end_offsets().values()} == {
         ("orders", 0): 30,
@@ -79,25 +96,30 @@ def _assert_holds_the_old_data(sink: Sink) -> None:
     }
 
 
-def test_an_old_sink_is_migrated_in_place_and_keeps_its_data(old_sink_url: str) -> None:
+def test_an_old_sink_is_migrated_in_place_and_keeps_its_data(
+    old_sink_url: str, old_release: int
+) -> None:
+    last = _last_batch(old_release)
     sink = open_sink(old_sink_url, keep_history=True)
     try:
-        assert sink.schema_version() == SCHEMA_VERSION > 1
-        _assert_holds_the_old_data(sink)
+        assert sink.schema_version() == SCHEMA_VERSION > old_release
+        _assert_holds_the_old_data(sink, old_release)
         # What the migration added works: a heartbeat, and retention by commit time.
         assert sink.status().heartbeat_at_ms is None
         sink.heartbeat()
         assert sink.status().heartbeat_at_ms is not None
         # A job that has not completed its first micro-batch (schema 5); the row keeps the rest.
         sink.set_status("STARTING", "resumed from checkpoint")
-        assert (sink.status().status, sink.status().last_batch_id) == ("STARTING", 1)
+        assert (sink.status().status, sink.status().last_batch_id) == ("STARTING", last)
         assert sink.status().heartbeat_at_ms is not None
         assert sink.purge_history(1_700_000_001_500, 100) == 4
         assert [h.offset for h in sink.history("payments", "orders", 0)] == [17, 15]
         # The next batch continues where the old release stopped.
-        assert sink.write_batch(2, frame(commit("payments", "orders", 1, 21)), progress(2))
+        batch = frame(commit("payments", "orders", 1, 21))
+        assert sink.write_batch(last + 1, batch, progress(last + 1))
         assert offsets_of(sink, "payments")[("orders", 1)] == 21
-        assert sink.write_batch(1, frame(commit("payments", "orders", 1, 99)), progress(1)) is False
+        batch = frame(commit("payments", "orders", 1, 99))
+        assert sink.write_batch(last, batch, progress(last)) is False
     finally:
         sink.close()
     # Opening it again migrates nothing more.
@@ -109,13 +131,14 @@ def test_an_old_sink_is_migrated_in_place_and_keeps_its_data(old_sink_url: str) 
         again.close()
 
 
-def test_a_reader_refuses_a_sink_not_migrated_yet(old_sink_url: str) -> None:
-    with pytest.raises(SinkError, match=r"schema version 1, older than .* start the job"):
+def test_a_reader_refuses_a_sink_not_migrated_yet(old_sink_url: str, old_release: int) -> None:
+    refused = rf"schema version {old_release}, older than .* start the job"
+    with pytest.raises(SinkError, match=refused):
         open_sink(old_sink_url, read_only=True)
     open_sink(old_sink_url).close()  # a writer migrates it
     reader = open_sink(old_sink_url, read_only=True)
     try:
-        _assert_holds_the_old_data(reader)
+        _assert_holds_the_old_data(reader, old_release)
     finally:
         reader.close()
 
