@@ -32,27 +32,21 @@ from streaming.tenants import Tenant
 log = logging.getLogger(__name__)
 
 
-def _samples_sink(sink_url: str) -> Sink | None:
-    """A writable connection for the log-end samples this server reads from the cluster (its
-    only write); None, said once, when the sink refuses writes (lag in seconds then rests on
-    this process's own samples)."""
-    try:
-        return open_sink(sink_url)
-    except SinkError as exc:
-        log.warning(
-            "log-end samples kept in memory only (lost on restart, not shared): the sink cannot "
-            "be opened for writing: %s",
-            exc,
-        )
-        return None
-
-
 def create_app(settings: ServeSettings, tenants: tuple[Tenant, ...] = ()) -> Starlette:
     """The application over ``settings``' sink; a user named like one of ``tenants`` sees its
     groups only (``tenant_views``). The log-end cache runs while the application does."""
     sink = open_sink(settings.sink_url, read_only=True)
     client_options = settings.kafka_python_options()
-    samples = _samples_sink(settings.sink_url) if client_options is not None else None
+    samples: Sink | None = None
+    if client_options is not None:  # its only write: the log-end samples it reads
+        try:
+            samples = open_sink(settings.sink_url)
+        except SinkError as exc:
+            log.warning(
+                "log-end samples kept in memory only (lost on restart, not shared): the sink "
+                "cannot be opened for writing: %s",
+                exc,
+            )
     interval = settings.log_end_interval_s
     log_ends = LogEndCache(sink, client_options, interval, samples_sink=samples)
     view = LagView(sink, log_ends, settings.cluster_name)
