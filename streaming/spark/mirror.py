@@ -15,7 +15,6 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,9 +66,16 @@ class MirrorWriter:
         read = time.monotonic()
         keys = table["key"].combine_chunks()
         values = table["value"].combine_chunks()
-        unreadable: list[str] = []
-        frame, members = _sink_frames(keys, values, lambda error: unreadable.append(str(error)))
-        for key in keys.filter(pc.invert(_held(keys))).to_pylist():
+        unreadable: list[RecordFormatError] = []
+        frame, positions, _ = positioned_record_frame_of(keys, values, unreadable.append)
+        consumer = consumer_group_records(keys, values, unreadable.append)
+        members = consumer.members
+        if consumer.groups.num_rows:  # merged into the frame in log order
+            merged = pa.concat_tables([frame, consumer.groups])
+            order = np.argsort(np.concatenate([positions, consumer.positions]), kind="stable")
+            frame = merged.take(pa.array(order))
+        held = pc.is_in(pc.binary_slice(keys, 0, 2), value_set=_HELD_TYPES)
+        for key in keys.filter(pc.invert(held)).to_pylist():
             self.other_types[classify_key(key).name] += 1
         if unreadable:
             log.warning(
@@ -128,25 +134,6 @@ class MirrorWriter:
 _HELD_TYPES = pa.array([b"\x00\x00", b"\x00\x01", b"\x00\x02", b"\x00\x03", b"\x00\x05"])
 
 
-def _held(keys: pa.Array) -> pa.Array:
-    """Whether each key is of a type the sink holds."""
-    return pc.is_in(pc.binary_slice(keys, 0, 2), value_set=_HELD_TYPES)
-
-
-def _sink_frames(
-    keys: pa.Array, values: pa.Array, on_unreadable: Callable[[RecordFormatError], None]
-) -> tuple[pa.Table, pa.Table]:
-    """A batch's record frame (offsets and groups, in log order) and consumer-group member
-    changes."""
-    frame, positions, _ = positioned_record_frame_of(keys, values, on_unreadable)
-    consumer = consumer_group_records(keys, values, on_unreadable)
-    if consumer.groups.num_rows:
-        merged = pa.concat_tables([frame, consumer.groups])
-        order = np.argsort(np.concatenate([positions, consumer.positions]), kind="stable")
-        frame = merged.take(pa.array(order))
-    return frame, consumer.members
-
-
 #: Kafka's TOPIC_AUTHORIZATION_FAILED.
 _TOPIC_AUTHORIZATION_FAILED = 29
 #: The Spark Kafka source's consumer group ids start with this (``groupIdPrefix``).
@@ -160,19 +147,6 @@ SOURCE_ACLS = (
 
 class SourceAccessError(RuntimeError):
     """The source cluster's ACLs keep the mirror's principal from ``__consumer_offsets``."""
-
-
-def check_source_access(admin: KafkaAdmin) -> None:
-    """Fail at once, naming Kafka's error and the ACLs to grant, when the principal may not
-    see ``__consumer_offsets`` (Spark's source would fail later, less clearly)."""
-    code = admin.topic_error(CONSUMER_OFFSETS)
-    if code == _TOPIC_AUTHORIZATION_FAILED:
-        raise SourceAccessError(
-            f"TOPIC_AUTHORIZATION_FAILED ({code}): the source cluster's ACLs do not let this "
-            f"principal describe {CONSUMER_OFFSETS}; grant it {SOURCE_ACLS}"
-        )
-    if code:
-        raise SourceAccessError(f"{CONSUMER_OFFSETS} cannot be described: Kafka error {code}")
 
 
 def _commits_by_group(frame: pa.Table) -> dict[str, int]:
@@ -226,7 +200,16 @@ class OffsetsMirror:
         config = self.config
         with KafkaAdmin(config.kafka_python_options()) as admin:
             cluster_id = admin.cluster_id()
-            check_source_access(admin)
+            # Fails at once where the principal may not see __consumer_offsets (Spark's source
+            # would fail later, less clearly).
+            code = admin.topic_error(CONSUMER_OFFSETS)
+        if code == _TOPIC_AUTHORIZATION_FAILED:
+            raise SourceAccessError(
+                f"TOPIC_AUTHORIZATION_FAILED ({code}): the source cluster's ACLs do not let this "
+                f"principal describe {CONSUMER_OFFSETS}; grant it {SOURCE_ACLS}"
+            )
+        if code:
+            raise SourceAccessError(f"{CONSUMER_OFFSETS} cannot be described: Kafka error {code}")
         # Before anything is written: a sink that holds another cluster is left as it is.
         self.sink.bind_source_cluster(cluster_id, config.cluster_name)
         ends = end_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
