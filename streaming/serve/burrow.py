@@ -61,7 +61,7 @@ class BurrowApi:
         missing = self._unknown_cluster(request)
         group = request.path_params["group"]
         visible = viewer_in(request.scope).may_see_group(group)
-        if missing is None and not (visible and self.view.has_group(group)):
+        if missing is None and not (visible and self.view.sink.group_exists(group)):
             missing = _answer(request, "cluster or consumer not found", 404)
         return missing
 
@@ -91,7 +91,7 @@ class BurrowApi:
         if missing := self._unknown_cluster(request):
             return missing
         viewer = viewer_in(request.scope)
-        groups = viewer.groups(g.group_id for g in self.view.groups())
+        groups = viewer.groups(g.group_id for g in self.view.sink.list_groups())
         return _answer(request, "consumer list returned", consumers=groups)
 
     def consumer(self, request: Request) -> Response:

@@ -199,7 +199,7 @@ class Dashboard:
     def group(self, request: Request) -> Response:
         group_id = request.path_params["group"]
         viewer = viewer_in(request.scope)
-        if not (viewer.may_see_group(group_id) and self.view.has_group(group_id)):
+        if not (viewer.may_see_group(group_id) and self.view.sink.group_exists(group_id)):
             empty = {"groups": [], "query": "", "page": 1, "pages": 1, "matching": 0, "total": 0}
             return self._page("index.html", status_code=404, **empty)
         now = int(time.time() * 1000)

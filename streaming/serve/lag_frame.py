@@ -206,5 +206,5 @@ def frame_of(view: LagView, now_ms: int | None = None) -> LagFrame:
     offsets = view.sink.offset_columns()
     topics = set(pc.unique(offsets.column("topic")).to_pylist())
     ends = {(tp.topic, tp.partition): end for tp, end in view.log_end_map(topics).items()}
-    frame = build_frame(offsets, ends, view.log_ends.columns(), view.groups(), now)
+    frame = build_frame(offsets, ends, view.log_ends.columns(), view.sink.list_groups(), now)
     return with_record_times(frame, view.log_ends)

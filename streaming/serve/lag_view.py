@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from connectors.client.offsets_reader import lag
-from connectors.sinks import CommittedOffset, GroupListing, Sink
+from connectors.sinks import CommittedOffset, Sink
 from connectors.sinks.log_end_samples import TimeLag, lag_ms, record_lag
 from state.coordinator.model import TopicPartition
 from streaming.serve.evaluation import (
@@ -66,13 +66,6 @@ class LagView:
         intervals: int = DEFAULT_INTERVALS,
     ) -> None:
         self.sink, self.log_ends, self.cluster, self.intervals = sink, log_ends, cluster, intervals
-
-    def groups(self) -> list[GroupListing]:
-        return self.sink.list_groups()
-
-    def has_group(self, group_id: str) -> bool:
-        """Whether the sink knows the group (without listing every group)."""
-        return self.sink.group_exists(group_id)
 
     def log_end_map(self, topics: set[str]) -> dict[TopicPartition, int]:
         """The latest log-end offset of each partition of ``topics``: the cache's, else (a
@@ -148,7 +141,7 @@ class LagView:
         every committed offset and one history query per ``chunk`` groups. ``between`` is
         called after each chunk with the seconds it took (it may pause, so other threads get
         the interpreter) and ends the pass by returning False."""
-        groups = [g.group_id for g in self.groups()]
+        groups = [g.group_id for g in self.sink.list_groups()]
         committed: dict[str, list[CommittedOffset]] = {}
         for group, topic, partition, offset, at in self.sink.all_offsets():
             committed.setdefault(group, []).append(

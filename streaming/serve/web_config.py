@@ -189,12 +189,6 @@ def _tls(section: Any, folder: Path) -> TlsServerConfig:
         )
     cert, key = path_of("cert_file", True), path_of("key_file", True)
     assert cert is not None and key is not None
-    _check_tls_files(cert, key, client_ca)
-    return TlsServerConfig(cert, key, client_ca, auth, version)
-
-
-def _check_tls_files(cert: Path, key: Path, client_ca: Path | None) -> None:
-    """The certificate, its key and the client CAs load; else a ValueError."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(cert, key)
@@ -207,6 +201,7 @@ def _check_tls_files(cert: Path, key: Path, client_ca: Path | None) -> None:
             context.load_verify_locations(client_ca)
         except (OSError, ssl.SSLError) as exc:
             raise ValueError(f"tls_server_config.client_ca_file {client_ca}: {exc}") from None
+    return TlsServerConfig(cert, key, client_ca, auth, version)
 
 
 def _http_server(section: Any) -> tuple[dict[str, str], bool]:
