@@ -166,9 +166,6 @@ class LagView:
             if between is not None and not between(time.monotonic() - started):
                 return
 
-    def status(self, group_id: str, now_ms: int | None = None) -> GroupStatus:
-        return self.status_of(group_id, self.partitions(group_id), now_ms)
-
     def status_of(
         self, group_id: str, partitions: list[PartitionView], now_ms: int | None = None
     ) -> GroupStatus:
