@@ -1,12 +1,14 @@
 """The mirror: a real Kafka cluster's committed offsets kept in the queryable sink.
 
-A query reads the source's ``__consumer_offsets`` (read-only: assigned, never committing) and
-applies every record, in log order, to the job's sink tables: commits upsert, tombstones delete,
-classic and consumer-protocol (KIP-848) groups with their members; other record types are
-counted. No Spark state: the sink keeps the compacted view, and a key lives in one partition.
-The log-end offsets of the committed topics are refreshed into the sink on an interval, so lag
-is answered from the sink alone. A sink holds one cluster (by its id); it is LOADING until the
-mirror read up to the end offsets seen at start, then ACTIVE. Batch ids make writes idempotent.
+A query reads the source's ``__consumer_offsets`` (read-only: assigned, never committing)
+read_committed, as Kafka's coordinator loads it (a transactional offset commit once its
+transaction commits, never an aborted one), and applies every record, in log order, to the
+job's sink tables: commits upsert, tombstones delete, classic and consumer-protocol (KIP-848)
+groups with their members; other record types are counted. No Spark state: the sink keeps the
+compacted view, and a key lives in one partition. The log-end offsets of the committed topics
+are refreshed into the sink on an interval, so lag is answered from the sink alone. A sink
+holds one cluster (by its id); it is LOADING until the mirror read up to the last stable
+offsets seen at start, then ACTIVE. Batch ids make writes idempotent.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +37,7 @@ from state.shard import (
     positioned_record_frame_of,
 )
 from streaming.config import MirrorConfig
+from streaming.spark.checkpoint_files import hadoop_path, read_text, source_positions
 from streaming.spark.lifecycle import QueryLifecycle
 from streaming.spark.log_end_refresher import LogEndRefresher
 
@@ -49,11 +53,13 @@ MAX_RECORDS_PER_BATCH = 500_000
 @dataclass
 class MirrorWriter:
     """``foreachBatch``: a batch of ``__consumer_offsets`` records into the sink, in log order.
-    ``positions`` (partition → next offset) is stored with each batch's progress;
-    ``catch_up_to`` holds the end offsets seen at start."""
+    ``positions`` (partition → next offset) is stored with each batch's progress: where
+    ``planned_ends`` (batch id → Spark's planned end offsets) says the batch ends;
+    ``catch_up_to`` holds the last stable offsets seen at start."""
 
     sink: Sink
     catch_up_to: dict[int, int]
+    planned_ends: Callable[[int], dict[int, int]]
     positions: dict[int, int] = field(default_factory=dict)
     loading: bool = True
     other_types: Counter[str] = field(default_factory=Counter)
@@ -84,7 +90,9 @@ class MirrorWriter:
                 len(unreadable),
                 unreadable[0],
             )
-        self.positions.update(_next_offsets(table))
+        # Spark's planned end, not the last record + 1: read_committed skips transaction
+        # markers and aborted records, and a partition ending with one would never be covered.
+        self.positions.update(self.planned_ends(batch_id))
         tombstones = int(pc.sum(pc.is_null(values).cast(pa.int64())).as_py() or 0)
         progress = BatchProgress(
             batch_id=batch_id,
@@ -125,7 +133,7 @@ class MirrorWriter:
         )
 
     def caught_up(self) -> bool:
-        """Whether every partition was read up to the end offsets seen at start."""
+        """Whether every partition was read up to the last stable offsets seen at start."""
         return all(self.positions.get(p, 0) >= end for p, end in self.catch_up_to.items())
 
 
@@ -157,19 +165,6 @@ def _commits_by_group(frame: pa.Table) -> dict[str, int]:
         return {}
     counts = pc.value_counts(groups).flatten()
     return dict(zip(counts[0].to_pylist(), counts[1].to_pylist(), strict=True))
-
-
-def _next_offsets(table: pa.Table) -> dict[int, int]:
-    """Per partition, the offset after the last record of the batch."""
-    if not table.num_rows:
-        return {}
-    grouped = table.group_by("partition").aggregate([("offset", "max")])
-    return {
-        int(p): int(o) + 1
-        for p, o in zip(
-            grouped["partition"].to_pylist(), grouped["offset_max"].to_pylist(), strict=True
-        )
-    }
 
 
 @dataclass
@@ -212,7 +207,11 @@ class OffsetsMirror:
             raise SourceAccessError(f"{CONSUMER_OFFSETS} cannot be described: Kafka error {code}")
         # Before anything is written: a sink that holds another cluster is left as it is.
         self.sink.bind_source_cluster(cluster_id, config.cluster_name)
-        ends = end_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
+        # The last stable offsets: read_committed reads no further while a transaction is open.
+        ends = end_offsets(
+            {**config.kafka_python_options(), "isolation_level": "read_committed"},
+            CONSUMER_OFFSETS,
+        )
         starts = beginning_offsets(config.kafka_python_options(), CONSUMER_OFFSETS)
         detail = f"mirroring {config.cluster_name}: catching up to offsets {sum(ends.values()):,}"
         lifecycle = self.lifecycle = QueryLifecycle(self.spark, config.checkpoint_location)
@@ -228,7 +227,11 @@ class OffsetsMirror:
         for partition, start in starts.items():
             positions[partition] = max(positions.get(partition, 0), start)
         self.writer = MirrorWriter(
-            self.sink, ends, positions, sink_write_timeout_s=config.sink_write_timeout_s
+            self.sink,
+            ends,
+            self._planned_ends,
+            positions,
+            sink_write_timeout_s=config.sink_write_timeout_s,
         )
         if self.writer.caught_up():
             self.writer.loading = False
@@ -240,6 +243,9 @@ class OffsetsMirror:
             # Assigned, not subscribed: Spark finds subscribed topics by listing them, and a
             # topic listing leaves internal topics out.
             reader.option("assign", json.dumps({CONSUMER_OFFSETS: sorted(ends)}))
+            # What Kafka's coordinator loads: a read_uncommitted read shows an aborted or a
+            # still open transaction's offset commits as ordinary ones.
+            .option("kafka.isolation.level", "read_committed")
             .option("startingOffsets", "earliest")
             # Compaction and retention remove records of __consumer_offsets all the time.
             .option("failOnDataLoss", "false")
@@ -271,6 +277,13 @@ class OffsetsMirror:
                 config.history_retention_check_interval_ms,
             )
         return query
+
+    def _planned_ends(self, batch_id: int) -> dict[int, int]:
+        """Where Spark planned batch ``batch_id`` to end (its offset log, written before the
+        batch runs), by partition."""
+        location = f"{self.config.checkpoint_location.rstrip('/')}/offsets/{batch_id}"
+        path, fs = hadoop_path(self.spark, location)
+        return source_positions(read_text(self.spark, fs, path)).get(CONSUMER_OFFSETS, {})
 
     def other_record_types(self) -> dict[str, int]:
         """Records of types the sink does not hold, by Kafka's name, since start."""

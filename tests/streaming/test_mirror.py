@@ -2,8 +2,9 @@
 
 Groups commit on the test broker in every way Kafka knows — a kafka-python consumer in a classic
 group, a confluent-kafka consumer with ``group.protocol=consumer`` (KIP-848), admin-only commits
-— and delete offsets and groups; the mirror reads the broker's ``__consumer_offsets`` and its
-sink must follow, also across a restart from its checkpoint.
+— and delete offsets and groups, and commit inside transactions (``send_offsets_to_transaction``:
+committed, aborted, left open across a restart, then committed); the mirror reads the broker's
+``__consumer_offsets`` and its sink must follow, also across a restart from its checkpoint.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient
 
 from connectors.client import OffsetsReader
+from connectors.client.offsets_reader import end_offsets
 from connectors.sinks import SinkError, open_sink
-from streaming.spark.mirror import MirrorConfig, OffsetsMirror
+from state.coordinator.partitioner import partition_for
+from streaming.spark.mirror import CONSUMER_OFFSETS, MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
 from tests.fixtures.offset_delete import delete_offsets
@@ -40,6 +43,52 @@ _MESSAGES = 20
 
 def _admin_commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     admin_commit(AdminClient({"bootstrap.servers": bootstrap}), group, offsets)
+
+
+def _in_transaction(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> Producer:
+    """A transactional producer whose open transaction holds ``group``'s offset commit, sent as
+    an exactly-once application does (``send_offsets_to_transaction``, KIP-98); the caller
+    commits or aborts it."""
+    # Not subscribed: its group metadata has generation -1, a simple group's commit.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"{group}-txn",
+            "transaction.timeout.ms": 300_000,  # left open across the mirror's restart
+        }
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    committed = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+    producer.send_offsets_to_transaction(committed, consumer.consumer_group_metadata(), 30)
+    consumer.close()
+    return producer
+
+
+def _group_apart_from(bootstrap: str, group: str, prefix: str) -> str:
+    """A new group name whose ``__consumer_offsets`` partition is not ``group``'s (an open
+    transaction holds back, read_committed, what follows it in its partition)."""
+    partitions = len(end_offsets({"bootstrap_servers": bootstrap}, CONSUMER_OFFSETS))
+    while True:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        if partition_for(name, partitions) != partition_for(group, partitions):
+            return name
+
+
+def _wait_mirrored_to_stable(bootstrap: str, sink_url: str) -> None:
+    """Wait until the mirror's progress reaches every ``__consumer_offsets`` partition's last
+    stable offset as of now (past the markers of the transactions that ended before)."""
+    stable = end_offsets(
+        {"bootstrap_servers": bootstrap, "isolation_level": "read_committed"}, CONSUMER_OFFSETS
+    )
+
+    def behind() -> dict[int, tuple[int, int]]:
+        with open_sink(sink_url, read_only=True) as sink:
+            progress = sink.status().ingest_offsets
+        return {p: (progress.get(p, 0), e) for p, e in stable.items() if progress.get(p, 0) < e}
+
+    wait_for(behind, lambda left: not left)
 
 
 def _consume_and_commit(consumer: Any, poll: Any) -> None:
@@ -98,6 +147,7 @@ def test_the_sink_follows_kafkas_committed_offsets(
     )
     mirror = OffsetsMirror.create(config, spark)
     groups = (classic, kip848, admin_only)
+    pending: Producer | None = None
     try:
         mirror.start()
         with open_sink(sink_url, read_only=True) as sink:
@@ -145,11 +195,30 @@ def test_the_sink_follows_kafkas_committed_offsets(
         delete_offsets(kafka_bootstrap, admin_only, topic, [0], tmp_path)
         assert kafka_offsets(kafka_bootstrap, admin_only) == {(topic, 1): 9}
         wait_for(lambda: sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 9})
+
+        # Transactional commits show as Kafka's OffsetFetch shows them: a committed one; an
+        # aborted one over a plain commit leaves the plain one; one still open, nothing, while
+        # the mirror goes on with a later commit.
+        committed_txn, aborted_txn = f"txn-committed-{tag}", f"txn-aborted-{tag}"
+        pending_txn = _group_apart_from(kafka_bootstrap, admin_only, "txn-pending")
+        committed = {(topic, 0): 5, (topic, 1): 6}
+        _in_transaction(kafka_bootstrap, committed_txn, committed).commit_transaction(30)
+        _admin_commit(kafka_bootstrap, aborted_txn, {(topic, 0): 2})
+        _in_transaction(kafka_bootstrap, aborted_txn, {(topic, 0): 8}).abort_transaction(30)
+        pending = _in_transaction(kafka_bootstrap, pending_txn, {(topic, 1): 7})
+        _admin_commit(kafka_bootstrap, admin_only, {(topic, 1): 12})
+        wait_for(lambda: sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 12})
+        _wait_mirrored_to_stable(kafka_bootstrap, sink_url)
+        transactional = {committed_txn: committed, aborted_txn: {(topic, 0): 2}, pending_txn: {}}
+        assert {g: kafka_offsets(kafka_bootstrap, g) for g in transactional} == transactional
+        assert {g: sink_offsets(sink_url, g) for g in transactional} == transactional
         mirror.stop()
         with open_sink(sink_url, read_only=True) as sink:
             assert sink.status().status == "STOPPED"
 
-        # Stopped, then resumed from the checkpoint: what was committed meanwhile arrives.
+        # Stopped, then resumed from the checkpoint: what was committed meanwhile arrives; the
+        # transaction still open does not keep it LOADING (it catches up to the last stable
+        # offsets), and once committed its offsets arrive.
         _admin_commit(kafka_bootstrap, admin_only, {(topic, 1): 15})
         mirror = OffsetsMirror.create(config, spark)
         mirror.start()
@@ -157,7 +226,17 @@ def test_the_sink_follows_kafkas_committed_offsets(
         with open_sink(sink_url, read_only=True) as sink:
             wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE")
         assert sink_offsets(sink_url, kip848) == kafka_offsets(kafka_bootstrap, kip848)
+        assert sink_offsets(sink_url, pending_txn) == kafka_offsets(kafka_bootstrap, pending_txn)
+        pending.commit_transaction(30)
+        pending = None
+        transactional[pending_txn] = {(topic, 1): 7}
+        assert {g: kafka_offsets(kafka_bootstrap, g) for g in transactional} == transactional
+        wait_for(lambda: sink_offsets(sink_url, pending_txn), lambda got: got == {(topic, 1): 7})
+        _wait_mirrored_to_stable(kafka_bootstrap, sink_url)
+        assert {g: sink_offsets(sink_url, g) for g in transactional} == transactional
     finally:
+        if pending is not None:  # not left to hold its partition until the timeout
+            pending.abort_transaction(30)
         mirror.stop()
         mirror.sink.close()
         modern.close()

@@ -33,7 +33,7 @@ def test_a_batch_waits_out_a_locked_sink(tmp_path: Path, spark: Any) -> None:
     path = tmp_path / "mirror.db"
     # A short busy timeout: the held lock makes the write fail at once, not wait inside SQLite.
     sink = open_sink(f"sqlite:///{path}", keep_history=True, busy_timeout_ms=50)
-    writer = MirrorWriter(sink, catch_up_to={0: 2}, sink_write_timeout_s=30)
+    writer = MirrorWriter(sink, {0: 2}, lambda _: {0: 2}, sink_write_timeout_s=30)
     outage = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     outage.execute("BEGIN EXCLUSIVE")  # the sink is unavailable for writes until released
     released = threading.Timer(2.0, lambda: outage.execute("ROLLBACK"))
@@ -54,7 +54,7 @@ def test_a_batch_waits_out_a_locked_sink(tmp_path: Path, spark: Any) -> None:
 def test_a_sink_that_stays_away_fails_the_batch(tmp_path: Path, spark: Any) -> None:
     path = tmp_path / "mirror.db"
     sink = open_sink(f"sqlite:///{path}", busy_timeout_ms=50)
-    writer = MirrorWriter(sink, catch_up_to={0: 1}, sink_write_timeout_s=0.5)
+    writer = MirrorWriter(sink, {0: 1}, lambda _: {0: 1}, sink_write_timeout_s=0.5)
     outage = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     outage.execute("BEGIN EXCLUSIVE")
     try:
