@@ -5,9 +5,13 @@ lookup compares the key (group code, topic code, partition) itself."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
+
+#: Rows of smallest deadline ``Rows.earliest`` keeps.
+EARLIEST = 64
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,17 @@ class Rows:
 
     def with_deadline(self, deadline: np.ndarray) -> Rows:
         return replace(self, deadline=deadline)
+
+    @cached_property
+    def earliest(self) -> np.ndarray:
+        """Indices of the ``EARLIEST`` rows of smallest ``deadline`` (all rows when fewer), in
+        deadline order: found once per rows (a shard's base lives for many calls), so that the
+        next expiry costs a lookup among them instead of a scan of every row."""
+        n = len(self)
+        if n <= EARLIEST:
+            return np.argsort(self.deadline, kind="stable")
+        some = np.argpartition(self.deadline, EARLIEST - 1)[:EARLIEST]
+        return some[np.argsort(self.deadline[some], kind="stable")]
 
     def sorted_by_key(self) -> Rows:
         """The rows in ``khash`` order (stable)."""

@@ -171,14 +171,25 @@ class OffsetTable:
         d = self.delta
         live_deadlines = d.rows.deadline[~d.tomb]
         delta_min = int(live_deadlines.min()) if live_deadlines.size else int(NEVER)
-        deadlines = self.base.deadline
+        return min(self._base_min_deadline(), delta_min)
+
+    def _base_min_deadline(self) -> int:
+        """The smallest deadline of a base row not superseded: the first such among the base's
+        ``earliest`` rows, which every call asks (``next_expiry_ms``); a scan only when the delta
+        supersedes all of them."""
+        earliest = self.base.earliest
         superseded = self.delta.superseded
+        live = earliest[~_member(earliest, superseded)]
+        if live.size:
+            return int(self.base.deadline[live[0]])
+        if len(earliest) == len(self.base):
+            return int(NEVER)
+        deadlines = self.base.deadline
         if superseded.size:
             live = np.ones(len(deadlines), dtype=bool)
             live[superseded] = False
             deadlines = deadlines[live]
-        base_min = int(deadlines.min()) if deadlines.size else int(NEVER)
-        return min(base_min, delta_min)
+        return int(deadlines.min()) if deadlines.size else int(NEVER)
 
     def write(self, rows: Rows, tomb: np.ndarray) -> tuple[OffsetTable, np.ndarray]:
         """Put ``rows`` (unique keys, deadlines set) or delete where ``tomb``; return the new table

@@ -82,6 +82,27 @@ def test_due_rows_and_min_deadline_skip_superseded_base_rows() -> None:
     assert gone.min_deadline() == NEVER and len(gone) == 0
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 300), st.integers(0, 2**32), st.booleans())
+def test_min_deadline_is_the_smallest_live_deadline(
+    superseded: int, seed: int, tombs: bool
+) -> None:
+    # More base rows than Rows.earliest keeps, deadlines shuffled: superseding the first
+    # ``superseded`` in deadline order (past the earliest ones too) with later deadlines, or
+    # deleting them, must leave min_deadline the smallest deadline of a live row.
+    rng = np.random.default_rng(seed)
+    n = 200
+    base = rows([(i, i, 0, 0) for i in range(n)])
+    base = base.with_deadline(rng.permutation(n).astype(np.int64) * 10 + 1_000)
+    table = OffsetTable.from_base(base)
+    hit = base.take(np.argsort(base.deadline)[: min(superseded, n)]).sorted_by_key()
+    table, _ = table.write(
+        hit.with_deadline(hit.deadline + 5_000), np.full(len(hit), tombs, dtype=bool)
+    )
+    live = table.live_rows().deadline
+    assert table.min_deadline() == (int(live.min()) if live.size else NEVER)
+
+
 def test_dictionary_lookup_with_colliding_hashes() -> None:
     names = pa.array(["a", "b", "c"], pa.large_string())
     d = StringDict.build(names, np.array([5, 5, 6], np.uint64))
