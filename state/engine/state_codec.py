@@ -23,6 +23,7 @@ views the columns in place; encoding reuses the bytes of sections whose part did
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import replace
 
 import pyarrow as pa
@@ -207,9 +208,17 @@ def blob_stamp(blob: bytes | bytearray | memoryview) -> int:
     return int(_STAMP.unpack_from(view, _STAMP_AT)[0])
 
 
-def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
+def decode_state(
+    blob: bytes | bytearray | memoryview,
+    known: Callable[[int], ShardState | None] | None = None,
+) -> ShardState:
     """The state encoded in ``blob``, whose arrays may view it (keep it unchanged).
-    ``StateFormatError`` for bytes that are not a blob of ``FORMAT_VERSION``."""
+    ``StateFormatError`` for bytes that are not a blob of ``FORMAT_VERSION``.
+
+    ``known(shard_id)``: a state of the shard decoded or encoded before (a worker's), or None.
+    Its base is reused when the blob's base section holds the bytes that base was read from or
+    written as: decoding a base rewritten without a compaction since costs the delta and the
+    dictionaries, not the base, which is most of the shard."""
     view = memoryview(blob)
     if len(view) < 12 or bytes(view[:8]) != MAGIC:
         raise StateFormatError("not a shard state blob (bad magic)")
@@ -234,6 +243,13 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
     at = _HEADER.size
     for name, length in zip(_SECTIONS, lengths, strict=True):
         raw[name] = view[at : at + length]
+        at += length
+    same_base = _same_base(known(shard_id) if known else None, shard_id, raw["base"])
+    at = _HEADER.size
+    for name, length in zip(_SECTIONS, lengths, strict=True):
+        if name == "base" and same_base is not None:
+            at += length
+            continue
         try:
             table = pa.ipc.open_stream(buffer.slice(at, length)).read_all()
         except (pa.ArrowInvalid, OSError) as e:
@@ -256,8 +272,16 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
         numpy_column(g, "state_ts"),
     )
     topics = _string_dict(tables["topics"])
+    if same_base is not None and not _extends(groups.names, same_base[1].groups.names):
+        same_base = None
+    if same_base is not None and not _extends(topics, same_base[1].topics):
+        same_base = None
+    if same_base is None and "base" not in tables:
+        return decode_state(blob)
     try:
-        base = _rows(tables["base"], groups.names, topics)
+        base = (
+            same_base[0] if same_base is not None else _rows(tables["base"], groups.names, topics)
+        )
         d = tables["delta"]
         delta = Delta(
             _rows(d, groups.names, topics), numpy_column(d, "base_pos"), numpy_column(d, "tomb")
@@ -268,6 +292,30 @@ def decode_state(blob: bytes | bytearray | memoryview) -> ShardState:
     owners = {"groups": groups, "topics": topics, "base": base, "delta": delta}
     kept = {name: (owners[name], raw[name]) for name in _SECTIONS}
     return ShardState(shard_id, groups, topics, offsets, retention_ms, kept)
+
+
+def _same_base(
+    known: ShardState | None, shard_id: int, section: memoryview
+) -> tuple[Rows, ShardState] | None:
+    """``known``'s base and ``known`` when it is ``shard_id``'s and its base is still the one
+    ``section`` encodes: not compacted since it was read or written, so ``known``'s dictionaries
+    extend those its key hashes were computed with."""
+    if known is None or known.shard_id != shard_id:
+        return None
+    kept = known.blob_sections.get("base")
+    if kept is None or kept[0] is not known.offsets.base:
+        return None
+    # Arrow compares the bytes with memcmp (a memoryview compares element by element).
+    if not pa.py_buffer(kept[1]).equals(pa.py_buffer(section)):
+        return None
+    return known.offsets.base, known
+
+
+def _extends(names: StringDict, earlier: StringDict) -> bool:
+    """Whether ``names`` and ``earlier`` name the same strings at every code both hold: the
+    codes of a base read from the same bytes then mean the same groups or topics."""
+    n = min(len(names), len(earlier))
+    return bool(names.names.slice(0, n).equals(earlier.names.slice(0, n)))
 
 
 def _string_dict(table: pa.Table) -> StringDict:

@@ -55,7 +55,13 @@ class DecodedShards:
         if kept is not None:
             return kept
         self.misses += 1
-        return decode_state(blob)
+        # The state this worker kept of the shard shares its base with the blob's unless a
+        # base rewrite compacted it: decoding then skips the base.
+        return decode_state(blob, self._kept_of_shard)
+
+    def _kept_of_shard(self, shard: int) -> ShardState | None:
+        with self._lock:
+            return next((s for s, _, _ in self._entries.values() if s.shard_id == shard), None)
 
     def kept(self, stamp: int) -> ShardState | None:
         """The state kept under ``stamp`` (a hit), or None (0 names nothing)."""

@@ -7,6 +7,7 @@ import pytest
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.engine.shard_state import compact
 from state.shard import (
     ShardState,
     apply_batch,
@@ -77,6 +78,19 @@ def test_blobs_without_a_stamp_and_other_workers_blobs_are_decoded() -> None:
     for blob in (encode_state(state), elsewhere.encode(state, 3)):
         assert offsets(here.decode(blob)) == offsets(state)
     assert (here.hits, here.misses) == (0, 2)
+
+
+def test_another_workers_base_rewrite_reuses_the_base_this_worker_kept() -> None:
+    """Spark runs a shard's calls in either of two workers: a blob the other one wrote after
+    this one's last call is a miss, but its base (not compacted since) is the one kept here."""
+    here, elsewhere = DecodedShards(), DecodedShards()
+    mine = compact(committed(empty_shard(3), "g", 5))
+    blob = here.encode(mine, 3)
+    theirs = elsewhere.encode(committed(elsewhere.decode(blob), "h", 9), 3)
+    kept_base = here.decode(blob).offsets.base
+    decoded = here.decode(theirs)
+    assert here.misses == 1 and decoded.offsets.base is kept_base
+    assert offsets(decoded) == offsets(committed(committed(mine, "g", 5), "h", 9))
 
 
 def test_kept_states_stay_within_the_bound_and_keep_their_place() -> None:

@@ -181,3 +181,34 @@ def test_a_kept_state_reuses_the_blobs_sections_as_a_decoded_one_does() -> None:
     assert encode_state(from_kept) == encode_state(from_decoded)
     assert bytes(kept.blob_sections["base"][1]) in blob
     assert bytes(kept.blob_sections["base"][1]) in encode_state(from_kept)
+
+
+def test_a_known_state_of_the_shard_lends_its_base_to_a_later_blob() -> None:
+    """Another worker's blob of a later state, its base not compacted since: decoding it with
+    the state this worker holds reuses that base, and gives what a plain decode gives."""
+    blob, mine = encode_state_kept(populated(), 7)
+    req = OffsetCommitRequest("c4", GROUPS[2], (PartitionCommit("v", 2, 8),))
+    theirs = apply_batch(decode_state(blob), frame_from_requests([req], 10, 300), 300, CONFIG)
+    later = encode_state(theirs.state)
+    back = decode_state(later, {SHARD: mine}.get)
+    assert back.offsets.base is mine.offsets.base
+    plain = decode_state(later)
+    assert shard_groups(back) == shard_groups(plain) == shard_groups(theirs.state)
+    assert next_expiry_ms(back) == next_expiry_ms(plain)
+    assert encode_state(back) == later
+
+
+def test_a_compacted_or_other_base_is_decoded() -> None:
+    """No reuse when the known state compacted its base since its bytes, when the blob's base
+    holds other bytes, or when the known state is another shard's."""
+    blob, mine = encode_state_kept(populated(), 7)
+    req = OffsetCommitRequest("c4", GROUPS[1], (PartitionCommit("t", 5, 8),))
+    later = apply_batch(decode_state(blob), frame_from_requests([req], 10, 300), 300, CONFIG)
+    compacted = compact(mine)
+    for known in (compacted, replace(mine, shard_id=SHARD + 1)):
+        back = decode_state(encode_state(later.state), {SHARD: known}.get)
+        assert back.offsets.base is not mine.offsets.base
+        assert shard_groups(back) == shard_groups(later.state)
+    other = decode_state(encode_state(compact(later.state)), {SHARD: mine}.get)
+    assert other.offsets.base is not mine.offsets.base
+    assert shard_groups(other) == shard_groups(later.state)
