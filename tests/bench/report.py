@@ -38,6 +38,8 @@ def _per_call_lines(title: str, worker: Mapping[str, Any]) -> list[str]:
     """A state-function summary (:func:`summarize_sections`) as milliseconds per call."""
     calls = worker["calls"]
     kept = f", state kept by the worker in {worker['state_kept']}" if "state_kept" in worker else ""
+    if "state_bytes_read" in worker:
+        kept += f", {worker['state_bytes_read'] / calls / 1024:,.0f} KB read from the store a call"
     lines = [f"{title}: {calls} calls{kept}, {worker['rows']:,} rows, per call (ms):"]
     lines += [
         f"  {section:<18} {1000 * sec / calls:7.2f}"
@@ -97,10 +99,13 @@ def report(results: dict[str, Any]) -> str:
             in_batches = lat["ack_p99_s"] / floor["batch_p50_s"]
             ok = bool(ok) and in_batches <= batches_target
             target += f" and <= {batches_target:g} floor batches ({in_batches:.1f})"
+        # The state's size is part of the latency: each figure with the keys held at its start.
+        keys = lat.get("state_keys_at_start")
+        in_state = "" if keys is None else f", {keys:,} keys in state"
         rows.append(
             (
                 f"ack p50/p99 at {rate:,} offsets/s "
-                f"= {lat['requests_per_s_target']:,.0f} req/s (s)",
+                f"= {lat['requests_per_s_target']:,.0f} req/s{in_state} (s)",
                 f"{lat['ack_p50_s']:.3f} / {lat['ack_p99_s']:.3f}",
                 target,
                 _verdict(ok),
@@ -108,7 +113,7 @@ def report(results: dict[str, Any]) -> str:
         )
         rows.append(
             (
-                f"sink-visible p50/p99 at {rate:,}/s (s)",
+                f"sink-visible p50/p99 at {rate:,}/s{in_state} (s)",
                 f"{lat['sink_p50_s']:.3f} / {lat['sink_p99_s']:.3f}",
                 "",
                 "",
@@ -273,7 +278,11 @@ def report(results: dict[str, Any]) -> str:
             for st in prof["stages"]
         ]
     per_call = [
-        (f"at {lat['offsets_per_s']:,} offsets/s", lat.get("state_function"))
+        (
+            f"at {lat['offsets_per_s']:,} offsets/s"
+            + (f", {lat['state_keys_at_start']:,} keys" if "state_keys_at_start" in lat else ""),
+            lat.get("state_function"),
+        )
         for lat in results.get("latency", [])
     ] + [
         (f"scale probe at {probe['state_keys']:,} keys", probe.get("state_function"))

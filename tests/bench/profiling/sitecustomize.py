@@ -5,7 +5,11 @@ benchmark sets both before Spark starts) and Python runs this module in each wor
 it wraps the shard call's functions, and each call appends one JSON line of seconds per section
 to ``<dir>/sections-<pid>.jsonl`` (``tests.bench.bench_e2e.read_sections``). A section's time
 excludes the sections it calls: ``handle`` is ``state.shard.handle_messages`` without
-``load_shard``; ``adapter`` is the call's own (reading Spark's frames into one).
+``load_shard``; ``adapter`` is the call's own (reading Spark's frames into one); ``state_server``
+the round trips to the JVM's state server (``ValueState``/``ListState`` calls, a list read whole;
+``state_bytes_read`` counts the bytes they return); ``decode_base``/``replay_log`` and
+``encode_base``/``encode_log_chunk`` what reading and writing a shard's stored state costs in
+Python beyond them.
 """
 
 from __future__ import annotations
@@ -42,6 +46,20 @@ def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 _open[-1] += elapsed
 
     return timed
+
+
+def _timed_state_call(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A state variable's method as a ``state_server`` section; a list read whole inside it."""
+
+    def read_whole(*args: Any, **kwargs: Any) -> Any:
+        found = method(*args, **kwargs)
+        rows = list(found) if isinstance(found, Iterator) else [found] if found else []
+        if _sections is not None:
+            read = sum(len(v) for row in rows for v in row if isinstance(v, bytes | bytearray))
+            _sections["state_bytes_read"] = _sections.get("state_bytes_read", 0.0) + read
+        return iter(rows) if isinstance(found, Iterator) else found
+
+    return _timed("state_server", functools.wraps(method)(read_whole))
 
 
 def _timed_read(read: Callable[..., Any]) -> Callable[..., Any]:
@@ -106,10 +124,20 @@ def _profiled_call_maker(make: Callable[..., Any], profile_dir: str) -> Callable
 def install(profile_dir: str, stores: tuple[type, ...] = ()) -> None:
     """Wrap the shard call's functions in this process, and the stores' (beside the job's own,
     ``stores``); each call writes under ``profile_dir``."""
-    from streaming.spark import processor, value_states
+    from pyspark.sql.streaming.stateful_processor import ListState, ValueState
+
+    from streaming.spark import processor, shard_cache, value_states
 
     if getattr(processor.make_shard_call, "__wrapped__", None) is not None:
         return
+    for state_class in (ValueState, ListState):
+        for name in ("get", "update", "appendValue", "clear"):
+            if hasattr(state_class, name):
+                setattr(state_class, name, _timed_state_call(getattr(state_class, name)))
+    shard_cache.decode_state = _timed("decode_base", shard_cache.decode_state)
+    shard_cache.encode_state_kept = _timed("encode_base", shard_cache.encode_state_kept)
+    value_states.replay_log_chunks_on = _timed("replay_log", value_states.replay_log_chunks_on)
+    value_states.encode_log_chunk = _timed("encode_log_chunk", value_states.encode_log_chunk)
     processor.handle_messages = _timed_handle(processor.handle_messages)
     processor.load_shard = _timed("load_shard", processor.load_shard)
     processor.write_loaded = _timed("write_loaded", processor.write_loaded)
