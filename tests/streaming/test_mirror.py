@@ -66,13 +66,13 @@ def _in_transaction(bootstrap: str, group: str, offsets: dict[tuple[str, int], i
     return producer
 
 
-def _group_apart_from(bootstrap: str, group: str, prefix: str) -> str:
-    """A new group name whose ``__consumer_offsets`` partition is not ``group``'s (an open
-    transaction holds back, read_committed, what follows it in its partition)."""
+def _group_beside(bootstrap: str, group: str, prefix: str, *, same: bool) -> str:
+    """A new group name whose ``__consumer_offsets`` partition is (``same``) or is not
+    ``group``'s: an open transaction holds back, read_committed, what follows it there."""
     partitions = len(end_offsets({"bootstrap_servers": bootstrap}, CONSUMER_OFFSETS))
     while True:
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        if partition_for(name, partitions) != partition_for(group, partitions):
+        if (partition_for(name, partitions) == partition_for(group, partitions)) == same:
             return name
 
 
@@ -198,20 +198,25 @@ def test_the_sink_follows_kafkas_committed_offsets(
 
         # Transactional commits show as Kafka's OffsetFetch shows them: a committed one; an
         # aborted one over a plain commit leaves the plain one; one still open, nothing, while
-        # the mirror goes on with a later commit.
+        # the mirror goes on with a later commit in another partition. The difference from
+        # Kafka: a plain commit behind the open transaction in its partition waits for it.
         committed_txn, aborted_txn = f"txn-committed-{tag}", f"txn-aborted-{tag}"
-        pending_txn = _group_apart_from(kafka_bootstrap, admin_only, "txn-pending")
+        pending_txn = _group_beside(kafka_bootstrap, admin_only, "txn-pending", same=False)
+        held = _group_beside(kafka_bootstrap, pending_txn, "held", same=True)
         committed = {(topic, 0): 5, (topic, 1): 6}
         _in_transaction(kafka_bootstrap, committed_txn, committed).commit_transaction(30)
         _admin_commit(kafka_bootstrap, aborted_txn, {(topic, 0): 2})
         _in_transaction(kafka_bootstrap, aborted_txn, {(topic, 0): 8}).abort_transaction(30)
         pending = _in_transaction(kafka_bootstrap, pending_txn, {(topic, 1): 7})
+        _admin_commit(kafka_bootstrap, held, {(topic, 0): 3})
         _admin_commit(kafka_bootstrap, admin_only, {(topic, 1): 12})
         wait_for(lambda: sink_offsets(sink_url, admin_only), lambda got: got == {(topic, 1): 12})
         _wait_mirrored_to_stable(kafka_bootstrap, sink_url)
         transactional = {committed_txn: committed, aborted_txn: {(topic, 0): 2}, pending_txn: {}}
         assert {g: kafka_offsets(kafka_bootstrap, g) for g in transactional} == transactional
         assert {g: sink_offsets(sink_url, g) for g in transactional} == transactional
+        assert kafka_offsets(kafka_bootstrap, held) == {(topic, 0): 3}
+        assert sink_offsets(sink_url, held) == {}
         mirror.stop()
         with open_sink(sink_url, read_only=True) as sink:
             assert sink.status().status == "STOPPED"
@@ -229,7 +234,7 @@ def test_the_sink_follows_kafkas_committed_offsets(
         assert sink_offsets(sink_url, pending_txn) == kafka_offsets(kafka_bootstrap, pending_txn)
         pending.commit_transaction(30)
         pending = None
-        transactional[pending_txn] = {(topic, 1): 7}
+        transactional |= {pending_txn: {(topic, 1): 7}, held: {(topic, 0): 3}}
         assert {g: kafka_offsets(kafka_bootstrap, g) for g in transactional} == transactional
         wait_for(lambda: sink_offsets(sink_url, pending_txn), lambda got: got == {(topic, 1): 7})
         _wait_mirrored_to_stable(kafka_bootstrap, sink_url)
