@@ -3,7 +3,8 @@
 #
 #   bash deploy/setup.sh              # .venv + Python deps + JVM jars + the driver's class archive
 #   bash deploy/setup.sh --postgres   # ... and PostgreSQL's server binaries (apt), for its tests
-#   bash deploy/setup.sh --test-tools # ... and Prometheus and Chromium (apt), for the server's tests
+#   bash deploy/setup.sh --test-tools # ... and Prometheus, Chromium (the server's tests), podman,
+#                                     # runc and debootstrap (the image's), from apt
 #   bash deploy/setup.sh --python 3.13 # .venv-3.13 instead of .venv, from that Python (CI's others)
 #   bash deploy/setup.sh --python 3.13 --venv-only  # only that virtualenv: no apt, no jars (for
 #                                     # installs running beside a full setup, which owns those)
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
       shift
       ;;
     -h | --help)
-      sed -n '2,16p' "$0"
+      sed -n '2,17p' "$0"
       exit 0
       ;;
     *)
@@ -242,12 +243,16 @@ else
   phase_done "built"
 fi
 
-# -- Prometheus and headless Chromium: the HTTP server's tests scrape it and render its pages ------
+# -- Prometheus and headless Chromium: the HTTP server's tests scrape it and render its pages; ------
+# podman, runc and debootstrap: the image's tests build it and run it (deploy/container/)
 if $with_test_tools; then
-  phase "prometheus and chromium"
+  phase "prometheus, chromium, podman"
   missing=()
   command -v prometheus >/dev/null || missing+=(prometheus)
   command -v chromium >/dev/null || missing+=(chromium)
+  for tool in podman runc debootstrap; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+  done
   if [ ${#missing[@]} -gt 0 ]; then
     apt_install "${missing[@]}"
     phase_done "installed ${missing[*]}"

@@ -7,7 +7,9 @@
 # (OTHER_PYTHONS, default "3.12 3.13"; each in its own .venv-X.Y from the same lock, installed
 # beside the main setup) then run the tests that start no Spark (-m "not spark") and one
 # end-to-end job test, the Pythons side by side (each session has its own broker and PostgreSQL). A missing interpreter
-# fails the run (deploy/setup.sh says where it looked); OTHER_PYTHONS="" leaves them out.
+# fails the run (deploy/setup.sh says where it looked); OTHER_PYTHONS="" leaves them out. The
+# image (deploy/container/) builds in the background during the main phase; its tests (marker
+# container: run it with podman) then run beside the other Pythons'.
 # The whole suite includes the PostgreSQL sink, so setup also installs PostgreSQL's server
 # binaries (apt) when they are missing.
 # Services start inside the tests: the pytest fixtures start Kafka (tests/fixtures/kafka.py) and
@@ -104,17 +106,58 @@ if [ -n "$other_setups" ]; then
   done
   rm -f "$other_setups" "$other_setups.timings" "$other_setups.failed"
 fi
+# The image (deploy/container/) builds from here on in the background at the lowest CPU and I/O
+# priority, so the main phase keeps the machine; its tests (the container phase) start after the
+# main phase, beside the other Pythons' phases, and need only minutes then.
+test_image=localhost/spark-consumer-offsets:test
+if [ ${#pytest_args[@]} -eq 0 ]; then
+  image_log=$(mktemp)
+  (
+    status=0
+    IMAGE=$test_image nice -n 19 ionice -c 3 bash deploy/container/build.sh || status=$?
+    echo "$status" >"$image_log.status"
+  ) >"$image_log" 2>&1 &
+fi
 run_phase ruff-check .venv/bin/ruff check . || failed+=(ruff-check)
 run_phase ruff-fmt .venv/bin/ruff format --check . || failed+=(ruff-format)
 # The one-way layers and acyclic packages declared in pyproject.toml ([tool.importlinter]).
 run_phase imports .venv/bin/lint-imports || failed+=(import-layers)
-# pytest's own exit status stands: 5 ("no tests collected") is a failure too.
-run_phase pytest .venv/bin/python -m pytest -q "${pytest_args[@]}" || failed+=(pytest)
+# pytest's own exit status stands: 5 ("no tests collected") is a failure too. The image's tests
+# (marker container) have a phase of their own below; a -m in the arguments overrides that.
+run_phase pytest .venv/bin/python -m pytest -q -m "not container" "${pytest_args[@]}" ||
+  failed+=(pytest)
+# The image's tests, once it is built, beside the other Pythons' phases. Selected by marker and
+# file: a test not collected is exit 5, a failure.
+if [ ${#pytest_args[@]} -eq 0 ]; then
+  container_log=$(mktemp)
+  container_t0=$(date +%s%N)
+  (
+    while [ ! -f "$image_log.status" ]; do sleep 2; done
+    cat "$image_log"
+    [ "$(cat "$image_log.status")" = 0 ] || exit 1
+    CONSUMER_OFFSETS_TEST_IMAGE=$test_image .venv/bin/python -m pytest -q -p no:cacheprovider \
+      -m container tests/deploy/test_container.py
+  ) >"$container_log" 2>&1 &
+  container_pid=$!
+fi
 # The other Pythons at once: each session starts its own broker and PostgreSQL on free ports.
 if [ ${#ready_pythons[@]} -gt 0 ]; then
-  run_parallel no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark"' \
+  run_parallel no-spark \
+    '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container"' \
     "${ready_pythons[@]}"
   for version in "${parallel_failed[@]}"; do failed+=("no-spark-$version"); done
+fi
+if [ ${#pytest_args[@]} -eq 0 ]; then
+  status=0
+  wait "$container_pid" || status=$?
+  ms=$((($(date +%s%N) - container_t0) / 1000000))
+  echo "==> test: container (in parallel)"
+  cat "$container_log"
+  rm -f "$container_log" "$image_log" "$image_log.status"
+  timings+=("$(printf '%-14s %4d.%01d s  exit %d' container $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
+  [ "$status" -eq 0 ] || failed+=(container)
+fi
+if [ ${#ready_pythons[@]} -gt 0 ]; then
   run_parallel e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
     "${ready_pythons[@]}"
   for version in "${parallel_failed[@]}"; do failed+=("e2e-$version"); done

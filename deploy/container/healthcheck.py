@@ -1,0 +1,82 @@
+"""The image's HEALTHCHECK: exit 0 when the container's command is healthy, else 1 with a line.
+
+``serve``: its ``/metrics`` answers (any HTTP status: a web config may ask for a password).
+``run`` and ``mirror``: the heartbeat they write into their sink says STARTING, LOADING or ACTIVE
+(``consumer-offsets status`` exits 0 whatever the status). The sink is the command's own: its
+``--sink-url`` / ``--config`` flags are read from PID 1's command line (tini's), else the
+container's environment (the mirror's ``CONSUMER_OFFSETS_MIRROR_SINK_URL`` too). Other commands
+end before the first check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ALIVE = ("STARTING", "LOADING", "ACTIVE")
+
+
+def command_line() -> list[str]:
+    """PID 1's arguments after ``consumer-offsets`` (tini runs it), or none."""
+    args = Path("/proc/1/cmdline").read_bytes().decode().split("\0")
+    names = [Path(arg).name for arg in args]
+    return args[names.index("consumer-offsets") + 1 :] if "consumer-offsets" in names else []
+
+
+def flag_values(args: list[str], *flags: str) -> list[str]:
+    """``--flag VALUE`` and ``--flag=VALUE`` of ``flags`` in ``args``, as arguments again."""
+    kept = []
+    for i, arg in enumerate(args):
+        name = arg.split("=", 1)[0]
+        if name in flags:
+            kept += [arg] if "=" in arg else args[i : i + 2]
+    return kept
+
+
+def serve_answers(args: list[str]) -> str | None:
+    ports = flag_values(args, "--port")
+    port = (
+        ports[-1].split("=")[-1] if ports else os.environ.get("CONSUMER_OFFSETS_SERVE_PORT", "8000")
+    )
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15).close()
+    except urllib.error.HTTPError:
+        pass
+    except OSError as error:
+        return f"serve's /metrics on port {port}: {error}"
+    return None
+
+
+def job_alive(args: list[str]) -> str | None:
+    where = flag_values(args, "--sink-url", "--config")
+    mirror_sink = os.environ.get("CONSUMER_OFFSETS_MIRROR_SINK_URL")
+    if args[:1] == ["mirror"] and mirror_sink and not flag_values(args, "--sink-url"):
+        where += ["--sink-url", mirror_sink]
+    status = subprocess.run(
+        ["consumer-offsets", "status", "--json", *where],
+        capture_output=True,
+        text=True,
+        timeout=15,
+    )
+    if status.returncode != 0:
+        return status.stdout.strip() or status.stderr.strip()
+    alive = json.loads(status.stdout)["status"]
+    return None if alive in ALIVE else f"status {alive}"
+
+
+def main() -> int:
+    args = command_line()
+    problem = serve_answers(args) if args[:1] == ["serve"] else job_alive(args)
+    if problem:
+        print(problem)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
