@@ -477,6 +477,7 @@ def phase_floor(ctx: Context) -> list[dict[str, Any]]:
         state_partitions(ctx.config, ctx.spark, ctx.state_shards or None),
         ctx.config.trigger_interval,
         ctx.folder,
+        args.floor_answers,
     )
     target = IngestTarget(ctx.bootstrap, floor.ingest_topic, floor.partitions, floor.answers_topic)
     floor.start()
@@ -837,6 +838,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--latency-seconds", type=float, default=None)
     parser.add_argument("--latency-partitions", type=int, default=10)
+    parser.add_argument(
+        "--floor-answers",
+        choices=["driver", "tasks"],
+        default="driver",
+        help="the floor answers from foreachBatch, or from its state tasks (noop sink)",
+    )
     parser.add_argument("--fetches", type=int, default=1000)
     parser.add_argument("--scale-keys", type=int, default=None, help="grow the state this far")
     parser.add_argument("--scale-budget", type=float, default=None, help="seconds for growing")

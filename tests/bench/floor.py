@@ -10,23 +10,28 @@ partitions, no-data batches, checkpoint file manager). What the job does beyond 
 (decoding, the coordinator's rules, the offsets topic, the sink) is its own cost; what this
 costs, no job of this shape on this engine and machine avoids. The benchmark prints the job's
 figures beside it.
+
+``answers="tasks"``: the state function itself produces its shard's answers from the task
+(acks=all, flushed before it returns) and the query's sink is ``noop``, so the driver keeps
+progress only: the ceiling of moving the job's side effects into its state tasks.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from connectors.kafka.admin import KafkaAdmin, plain_topic_spec
+from connectors.kafka.producer import DurableProducer
 from streaming.spark.ingest import shard_of_key
 from streaming.spark.job import SOURCE_CONSUMER_DEFAULTS, start_query
 
@@ -36,42 +41,71 @@ _OUTPUT = T.StructType(
 _STATE = T.StructType([T.StructField("rows", T.LongType())])
 
 
-def _count(
-    key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
-) -> Iterator[pd.DataFrame]:
-    """Count the shard's rows into its state; pass each message's request id (the header the
-    load sets) on, with its ingest partition."""
+#: Where the answers are produced from: the driver's ``foreachBatch``, or the state tasks.
+Answers = Literal["driver", "tasks"]
+
+#: The tasks variant's producer in each Python worker, by bootstrap servers: made at the worker's
+#: first call and kept with the worker (Spark reuses them), as a job's would be.
+_TASK_PRODUCERS: dict[str, DurableProducer] = {}
+
+
+def _produce_answers(
+    producer: DurableProducer, topic: str, partitions: list[int], request_ids: list[bytes]
+) -> None:
+    """One empty message per request, keyed by its request id, on its ingest partition; returns
+    once Kafka acknowledged all (acks=all)."""
+    producer.send(topic, request_ids, [b""] * len(request_ids), partitions)
+    producer.flush(60)
+
+
+def _count_rows(frames: Iterator[pd.DataFrame], state: GroupState) -> pd.DataFrame:
+    """The shard's rows, counted into its state."""
     rows = pd.concat(list(frames), ignore_index=True)
     seen = int(state.get[0]) if state.exists else 0
     state.update((seen + len(rows),))
+    return rows
+
+
+def _count(
+    key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
+    """Count the shard's rows; pass each message's request id (the header the load sets) on,
+    with its ingest partition."""
+    rows = _count_rows(frames, state)
     yield pd.DataFrame({"partition": rows["partition"], "request_id": rows["request_id"]})
+
+
+def _count_and_answer(
+    bootstrap: str,
+    topic: str,
+    key: tuple[Any, ...],
+    frames: Iterator[pd.DataFrame],
+    state: GroupState,
+) -> Iterator[pd.DataFrame]:
+    """Count the shard's rows and answer each from the task (flushed before returning); emits
+    nothing."""
+    rows = _count_rows(frames, state)
+    producer = _TASK_PRODUCERS.get(bootstrap)
+    if producer is None:
+        producer = _TASK_PRODUCERS[bootstrap] = DurableProducer(bootstrap, {}, "none")
+    _produce_answers(producer, topic, rows["partition"].tolist(), rows["request_id"].tolist())
+    return iter(())
 
 
 class _Answer:
     """foreachBatch: one message per row to the answers topic, keyed by the request id."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
-        self._producer: Producer | None = None
+        self.producer, self.topic = DurableProducer(bootstrap, {}, "none"), topic
 
     def __call__(self, batch: Any, _batch_id: int) -> None:
-        if self._producer is None:
-            self._producer = Producer(
-                {
-                    "bootstrap.servers": self.bootstrap,
-                    "acks": "all",
-                    "enable.idempotence": True,
-                    "linger.ms": 2,
-                }
-            )
         table = batch.toArrow()
-        for partition, request_id in zip(
-            table["partition"].to_pylist(), table["request_id"].to_pylist(), strict=True
-        ):
-            self._producer.produce(self.topic, key=request_id, value=b"", partition=partition)
-        left = self._producer.flush(60)
-        if left:
-            raise RuntimeError(f"floor: {left} answers not acknowledged")
+        _produce_answers(
+            self.producer,
+            self.topic,
+            table["partition"].to_pylist(),
+            table["request_id"].to_pylist(),
+        )
 
 
 class FloorQuery:
@@ -87,6 +121,7 @@ class FloorQuery:
         state_partitions: int,
         trigger: str,
         folder: Path,
+        answers: Answers = "driver",
     ) -> None:
         self.spark, self.bootstrap = spark, bootstrap
         self.ingest_topic = f"{prefix}.floor.ingest"
@@ -94,6 +129,7 @@ class FloorQuery:
         self.shards, self.partitions = shards, partitions
         self.state_partitions = state_partitions
         self.trigger, self.folder = trigger, folder
+        self.answers = answers
         self.query: Any = None
 
     def start(self) -> None:
@@ -120,16 +156,21 @@ class FloorQuery:
             F.col("partition"),
             F.element_at(F.col("headers"), 1)["value"].alias("request_id"),
         )
+        tasks = self.answers == "tasks"
+        count = partial(_count_and_answer, self.bootstrap, self.answers_topic) if tasks else _count
         output = source.groupBy("shard").applyInPandasWithState(
-            _count, _OUTPUT, _STATE, "update", GroupStateTimeout.NoTimeout
+            count, _OUTPUT, _STATE, "update", GroupStateTimeout.NoTimeout
         )
         checkpoint = str(self.folder / "floor-checkpoint")
+        writer = output.writeStream.queryName("floor").outputMode("update")
+        # The tasks answered: the driver keeps progress only.
         writer = (
-            output.writeStream.queryName("floor")
-            .outputMode("update")
-            .foreachBatch(_Answer(self.bootstrap, self.answers_topic))
-            .option("checkpointLocation", checkpoint)
-            .trigger(processingTime=self.trigger)
+            writer.format("noop")
+            if tasks
+            else writer.foreachBatch(_Answer(self.bootstrap, self.answers_topic))
+        )
+        writer = writer.option("checkpointLocation", checkpoint).trigger(
+            processingTime=self.trigger
         )
         # With the job's settings at its query's start.
         self.query = start_query(self.spark, writer, self.state_partitions, checkpoint)
