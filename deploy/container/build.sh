@@ -94,5 +94,8 @@ t0=$(date +%s)
 engine build -q "${build_args[@]}" --network=host -f deploy/container/Containerfile \
   --build-arg "BASE_IMAGE=$base" --build-arg "PIP_NO_INDEX=$no_index" -t "$image" "$context" >/dev/null
 rm -rf "$context"
+# Earlier builds of this image the new one untagged (~1 GB each); the build stages' layers stay,
+# the cache of the next build.
+engine image prune -f --filter label=org.opencontainers.image.title=spark-consumer-offsets >/dev/null
 size=$(engine image inspect --format '{{.Size}}' "$image")
 echo "build: $image built in $(($(date +%s) - t0)) s, $((size / 1000000)) MB"
