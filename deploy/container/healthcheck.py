@@ -39,6 +39,8 @@ def flag_values(args: list[str], *flags: str) -> list[str]:
 
 
 def serve_answers(args: list[str]) -> str | None:
+    """None when serve's ``/metrics`` (its ``--port``, else the environment's, else 8000)
+    answers with any HTTP status, else why not."""
     ports = flag_values(args, "--port")
     port = (
         ports[-1].split("=")[-1] if ports else os.environ.get("CONSUMER_OFFSETS_SERVE_PORT", "8000")
@@ -53,6 +55,7 @@ def serve_answers(args: list[str]) -> str | None:
 
 
 def job_alive(args: list[str]) -> str | None:
+    """None when the heartbeat of the job or mirror in its sink says it is alive, else why not."""
     where = flag_values(args, "--sink-url", "--config")
     mirror_sink = os.environ.get("CONSUMER_OFFSETS_MIRROR_SINK_URL")
     if args[:1] == ["mirror"] and mirror_sink and not flag_values(args, "--sink-url"):
