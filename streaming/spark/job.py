@@ -101,7 +101,7 @@ def start_query(
 ) -> StreamingQuery:
     """Start ``writer``'s query as the job starts its own."""
     lifecycle = QueryLifecycle(spark, checkpoint_location)
-    return lifecycle.start(writer, query_settings(partitions), resumed=False)
+    return lifecycle.start(writer, query_settings(partitions))
 
 
 class StartInterrupted(Exception):
@@ -209,7 +209,7 @@ class OffsetsJob:
         self.writer = self._batch_writer(plan)
         writer = self._build_query(plan).option("checkpointLocation", config.checkpoint_location)
         _stop_if(interrupted, "starting the query")
-        query = lifecycle.start(writer, query_settings(plan.state_partitions), plan.resumed)
+        query = lifecycle.start(writer, query_settings(plan.state_partitions))
         log.info("query started (%s)", "from the checkpoint" if plan.resumed else "new checkpoint")
         start_expiry_ticks(config, own_partitions, plan.shards, lifecycle.stopping)
         if config.keep_history:

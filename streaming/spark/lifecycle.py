@@ -1,5 +1,5 @@
-"""A streaming query's life, the job's and the mirror's: started with its settings, restarted
-after Spark's replayed-batch bug, stopped with the threads that run beside it."""
+"""A streaming query's life, the job's and the mirror's: started with its settings, stopped
+with the threads that run beside it."""
 
 from __future__ import annotations
 
@@ -19,11 +19,6 @@ from streaming.spark.checkpoint_files import checkpoint_file_settings, hadoop_pa
 from streaming.spark.heartbeat import Heartbeat, jvm_log_quieter
 
 log = logging.getLogger(__name__)
-
-#: Restarts after Spark's replayed-batch bug at most, per start.
-REPLAYED_BATCH_RESTARTS = 3
-#: How long a query that ended may take to be replaced by that restart.
-RESTART_GRACE_S = 60.0
 
 
 class Companion(Protocol):
@@ -53,13 +48,6 @@ def start_with_settings(
                 spark.conf.set(key, value)
 
 
-def is_replayed_batch_bug(error: object) -> bool:
-    """Whether a query's error is SPARK-55271's: a resumed query re-runs and commits its last
-    uncommitted batch, then fails reporting its metrics; starting it again resumes cleanly."""
-    text = "" if error is None else f"{error} {getattr(error, '_stackTrace', '')}"
-    return "KafkaMicroBatchStream" in text or "Option.get()" in text
-
-
 @dataclass
 class QueryLifecycle:
     """One query at ``checkpoint_location`` and the companions that stop with it."""
@@ -76,40 +64,14 @@ class QueryLifecycle:
         path, fs = hadoop_path(self.spark, self.checkpoint_location.rstrip("/") + "/offsets")
         return bool(fs.exists(path)) and len(fs.listStatus(path)) > 0
 
-    def start(
-        self, writer: DataStreamWriter, settings: Mapping[str, str], resumed: bool
-    ) -> StreamingQuery:
-        """Start ``writer``'s query with ``settings`` (and the checkpoint's file manager); a
-        ``resumed`` one is started again after SPARK-55271."""
+    def start(self, writer: DataStreamWriter, settings: Mapping[str, str]) -> StreamingQuery:
+        """Start ``writer``'s query with ``settings`` (and the checkpoint's file manager)."""
         settings = {
             **settings,
             **checkpoint_file_settings(self.spark, self.checkpoint_location),
         }
         self.query = start_with_settings(self.spark, writer, settings)
-        if resumed:
-            threading.Thread(
-                target=self._watch, args=(writer, settings), name="query-watchdog", daemon=True
-            ).start()
         return self.query
-
-    def _watch(self, writer: DataStreamWriter, settings: Mapping[str, str]) -> None:
-        left = REPLAYED_BATCH_RESTARTS
-        while left and not self.stopping.is_set():
-            query = self.query
-            if query is None or query.isActive:
-                self.stopping.wait(0.2)
-                continue
-            error = query.exception()
-            if not is_replayed_batch_bug(error):
-                ended = str(error)[:300] if error is not None else "stopped"
-                log.info("query watchdog: query ended (%s)", ended)
-                return
-            log.warning(
-                "restarting the query after Spark's replayed-batch metrics bug "
-                "(SPARK-55271); the replayed batch was committed"
-            )
-            self.query = start_with_settings(self.spark, writer, settings)
-            left -= 1
 
     def beside(self, companion: C) -> C:
         """``companion``, stopped by :meth:`stop` after the query, in the order given."""
@@ -144,30 +106,15 @@ class QueryLifecycle:
         return self.query is not None
 
     def run_until(self, stop: threading.Event, duration_s: float | None = None) -> object:
-        """Wait until ``stop`` is set, ``duration_s`` passed or the query ended for good (not
-        replaced after SPARK-55271); the last query's error, or None."""
+        """Wait until ``stop`` is set, ``duration_s`` passed or the query ended; the query's
+        error, or None."""
         assert self.query is not None, "start runs first"
         deadline = None if duration_s is None else time.monotonic() + duration_s
-        while not stop.is_set():
-            query = self.query
-            if not query.isActive and not self._replaced(query, stop):
-                break
+        while not stop.is_set() and self.query.isActive:
             stop.wait(0.5)
             if deadline is not None and time.monotonic() >= deadline:
                 break
         return self.query.exception()
-
-    def _replaced(self, ended: StreamingQuery, stop: threading.Event) -> bool:
-        """Whether the ended query is replaced by an active one within :data:`RESTART_GRACE_S`."""
-        deadline = time.monotonic() + RESTART_GRACE_S
-        while not stop.is_set() and time.monotonic() < deadline:
-            current = self.query
-            if current is not None and current is not ended and current.isActive:
-                return True
-            if not is_replayed_batch_bug(ended.exception()):
-                return False  # stopped, or a failure that is not restarted
-            stop.wait(0.2)
-        return False
 
     def wait_until(self, predicate: Callable[[], bool], timeout_s: float = 120.0) -> None:
         """Block until ``predicate()`` holds, failing fast if the query died."""

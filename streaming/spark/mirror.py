@@ -263,7 +263,7 @@ class OffsetsMirror:
         # Spark's AdminClient-based offset reader sees no records in an internal topic (a batch
         # read of __consumer_offsets counts 0 with it, every record with the consumer-based one).
         settings = {"spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "true"}
-        query = lifecycle.start(writer, settings, resumed)
+        query = lifecycle.start(writer, settings)
         lifecycle.keep_alive(self.sink, config.source_bootstrap_servers, "mirror")
         log_end = LogEndRefresher(
             self.sink, config.kafka_python_options(), config.log_end_interval_s

@@ -2,9 +2,9 @@
 the operator, version 2 under ``v2/`` also the time mode and schema files): which release's state
 it holds (:func:`earlier_release`), and a moved checkpoint's schema paths fixed.
 
-Spark 4.1 records version 2's schema files by absolute path, so a checkpoint moved or restored
-elsewhere fails to start: :func:`relocate_state_metadata` points them at the checkpoint's own
-copies, rewriting each file atomically through Spark's checkpoint file manager.
+Spark 4.1 and 4.2 record version 2's schema files by absolute path, so a checkpoint moved or
+restored elsewhere fails to start: :func:`relocate_state_metadata` points them at the
+checkpoint's own copies, rewriting each file atomically through Spark's checkpoint file manager.
 """
 
 from __future__ import annotations

@@ -13,9 +13,7 @@ topic:
 - ``first batch``: → the first micro-batch logged (the batch the kill interrupted, replayed:
   Python workers, the state store opened from the checkpoint);
 - ``ack``: kill → the first answer the new driver produced (its CreateTime): what a client
-  waits. After the replayed batch Spark's Kafka source fails once more and the query is
-  started again (SPARK-55271, ``streaming.spark.lifecycle.QueryLifecycle``), so this
-  includes that second start.
+  waits.
 
 Starts a one-node broker of its own unless ``--bootstrap`` names one.
 """
@@ -52,7 +50,6 @@ class Recovery:
     session_s: float | None
     query_s: float | None
     first_batch_s: float | None
-    second_start: bool
     ack_s: float
 
 
@@ -63,11 +60,10 @@ def _stamped(line: str) -> float | None:
     return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def phases(log_text: str, start: int, killed_at: float) -> dict[str, Any]:
+def phases(log_text: str, start: int, killed_at: float) -> dict[str, float]:
     """Seconds from ``killed_at`` to each phase of driver start number ``start``, from its log."""
     section = log_text.split(f"=== start {start} ===", 1)[-1].split("=== start ", 1)[0]
     found: dict[str, float] = {}
-    second_start = False
     for line in section.splitlines():
         at = _stamped(line)
         if at is None:
@@ -78,9 +74,7 @@ def phases(log_text: str, start: int, killed_at: float) -> dict[str, Any]:
             found.setdefault("query_s", at - killed_at)
         elif "consumer_offsets.batches: batch" in line:
             found.setdefault("first_batch_s", at - killed_at)
-        elif "SPARK-55271" in line:
-            second_start = True
-    return {**found, "second_start": second_start}
+    return found
 
 
 def first_answer_after(bootstrap: str, topic: str, after_s: float) -> float | None:
@@ -111,7 +105,6 @@ def measure(bootstrap: str, folder: Path, kills: int, rate: float) -> list[Recov
                         session_s=found.get("session_s"),
                         query_s=found.get("query_s"),
                         first_batch_s=found.get("first_batch_s"),
-                        second_start=found["second_start"],
                         ack_s=first_ack - killed_at,
                     )
                 )
@@ -162,18 +155,17 @@ def _seconds(value: float | None) -> str:
 def _line(r: Recovery) -> str:
     return (
         f"kill {r.kill}: session {_seconds(r.session_s)} s, query {_seconds(r.query_s)} s, "
-        f"first batch {_seconds(r.first_batch_s)} s, "
-        f"second start {'yes' if r.second_start else 'no'}, kill → ack {r.ack_s:.1f} s"
+        f"first batch {_seconds(r.first_batch_s)} s, kill → ack {r.ack_s:.1f} s"
     )
 
 
 def report(recoveries: Sequence[Recovery]) -> str:
-    rows = ["| kill | → session s | → query s | → first batch s | second start | → ack s |"]
-    rows.append("|---|---|---|---|---|---|")
+    rows = ["| kill | → session s | → query s | → first batch s | → ack s |"]
+    rows.append("|---|---|---|---|---|")
     for r in recoveries:
         rows.append(
             f"| {r.kill} | {_seconds(r.session_s)} | {_seconds(r.query_s)} | "
-            f"{_seconds(r.first_batch_s)} | {'yes' if r.second_start else 'no'} | {r.ack_s:.1f} |"
+            f"{_seconds(r.first_batch_s)} | {r.ack_s:.1f} |"
         )
     acks = [r.ack_s for r in recoveries]
     rows.append("")

@@ -184,30 +184,15 @@ def diff(expected: Mapping[Any, Any], actual: Mapping[Any, Any], limit: int = 10
 
 
 class QueryWatch:
-    """``alive`` for an in-process job: raises if its query died for good. The job restarts its
-    own query after Spark's replayed-batch bug (``streaming.spark.lifecycle.QueryLifecycle``), so
-    an ended query gets ``grace_s`` to be replaced; counts those replacements."""
+    """``alive`` for an in-process job: raises if its query ended."""
 
-    def __init__(self, job: Any, grace_s: float = 60.0) -> None:
+    def __init__(self, job: Any) -> None:
         self.job = job
-        self.grace_s = grace_s
-        self.seen: list[Any] = [job.query]
-
-    @property
-    def replay_restarts(self) -> int:
-        return len(self.seen) - 1
 
     def __call__(self) -> None:
-        deadline = time.monotonic() + self.grace_s
-        while True:
-            query = self.job.query
-            if query is not None and all(query is not q for q in self.seen):
-                self.seen.append(query)
-            if query is not None and query.isActive:
-                return
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"the query died: {query and query.exception()}")
-            time.sleep(0.2)
+        query = self.job.query
+        if query is None or not query.isActive:
+            raise AssertionError(f"the query died: {query and query.exception()}")
 
 
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
