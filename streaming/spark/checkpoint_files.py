@@ -93,9 +93,15 @@ def committed_positions(spark: SparkSession, location: str) -> dict[str, dict[in
     root = location.rstrip("/")
     committed = set(_batch_ids(spark, f"{root}/commits"))
     logged = [b for b in _batch_ids(spark, f"{root}/offsets") if b in committed]
-    if not logged:
-        return {}
-    path, fs = hadoop_path(spark, f"{root}/offsets/{logged[-1]}")
+    return planned_positions(spark, location, logged[-1]) if logged else {}
+
+
+def planned_positions(
+    spark: SparkSession, location: str, batch_id: int
+) -> dict[str, dict[int, int]]:
+    """Where Spark planned batch ``batch_id`` of the checkpoint at ``location`` to end: its
+    offset log, written before the batch runs."""
+    path, fs = hadoop_path(spark, f"{location.rstrip('/')}/offsets/{batch_id}")
     return source_positions(read_text(spark, fs, path))
 
 

@@ -37,7 +37,7 @@ from state.shard import (
     positioned_record_frame_of,
 )
 from streaming.config import MirrorConfig
-from streaming.spark.checkpoint_files import hadoop_path, read_text, source_positions
+from streaming.spark.checkpoint_files import planned_positions
 from streaming.spark.lifecycle import QueryLifecycle
 from streaming.spark.log_end_refresher import LogEndRefresher
 
@@ -279,11 +279,9 @@ class OffsetsMirror:
         return query
 
     def _planned_ends(self, batch_id: int) -> dict[int, int]:
-        """Where Spark planned batch ``batch_id`` to end (its offset log, written before the
-        batch runs), by partition."""
-        location = f"{self.config.checkpoint_location.rstrip('/')}/offsets/{batch_id}"
-        path, fs = hadoop_path(self.spark, location)
-        return source_positions(read_text(self.spark, fs, path)).get(CONSUMER_OFFSETS, {})
+        """Where Spark planned batch ``batch_id`` to end, by partition."""
+        location = self.config.checkpoint_location
+        return planned_positions(self.spark, location, batch_id).get(CONSUMER_OFFSETS, {})
 
     def other_record_types(self) -> dict[str, int]:
         """Records of types the sink does not hold, by Kafka's name, since start."""
