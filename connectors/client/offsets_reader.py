@@ -123,6 +123,11 @@ class BrokerOffsets(CloseOnExit):
             )
         return self._consumer
 
+    def read_committed(self) -> BrokerOffsets:
+        """A reader of the same cluster whose log ends are last stable offsets (read_committed):
+        an open transaction's first offset while one is open. The caller closes it."""
+        return BrokerOffsets({**self._options, "isolation_level": "read_committed"}, self.timeout_s)
+
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids, sorted ([] when it does not exist)."""
         return sorted(self._client().partitions_for_topic(topic) or ())

@@ -1,7 +1,8 @@
 """Is the sink current for a group? The job records, in the sink transaction that applies a
-batch, the next offset it reads of each ingest partition (``ingest_offsets``); once that reaches
-the log end of the group's partition as read now, every commit produced before now is in the
-sink, whoever sent it (a wait can be longer than needed, never shorter).
+batch, where Spark planned the batch to end on each ingest partition (``ingest_offsets``); once
+that reaches the last stable offset of the group's partition as read now (the job reads
+read_committed), every commit sent before now is in the sink, whoever sent it (a wait can be
+longer than needed, never shorter). A request inside a transaction still open is not sent yet.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class SinkNotCurrentError(OffsetsError):
 @dataclass(frozen=True, slots=True)
 class AppliedPosition:
     """What :func:`wait_until_applied` checked: the group's ingest partition, its log end when
-    the wait began, and the job's progress there when the wait ended (``>= log_end_offset``)."""
+    the wait began (the last stable offset: read_committed), and the job's progress there when
+    the wait ended (``>= log_end_offset``)."""
 
     group_id: str
     ingest_partition: int
@@ -114,9 +116,11 @@ def _ingest_log_end(
     client_options: Mapping[str, Any] | None,
     timeout_s: float,
 ) -> tuple[int, int]:
-    """The group's ingest partition and its log-end offset, now."""
-    own = None if client_options is None else BrokerOffsets(client_options, timeout_s)
-    broker = own or reader.broker
+    """The group's ingest partition and its last stable offset (read_committed log end), now."""
+    if client_options is None:
+        broker = reader.broker.read_committed()
+    else:
+        broker = BrokerOffsets({**client_options, "isolation_level": "read_committed"}, timeout_s)
     try:
         partitions = broker.partitions_for(ingest_topic)
         if not partitions:
@@ -136,8 +140,7 @@ def _ingest_log_end(
             "commits cannot be known",
         ) from exc
     finally:
-        if own is not None:
-            own.close()
+        broker.close()
     if tp not in ends:
         raise SinkNotCurrentError(
             ErrorCode.REQUEST_TIMED_OUT,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kafka import KafkaProducer
 
 from connectors.client import (
@@ -182,6 +183,27 @@ def test_the_wait_ends_once_the_jobs_progress_reaches_the_groups_ingest_log_end(
         3,
     )
     assert [o.offset for o in reader.fetch("g")] == [3]
+
+
+def test_a_request_in_an_open_transaction_is_not_sent_yet(
+    writer: Writer, reader: OffsetsReader, topic_factory: TopicFactory, kafka_bootstrap: str
+) -> None:
+    """The job reads read_committed: while a transaction is open on the group's ingest
+    partition, its progress stops at the last stable offset, and so does the wait."""
+    ingest = topic_factory(partitions=INGEST_PARTITIONS)
+    shard = partition_for("g", INGEST_PARTITIONS)
+    produce_to(kafka_bootstrap, ingest, shard, 2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": ingest})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    try:
+        producer.produce(ingest, b"a request not committed yet", partition=shard)
+        producer.flush(30)
+        writer.write(commit("g", "orders", 0, 2), ingest={shard: 2})
+        applied = wait_until_applied(reader, "g", ingest_topic=ingest, timeout_s=10)
+        assert (applied.log_end_offset, applied.progress_offset) == (2, 2)
+    finally:
+        producer.abort_transaction(30)
 
 
 def test_the_wait_says_it_cannot_know_rather_than_answer_from_a_stale_sink(
