@@ -29,6 +29,7 @@ class ErrorCode(IntEnum):
     GROUP_ID_NOT_FOUND = 69
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
+    UNSTABLE_OFFSET_COMMIT = 88
 
     @property
     def retriable(self) -> bool:
@@ -44,5 +45,6 @@ _RETRIABLE = frozenset(
         ErrorCode.NOT_COORDINATOR,
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.REBALANCE_IN_PROGRESS,
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
     }
 )

@@ -1,4 +1,5 @@
-"""Requests to the offset manager, in the shape of Kafka's OffsetCommit/OffsetDelete/DeleteGroups.
+"""Requests to the offset manager, in the shape of Kafka's OffsetCommit/TxnOffsetCommit/
+OffsetDelete/DeleteGroups.
 
 One request per ingest message (wire format: ``state.formats.request_codec``); ``timeout_ms``
 (None: the job's default) bounds when it may be applied (``state.coordinator.deadlines``).
@@ -19,6 +20,7 @@ class Api(StrEnum):
     """The requests of the ingest format (its ``api`` field), named as Kafka's APIs."""
 
     OFFSET_COMMIT = "OffsetCommit"
+    TXN_OFFSET_COMMIT = "TxnOffsetCommit"
     OFFSET_DELETE = "OffsetDelete"
     DELETE_GROUPS = "DeleteGroups"
     # A classic group's generation and members, as stored when a rebalance completes.
@@ -50,6 +52,27 @@ class OffsetCommitRequest:
     group_instance_id: str | None = None
     #: -1 uses the broker's ``offsets.retention.minutes``.
     retention_time_ms: int = -1
+    timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """Commit offsets for a group inside the producer's transaction (KIP-98, KIP-447): written
+    to the ingest topic in that transaction, so it is applied only if the transaction commits.
+
+    Validated as an OffsetCommit except that a request without member id and generation is taken
+    even when the group has members; no retention (Kafka's TxnOffsetCommit has none). The
+    transactional id, producer id and epoch name the transaction holding it."""
+
+    request_id: str
+    group_id: str
+    transactional_id: str
+    producer_id: int  # int64
+    producer_epoch: int  # int16
+    partitions: tuple[PartitionCommit, ...]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
     timeout_ms: int | None = None
 
 
@@ -87,7 +110,13 @@ class GroupMetadataRequest:
     timeout_ms: int | None = None
 
 
-Request = OffsetCommitRequest | OffsetDeleteRequest | DeleteGroupsRequest | GroupMetadataRequest
+Request = (
+    OffsetCommitRequest
+    | TxnOffsetCommitRequest
+    | OffsetDeleteRequest
+    | DeleteGroupsRequest
+    | GroupMetadataRequest
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -212,6 +212,7 @@ _REASONS: dict[ErrorCode, str] = {
     ErrorCode.NON_EMPTY_GROUP: "group has members",
     ErrorCode.GROUP_ID_NOT_FOUND: "group does not exist",
     ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "group members subscribe to the topic",
+    ErrorCode.UNSTABLE_OFFSET_COMMIT: "an open transaction holds an offset commit of the group",
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "the tenant's ACLs refuse this operation on the topic",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "the tenant's ACLs refuse this operation on the group",
 }

@@ -9,9 +9,17 @@ import json
 from typing import Any, NoReturn
 
 from state.coordinator.errors import ErrorCode
-from state.formats.records.wire import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from state.formats.records.wire import (
+    INT16_MAX,
+    INT16_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+)
 
 #: Kafka's integer types of the request fields: (name, min, max).
+INT16 = ("int16", INT16_MIN, INT16_MAX)
 INT32 = ("int32", INT32_MIN, INT32_MAX)
 INT64 = ("int64", INT64_MIN, INT64_MAX)
 

@@ -6,6 +6,9 @@ The message key is the group id (UTF-8); the value is one of (``?`` = optional, 
      "generationId"?: -1, "memberId"?: "", "groupInstanceId"?: null, "retentionTimeMs"?: -1,
      "topics": [{"name": "t", "partitions": [{"partitionIndex": 0, "committedOffset": 42,
                  "committedLeaderEpoch"?: -1, "committedMetadata"?: ""}]}]}
+    {"version": 1, "api": "TxnOffsetCommit", "requestId": "r-5", "groupId": "g",
+     "transactionalId": "tx-1", "producerId": 4000, "producerEpoch": 0, "generationId"?: -1,
+     "memberId"?: "", "groupInstanceId"?: null, "topics": [...as OffsetCommit's]}
     {"version": 1, "api": "OffsetDelete", "requestId": "r-2", "groupId": "g",
      "topics": [{"name": "t", "partitions": [{"partitionIndex": 0}]}]}
     {"version": 1, "api": "DeleteGroups", "requestId": "r-3", "groupId": "g"}
@@ -17,8 +20,10 @@ The message key is the group id (UTF-8); the value is one of (``?`` = optional, 
 
 Field names are Kafka's. Every request may carry ``timeoutMs`` (int32 >= 0; absent or null: the
 job's default; ``state.coordinator.deadlines``). ``retentionTimeMs`` -1 is the broker default;
-``committedMetadata`` null means "". Only ``groupInstanceId``, ``protocolName``, ``leader`` and
-``timeoutMs`` may be null.
+``committedMetadata`` null means "". A TxnOffsetCommit is produced inside the transaction it
+names (``transactionalId`` not empty, ``producerId`` int64, ``producerEpoch`` int16) and has no
+``retentionTimeMs`` (ignored if present: Kafka's has none). Only ``groupInstanceId``,
+``protocolName``, ``leader`` and ``timeoutMs`` may be null.
 
 The decoder checks shape and types only: JSON types, and integers (not booleans, not ``1.0``)
 within their Kafka type; the state machine answers semantic faults with Kafka's error codes.
@@ -44,8 +49,10 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
     Request,
+    TxnOffsetCommitRequest,
 )
 from state.formats.json_fields import (
+    INT16,
     INT32,
     INT64,
     REQUIRED,
@@ -98,6 +105,22 @@ def _dumps(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def _partitions_json(partitions: Iterable[PartitionCommit]) -> list[dict[str, Any]]:
+    """A commit's ``topics`` array."""
+    return _topics_json(
+        (
+            p.topic,
+            {
+                "partitionIndex": p.partition,
+                "committedOffset": p.offset,
+                "committedLeaderEpoch": p.leader_epoch,
+                "committedMetadata": p.metadata,
+            },
+        )
+        for p in partitions
+    )
+
+
 def encode_request(request: Request) -> bytes:
     """The UTF-8 JSON value of an ingest message: ``decode_request(encode_request(r)) == r`` for
     fields that fit their types (not range-checked here). ``ValueError`` for a lone surrogate,
@@ -112,18 +135,20 @@ def encode_request(request: Request) -> bytes:
             "memberId": request.member_id,
             "groupInstanceId": request.group_instance_id,
             "retentionTimeMs": request.retention_time_ms,
-            "topics": _topics_json(
-                (
-                    p.topic,
-                    {
-                        "partitionIndex": p.partition,
-                        "committedOffset": p.offset,
-                        "committedLeaderEpoch": p.leader_epoch,
-                        "committedMetadata": p.metadata,
-                    },
-                )
-                for p in request.partitions
-            ),
+            "topics": _partitions_json(request.partitions),
+        }
+    elif isinstance(request, TxnOffsetCommitRequest):
+        head |= {
+            "api": Api.TXN_OFFSET_COMMIT.value,
+            "requestId": request.request_id,
+            "groupId": request.group_id,
+            "transactionalId": request.transactional_id,
+            "producerId": request.producer_id,
+            "producerEpoch": request.producer_epoch,
+            "generationId": request.generation_id,
+            "memberId": request.member_id,
+            "groupInstanceId": request.group_instance_id,
+            "topics": _partitions_json(request.partitions),
         }
     elif isinstance(request, OffsetDeleteRequest):
         head |= {
@@ -182,6 +207,15 @@ def _checked_commit_partition(topic: str, raw: object, path: str) -> PartitionCo
     return PartitionCommit(topic, index, offset, epoch, metadata)
 
 
+def _commit_partitions(obj: dict[str, Any]) -> tuple[PartitionCommit, ...]:
+    """The partitions of a commit's ``topics``, in order."""
+    return tuple(
+        _checked_commit_partition(name, p, f"{tpath}.partitions[{pi}]")
+        for name, tpath, raw_partitions in _topics(obj)
+        for pi, p in enumerate(raw_partitions)
+    )
+
+
 def _offset_commit(
     obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
 ) -> OffsetCommitRequest:
@@ -189,19 +223,39 @@ def _offset_commit(
     member_id = read_str(obj, "memberId", "", "")
     instance_id = read_nullable_str(obj, "groupInstanceId", "")
     retention = read_int(obj, "retentionTimeMs", "", INT64, -1)
-    partitions = [
-        _checked_commit_partition(name, p, f"{tpath}.partitions[{pi}]")
-        for name, tpath, raw_partitions in _topics(obj)
-        for pi, p in enumerate(raw_partitions)
-    ]
     return OffsetCommitRequest(
         request_id=request_id,
         group_id=group_id,
-        partitions=tuple(partitions),
+        partitions=_commit_partitions(obj),
         generation_id=generation_id,
         member_id=member_id,
         group_instance_id=instance_id,
         retention_time_ms=retention,
+        timeout_ms=timeout_ms,
+    )
+
+
+def _txn_offset_commit(
+    obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
+) -> TxnOffsetCommitRequest:
+    transactional_id = read_str(obj, "transactionalId", "")
+    if not transactional_id:
+        reject("transactionalId", "empty")
+    producer_id = read_int(obj, "producerId", "", INT64)
+    producer_epoch = read_int(obj, "producerEpoch", "", INT16)
+    generation_id = read_int(obj, "generationId", "", INT32, -1)
+    member_id = read_str(obj, "memberId", "", "")
+    instance_id = read_nullable_str(obj, "groupInstanceId", "")
+    return TxnOffsetCommitRequest(
+        request_id=request_id,
+        group_id=group_id,
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partitions=_commit_partitions(obj),
+        generation_id=generation_id,
+        member_id=member_id,
+        group_instance_id=instance_id,
         timeout_ms=timeout_ms,
     )
 
@@ -273,6 +327,7 @@ def _ident(obj: dict[str, Any], key: str) -> str | None:
 
 _PARSERS = {
     Api.OFFSET_COMMIT.value: _offset_commit,
+    Api.TXN_OFFSET_COMMIT.value: _txn_offset_commit,
     Api.OFFSET_DELETE.value: _offset_delete,
     Api.DELETE_GROUPS.value: lambda obj, request_id, group_id, timeout_ms: DeleteGroupsRequest(
         request_id, group_id, timeout_ms

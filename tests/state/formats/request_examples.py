@@ -10,6 +10,7 @@ from state.coordinator.requests import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     PartitionCommit,
+    TxnOffsetCommitRequest,
 )
 
 CORRUPT = ErrorCode.CORRUPT_MESSAGE
@@ -44,3 +45,16 @@ MEMBERS = (
     MemberMetadata("m2", "static-2", "", "", 60_000, 10_000, ()),
 )
 GROUP = GroupMetadataRequest("r-4", "g", 3, "consumer", "range", "m1", MEMBERS, timeout_ms=0)
+# Transactional: the producer's ids at the edges of their Kafka types.
+TXN_COMMIT = TxnOffsetCommitRequest(
+    request_id="r-5",
+    group_id="g",
+    transactional_id="tx-é",
+    producer_id=(1 << 63) - 1,
+    producer_epoch=-(1 << 15),
+    partitions=(PartitionCommit("t", 0, 42), PartitionCommit("u", 1, 7, 3, "m")),
+    generation_id=4,
+    member_id="m1",
+    group_instance_id="static-1",
+    timeout_ms=5_000,
+)

@@ -20,6 +20,7 @@ from state.coordinator.requests import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     PartitionCommit,
+    TxnOffsetCommitRequest,
 )
 from state.formats.request_codec import (
     decode_members,
@@ -35,6 +36,7 @@ from tests.state.formats.request_examples import (
     GROUP,
     INVALID,
     MEMBERS,
+    TXN_COMMIT,
     UNSUPPORTED,
 )
 
@@ -44,6 +46,8 @@ from tests.state.formats.request_examples import (
     [
         COMMIT,
         OffsetCommitRequest("r", "g", ()),
+        TXN_COMMIT,
+        TxnOffsetCommitRequest("r", "", "t", 0, 0, ()),
         DELETE,
         OffsetDeleteRequest("r", "", ()),
         DELETE_GROUPS,
@@ -74,6 +78,48 @@ def test_encoded_commit_uses_kafka_field_names() -> None:
         "committedLeaderEpoch": 5,
         "committedMetadata": "meta😀",
     }
+
+
+def test_encoded_txn_commit_uses_kafka_field_names() -> None:
+    doc = json.loads(encode_request(TXN_COMMIT))
+    assert doc["api"] == "TxnOffsetCommit"
+    assert (doc["transactionalId"], doc["producerId"], doc["producerEpoch"]) == (
+        "tx-é",
+        2**63 - 1,
+        -(2**15),
+    )
+    assert (doc["generationId"], doc["memberId"], doc["groupInstanceId"]) == (4, "m1", "static-1")
+    assert doc["timeoutMs"] == 5_000
+    assert "retentionTimeMs" not in doc
+    assert doc["topics"][1] == {
+        "name": "u",
+        "partitions": [
+            {
+                "partitionIndex": 1,
+                "committedOffset": 7,
+                "committedLeaderEpoch": 3,
+                "committedMetadata": "m",
+            }
+        ],
+    }
+
+
+def test_minimal_txn_commit_takes_defaults_and_ignores_retention() -> None:
+    doc = {
+        "version": 1,
+        "api": "TxnOffsetCommit",
+        "requestId": "r",
+        "groupId": "g",
+        "transactionalId": "tx",
+        "producerId": 12,
+        "producerEpoch": 3,
+        # Kafka's TxnOffsetCommit has no retention: an unknown field, ignored.
+        "retentionTimeMs": 5,
+        "topics": [{"name": "t", "partitions": [{"partitionIndex": 3, "committedOffset": 9}]}],
+    }
+    assert decode_request(json.dumps(doc).encode()) == TxnOffsetCommitRequest(
+        "r", "g", "tx", 12, 3, (PartitionCommit("t", 3, 9, -1, ""),), -1, "", None, None
+    )
 
 
 def test_encoded_group_metadata_uses_kafka_field_names() -> None:
@@ -199,7 +245,11 @@ def _assert_result(result: object) -> None:
     else:
         assert isinstance(
             result,
-            OffsetCommitRequest | OffsetDeleteRequest | DeleteGroupsRequest | GroupMetadataRequest,
+            OffsetCommitRequest
+            | TxnOffsetCommitRequest
+            | OffsetDeleteRequest
+            | DeleteGroupsRequest
+            | GroupMetadataRequest,
         )
 
 
@@ -215,6 +265,7 @@ def test_never_raises_on_arbitrary_json(value: Any) -> None:
 
 TEMPLATES = [
     json.loads(encode_request(COMMIT)),
+    json.loads(encode_request(TXN_COMMIT)),
     json.loads(encode_request(DELETE)),
     json.loads(encode_request(DELETE_GROUPS)),
     json.loads(encode_request(GROUP)),

@@ -12,7 +12,14 @@ import pytest
 from state.coordinator.errors import ErrorCode
 from state.coordinator.requests import DecodeError
 from state.formats.request_codec import decode_request, encode_request
-from tests.state.formats.request_examples import COMMIT, CORRUPT, GROUP, INVALID, UNSUPPORTED
+from tests.state.formats.request_examples import (
+    COMMIT,
+    CORRUPT,
+    GROUP,
+    INVALID,
+    TXN_COMMIT,
+    UNSUPPORTED,
+)
 
 
 def commit_doc() -> dict[str, Any]:
@@ -32,6 +39,13 @@ def commit_doc() -> dict[str, Any]:
             }
         ],
     }
+
+
+def txn_doc() -> dict[str, Any]:
+    return json.loads(encode_request(TXN_COMMIT))
+
+
+TXN_IDS = ("r-5", "g", "TxnOffsetCommit")
 
 
 def group_doc() -> dict[str, Any]:
@@ -296,6 +310,83 @@ MALFORMED: list[tuple[str, bytes | None, ErrorCode, str, tuple[str | None, ...]]
         INVALID,
         "topics[0].partitions[0].partitionIndex: missing",
         ("r", "g", "OffsetDelete"),
+    ),
+    (
+        "transactionalId missing",
+        edit(txn_doc(), ("transactionalId",), DELETE_FIELD),
+        INVALID,
+        "transactionalId: missing",
+        TXN_IDS,
+    ),
+    (
+        "transactionalId empty",
+        edit(txn_doc(), ("transactionalId",), ""),
+        INVALID,
+        "transactionalId: empty",
+        TXN_IDS,
+    ),
+    (
+        "transactionalId null",
+        edit(txn_doc(), ("transactionalId",), None),
+        INVALID,
+        "transactionalId: expected a string, got null",
+        TXN_IDS,
+    ),
+    (
+        "producerId missing",
+        edit(txn_doc(), ("producerId",), DELETE_FIELD),
+        INVALID,
+        "producerId: missing",
+        TXN_IDS,
+    ),
+    (
+        "producerId string",
+        edit(txn_doc(), ("producerId",), "12"),
+        INVALID,
+        "producerId: expected an integer, got string",
+        TXN_IDS,
+    ),
+    (
+        "producerId over int64",
+        edit(txn_doc(), ("producerId",), 1 << 63),
+        INVALID,
+        "producerId: 9223372036854775808 is out of range for int64",
+        TXN_IDS,
+    ),
+    (
+        "producerEpoch missing",
+        edit(txn_doc(), ("producerEpoch",), DELETE_FIELD),
+        INVALID,
+        "producerEpoch: missing",
+        TXN_IDS,
+    ),
+    (
+        "producerEpoch over int16",
+        edit(txn_doc(), ("producerEpoch",), 1 << 15),
+        INVALID,
+        "producerEpoch: 32768 is out of range for int16",
+        TXN_IDS,
+    ),
+    (
+        "producerEpoch float",
+        edit(txn_doc(), ("producerEpoch",), 1.0),
+        INVALID,
+        "producerEpoch: expected an integer, got number",
+        TXN_IDS,
+    ),
+    (
+        "txn generation bool",
+        edit(txn_doc(), ("generationId",), True),
+        INVALID,
+        "generationId: expected an integer, got boolean",
+        TXN_IDS,
+    ),
+    (
+        "txn offset missing",
+        edit(txn_doc(), ("topics", 1, "partitions", 0, "committedOffset"), DELETE_FIELD),
+        INVALID,
+        "topics[1].partitions[0].committedOffset: missing",
+        TXN_IDS,
     ),
     (
         "group generation missing",

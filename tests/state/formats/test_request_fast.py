@@ -22,7 +22,13 @@ from tests.state.formats.request_documents import (
     dumps,
     message_values,
 )
-from tests.state.formats.request_examples import COMMIT, CORRUPT, INVALID, UNSUPPORTED
+from tests.state.formats.request_examples import (
+    COMMIT,
+    CORRUPT,
+    INVALID,
+    TXN_COMMIT,
+    UNSUPPORTED,
+)
 from tests.state.strategies import commits
 
 
@@ -197,6 +203,8 @@ LEFT_TO_EXACT: list[tuple[str, bytes, object]] = [
     ("version true", commit().replace(b'"version":1', b'"version":true'), INVALID),
     ("version 2", commit().replace(b'"version":1', b'"version":2'), UNSUPPORTED),
     ("other api", commit().replace(b"OffsetCommit", b"OffsetDelete"), "valid"),
+    ("transactional", encode_request(TXN_COMMIT), "valid"),
+    ("transactional, no producer", commit().replace(b"OffsetCommit", b"TxnOffsetCommit"), INVALID),
     ("partition not object", commit("[0,5]"), INVALID),
     ("no topics", commit().replace(b'{"name":"t","partitions":[%s]}' % P0.encode(), b""), "valid"),
     ("no partitions", commit(""), "valid"),
