@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.errors import ErrorCode
+from state.coordinator.requests import Api
 from state.engine.apply import ApplyResult, apply_batch, cleanup_group_metadata
 from state.engine.consumer_groups import consumer_group_records
 from state.engine.loading import (
@@ -333,12 +334,13 @@ def _encode_answers(answered: list[tuple[int, pa.Table]], shard: int) -> tuple[p
 
 
 def group_commits(responses: pa.Table) -> pa.Table:
-    """Offset commits applied per group (``group_id``, ``commits_applied``): OffsetCommit
-    partitions answered NONE, one per partition as Kafka writes a record per partition."""
+    """Offset commits applied per group (``group_id``, ``commits_applied``): OffsetCommit and
+    TxnOffsetCommit partitions answered NONE, one per partition as Kafka writes a record per
+    partition."""
     if not responses.num_rows:
         return pa.table({})
     applied = pc.and_(
-        pc.and_(pc.equal(responses["api"], "OffsetCommit"), pc.equal(responses["error_code"], 0)),
+        pc.and_(_is_commit(responses), pc.equal(responses["error_code"], 0)),
         pc.is_valid(responses["topic"]),
     )
     groups = responses["group_id"].filter(applied)
@@ -346,6 +348,15 @@ def group_commits(responses: pa.Table) -> pa.Table:
         return pa.table({})
     counts = pc.value_counts(groups).flatten()
     return pa.table({"group_id": counts[0], "commits_applied": counts[1]})
+
+
+#: The APIs whose applied partitions count as commits (Kafka's ``OFFSET_COMMITS_SENSOR_NAME``).
+_COMMIT_APIS = pa.array([Api.OFFSET_COMMIT.value, Api.TXN_OFFSET_COMMIT.value])
+
+
+def _is_commit(responses: pa.Table) -> pa.ChunkedArray:
+    """Per response row: an OffsetCommit's or a TxnOffsetCommit's."""
+    return pc.is_in(responses["api"], value_set=_COMMIT_APIS)
 
 
 def _count(mask: pa.ChunkedArray | pa.Array) -> int:
@@ -359,9 +370,7 @@ def _stats(
     ok = pc.equal(responses["error_code"], 0) if responses.num_rows else None
     return {
         "input_rows": applied.input_rows,
-        "commits_applied": (
-            _count(pc.and_(ok, pc.equal(responses["api"], "OffsetCommit"))) if ok is not None else 0
-        ),
+        "commits_applied": (_count(pc.and_(ok, _is_commit(responses))) if ok is not None else 0),
         "rejected": _count(pc.invert(ok)) if ok is not None else 0,
         "tombstones": _count(pc.is_null(records["value"])) if records.num_rows else 0,
         "state_keys": applied.state.num_offsets,

@@ -26,6 +26,7 @@ from state.coordinator.requests import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     Request,
+    TxnOffsetCommitRequest,
 )
 from state.coordinator.rules import (
     error_reason,
@@ -94,7 +95,7 @@ def handle(
 ) -> HandlerResult:
     """Answer ``request`` over its group's view (empty for no group or an invalid id);
     ``timestamp_ms``, its log-append time, stamps commits and metadata changes."""
-    if isinstance(request, OffsetCommitRequest):
+    if isinstance(request, OffsetCommitRequest | TxnOffsetCommitRequest):
         return _offset_commit(request, group, timestamp_ms, shard_id, config)
     if isinstance(request, OffsetDeleteRequest):
         return _offset_delete(request, group, shard_id, config)
@@ -139,14 +140,19 @@ def _answer(code: ErrorCode, records: list[Record] | None = None) -> HandlerResu
 
 
 def _offset_commit(
-    request: OffsetCommitRequest,
+    request: OffsetCommitRequest | TxnOffsetCommitRequest,
     group: GroupView,
     timestamp_ms: int,
     shard_id: int,
     config: CoordinatorConfig,
 ) -> HandlerResult:
-    """OffsetCommit: one response per partition, in request order, and a record per accepted
-    partition (``OffsetMetadataManager.commitOffset``)."""
+    """OffsetCommit and TxnOffsetCommit: one response per partition, in request order, and a
+    record per accepted partition (``OffsetMetadataManager.commitOffset`` and
+    ``commitTransactionalOffset``). A TxnOffsetCommit reaches the state only once its
+    transaction committed; it differs in its group checks (``validate_commit_group``), refuses
+    the empty group id (``GroupCoordinatorService.commitTransactionalOffsets``) and has no
+    retention."""
+    transactional = isinstance(request, TxnOffsetCommitRequest)
     # A commit listing no partitions is answered by Kafka's KafkaApis without the coordinator.
     if not request.partitions:
         return _answer(ErrorCode.NONE)
@@ -158,7 +164,9 @@ def _offset_commit(
             codes[i] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     records: list[Record] = []
     if any(code is None for code in codes):
-        group_error = _group_id_error(request.group_id, shard_id, config, empty_allowed=True)
+        group_error = _group_id_error(
+            request.group_id, shard_id, config, empty_allowed=not transactional
+        )
         if group_error == ErrorCode.NONE:
             group_error = validate_commit_group(
                 group.metadata,
@@ -166,8 +174,10 @@ def _offset_commit(
                 request.generation_id,
                 request.member_id,
                 request.group_instance_id,
+                transactional=transactional,
             )
-        expire = expire_timestamp(timestamp_ms, request.retention_time_ms)
+        retention = request.retention_time_ms if isinstance(request, OffsetCommitRequest) else -1
+        expire = expire_timestamp(timestamp_ms, retention)
         for i, p in enumerate(request.partitions):
             if codes[i] is not None:
                 continue

@@ -47,7 +47,8 @@ MAX_RECORD_STRING_BYTES = 0x7FFF
 
 def is_valid_group_id(group_id: str | None, *, empty_allowed: bool = False) -> bool:
     """Kafka's group id check, plus it must fit a record key. ``empty_allowed``: Kafka 4.1 takes
-    "" in OffsetCommit, OffsetFetch and DeleteGroups, not in OffsetDelete and JoinGroup."""
+    "" in OffsetCommit, OffsetFetch and DeleteGroups, not in TxnOffsetCommit, OffsetDelete and
+    JoinGroup."""
     if group_id is None:
         return False
     if not group_id:
@@ -95,13 +96,18 @@ def validate_commit_group(
     generation_id: int,
     member_id: str,
     group_instance_id: str | None,
+    *,
+    transactional: bool = False,
 ) -> ErrorCode:
-    """The group-level check of an OffsetCommit (``ClassicGroup.validateOffsetCommit``).
+    """The group-level check of an OffsetCommit, or of a TxnOffsetCommit when ``transactional``
+    (``ClassicGroup.validateOffsetCommit``).
 
     ``exists``: the group has GroupMetadata or offsets. A missing group takes a negative generation
     only; an Empty group takes any negative-generation commit (admin, standalone); otherwise the
-    member (by static instance id when given) and generation must match. A group with members is
-    Stable (rebalance states are not modelled).
+    member (by static instance id when given) and generation must match. A commit naming neither
+    member, generation nor instance is refused by a group with members unless transactional (the
+    first TxnOffsetCommit versions carried none). A group with members is Stable (rebalance states
+    are not modelled, so REBALANCE_IN_PROGRESS, never a TxnOffsetCommit's, is not either).
     """
     if not exists:
         return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
@@ -124,7 +130,7 @@ def validate_commit_group(
             return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
     # A legacy commit (no member id, no generation) to a group with members.
-    return ErrorCode.UNKNOWN_MEMBER_ID
+    return ErrorCode.NONE if transactional else ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def validate_offset_delete_group(metadata: GroupMetadataValue | None, exists: bool) -> ErrorCode:

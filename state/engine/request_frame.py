@@ -20,6 +20,7 @@ from state.coordinator.requests import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     Request,
+    TxnOffsetCommitRequest,
 )
 from state.formats.frames import EXTENDED_REQUEST_FRAME_SCHEMA
 from state.formats.request_codec import decode_request, encode_members
@@ -67,13 +68,18 @@ def request_rows(
         "group_id": request.group_id,
         "timeout_ms": request.timeout_ms,
     }
-    if isinstance(request, OffsetCommitRequest):
+    if isinstance(request, OffsetCommitRequest | TxnOffsetCommitRequest):
+        # A TxnOffsetCommit's rows are an OffsetCommit's without retention; its transaction ids
+        # stay out: the transaction committed before the job read it, and no rule reads them.
+        transactional = isinstance(request, TxnOffsetCommitRequest)
         head.update(
-            api=Api.OFFSET_COMMIT.value,
+            api=(Api.TXN_OFFSET_COMMIT if transactional else Api.OFFSET_COMMIT).value,
             generation_id=request.generation_id,
             member_id=request.member_id,
             group_instance_id=request.group_instance_id,
-            retention_time_ms=request.retention_time_ms,
+            retention_time_ms=(
+                request.retention_time_ms if isinstance(request, OffsetCommitRequest) else -1
+            ),
         )
         if not request.partitions:
             return [_row(ingest_offset, 0, timestamp_ms, **head)]

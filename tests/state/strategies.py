@@ -13,6 +13,7 @@ from state.coordinator.requests import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     PartitionCommit,
+    TxnOffsetCommitRequest,
 )
 from state.coordinator.rules import MAX_PARTITIONS_PER_TOPIC
 
@@ -77,6 +78,24 @@ def commits(draw: st.DrawFn, simple: bool = False) -> OffsetCommitRequest:
 
 
 @st.composite
+def txn_commits(draw: st.DrawFn, simple: bool = False) -> TxnOffsetCommitRequest:
+    """A commit's fields in a TxnOffsetCommit (its retention dropped: it has none)."""
+    c = draw(commits(simple))
+    return TxnOffsetCommitRequest(
+        request_id=f"x{c.request_id}",
+        group_id=c.group_id,
+        transactional_id=draw(st.sampled_from(["tx-1", "tx-2"])),
+        producer_id=draw(st.integers(0, 2**63 - 1)),
+        producer_epoch=draw(st.integers(0, 2**15 - 1)),
+        partitions=c.partitions,
+        generation_id=c.generation_id,
+        member_id=c.member_id,
+        group_instance_id=c.group_instance_id,
+        timeout_ms=c.timeout_ms,
+    )
+
+
+@st.composite
 def offset_deletes(draw: st.DrawFn) -> OffsetDeleteRequest:
     tps = draw(st.lists(st.builds(TopicPartition, topics, partitions), max_size=3))
     return OffsetDeleteRequest(
@@ -113,10 +132,17 @@ def group_metadata(draw: st.DrawFn) -> GroupMetadataRequest:
 
 
 requests = st.one_of(
-    commits(), commits(), commits(simple=True), offset_deletes(), group_deletes(), group_metadata()
+    commits(),
+    commits(),
+    commits(simple=True),
+    txn_commits(),
+    txn_commits(simple=True),
+    offset_deletes(),
+    group_deletes(),
+    group_metadata(),
 )
 # Batches that are commit-only for groups without members exercise the vectorized path.
-commit_batches = st.lists(commits(simple=True), min_size=1, max_size=12)
+commit_batches = st.lists(commits(simple=True) | txn_commits(simple=True), min_size=1, max_size=12)
 mixed_batches = st.lists(requests, max_size=12)
 batches = st.lists(
     st.tuples(st.sampled_from([0, 0, 10, 60, 200]), commit_batches | mixed_batches), max_size=8

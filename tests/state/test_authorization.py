@@ -28,9 +28,18 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
     Request,
+    TxnOffsetCommitRequest,
 )
 from state.shard import apply_batch, empty_shard, frame_from_requests, snapshot
-from tests.state.strategies import GROUPS, SHARD, TOPICS, commits, group_deletes, offset_deletes
+from tests.state.strategies import (
+    GROUPS,
+    SHARD,
+    TOPICS,
+    commits,
+    group_deletes,
+    offset_deletes,
+    txn_commits,
+)
 
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 READ, DELETE, DESCRIBE = AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE
@@ -208,7 +217,7 @@ bindings = st.builds(
 
 def _allowed_part(request: Request, auth: Authorizer) -> Request | None:
     """What Kafka hands its coordinator of ``request`` under ``auth`` (None: nothing)."""
-    if isinstance(request, OffsetCommitRequest):
+    if isinstance(request, OffsetCommitRequest | TxnOffsetCommitRequest):
         if not auth.authorize(GROUP, request.group_id, READ):
             return None
         parts = tuple(p for p in request.partitions if auth.authorize(TOPIC, p.topic, READ))
@@ -233,7 +242,9 @@ def _allowed_part(request: Request, auth: Authorizer) -> Request | None:
 @settings(max_examples=150, deadline=None)
 @given(
     requests=st.lists(
-        commits(simple=True) | offset_deletes() | group_deletes(), min_size=1, max_size=12
+        commits(simple=True) | txn_commits(simple=True) | offset_deletes() | group_deletes(),
+        min_size=1,
+        max_size=12,
     ),
     rules=st.lists(bindings, max_size=6),
 )

@@ -136,6 +136,11 @@ def test_validate_commit_group() -> None:
     assert validate_commit_group(gm, True, 2, "x", "i") == ErrorCode.FENCED_INSTANCE_ID
     assert validate_commit_group(gm, True, 1, "m", None) == ErrorCode.ILLEGAL_GENERATION
     assert validate_commit_group(gm, True, -1, "", None) == ErrorCode.UNKNOWN_MEMBER_ID
+    # A TxnOffsetCommit naming no member nor generation is taken; any other check is the same.
+    assert validate_commit_group(gm, True, -1, "", None, transactional=True) == ErrorCode.NONE
+    illegal = ErrorCode.ILLEGAL_GENERATION
+    assert validate_commit_group(gm, True, 1, "m", None, transactional=True) == illegal
+    assert validate_commit_group(None, False, 0, "", None, transactional=True) == illegal
 
 
 def test_deadlines() -> None:

@@ -1,13 +1,16 @@
 """A row check of ``apply_batch`` for tenants: Kafka's ACLs over whole columns, as ``KafkaApis``
 checks them before the coordinator sees a request.
 
-1. the group: READ for OffsetCommit and GroupMetadata, DELETE for OffsetDelete and DeleteGroups;
-   refused: GROUP_AUTHORIZATION_FAILED on every partition of a commit
-   (``OffsetCommitRequest.getErrorResponse``), request-level otherwise, nothing applied;
-2. then each partition's topic: READ for OffsetCommit and OffsetDelete; refused:
+1. the group: READ for OffsetCommit, TxnOffsetCommit and GroupMetadata, DELETE for OffsetDelete
+   and DeleteGroups; refused: GROUP_AUTHORIZATION_FAILED on every partition of a commit
+   (``OffsetCommitRequest.getErrorResponse``, ``TxnOffsetCommitRequest``'s alike), request-level
+   otherwise, nothing applied;
+2. then each partition's topic: READ for both commits and OffsetDelete; refused:
    TOPIC_AUTHORIZATION_FAILED on those partitions only, the others go on.
 
-Rows without a group id or topic are left to the checks that answer them."""
+Rows without a group id or topic are left to the checks that answer them. Kafka checks a
+TxnOffsetCommit's WRITE on its transactional id first; here the ingest cluster checks it, when
+the producer joins the ingest topic to its transaction."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from state.engine.apply.batch import (
     GROUP_METADATA,
     OFFSET_COMMIT,
     OFFSET_DELETE,
+    TXN_OFFSET_COMMIT,
     Batch,
 )
 
@@ -32,6 +36,7 @@ _GROUP_OPERATION = {
     OFFSET_DELETE: AclOperation.DELETE,
     DELETE_GROUPS: AclOperation.DELETE,
     GROUP_METADATA: AclOperation.READ,
+    TXN_OFFSET_COMMIT: AclOperation.READ,
 }
 
 

@@ -21,8 +21,9 @@ APIS = [
     Api.OFFSET_DELETE.value,
     Api.DELETE_GROUPS.value,
     Api.GROUP_METADATA.value,
+    Api.TXN_OFFSET_COMMIT.value,
 ]
-OFFSET_COMMIT, OFFSET_DELETE, DELETE_GROUPS, GROUP_METADATA = range(len(APIS))
+OFFSET_COMMIT, OFFSET_DELETE, DELETE_GROUPS, GROUP_METADATA, TXN_OFFSET_COMMIT = range(len(APIS))
 #: ``Batch.api`` of a row whose API is not one of ``APIS``.
 UNKNOWN_API = -1
 #: The columns a frame may lack (each then all null): ``as_table`` adds them.
@@ -42,7 +43,7 @@ class Batch:
     # int64, timeout_ms, DEFAULT_TIMEOUT where null; None when no row has one
     timeout: np.ndarray | None
     generation: np.ndarray  # int64
-    retention: np.ndarray  # int64, retention_time_ms (-1: the configured one)
+    retention: np.ndarray  # int64, retention_time_ms (-1: the configured one; always a txn's)
     leader_epoch: np.ndarray  # int64
     error_code: np.ndarray  # int64, != 0 where the decoder rejected the row
     partition: np.ndarray  # int64, -1 where null
@@ -51,6 +52,9 @@ class Batch:
     offset_null: np.ndarray  # bool
     topic_null: np.ndarray  # bool
     api: np.ndarray  # int64, index in APIS, UNKNOWN_API for any other
+    # bool, rows of commits: OffsetCommit and TxnOffsetCommit, which share their rules but for
+    # the group checks (``rules.validate_commit_group``), the empty group id and retention
+    commit: np.ndarray
 
     @staticmethod
     def of(frame: pa.Table | pd.DataFrame) -> Batch:
@@ -67,7 +71,13 @@ class Batch:
             if (order != np.arange(n)).any():
                 table = table.take(pa.array(order))
         table = table.combine_chunks()
-        api = pc.fill_null(pc.index_in(table["api"], value_set=pa.array(APIS)), UNKNOWN_API)
+        api = np.asarray(
+            pc.fill_null(pc.index_in(table["api"], value_set=pa.array(APIS)), UNKNOWN_API)
+        ).astype(np.int64)
+        transactional = api == TXN_OFFSET_COMMIT
+        retention = numpy_column(table, "retention_time_ms", np.int64)
+        if transactional.any():  # Kafka's TxnOffsetCommit has no retention
+            retention = np.where(transactional, -1, retention)
         return Batch(
             table=table,
             n=n,
@@ -79,7 +89,7 @@ class Batch:
                 else numpy_column(table, "timeout_ms", np.int64, DEFAULT_TIMEOUT)
             ),
             generation=numpy_column(table, "generation_id", np.int64),
-            retention=numpy_column(table, "retention_time_ms", np.int64),
+            retention=retention,
             leader_epoch=numpy_column(table, "leader_epoch", np.int64),
             error_code=numpy_column(table, "error_code", np.int64),
             partition=numpy_column(table, "partition", np.int64, -1),
@@ -87,7 +97,8 @@ class Batch:
             offset=numpy_column(table, "offset", np.int64, 0),
             offset_null=np.asarray(table["offset"].is_null()),
             topic_null=np.asarray(table["topic"].is_null()),
-            api=np.asarray(api).astype(np.int64),
+            api=api,
+            commit=(api == OFFSET_COMMIT) | transactional,
         )
 
     def col(self, name: str) -> pa.Array:

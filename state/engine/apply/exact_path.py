@@ -3,6 +3,8 @@ over each group's ``GroupView``, which follows the records written. Groups are i
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -17,6 +19,7 @@ from state.coordinator.requests import (
     OffsetDeleteRequest,
     PartitionCommit,
     Request,
+    TxnOffsetCommitRequest,
 )
 from state.coordinator.rules import CONSUMER_PROTOCOL_TYPE
 from state.engine.apply.accumulators import Answers, Writes
@@ -110,7 +113,7 @@ def request_of(
     row = int(idx[a])
     api = int(batch.api[row])
     request_id, group_id = cols["request_id"][a], cols["group_id"][a]
-    if api == OFFSET_COMMIT:
+    if batch.commit[row]:
         parts = tuple(
             PartitionCommit(
                 topic=cols["topic"][i],
@@ -121,18 +124,20 @@ def request_of(
             )
             for i in range(a, b)
         )
-        return (
-            OffsetCommitRequest(
-                request_id=request_id,
-                group_id=group_id,
-                partitions=parts,
-                generation_id=int(batch.generation[row]),
-                member_id=cols["member_id"][a] or "",
-                group_instance_id=cols["group_instance_id"][a],
-                retention_time_ms=int(batch.retention[row]),
-            ),
-            None,
-        )
+        common: dict[str, Any] = {
+            "request_id": request_id,
+            "group_id": group_id,
+            "partitions": parts,
+            "generation_id": int(batch.generation[row]),
+            "member_id": cols["member_id"][a] or "",
+            "group_instance_id": cols["group_instance_id"][a],
+        }
+        if api == OFFSET_COMMIT:
+            return OffsetCommitRequest(**common, retention_time_ms=int(batch.retention[row])), None
+        # The frame keeps no transaction ids (``request_frame.request_rows``); no rule reads them.
+        return TxnOffsetCommitRequest(
+            **common, transactional_id="", producer_id=-1, producer_epoch=-1
+        ), None
     if api == OFFSET_DELETE:
         marker = b - a == 1 and batch.topic_null[row] and batch.partition_null[row]
         tps = (

@@ -43,7 +43,8 @@ def route(
     commit, other, first = checked.commit, checked.other, checked.first
     group_col = batch.col("group_id")
     group_bytes = np.asarray(pc.fill_null(pc.binary_length(group_col), 0))
-    # As ``rules.is_valid_group_id``: OffsetCommit and DeleteGroups take the empty group id.
+    # As ``rules.is_valid_group_id``: OffsetCommit and DeleteGroups take the empty group id,
+    # TxnOffsetCommit does not.
     empty_allowed = (batch.api == OFFSET_COMMIT) | (batch.api == DELETE_GROUPS)
     valid_group = (
         ((group_bytes > 0) | empty_allowed)

@@ -20,14 +20,14 @@ from state.coordinator.errors import ErrorCode
 from state.coordinator.rules import MAX_PARTITIONS_PER_TOPIC, is_valid_topic
 from state.engine.apply.accumulators import Answers
 from state.engine.apply.authorization import authorize_rows
-from state.engine.apply.batch import APIS, OFFSET_COMMIT, Batch
+from state.engine.apply.batch import APIS, Batch
 
 
 @dataclass(frozen=True)
 class CheckedRows:
     """Boolean masks over the batch rows of what the row checks left unanswered."""
 
-    commit: np.ndarray  # OffsetCommit partitions that passed every row check
+    commit: np.ndarray  # OffsetCommit and TxnOffsetCommit partitions that passed every row check
     other: np.ndarray  # rows of requests of the other APIs
     first: np.ndarray  # the first row of each request still to answer (for request-level answers)
 
@@ -89,13 +89,13 @@ def check_rows(
         answers.add(idx, ErrorCode.REQUEST_TIMED_OUT, True, reasons)
         alive &= ~timed_out
 
-    commit = alive & (batch.api == OFFSET_COMMIT)
+    commit = alive & batch.commit
     # A commit listing no partitions is one row with null topic and partition: Kafka answers it
     # without consulting the coordinator.
     marker = commit & batch.topic_null & batch.partition_null & (rows_in_request == 1)
     answers.add(all_rows[marker], ErrorCode.NONE, True)
     commit &= ~marker
-    other = alive & (batch.api != OFFSET_COMMIT)
+    other = alive & ~batch.commit
     if authorizer is not None:
         commit, other = authorize_rows(batch, authorizer, commit, other, first, answers)
     null_offset = commit & batch.offset_null

@@ -4,13 +4,14 @@ the exact decoder, its rows as plain dicts), exactly."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import given, settings
 
 from state.engine.request_frame import decode_request_messages, request_rows
 from state.formats.frames import EXTENDED_REQUEST_FRAME_SCHEMA
 from state.formats.request_codec import decode_request, encode_request
 from tests.state.formats.request_documents import message_batches
-from tests.state.formats.request_examples import COMMIT, DELETE, DELETE_GROUPS, GROUP
+from tests.state.formats.request_examples import COMMIT, DELETE, DELETE_GROUPS, GROUP, TXN_COMMIT
 
 Messages = list[tuple[int, int, bytes | bytearray | memoryview | None]]
 
@@ -59,12 +60,17 @@ def test_mixed_batch() -> None:
         (18, 1_008, memoryview(commit)),
         (19, 1_009, encode_request(DELETE_GROUPS)),
         (20, 1_010, b"\xff"),
+        (21, 1_011, encode_request(TXN_COMMIT)),
     ]
     frame = assert_same_frame(messages)
     rows = len(COMMIT.partitions)
-    # Four commits, the delete's partitions, and one row for each other message.
-    assert frame.num_rows == 4 * rows + len(DELETE.partitions) + 6
+    # Four commits, the delete's and the transactional commit's partitions, and one row for
+    # each other message.
+    assert frame.num_rows == 4 * rows + len(DELETE.partitions) + len(TXN_COMMIT.partitions) + 6
     assert frame["ingest_offset"].to_pylist()[: rows + 1] == [10] * rows + [11]
+    txn_rows = frame.filter(pc.equal(frame["ingest_offset"], 21))
+    assert txn_rows["api"].to_pylist() == ["TxnOffsetCommit"] * len(TXN_COMMIT.partitions)
+    assert txn_rows["retention_time_ms"].to_pylist() == [-1] * len(TXN_COMMIT.partitions)
 
 
 def test_empty_batch() -> None:
