@@ -1,24 +1,21 @@
 """Reading committed offsets (OffsetFetch, ListGroups, describe with lag) from the sink:
-:class:`OffsetsReader`. :class:`BrokerOffsets` is the one reader of the cluster's offsets
-(log end, log start, by time, the records at committed offsets); :func:`lag` the one rule of
-lag in messages.
+:class:`OffsetsReader`, with the cluster's offsets from :class:`BrokerOffsets`
+(``connectors.client.broker_offsets``); :func:`lag` the one rule of lag in messages.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError
 
+from connectors.client.broker_offsets import BrokerOffsets
 from connectors.client.errors import CoordinatorLoadInProgressError, OffsetsError
 from connectors.client.starting_offsets import missing_marker, starting_offsets_json
 from connectors.closing import CloseOnExit
-from connectors.kafka.admin import list_offsets
+from connectors.kafka.admin import DEFAULT_INGEST_TOPIC
 from connectors.sinks import (
     CommitHistoryEntry,
     CommittedOffset,
@@ -27,7 +24,7 @@ from connectors.sinks import (
     Sink,
     open_sink,
 )
-from connectors.sinks.log_end_samples import RecordTime, lag_ms, record_lag
+from connectors.sinks.log_end_samples import lag_ms, record_lag
 from connectors.sinks.values import now_ms
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
@@ -35,8 +32,6 @@ from state.coordinator.model import TopicPartition
 #: Seconds between two reads of the committed topics' log ends (the mirror's and serve's):
 #: Burrow and kafka_exporter poll every 30-60 s; 10 s keeps a dashboard's lag fresh.
 LOG_END_INTERVAL_S: Final = 10.0
-#: A partition's fetch when reading the record at a committed offset: one record is wanted.
-_RECORD_FETCH_BYTES: Final = 64 * 1024
 
 
 def lag(committed: int, log_end: int | None) -> int | None:
@@ -67,6 +62,9 @@ class PartitionLag:
     lag_seconds: float | None = None
     #: The committed offset is older than the sampled table: the lag is at least lag_seconds.
     lag_seconds_bounded: bool = False
+    #: UNSTABLE_OFFSET_COMMIT (88) under RequireStable while a transaction holds an offset of
+    #: the partition (then committed_offset is -1, lag unknown), else 0.
+    error_code: int = 0
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -98,132 +96,17 @@ class GroupDescription:
         return max(known) if known else None
 
 
-class BrokerOffsets(CloseOnExit):
-    """Partition offsets from the cluster through one kafka-python consumer (no group); not
-    thread-safe. Partitions the cluster does not know are left out of every answer (kafka-python
-    would wait for them forever)."""
-
-    def __init__(self, client_options: Mapping[str, Any], timeout_s: float = 30.0) -> None:
-        self._options = dict(client_options)
-        self.timeout_s = timeout_s
-        self._consumer: KafkaConsumer | None = None
-
-    def _client(self) -> KafkaConsumer:
-        if self._consumer is None:
-            self._consumer = KafkaConsumer(
-                **{
-                    "client_id": "consumer-offsets-reader",
-                    "auto_offset_reset": "earliest",
-                    "max_partition_fetch_bytes": _RECORD_FETCH_BYTES,
-                    **self._options,
-                    "group_id": None,
-                    "enable_auto_commit": False,
-                    "allow_auto_create_topics": False,
-                }
-            )
-        return self._consumer
-
-    def read_committed(self) -> BrokerOffsets:
-        """A reader of the same cluster whose log ends are last stable offsets (read_committed):
-        an open transaction's first offset while one is open. The caller closes it."""
-        return BrokerOffsets({**self._options, "isolation_level": "read_committed"}, self.timeout_s)
-
-    def partitions_for(self, topic: str) -> list[int]:
-        """The topic's partition ids, sorted ([] when it does not exist)."""
-        return sorted(self._client().partitions_for_topic(topic) or ())
-
-    def _known(self, partitions: Iterable[TopicPartition]) -> list[KafkaTopicPartition]:
-        by_topic: dict[str, set[int]] = {}
-        known = []
-        for topic, partition in partitions:
-            if topic not in by_topic:
-                by_topic[topic] = set(self.partitions_for(topic))
-            if partition in by_topic[topic]:
-                known.append(KafkaTopicPartition(topic, partition))
-        return known
-
-    def _list(
-        self, partitions: Iterable[TopicPartition], call: Callable[[KafkaConsumer], Any]
-    ) -> dict[TopicPartition, Any]:
-        """``call(consumer)(known partitions)`` (a ListOffsets), by partition ({} for none)."""
-        known = self._known(partitions)
-        if not known:
-            return {}
-        answer = list_offsets(call(self._client()), known, self.timeout_s)
-        return {TopicPartition(tp.topic, tp.partition): off for tp, off in answer.items()}
-
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Log-end offset (the next offset to be written) of each known partition."""
-        return self._list(partitions, lambda consumer: consumer.end_offsets)
-
-    def topic_end_offsets(self, topics: Iterable[str]) -> dict[TopicPartition, int]:
-        """Log-end offset of every partition of ``topics`` (topics the cluster lacks: none)."""
-        return self.end_offsets(
-            TopicPartition(topic, p) for topic in topics for p in self.partitions_for(topic)
-        )
-
-    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Log-start offset (the earliest readable offset) of each known partition."""
-        return self._list(partitions, lambda consumer: consumer.beginning_offsets)
-
-    def offsets_for_time(
-        self, partitions: Iterable[TopicPartition], timestamp_ms: int
-    ) -> dict[TopicPartition, int | None]:
-        """The earliest offset whose timestamp is >= ``timestamp_ms``, per known partition;
-        None where no message is that recent (Kafka's reset then uses the log end)."""
-        answer = self._list(
-            partitions,
-            lambda consumer: (
-                lambda tps: consumer.offsets_for_times(dict.fromkeys(tps, int(timestamp_ms)))
-            ),
-        )
-        return {tp: None if found is None else found.offset for tp, found in answer.items()}
-
-    def record_times(
-        self, positions: Mapping[TopicPartition, int], timeout_s: float | None = None
-    ) -> dict[TopicPartition, RecordTime]:
-        """The time of the record at each known partition's offset of ``positions`` (``gone``
-        where retention deleted it: then the first kept record's); a partition with no record
-        there (or a v0 record), or none read within ``timeout_s`` (default the reader's), is left
-        out. Each partition is sought, polled for one record, then paused; none stays assigned."""
-        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
-        asked = {tp: positions[TopicPartition(*tp)] for tp in self._known(positions)}
-        if not asked:
-            return {}
-        consumer = self._client()
-        starts = list_offsets(consumer.beginning_offsets, list(asked), deadline - time.monotonic())
-        ends = list_offsets(consumer.end_offsets, list(asked), deadline - time.monotonic())
-        # Sought past what retention deleted, rather than left to the consumer's reset: a record
-        # kept is read at once, and an empty log (everything deleted) is not waited for.
-        sought = {
-            tp: max(offset, starts[tp])
-            for tp, offset in asked.items()
-            if tp in starts and tp in ends and max(offset, starts[tp]) < ends[tp]
-        }
-        if not sought:
-            return {}
-        read: dict[KafkaTopicPartition, RecordTime | None] = {}
-        consumer.assign(list(sought))
-        try:
-            for tp, offset in sought.items():
-                consumer.seek(tp, offset)
-            while len(read) < len(sought) and (left := deadline - time.monotonic()) > 0:
-                # One record a poll: a partition paused after its first record has the rest of
-                # its fetched batches dropped unparsed, where a larger poll would decode them all.
-                polled = consumer.poll(timeout_ms=max(1, int(left * 1000)), max_records=1)
-                for tp, records in polled.items():
-                    if records and tp not in read:
-                        first = records[0]
-                        read[tp] = RecordTime.read_at(asked[tp], first.offset, first.timestamp)
-                        consumer.pause(tp)
-        finally:
-            consumer.unsubscribe()  # the paused state would outlive a later assignment
-        return {TopicPartition(*tp): at for tp, at in read.items() if at is not None}
-
-    def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+def _unstable(offset: CommittedOffset) -> CommittedOffset:
+    """A partition's answer under RequireStable while a transaction holds an offset of it."""
+    return replace(
+        offset,
+        offset=-1,
+        leader_epoch=-1,
+        metadata="",
+        commit_timestamp_ms=-1,
+        expire_timestamp_ms=None,
+        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT,
+    )
 
 
 def end_offsets(client_options: Mapping[str, Any], topic: str) -> dict[int, int]:
@@ -244,7 +127,8 @@ class OffsetsReader(CloseOnExit):
     ``client_options``, the broker. Like a coordinator loading its partition, reads raise
     :class:`CoordinatorLoadInProgressError` (14) while the status is LOADING (a read racing a
     rebuild's start may see the view before it, never a partial batch); a STOPPED job's sink
-    still answers with its last state."""
+    still answers with its last state. RequireStable reads look for open transactions on the
+    group's partition of ``ingest_topic`` and ``tenant_topics`` (the job's)."""
 
     def __init__(
         self,
@@ -252,11 +136,15 @@ class OffsetsReader(CloseOnExit):
         client_options: Mapping[str, Any] | None = None,
         *,
         sink: Sink | None = None,
+        ingest_topic: str = DEFAULT_INGEST_TOPIC,
+        tenant_topics: Sequence[str] = (),
     ) -> None:
         self.sink_url = sink_url
         self._sink = sink
         self._owns_sink = sink is None
         self._broker = BrokerOffsets(client_options) if client_options is not None else None
+        self.ingest_topic = ingest_topic
+        self.tenant_topics = tuple(tenant_topics)
 
     @property
     def sink(self) -> Sink:
@@ -276,22 +164,69 @@ class OffsetsReader(CloseOnExit):
         """The coordinator status row, whatever it says."""
         return self.sink.status()
 
-    def _check_loaded(self) -> None:
+    def _check_loaded(self) -> CoordinatorStatus:
+        """The status; CoordinatorLoadInProgressError while LOADING."""
         status = self.sink.status()
         if status.status == "LOADING":
             detail = f" ({status.detail})" if status.detail else ""
             raise CoordinatorLoadInProgressError(
                 f"the offsets job is loading its state{detail}; retry later"
             )
+        return status
 
     def fetch(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> list[CommittedOffset]:
         """OffsetFetch: every committed partition of the group (``partitions=None``, sorted), or
-        one answer per listed partition in order, offset -1 where nothing is committed."""
-        self._check_loaded()
+        one answer per listed partition in order, offset -1 where nothing is committed.
+
+        ``require_stable`` (OffsetFetch v7+): a partition the group has a pending transactional
+        offset on (:meth:`_unstable_partitions`) answers UNSTABLE_OFFSET_COMMIT (88), offset
+        -1; as in Kafka, ``partitions=None`` answers only the committed ones.
+        """
+        status = self._check_loaded()
         wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
-        return self.sink.fetch_offsets(group_id, wanted)
+        answer = self.sink.fetch_offsets(group_id, wanted)
+        if not require_stable:
+            return answer
+        unstable = self._unstable_partitions(group_id, [o.topic_partition for o in answer], status)
+        return [_unstable(o) if o.topic_partition in unstable else o for o in answer]
+
+    def _unstable_partitions(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        status: CoordinatorStatus,
+        ingest_topic: str | None = None,
+        tenant_topics: Sequence[str] | None = None,
+    ) -> set[TopicPartition]:
+        """Those of ``partitions`` the group has a pending transactional offset on: named by a
+        TxnOffsetCommit on the group's partition of ``ingest_topic`` or ``tenant_topics``
+        (default the reader's) that the job had not applied at ``status`` (read before the
+        offsets, so they hold at least that): in a transaction still open, or committed past
+        its progress (``OpenTransactions.unstable``). A mirror's sink has no ingest topics:
+        none. OffsetsError REQUEST_TIMED_OUT (7) when the cluster cannot be read.
+        """
+        if self.sink.source_cluster() is not None:
+            return set()
+        own = self.ingest_topic if ingest_topic is None else ingest_topic
+        tenants = self.tenant_topics if tenant_topics is None else tuple(tenant_topics)
+        applied = {
+            own: status.ingest_offsets,
+            **{t: status.tenant_offsets.get(t, {}) for t in tenants},
+        }
+        try:
+            return self.broker.open_transactions.unstable(group_id, partitions, applied)
+        except KafkaError as exc:
+            raise OffsetsError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"cannot read the open transactions of group {group_id!r}'s ingest partitions "
+                f"({type(exc).__name__}: {exc}): whether its offsets are stable is unknown",
+            ) from exc
 
     def list_groups(self) -> list[GroupListing]:
         """ListGroups: every group with offsets or group metadata, sorted by id."""
@@ -320,13 +255,23 @@ class OffsetsReader(CloseOnExit):
             found[group_id] = max(lags) if lags else None
         return found
 
-    def describe(self, group_id: str, *, ask_broker: bool = True) -> GroupDescription:
+    def describe(
+        self, group_id: str, *, ask_broker: bool = True, require_stable: bool = False
+    ) -> GroupDescription:
         """The group's committed partitions with their log ends (:meth:`log_end_offsets`;
-        None where unknown) and lag; ``ask_broker=False`` reads the sink's log ends only."""
+        None where unknown) and lag; ``ask_broker=False`` reads the sink's log ends only.
+        ``require_stable``: as :meth:`fetch`'s (88: offset -1, lag unknown)."""
         listing = self.group(group_id)
         if listing is None:
             return GroupDescription(group_id, exists=False, partitions=())
+        status = self.sink.status()  # before the offsets: their progress is at least its
         committed = self.sink.fetch_offsets(group_id)
+        unstable = (
+            self._unstable_partitions(group_id, [o.topic_partition for o in committed], status)
+            if require_stable
+            else set()
+        )
+        committed = [_unstable(o) if o.topic_partition in unstable else o for o in committed]
         ends = self.log_end_offsets((o.topic_partition for o in committed), ask_broker=ask_broker)
         # Lag in seconds from the log-end samples serve and the mirror keep in the sink; where
         # they cannot place a committed offset behind the log end, from its record's timestamp.
@@ -341,7 +286,8 @@ class OffsetsReader(CloseOnExit):
         unplaced = {
             o.topic_partition: o.offset
             for o in committed
-            if (lag(o.offset, ends.get(o.topic_partition)) or 0) > 0
+            if not o.error_code
+            and (lag(o.offset, ends.get(o.topic_partition)) or 0) > 0
             and ((behind := behinds[o.topic_partition]) is None or behind.bounded)
         }
         if ask_broker and self._broker is not None and unplaced:
@@ -353,13 +299,16 @@ class OffsetsReader(CloseOnExit):
                 o.partition,
                 o.offset,
                 end := ends.get(o.topic_partition),
-                lag(o.offset, end),
+                None if o.error_code else lag(o.offset, end),
                 o.leader_epoch,
                 o.metadata,
                 o.commit_timestamp_ms,
                 o.expire_timestamp_ms,
-                None if (behind := behinds[o.topic_partition]) is None else behind.lag_ms / 1000,
-                behind is not None and behind.bounded,
+                None
+                if o.error_code or (behind := behinds[o.topic_partition]) is None
+                else behind.lag_ms / 1000,
+                not o.error_code and behind is not None and behind.bounded,
+                o.error_code,
             )
             for o in committed
         ]
@@ -385,20 +334,26 @@ class OffsetsReader(CloseOnExit):
         missing: str = "earliest",
         *,
         unknown_group: str = "error",
+        require_stable: bool = False,
+        ingest_topic: str | None = None,
+        tenant_topics: Sequence[str] | None = None,
     ) -> str:
         """The group's committed offsets as Spark's ``startingOffsets`` JSON over every partition
         of ``topics`` (None: the group's), never-committed ones at ``missing``'s marker.
 
         Raises GROUP_ID_NOT_FOUND (69) for a group the sink does not know (unless
         ``unknown_group="missing"``), UNKNOWN_TOPIC_OR_PARTITION (3) for a topic the cluster
-        lacks, REQUEST_TIMED_OUT (7) when it cannot be reached.
+        lacks, REQUEST_TIMED_OUT (7) when it cannot be reached; with ``require_stable``,
+        UNSTABLE_OFFSET_COMMIT (88, retriable) while the group has a pending transactional
+        offset on one of those partitions (:meth:`_unstable_partitions` over ``ingest_topic``
+        and ``tenant_topics``, default the reader's).
         """
         missing_marker(missing)  # ValueError for anything but earliest/latest, before any I/O
         if unknown_group not in ("error", "missing"):
             raise ValueError(f"unknown_group must be 'error' or 'missing', got {unknown_group!r}")
         if isinstance(topics, str):
             raise TypeError(f"topics must be a list of topic names, not the string {topics!r}")
-        self._check_loaded()
+        status = self._check_loaded()
         committed = self.sink.fetch_offsets(group_id)
         if not committed and unknown_group == "error" and self.group(group_id) is None:
             raise OffsetsError(
@@ -412,6 +367,18 @@ class OffsetsReader(CloseOnExit):
                 "query subscribes to"
             )
         partitions = {topic: self._partitions_of(topic) for topic in wanted}
+        if require_stable:
+            named = [TopicPartition(t, p) for t, ids in partitions.items() for p in ids]
+            unstable = self._unstable_partitions(
+                group_id, named, status, ingest_topic, tenant_topics
+            )
+            if unstable:
+                shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(unstable))
+                raise OffsetsError(
+                    ErrorCode.UNSTABLE_OFFSET_COMMIT,
+                    f"group {group_id!r} has transactional offsets not applied yet on {shown}: "
+                    "retry once the transaction ends and the job applies it",
+                )
         return starting_offsets_json(
             ((o.topic_partition, o.offset) for o in committed), partitions, missing
         )

@@ -65,6 +65,9 @@ class CommittedOffset:
     metadata: str = ""
     commit_timestamp_ms: int = -1
     expire_timestamp_ms: int | None = None
+    #: The partition's OffsetFetch error: UNSTABLE_OFFSET_COMMIT (88, offset -1) under
+    #: RequireStable while a transaction holds an offset of it, else 0.
+    error_code: int = 0
 
     @property
     def topic_partition(self) -> TopicPartition:

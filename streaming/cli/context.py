@@ -76,7 +76,12 @@ class Context:
     @functools.cached_property
     def reader(self) -> OffsetsReader:
         """Reads committed offsets from the sink and log offsets from the broker."""
-        return OffsetsReader(self.config.sink_url, self.config.kafka_python_options())
+        return OffsetsReader(
+            self.config.sink_url,
+            self.config.kafka_python_options(),
+            ingest_topic=self.config.ingest_topic,
+            tenant_topics=[t.ingest_topic for t in self.config.tenants],
+        )
 
     @functools.cached_property
     def client(self) -> OffsetCommitClient:

@@ -204,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --starting-offsets: a topic the query subscribes to (repeatable; "
         "default: the group's topics)",
     )
+    p.add_argument(
+        "--require-stable",
+        action="store_true",
+        help="answer UNSTABLE_OFFSET_COMMIT (88) for a partition a transaction holds an offset "
+        "of (open, or committed and not applied yet), as Kafka's OffsetFetch with RequireStable",
+    )
     _tenant_view(p)
 
     p = command("commit", cmd_commit, "commit one offset (synchronously, through the job)")

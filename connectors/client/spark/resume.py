@@ -7,6 +7,7 @@ takes ``startingOffsets`` only on a new checkpoint and silently ignores it after
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -14,12 +15,18 @@ from typing import Any, Final, Literal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from connectors.client.errors import OffsetsError
 from connectors.client.offsets_reader import OffsetsReader
-from connectors.client.sink_currency import AppliedPosition, wait_until_applied
+from connectors.client.sink_currency import AppliedPosition, SinkNotCurrentError, wait_until_applied
 from connectors.client.starting_offsets import missing_marker
 from connectors.kafka.admin import DEFAULT_INGEST_TOPIC
+from state.coordinator.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two OffsetFetches answered UNSTABLE_OFFSET_COMMIT: the Java consumer's
+#: ``retry.backoff.ms`` (100).
+UNSTABLE_RETRY_S: Final = 0.1
 
 #: Source options choosing the start or the partitions (lower case, as Spark compares them): the
 #: helper sets them.
@@ -89,7 +96,8 @@ def start_from_group(
 ) -> ResumedQuery:
     """Start a Kafka query over ``topics`` at ``checkpoint_location``: from ``group_id``'s
     committed offsets when the checkpoint is new (after waiting up to ``wait_timeout_s`` until
-    the sink holds the group's last commits: ``wait_until_applied``), else from the checkpoint
+    the sink holds the group's last commits, ``wait_until_applied``, and its transactional
+    offsets are stable, :func:`stable_starting_offsets`), else from the checkpoint
     (``start="group"`` refuses: :class:`CheckpointExistsError`).
 
     ``write(frame)`` turns the source's DataFrame into its writer; ``checkpointLocation`` is set
@@ -125,6 +133,7 @@ def start_from_group(
     source = source.option("subscribe", ",".join(topics))
     applied = starting = None
     if new:
+        deadline = time.monotonic() + wait_timeout_s
         applied = wait_until_applied(
             reader,
             group_id,
@@ -133,8 +142,15 @@ def start_from_group(
             timeout_s=wait_timeout_s,
             client_options=ingest_client_options,
         )
-        starting = reader.spark_starting_offsets(
-            group_id, list(topics), missing, unknown_group=unknown_group
+        starting = stable_starting_offsets(
+            reader,
+            group_id,
+            list(topics),
+            missing,
+            unknown_group=unknown_group,
+            ingest_topic=ingest_topic,
+            tenant_topics=tenant_topics,
+            timeout_s=max(0.0, deadline - time.monotonic()),
         )
         source = source.option("startingOffsets", starting)
         log.info(
@@ -153,3 +169,42 @@ def start_from_group(
     writer = write(source.load()).option("checkpointLocation", checkpoint_location)
     query = writer.start()
     return ResumedQuery(query, "group" if new else "checkpoint", starting, applied)
+
+
+def stable_starting_offsets(
+    reader: OffsetsReader,
+    group_id: str,
+    topics: Sequence[str],
+    missing: str = "earliest",
+    *,
+    unknown_group: str = "error",
+    ingest_topic: str = DEFAULT_INGEST_TOPIC,
+    tenant_topics: Sequence[str] = (),
+    timeout_s: float = 60.0,
+) -> str:
+    """``reader.spark_starting_offsets`` with RequireStable, asked again every
+    :data:`UNSTABLE_RETRY_S` while it answers UNSTABLE_OFFSET_COMMIT (88), as Kafka's consumer
+    does; :class:`SinkNotCurrentError` REQUEST_TIMED_OUT (7) when still 88 after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return reader.spark_starting_offsets(
+                group_id,
+                topics,
+                missing,
+                unknown_group=unknown_group,
+                require_stable=True,
+                ingest_topic=ingest_topic,
+                tenant_topics=tenant_topics,
+            )
+        except OffsetsError as exc:
+            if exc.error_code != ErrorCode.UNSTABLE_OFFSET_COMMIT:
+                raise
+            if time.monotonic() >= deadline:
+                raise SinkNotCurrentError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"after {timeout_s:g} s the committed offsets of group {group_id!r} are "
+                    f"still not stable ({exc.message})",
+                ) from exc
+        time.sleep(UNSTABLE_RETRY_S)

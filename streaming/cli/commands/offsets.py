@@ -32,6 +32,7 @@ GROUP_KEYS: Final = ("group", "exists", "generation", "members", "total_lag", "m
 PARTITION_KEYS: Final = (
     "topic", "partition", "committed_offset", "log_end_offset", "lag", "lag_seconds",
     "lag_seconds_bounded", "leader_epoch", "metadata", "commit_timestamp_ms", "expire_timestamp_ms",
+    "error_code",
 )
 #: Table headers of ``describe`` (those of ``kafka-consumer-groups.sh --describe``, plus two).
 DESCRIBE_HEADERS: Final = (
@@ -100,7 +101,9 @@ def _seconds(value: float | None, bounded: bool) -> str | None:
 
 def cmd_describe(ctx: Context) -> int:
     """``describe``: committed offset, log-end offset and lag of the groups' partitions; a
-    group missing (GROUP_ID_NOT_FOUND) or hidden from ``--tenant`` is exit 1, the others shown."""
+    group missing (GROUP_ID_NOT_FOUND) or hidden from ``--tenant`` is exit 1, the others shown;
+    ``--require-stable``: a partition a transaction holds an offset of is UNSTABLE_OFFSET_COMMIT
+    (88, offset -1, exit 1), as Kafka's OffsetFetch with RequireStable answers."""
     if getattr(ctx.args, "starting_offsets", False):
         if ctx.args.tenant:
             raise UsageError("--tenant does not go with --starting-offsets")
@@ -115,6 +118,7 @@ def cmd_describe(ctx: Context) -> int:
             replace(d, partitions=tuple(ctx.viewer.partitions(d.partitions))) for d in descriptions
         ]
     missing = [d.group_id for d in descriptions if not d.exists]
+    unstable = [(d.group_id, p) for d in descriptions for p in d.partitions if p.error_code]
     if ctx.json:
         ctx.emit_json(
             [
@@ -138,7 +142,7 @@ def cmd_describe(ctx: Context) -> int:
                 d.group_id,
                 p.topic,
                 p.partition,
-                p.committed_offset,
+                None if p.error_code else p.committed_offset,
                 p.log_end_offset,
                 p.lag,
                 _seconds(p.lag_seconds, p.lag_seconds_bounded),
@@ -154,7 +158,13 @@ def cmd_describe(ctx: Context) -> int:
         ctx.err(
             f"error: {describe_error(ErrorCode.GROUP_ID_NOT_FOUND)}: group {group!r} does not exist"
         )
-    return EXIT_FAILURE if missing or len(shown_groups) < len(asked) else EXIT_OK
+    for group, p in unstable:
+        ctx.err(
+            f"error: {describe_error(p.error_code)}: group {group!r}, {p.topic}-{p.partition}: "
+            "a transaction holds an offset not applied yet; retry"
+        )
+    failed = missing or unstable or len(shown_groups) < len(asked)
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 def _starting_offsets(ctx: Context) -> int:
@@ -177,7 +187,9 @@ def _starting_offsets(ctx: Context) -> int:
             timeout_s=ctx.timeout_s,
         )
     try:
-        text = reader.spark_starting_offsets(group, ctx.args.topic or None)
+        text = reader.spark_starting_offsets(
+            group, ctx.args.topic or None, require_stable=ctx.args.require_stable
+        )
     except ValueError as exc:  # a group without committed offsets and no --topic
         raise UsageError(str(exc).replace("give topics", "give --topic")) from None
     if ctx.json:
@@ -191,8 +203,9 @@ def _describe_all(ctx: Context, groups: list[str]) -> list[Any]:
     """Each group's description; Kafka unreachable: the sink's log-end offsets and a warning."""
     from kafka.errors import KafkaError
 
+    stable = ctx.args.require_stable
     try:
-        return [ctx.reader.describe(g) for g in groups]
+        return [ctx.reader.describe(g, require_stable=stable) for g in groups]
     except KafkaError as exc:
         ctx.err(f"warning: {kafka_unreachable(ctx.config.bootstrap_servers, exc)}: lag unknown")
         return [ctx.reader.describe(g, ask_broker=False) for g in groups]

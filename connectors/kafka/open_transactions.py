@@ -1,0 +1,248 @@
+"""Open transactions on ingest partitions: what RequireStable reads and serve's stall metric show.
+
+A transaction left open on an ingest partition holds its last stable offset (LSO, the
+read_committed end) below the high watermark (HW): the job, reading read_committed, stops there.
+:class:`OpenTransactions` reads both ends and, where records remain unapplied, reads them
+read_uncommitted: the oldest timestamp after the LSO (how long the partition is held) and the
+partitions each group names in TxnOffsetCommit requests (Kafka's pending transactional offsets:
+OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT (88) on them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+
+from connectors.closing import CloseOnExit
+from connectors.kafka.admin import list_offsets
+from state.coordinator.model import TopicPartition
+from state.coordinator.partitioner import partition_for
+from state.coordinator.requests import TxnOffsetCommitRequest
+from state.formats.request_codec import decode_request
+
+#: Records read per ingest partition at most. Past it the read is incomplete: every group is
+#: taken as pending there (88, never a stale offset shown as stable) until the partition's
+#: unapplied records fall below it again.
+MAX_RECORDS: Final = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class IngestPartitionState:
+    """One ingest partition as read: its ends, where the read began (``first_offset``: the LSO,
+    or the job's progress below it) and what it found there."""
+
+    partition: TopicPartition
+    last_stable_offset: int
+    high_watermark: int
+    first_offset: int
+    #: The oldest timestamp of the records read at or after the LSO (None: none read).
+    oldest_timestamp_ms: int | None = None
+    #: Group id -> the partitions its TxnOffsetCommit requests in the records read name.
+    pending: Mapping[str, frozenset[TopicPartition]] = field(default_factory=dict)
+    #: Every record from ``first_offset`` to the HW was read (not past :data:`MAX_RECORDS`,
+    #: nor the timeout).
+    complete: bool = True
+
+    @property
+    def held(self) -> bool:
+        """An open transaction holds the partition: its LSO is below its HW."""
+        return self.last_stable_offset < self.high_watermark
+
+    def unstable(self, group_id: str, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` the group has a pending transactional offset on: every one
+        when the read was incomplete (fail safe)."""
+        wanted = set(partitions)
+        if not self.complete:
+            return wanted
+        return wanted & self.pending.get(group_id, frozenset())
+
+
+class OpenTransactions(CloseOnExit):
+    """Reads ingest partitions' open transactions through kafka-python: ``uncommitted`` (a
+    read_uncommitted consumer without a group, e.g. the log-end reader's) gives HWs and reads
+    records; a read_committed consumer of ``client_options``, made on first use, gives LSOs.
+    Not thread-safe; ``close`` closes only the consumer made here."""
+
+    def __init__(
+        self,
+        client_options: Mapping[str, Any],
+        uncommitted: KafkaConsumer,
+        timeout_s: float = 30.0,
+        max_records: int = MAX_RECORDS,
+    ) -> None:
+        if max_records < 1:
+            raise ValueError(f"max_records must be >= 1, got {max_records}")
+        self._options = dict(client_options)
+        self._uncommitted = uncommitted
+        self._committed: KafkaConsumer | None = None
+        self.timeout_s = timeout_s
+        self.max_records = max_records
+
+    def _stable(self) -> KafkaConsumer:
+        if self._committed is None:
+            self._committed = KafkaConsumer(
+                **{
+                    "client_id": "consumer-offsets-open-transactions",
+                    **self._options,
+                    "isolation_level": "read_committed",
+                    "group_id": None,
+                    "enable_auto_commit": False,
+                    "allow_auto_create_topics": False,
+                }
+            )
+        return self._committed
+
+    def read(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        groups: Collection[str] | None = None,
+        since: Mapping[TopicPartition, int] | None = None,
+        max_records: int | None = None,
+    ) -> dict[TopicPartition, IngestPartitionState]:
+        """The state of each of ``partitions`` (ingest partitions the cluster has).
+
+        Records are read from the LSO, or from ``since[tp]`` where that is below it (the job's
+        progress: committed requests it has not applied are as pending to a reader of its
+        sink), up to the HW, at most ``max_records`` (default :data:`MAX_RECORDS`) a partition.
+        Only the requests keyed by one of ``groups`` (None: every group) are decoded: the key of
+        an ingest message is its group id. ``groups=()`` and ``max_records=1``: the oldest
+        timestamp only (the record at the LSO, the open transaction's first).
+        """
+        wanted = [KafkaTopicPartition(tp[0], tp[1]) for tp in partitions]
+        if not wanted:
+            return {}
+        deadline = time.monotonic() + self.timeout_s
+        stable = list_offsets(self._stable().end_offsets, wanted, self.timeout_s)
+        high = list_offsets(self._uncommitted.end_offsets, wanted, deadline - time.monotonic())
+        states: dict[TopicPartition, IngestPartitionState] = {}
+        starts: dict[KafkaTopicPartition, int] = {}
+        for ktp in wanted:
+            if ktp not in stable or ktp not in high:
+                continue
+            tp = TopicPartition(ktp.topic, ktp.partition)
+            lso, hw = stable[ktp], high[ktp]
+            first = min(lso, max(0, (since or {}).get(tp, lso)))
+            states[tp] = IngestPartitionState(tp, lso, hw, first)
+            if first < hw:
+                starts[ktp] = first
+        if starts:
+            keys = None if groups is None else {g.encode() for g in groups}
+            limit = self.max_records if max_records is None else max_records
+            bounds = {ktp: (stable[ktp], high[ktp]) for ktp in starts}
+            for tp, found in self._scan(starts, bounds, keys, limit, deadline).items():
+                states[tp] = found.state_of(states[tp])
+        return states
+
+    def unstable(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        applied: Mapping[str, Mapping[int, int]],
+    ) -> set[TopicPartition]:
+        """Those of ``partitions`` the group has a pending transactional offset on, as a reader
+        of the job's sink sees it: named by a TxnOffsetCommit on the group's partition of an
+        ingest topic of ``applied`` (topic -> the job's progress by partition) that the job has
+        not applied, in a transaction still open or committed past its progress (none
+        recorded: from the log's start); every one where the read is incomplete (fail safe).
+        """
+        wanted = {TopicPartition(*tp) for tp in partitions}
+        if not wanted:
+            return set()
+        shards: dict[TopicPartition, int] = {}
+        for topic, progress in applied.items():
+            count = len(self._uncommitted.partitions_for_topic(topic) or ())
+            if count:
+                shard = partition_for(group_id, count)
+                shards[TopicPartition(topic, shard)] = progress.get(shard, 0)
+        unstable: set[TopicPartition] = set()
+        for state in self.read(shards, groups={group_id}, since=shards).values():
+            unstable |= state.unstable(group_id, wanted)
+        return unstable
+
+    def _scan(
+        self,
+        starts: Mapping[KafkaTopicPartition, int],
+        bounds: Mapping[KafkaTopicPartition, tuple[int, int]],
+        keys: set[bytes] | None,
+        limit: int,
+        deadline: float,
+    ) -> dict[TopicPartition, _Scan]:
+        """Each partition's records from ``starts`` to its HW (``bounds``: LSO and HW), at
+        most ``limit``; the consumer is left with no assignment."""
+        consumer = self._uncommitted
+        scans = {ktp: _Scan(*bounds[ktp]) for ktp in starts}
+        consumer.assign(list(starts))
+        try:
+            for ktp, offset in starts.items():
+                consumer.seek(ktp, offset)
+            open_ = set(starts)
+            while open_ and (left := deadline - time.monotonic()) > 0:
+                polled = consumer.poll(timeout_ms=max(1, int(left * 1000)), max_records=500)
+                for ktp, records in polled.items():
+                    if ktp in open_:
+                        scans[ktp].add(records, keys, limit)
+                for ktp in list(open_):
+                    # Markers are not returned as records: the position tells the end.
+                    scan = scans[ktp]
+                    scan.complete = not scan.past_limit and consumer.position(ktp) >= scan.end
+                    if scan.complete or scan.past_limit:
+                        open_.discard(ktp)
+                        consumer.pause(ktp)
+        finally:
+            consumer.unsubscribe()  # the paused state would outlive a later assignment
+        return {TopicPartition(ktp.topic, ktp.partition): scan for ktp, scan in scans.items()}
+
+    def close(self) -> None:
+        if self._committed is not None:
+            self._committed.close()
+            self._committed = None
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What the records of one partition read so far hold."""
+
+    lso: int
+    end: int
+    count: int = 0
+    #: Records came past the limit: not read.
+    past_limit: bool = False
+    complete: bool = False
+    oldest_ms: int | None = None
+    pending: dict[str, set[TopicPartition]] = field(default_factory=dict)
+
+    def add(self, records: list[Any], keys: set[bytes] | None, limit: int) -> None:
+        room = max(0, limit - self.count)
+        self.past_limit = self.past_limit or len(records) > room
+        for record in records[:room]:
+            self.count += 1
+            stamp = -1 if record.offset < self.lso else record.timestamp  # -1: v0, no time
+            if (
+                stamp is not None
+                and stamp >= 0
+                and (self.oldest_ms is None or stamp < self.oldest_ms)
+            ):
+                self.oldest_ms = stamp
+            if keys is not None and record.key not in keys:
+                continue  # another group's request: not decoded
+            request = decode_request(record.value)
+            if isinstance(request, TxnOffsetCommitRequest):
+                named = self.pending.setdefault(request.group_id, set())
+                named.update(TopicPartition(p.topic, p.partition) for p in request.partitions)
+
+    def state_of(self, read: IngestPartitionState) -> IngestPartitionState:
+        return IngestPartitionState(
+            read.partition,
+            read.last_stable_offset,
+            read.high_watermark,
+            read.first_offset,
+            self.oldest_ms,
+            {group: frozenset(named) for group, named in self.pending.items()},
+            self.complete,
+        )

@@ -1,0 +1,52 @@
+"""A committer's transactions on an ingest topic for the tests: confluent-kafka transactional
+producers writing TxnOffsetCommit requests (key = group id) into partitions they name."""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Producer
+
+from state.coordinator.requests import PartitionCommit, TxnOffsetCommitRequest
+from state.formats.request_codec import encode_request
+
+
+class Committer:
+    """One transactional producer; :meth:`begin` opens a transaction left open until
+    :meth:`commit` or :meth:`abort`."""
+
+    def __init__(self, bootstrap: str, ingest_topic: str) -> None:
+        self.ingest_topic = ingest_topic
+        self.transactional_id = f"committer-{uuid.uuid4().hex[:8]}"
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": self.transactional_id}
+        )
+        self.producer.init_transactions(30)
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+
+    def txn_offset_commit(
+        self, group: str, partition: int, offsets: dict[tuple[str, int], int]
+    ) -> None:
+        """A TxnOffsetCommit of ``offsets`` for ``group``, to ``partition`` of the ingest topic,
+        in the open transaction."""
+        request = TxnOffsetCommitRequest(
+            request_id=uuid.uuid4().hex,
+            group_id=group,
+            transactional_id=self.transactional_id,
+            producer_id=1,
+            producer_epoch=0,
+            partitions=tuple(PartitionCommit(t, p, o) for (t, p), o in offsets.items()),
+        )
+        self.send(group, partition, encode_request(request))
+
+    def send(self, key: str, partition: int, value: bytes) -> None:
+        self.producer.produce(self.ingest_topic, value, key.encode(), partition=partition)
+        self.producer.flush(30)
+
+    def commit(self) -> None:
+        self.producer.commit_transaction(30)
+
+    def abort(self) -> None:
+        self.producer.abort_transaction(30)
