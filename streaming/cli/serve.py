@@ -43,9 +43,9 @@ def load_serve_settings(
     job = read_config_file(path) if path else {}
     # The job's client options belong to the job's cluster: taken only with its address.
     borrowed = (
-        ("sink_url", "bootstrap_servers", "kafka_options")
+        ("sink_url", "ingest_topic", "bootstrap_servers", "kafka_options")
         if job.get("bootstrap_servers")
-        else ("sink_url",)
+        else ("sink_url", "ingest_topic")
     )
     fallbacks = {k: job.get(k) for k in borrowed}
     return load_settings(

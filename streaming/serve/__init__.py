@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.client.offsets_reader import LOG_END_INTERVAL_S
+from connectors.kafka.admin import DEFAULT_INGEST_TOPIC
 from connectors.kafka.client_options import kafka_python_options
 from connectors.secrets import hide_in_logs, secret_values
 
@@ -30,6 +31,9 @@ class ServeSettings:
     #: Kafka client options for that cluster, in the Java client's names; unset: the file's
     #: top-level kafka_options.
     kafka_options: Mapping[str, str] = field(default_factory=dict)
+    #: The job's ingest topic, whose partitions an open transaction holds /metrics shows (the
+    #: [[tenants]]' too); unset: the file's top-level (the job's) ingest_topic.
+    ingest_topic: str = DEFAULT_INGEST_TOPIC
     #: The address to listen on.
     host: str = "127.0.0.1"
     #: The port to listen on.

@@ -48,7 +48,10 @@ def create_app(settings: ServeSettings, tenants: tuple[Tenant, ...] = ()) -> Sta
                 exc,
             )
     interval = settings.log_end_interval_s
-    log_ends = LogEndCache(sink, client_options, interval, samples_sink=samples)
+    ingest_topics = [settings.ingest_topic, *(t.ingest_topic for t in tenants)]
+    log_ends = LogEndCache(
+        sink, client_options, interval, samples_sink=samples, ingest_topics=ingest_topics
+    )
     view = LagView(sink, log_ends, settings.cluster_name)
     registry = registry_for(view)
     # Every group's lags, made at most once per log-end interval and again after each refresh

@@ -6,6 +6,8 @@ It keeps a ring of recent observations per partition (as Burrow does) and loads 
 partition's (log-end offset, time) points (``connectors.sinks.log_end_samples``), which a server
 reading the cluster adds to through ``samples_sink`` (in memory without a writable sink). A
 committed offset older than the points is timed by the record at it (:meth:`record_times`).
+Reading the cluster, it also notes the ingest partitions an open transaction holds
+(:meth:`held`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,11 +96,16 @@ class LogEndCache:
         client_options: Mapping[str, Any] | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
         samples_sink: Sink | None = None,
+        ingest_topics: Sequence[str] = (),
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"log-end refresh interval must be > 0 s, got {interval_s}")
         self.sink = sink
         self.interval_s = interval_s
+        #: The job's ingest topics, whose partitions held by an open transaction :meth:`held`
+        #: gives (read at each refresh when this server reads the cluster).
+        self.ingest_topics = tuple(ingest_topics)
+        self._held: dict[TopicPartition, int] = {}
         #: The cluster's log-end offsets and the records at committed offsets, read on the
         #: refresh thread.
         self._broker = BrokerOffsets(client_options) if client_options is not None else None
@@ -213,8 +220,42 @@ class LogEndCache:
                 for tp, offset in ends.items():
                     merged, _ = merge_sample(self._points.get(tp, []), offset, now)
                     self._points[tp] = thin(merged)
+        self._read_held()
         self._read_record_times()  # the offsets readers found the points cannot place
         return len(ends)
+
+    def held(self) -> dict[TopicPartition, int]:
+        """The ingest partitions an open transaction holds (LSO below HW) at the last refresh,
+        each with the time (ms) of its oldest record after the LSO: the transaction's first."""
+        with self._lock:
+            return dict(self._held)
+
+    def _read_held(self) -> None:
+        """The held ingest partitions, each read as one record at its LSO; a partition held
+        at the last refresh keeps its time when no record is read."""
+        if self._broker is None or not self.ingest_topics:
+            return
+        broker = self._broker
+        try:
+            partitions = [
+                TopicPartition(topic, p)
+                for topic in self.ingest_topics
+                for p in broker.partitions_for(topic)
+            ]
+            states = broker.open_transactions.read(partitions, groups=(), max_records=1)
+        except (KafkaError, AttributeError) as exc:  # AttributeError: see list_offsets
+            log.warning("open transactions on the ingest topics not read: %s", exc)
+            return
+        now = int(time.time() * 1000)
+        with self._lock:
+            before = self._held
+            self._held = {
+                tp: before.get(tp, now)
+                if state.oldest_timestamp_ms is None
+                else state.oldest_timestamp_ms
+                for tp, state in states.items()
+                if state.held
+            }
 
     def record_times(
         self, keys: Iterable[RecordKey], every: bool = False

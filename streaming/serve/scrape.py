@@ -145,8 +145,24 @@ class SinkCollector(Collector):
         self.may_see_group = may_see_group
 
     def collect(self) -> Iterator[Metric]:
+        if self.may_see_group is None:  # the job's own partitions: operators only
+            yield self._held()
         yield from self._progress()
         yield from self._commits()
+
+    def _held(self) -> Metric:
+        """Seconds each ingest partition has been held by an open transaction (since its
+        oldest record after the last stable offset): the job reads no further there."""
+        family = GaugeMetricFamily(
+            "consumer_offsets_ingest_partition_held_seconds",
+            "Seconds since the oldest record after the last stable offset of an ingest "
+            "partition an open transaction holds (requests behind it wait; absent when none)",
+            labels=["topic", "partition"],
+        )
+        now_ms = time.time() * 1000
+        for tp, since_ms in sorted(self.view.log_ends.held().items()):
+            family.add_metric([tp.topic, str(tp.partition)], max(0.0, now_ms - since_ms) / 1000)
+        return family
 
     def _commits(self) -> Iterator[Metric]:
         """Each group's commits counter (the sink's): offset commits applied, one per
