@@ -102,7 +102,8 @@ def start_from_group(
 
     ``write(frame)`` turns the source's DataFrame into its writer; ``checkpointLocation`` is set
     last. ``source_options`` may not choose a start or subscription (ValueError); ``missing``
-    and ``unknown_group`` are ``OffsetsReader.spark_starting_offsets``'.
+    and ``unknown_group`` are ``OffsetsReader.spark_starting_offsets``'. Open transactions are
+    looked for on the reader's cluster (``ingest_client_options`` serves the wait alone).
     """
     if isinstance(topics, str):
         raise TypeError(f"topics must be a list of topic names, not the string {topics!r}")

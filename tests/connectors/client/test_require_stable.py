@@ -230,6 +230,10 @@ def test_describe_require_stable_shows_88_and_fails(setup: Setup, tmp_path: Path
         (1, 7, 0),
     ]
     assert "UNSTABLE_OFFSET_COMMIT (88)" in described.err
+    starting = ("describe", "--config", str(config), "--group", "g", "--starting-offsets")
+    unstable = run(*starting, "--topic", t, "--require-stable")
+    assert unstable.code == 1 and "UNSTABLE_OFFSET_COMMIT (88)" in unstable.err, unstable
+    assert json.loads(run(*starting, "--topic", t).out) == {t: {"0": 5, "1": 7, "2": -2}}
     plain = run("describe", "--config", str(config), "--group", "g", "--json")
     assert plain.code == 0 and plain.json()[0]["partitions"][0]["committed_offset"] == 5
     committer.abort()
