@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -103,6 +105,18 @@ def planned_positions(
     offset log, written before the batch runs."""
     path, fs = hadoop_path(spark, f"{location.rstrip('/')}/offsets/{batch_id}")
     return source_positions(read_text(spark, fs, path))
+
+
+def planned_positions_reader(
+    spark: SparkSession, location: str
+) -> Callable[[int], dict[str, dict[int, int]]]:
+    """:func:`planned_positions` of the checkpoint at ``location`` by batch id, its file system
+    resolved once: on a local disk Python reads the offset log (no JVM call per batch)."""
+    if checkpoint_scheme(spark, location) != "file":
+        return lambda batch_id: planned_positions(spark, location, batch_id)
+    path, fs = hadoop_path(spark, location.rstrip("/"))
+    offsets = Path(str(fs.makeQualified(path).toUri().getPath())) / "offsets"
+    return lambda batch_id: source_positions((offsets / str(batch_id)).read_text("utf-8"))
 
 
 def move_aside(spark: SparkSession, location: str, why: str) -> str:

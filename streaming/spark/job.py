@@ -20,7 +20,11 @@ from connectors.client.offsets_reader import end_offsets
 from connectors.sinks import Sink, absolute_sink_url, open_sink
 from connectors.sinks.retention import HistoryRetention
 from streaming.config import JobConfig
-from streaming.spark.checkpoint_files import committed_positions, move_aside
+from streaming.spark.checkpoint_files import (
+    committed_positions,
+    move_aside,
+    planned_positions_reader,
+)
 from streaming.spark.ingest import LOAD_MARKER, ingest_messages
 from streaming.spark.lifecycle import QueryLifecycle
 from streaming.spark.output import OUTPUT_SCHEMA
@@ -46,6 +50,10 @@ SOURCE_CONSUMER_DEFAULTS = {
     "kafka.fetch.max.wait.ms": "1",
     "groupIdPrefix": SOURCE_GROUP_ID_PREFIX,
 }
+#: Consumer settings of the ingest source over the user's: a request produced in a Kafka
+#: transaction is read once the transaction commits, never if it aborts (a batch ends at the
+#: last stable offset; markers and aborted records are skipped).
+SOURCE_CONSUMER_FIXED = {"kafka.isolation.level": "read_committed"}
 
 
 def _log_tenants(config: JobConfig) -> None:
@@ -241,6 +249,7 @@ class OffsetsJob:
             WriterSettings(
                 bootstrap_servers=config.bootstrap_servers,
                 kafka_options=config.kafka_options,
+                ingest_topic=config.ingest_topic,
                 offsets_topic=config.offsets_topic,
                 responses_topic=config.responses_topic,
                 dead_letter_topic=config.dead_letter_topic,
@@ -250,6 +259,7 @@ class OffsetsJob:
                 tenant_responses_topics=tuple(t.responses_topic for t in config.tenants),
             ),
             self.sink,
+            planned_positions_reader(self.spark, config.checkpoint_location),
             ingest_offsets=dict(plan.ingest_offsets),
             tenant_offsets={t: dict(o) for t, o in plan.tenant_offsets.items()},
             loading_shards=set(range(plan.shards)) if plan.loading else set(),
@@ -274,7 +284,8 @@ class OffsetsJob:
             ingest_partitions=tuple(self._ingest_layout[topic] for topic in config.ingest_topics),
         )
         reader = self.spark.readStream.format("kafka")
-        for key, value in (SOURCE_CONSUMER_DEFAULTS | config.spark_kafka_options()).items():
+        options = SOURCE_CONSUMER_DEFAULTS | config.spark_kafka_options() | SOURCE_CONSUMER_FIXED
+        for key, value in options.items():
             reader = reader.option(key, value)
         reader = reader.option("subscribe", ",".join(config.ingest_topics)).option(
             "startingOffsets", plan.starting_offsets

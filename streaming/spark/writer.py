@@ -37,6 +37,9 @@ class WriterSettings:
 
     bootstrap_servers: str
     kafka_options: Mapping[str, str]
+    #: The job's own ingest topic (its progress is ``ingest_offsets``; tenants' topics are
+    #: ``tenant_offsets``).
+    ingest_topic: str
     offsets_topic: str
     responses_topic: str
     dead_letter_topic: str
@@ -52,10 +55,13 @@ class WriterSettings:
 
 @dataclass
 class BatchWriter:
-    """Callable for ``DataStreamWriter.foreachBatch``; holds the progress across batches."""
+    """Callable for ``DataStreamWriter.foreachBatch``; holds the progress across batches.
+    ``planned_ends`` (batch id → topic → partition → offset) says where Spark planned a batch
+    to end: the progress stored with it."""
 
     settings: WriterSettings
     sink: Sink
+    planned_ends: Callable[[int], Mapping[str, Mapping[int, int]]]
     #: Ingest offsets covered so far (partition → next offset), merged batch by batch.
     ingest_offsets: dict[int, int] = field(default_factory=dict)
     #: The same for each tenant's ingest topic (topic → partition → next offset).
@@ -120,7 +126,6 @@ class BatchWriter:
         stats = local.filter(pc.equal(kinds, "stats"))
         responses = local.filter(pc.equal(kinds, "response"))
         dead_letters = local.filter(pc.equal(kinds, "dead_letter"))
-        positions = local.filter(pc.equal(kinds, "position"))
         commits = local.filter(pc.equal(kinds, "group_commits"))
 
         if records.num_rows:
@@ -129,19 +134,7 @@ class BatchWriter:
             self.send(self.settings.offsets_topic, records, partitions="shard")
 
         sink_records = _sink_records(pa.concat_tables([loaded, records]))
-        # Several shards may read one ingest partition: it is covered up to the furthest.
-        for topic, partition, shard, next_offset in zip(
-            positions["topic"].to_pylist(),
-            positions["partition"].to_pylist(),
-            positions["shard"].to_pylist(),
-            positions["next_offset"].to_pylist(),
-            strict=True,
-        ):
-            covered = (
-                self.ingest_offsets if topic is None else self.tenant_offsets.setdefault(topic, {})
-            )
-            at = shard if partition is None else partition
-            covered[at] = max(covered.get(at, 0), next_offset)
+        self.cover(self.planned_ends(batch_id))
         # A called shard holds its state: a shard without state loads it on its first call.
         self.loading_shards.difference_update(stats["shard"].to_pylist())
         counters = {
@@ -195,6 +188,18 @@ class BatchWriter:
             progress.state_keys,
             int((time.monotonic() - started) * 1000),
         )
+
+    def cover(self, ends: Mapping[str, Mapping[int, int]]) -> None:
+        """Advance the progress to a batch's planned ``ends``, never back. Spark's planned end,
+        not the last message + 1: read_committed skips transaction markers and aborted
+        requests, and a partition ending with one would never be covered."""
+        own = self.settings.ingest_topic
+        for topic, by_partition in ends.items():
+            covered = (
+                self.ingest_offsets if topic == own else self.tenant_offsets.setdefault(topic, {})
+            )
+            for partition, end in by_partition.items():
+                covered[partition] = max(covered.get(partition, 0), end)
 
     def _with_sink_retries(self, batch_id: int, write: Callable[[], object]) -> None:
         """Run ``write`` (one transaction, idempotent per batch id), retrying while the sink

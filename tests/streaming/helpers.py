@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from confluent_kafka import Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.kafka.admin import consumer_end_offsets
@@ -38,6 +39,26 @@ def produce_requests(bootstrap: str, topic: str, requests: Iterable[Request]) ->
         producer.flush()
     finally:
         producer.close()
+
+
+def produce_in_transaction(
+    bootstrap: str, topic: str, requests: Iterable[Request], *, transactional_id: str, commit: bool
+) -> None:
+    """Write requests as :func:`produce_requests` does, inside one Kafka transaction of a
+    transactional producer (confluent-kafka), then commit or abort it."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    partitions = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
+    for request in requests:
+        key = request.group_id
+        producer.produce(topic, encode_request(request), key, partition_for(key, partitions))
+    # In the log before the end: an abort drops what the producer still holds unsent.
+    producer.flush(30)
+    if commit:
+        producer.commit_transaction(30)
+    else:
+        producer.abort_transaction(30)
 
 
 def produce_raw(bootstrap: str, topic: str, messages: Iterable[tuple[int, bytes | None]]) -> None:

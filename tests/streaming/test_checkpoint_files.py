@@ -17,6 +17,8 @@ from streaming.spark.checkpoint_files import (
     checkpoint_scheme,
     committed_positions,
     move_aside,
+    planned_positions,
+    planned_positions_reader,
     source_positions,
 )
 
@@ -101,3 +103,15 @@ def test_a_migration_starts_where_the_last_committed_batch_ended(
     assert not checkpoint.exists()
     assert committed_positions(session, aside) == expected
     assert committed_positions(session, str(checkpoint)) == {}
+
+
+def test_a_local_checkpoints_planned_ends_are_read_as_spark_reads_them(
+    tmp_path: Path, session: SparkSession
+) -> None:
+    with tarfile.open(RELEASE_1) as tar:
+        tar.extractall(tmp_path, filter="data")
+    checkpoint = tmp_path / "checkpoint"
+    planned = planned_positions(session, str(checkpoint), 1)
+    assert planned == {"resume-release1.commits": {0: 0, 1: 3, 2: 0, 3: 0}}
+    for location in (str(checkpoint), f"file://{checkpoint}/"):
+        assert planned_positions_reader(session, location)(1) == planned

@@ -38,7 +38,11 @@ from connectors.client.sink_currency import wait_until_applied
 from state.coordinator.acls import AclBinding
 from state.coordinator.model import OffsetCommitKey
 from state.coordinator.partitioner import partition_for
-from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.coordinator.requests import (
+    OffsetCommitRequest,
+    PartitionCommit,
+    TxnOffsetCommitRequest,
+)
 from state.formats.request_codec import encode_request
 from streaming.config import JobConfig
 from streaming.spark.job import OffsetsJob
@@ -62,7 +66,14 @@ from tests.conformance.operations import (
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.job import new_job_config, prepare_topics, write_config_file
 from tests.fixtures.kafka_secured import AuthorizingKafka, running_authorizing_kafka
-from tests.streaming.helpers import compacted, read_offsets_topic, sink_offsets, wait_for
+from tests.streaming.helpers import (
+    compacted,
+    produce_in_transaction,
+    read_offsets_topic,
+    read_responses,
+    sink_offsets,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -430,3 +441,68 @@ def test_the_sink_is_current_for_a_group_only_once_tenants_topics_are_applied(
         )
         assert applied.ingest_partition == partition_for(group, config.ingest_topic_partitions)
         assert [(o.topic, o.partition, o.offset) for o in reader.fetch(group)] == [(ORDERS, 1, 21)]
+
+
+def test_ingest_topics_are_read_committed_and_progress_covers_commit_markers(
+    tenant_job: TenantJob,
+) -> None:
+    """Requests in Kafka transactions on the operators' topic and a tenant's: a committed
+    transaction's are applied and answered, an aborted one's never seen (no answer, record or
+    sink row), a request after the abort still applied; the sink is current once the job's
+    progress covers the commit marker that ends each partition."""
+    config, tenant = tenant_job.config, tenant_job.tenant(A)
+    suffix = uuid.uuid4().hex[:6]
+    topics = {
+        config.ingest_topic: config.responses_topic,
+        tenant.ingest_topic: tenant.responses_topic,
+    }
+    groups = dict(zip(topics, (f"ops.txn-{suffix}", f"team-a.txn-{suffix}"), strict=True))
+    for topic, group in groups.items():
+        for name, commit, parts in (
+            ("first", True, ((0, 7),)),
+            ("aborted", False, ((0, 5), (1, 5))),
+            ("after", True, ((0, 8),)),
+        ):
+            request = TxnOffsetCommitRequest(
+                f"{group}-{name}",
+                group,
+                transactional_id=f"{group}-txn",
+                producer_id=0,  # recorded, not checked: the broker fences producers
+                producer_epoch=0,
+                partitions=tuple(PartitionCommit(ORDERS, p, o) for p, o in parts),
+            )
+            produce_in_transaction(
+                config.bootstrap_servers,
+                topic,
+                [request],
+                transactional_id=request.transactional_id,
+                commit=commit,
+            )
+    with OffsetsReader(config.sink_url, config.kafka_python_options()) as reader:
+        for group in groups.values():
+            wait_until_applied(
+                reader,
+                group,
+                ingest_topic=config.ingest_topic,
+                tenant_topics=[tenant.ingest_topic],
+                timeout_s=30,
+            )
+    records = read_offsets_topic(config.bootstrap_servers, config.offsets_topic)
+    for topic, group in groups.items():
+        assert sink_offsets(config.sink_url, group) == {(ORDERS, 0): 8}
+        # A batch writes the last record per key: 7 is there unless 8 came in its batch.
+        written = [
+            (k.partition, v.offset)
+            for _, (k, v) in records
+            if isinstance(k, OffsetCommitKey) and k.group == group
+        ]
+        assert written[-1] == (0, 8) and set(written) <= {(0, 7), (0, 8)}
+        answers = wait_for(
+            lambda t=topics[topic]: read_responses(config.bootstrap_servers, t),
+            lambda r, g=group: f"{g}-after" in r,
+        )
+        assert [
+            (answers[f"{group}-{n}"]["api"], answers[f"{group}-{n}"]["partitions"][0]["errorCode"])
+            for n in ("first", "after")
+        ] == [("TxnOffsetCommit", 0)] * 2
+        assert f"{group}-aborted" not in answers
