@@ -37,7 +37,7 @@ from state.shard import (
     positioned_record_frame_of,
 )
 from streaming.config import MirrorConfig
-from streaming.spark.checkpoint_files import planned_positions
+from streaming.spark.checkpoint_files import planned_positions_reader
 from streaming.spark.lifecycle import QueryLifecycle
 from streaming.spark.log_end_refresher import LogEndRefresher
 
@@ -226,10 +226,11 @@ class OffsetsMirror:
         # Nothing left to read where compaction or retention removed everything up to the end.
         for partition, start in starts.items():
             positions[partition] = max(positions.get(partition, 0), start)
+        planned = planned_positions_reader(self.spark, config.checkpoint_location)
         self.writer = MirrorWriter(
             self.sink,
             ends,
-            self._planned_ends,
+            lambda batch_id: planned(batch_id).get(CONSUMER_OFFSETS, {}),
             positions,
             sink_write_timeout_s=config.sink_write_timeout_s,
         )
@@ -277,11 +278,6 @@ class OffsetsMirror:
                 config.history_retention_check_interval_ms,
             )
         return query
-
-    def _planned_ends(self, batch_id: int) -> dict[int, int]:
-        """Where Spark planned batch ``batch_id`` to end, by partition."""
-        location = self.config.checkpoint_location
-        return planned_positions(self.spark, location, batch_id).get(CONSUMER_OFFSETS, {})
 
     def other_record_types(self) -> dict[str, int]:
         """Records of types the sink does not hold, by Kafka's name, since start."""
