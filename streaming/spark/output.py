@@ -6,9 +6,8 @@ A row's ``out`` says which columns it fills: "record" (RECORD_FRAME columns, ``s
 offsets-topic partition, ``seq`` the apply order); "loaded" (a rebuilt shard's state, for the
 sink); "response" (``key``, ``value``, ``ingest_offset``; ``tenant``: the requester's tenant
 index, null for the job's own topic); "dead_letter" (``value``, ``ingest_offset``); "stats"
-(the call's counters); "position" (``next_offset`` after the call's messages in an ingest
-``partition`` of ``topic``, null for the job's own); "group_commits" (``group_id``,
-``commits_applied``).
+(the call's counters); "group_commits" (``group_id``, ``commits_applied``). The ingest progress
+is not among them: the writer takes it from Spark's planned batch ends.
 """
 
 from __future__ import annotations
@@ -57,7 +56,6 @@ OUTPUT_TABLE_SCHEMA = pa.schema(
         pa.field("tombstones", pa.int64()),
         pa.field("state_keys", pa.int64()),
         pa.field("loaded_records", pa.int64()),
-        pa.field("next_offset", pa.int64()),
         pa.field("next_expiry_ms", pa.int64()),
         pa.field("tenant", pa.int32()),
     ]
@@ -82,7 +80,6 @@ def output_table(shard: int, out: ShardOutput) -> pa.Table:
             ("record", out.records),
             ("response", out.answers),
             ("dead_letter", out.dead_letters),
-            ("position", out.positions),
             ("group_commits", out.group_commits),
         )
         if table.num_rows
