@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -77,10 +76,6 @@ MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
 #: index in ``ShardRules.tenant_topics``.
 OPERATOR = -1
 
-POSITION_SCHEMA = pa.schema(
-    [("topic", pa.string()), ("partition", pa.int32()), ("next_offset", pa.int64())]
-)
-
 
 @dataclass(frozen=True)
 class ShardRules:
@@ -107,9 +102,8 @@ class ShardOutput(NamedTuple):
     with). ``records`` go to the offsets topic in order, each to its ``record_partitions`` entry
     (None: the shard is the partition); ``loaded`` is the shard as records when the call loaded
     it (for the sinks). ``answers`` (with the ``tenant`` whose responses topic each goes to, null:
-    the job's) and ``dead_letters`` are ``encode_responses`` messages; ``positions``
-    (:data:`POSITION_SCHEMA`) the next offset after the call's messages per ingest topic (null:
-    the job's) and partition; ``group_commits`` the commits applied per group."""
+    the job's) and ``dead_letters`` are ``encode_responses`` messages; ``group_commits`` the
+    commits applied per group. (The job's progress is the offsets Spark planned for the batch.)"""
 
     state: ShardState
     changed: bool
@@ -118,7 +112,6 @@ class ShardOutput(NamedTuple):
     loaded: pa.Table
     answers: pa.Table
     dead_letters: pa.Table
-    positions: pa.Table
     group_commits: pa.Table
     stats: dict[str, int | None]
 
@@ -158,7 +151,6 @@ def handle_messages(
         loaded=loaded,
         answers=answers,
         dead_letters=dead_letters,
-        positions=pa.Table.from_pylist(applied.positions, POSITION_SCHEMA),
         group_commits=group_commits(responses),
         stats=_stats(applied, records, responses, loaded_records),
     )
@@ -171,7 +163,6 @@ class _Applied:
         self.state = state
         self.record_parts: list[pa.Table] = []
         self.answered: list[tuple[int, pa.Table]] = []
-        self.positions: list[dict[str, object]] = []
         self.input_rows = 0
         self.next_expiry_ms: int | None = None
 
@@ -205,11 +196,6 @@ def _apply_messages(
         for tenant, part in sources
     )
     for tenant, part in sources:
-        topic = None if tenant == OPERATOR else rules.tenant_topics[tenant]
-        applied.positions += [
-            {"topic": topic, "partition": partition, "next_offset": end}
-            for partition, end in _next_offsets(part)
-        ]
         own = rules.own_partition(tenant, shard)
         routed, misrouted = _split_misrouted(part, own)
         markers = MARKERS if tenant == OPERATOR else frozenset()
@@ -248,21 +234,6 @@ def _by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
         (int(tenant), part.reset_index(drop=True))
         for tenant, part in messages.groupby("tenant", sort=True)
     ]
-
-
-def _next_offsets(messages: pd.DataFrame) -> list[tuple[int | None, int]]:
-    """(ingest partition, the offset after its last message) for each partition among
-    ``messages``; partition None without the column."""
-    if not len(messages):
-        return []
-    offsets = messages["ingest_offset"].to_numpy()
-    if "ingest_partition" not in messages.columns:
-        return [(None, int(offsets.max()) + 1)]
-    partitions = messages["ingest_partition"].to_numpy()
-    first = partitions[0]
-    if (partitions == first).all():  # the usual case: every message from the shard's partition
-        return [(int(first), int(offsets.max()) + 1)]
-    return [(int(p), int(offsets[partitions == p].max()) + 1) for p in np.unique(partitions)]
 
 
 def _request_frame(messages: pd.DataFrame, markers: frozenset[bytes]) -> pa.Table:

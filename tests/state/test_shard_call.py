@@ -77,7 +77,7 @@ def answers(out: ShardOutput) -> dict[str, int]:
     }
 
 
-def test_commits_are_applied_answered_counted_and_positioned() -> None:
+def test_commits_are_applied_answered_and_counted() -> None:
     out = handle_messages(
         SHARD, None, messages(commit("a", 5), commit("b", 7), LOAD_MARKER), T0, RULES
     )
@@ -85,7 +85,6 @@ def test_commits_are_applied_answered_counted_and_positioned() -> None:
     assert offsets(out.state) == {TopicPartition("orders", 0): 7}
     assert answers(out) == {"a": 0, "b": 0}
     assert out.records["offset"].to_pylist() == [7]  # the last record per key, as compaction
-    assert out.positions.to_pylist() == [{"topic": None, "partition": SHARD, "next_offset": 3}]
     assert out.group_commits.to_pylist() == [{"group_id": GROUP, "commits_applied": 2}]
     assert out.stats["input_rows"] == 2  # the marker is no request
     assert out.stats["commits_applied"] == 2
@@ -146,9 +145,6 @@ def test_expiry_ticks_expire_only_from_the_jobs_own_topic() -> None:
     (dead,) = from_tenant.dead_letters["value"].to_pylist()
     assert b"unknown api 'ExpireOffsets'" in dead
     assert from_tenant.stats["rejected"] == 1
-    assert from_tenant.positions.to_pylist() == [
-        {"topic": "team-a.commits", "partition": SHARD, "next_offset": 1}
-    ]
 
     from_job = handle_messages(
         SHARD, state, messages(EXPIRY_TICK, tenant=OPERATOR), later, TENANT_RULES
@@ -189,7 +185,6 @@ def test_a_message_on_another_ingest_partition_is_answered_not_coordinator() -> 
     out = handle_messages(SHARD, None, mixed, T0, rules)
     assert answers(out) == {"mine": 0, "stray": ErrorCode.NOT_COORDINATOR}
     assert offsets(out.state) == {TopicPartition("orders", 0): 5}
-    assert sorted(out.positions["partition"].to_pylist()) == sorted([own, other])
 
 
 def test_records_of_a_state_of_several_partitions_carry_their_partition() -> None:
