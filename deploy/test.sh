@@ -124,7 +124,8 @@ run_phase ruff-fmt .venv/bin/ruff format --check . || failed+=(ruff-format)
 run_phase imports .venv/bin/lint-imports || failed+=(import-layers)
 # pytest's own exit status stands: 5 ("no tests collected") is a failure too. The image's tests
 # (marker container) have a phase of their own below; a -m in the arguments overrides that.
-run_phase pytest .venv/bin/python -m pytest -q -m "not container" "${pytest_args[@]}" ||
+# The 20 slowest tests are listed at the end: where the run's time goes.
+run_phase pytest .venv/bin/python -m pytest -q --durations=20 -m "not container" "${pytest_args[@]}" ||
   failed+=(pytest)
 # The image's tests, once it is built, beside the other Pythons' phases. Selected by marker and
 # file: a test not collected is exit 5, a failure.
