@@ -1,5 +1,6 @@
 """The client side of the offset manager, what committers and operators import: the commit
-client, the reader and the errors. The Spark helpers, which import pyspark, are in ``spark``.
+client, the transactional committer, the reader and the errors. The Spark helpers, which import
+pyspark, are in ``spark``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from connectors.client.sink_currency import (
     SinkNotCurrentError,
     wait_until_applied,
 )
+from connectors.client.transactional import (
+    GroupMetadata,
+    PendingTxnCommit,
+    TransactionalCommitter,
+)
 
 __all__ = [
     "AppliedPosition",
@@ -35,12 +41,15 @@ __all__ = [
     "CoordinatorLoadInProgressError",
     "DeleteGroupFailedError",
     "DeleteResult",
+    "GroupMetadata",
     "OffsetCommitClient",
     "OffsetDeleteFailedError",
     "OffsetsError",
     "OffsetsReader",
     "OffsetsRequestError",
+    "PendingTxnCommit",
     "SinkNotCurrentError",
+    "TransactionalCommitter",
     "describe_error",
     "error_code_of",
     "wait_until_applied",

@@ -150,6 +150,11 @@ class Connection:
             sent.add_callback(lambda metadata: on_appended(int(metadata.timestamp)))
         return future
 
+    @property
+    def ingest_partitions(self) -> int:
+        """The ingest topic's partition count, as last read."""
+        return self._ingest_partitions
+
     def refresh_partitions(self) -> None:
         """Re-read the ingest topic's partition count (after NOT_COORDINATOR: it may have grown)."""
         try:
