@@ -53,11 +53,12 @@ def summary(record: Record) -> RecordSummary | None:
     return None
 
 
-def _consumer(bootstrap_servers: str) -> KafkaConsumer:
+def _consumer(bootstrap_servers: str, isolation_level: str = "read_uncommitted") -> KafkaConsumer:
     return KafkaConsumer(
         bootstrap_servers=bootstrap_servers,
         enable_auto_commit=False,
         exclude_internal_topics=False,
+        isolation_level=isolation_level,
     )
 
 
@@ -78,12 +79,14 @@ def group_records(
     groups: Collection[str],
     since: dict[int, int],
     timeout_s: float = 60.0,
+    isolation_level: str = "read_uncommitted",
 ) -> dict[str, list[RecordSummary]]:
     """Every compared record ``topic`` holds for ``groups`` from the offsets ``since``, per
-    group in log order."""
+    group in log order (``read_committed``: up to the last stable offset, aborted ones left
+    out, as Kafka's coordinator loads them)."""
     wanted = set(groups)
     out: dict[str, list[RecordSummary]] = {g: [] for g in wanted}
-    consumer = _consumer(bootstrap_servers)
+    consumer = _consumer(bootstrap_servers, isolation_level)
     try:
         tps = [KafkaTopicPartition(topic, p) for p in sorted(since)]
         consumer.assign(tps)
