@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, UnknownTopicOrPartitionError
 
 from connectors.client.broker_offsets import BrokerOffsets
 from connectors.client.errors import CoordinatorLoadInProgressError, OffsetsError
@@ -209,7 +209,8 @@ class OffsetsReader(CloseOnExit):
         (default the reader's) that the job had not applied at ``status`` (read before the
         offsets, so they hold at least that): in a transaction still open, or committed past
         its progress (``OpenTransactions.unstable``). A mirror's sink has no ingest topics:
-        none. OffsetsError REQUEST_TIMED_OUT (7) when the cluster cannot be read.
+        none. OffsetsError COORDINATOR_NOT_AVAILABLE (15) for an ingest topic the cluster
+        lacks, REQUEST_TIMED_OUT (7) when it cannot be read.
         """
         if self.sink.source_cluster() is not None:
             return set()
@@ -221,6 +222,12 @@ class OffsetsReader(CloseOnExit):
         }
         try:
             return self.broker.open_transactions.unstable(group_id, partitions, applied)
+        except UnknownTopicOrPartitionError as exc:
+            raise OffsetsError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"{exc}: whether group {group_id!r}'s offsets are stable cannot be known "
+                "(is the reader's ingest_topic the job's?)",
+            ) from exc
         except KafkaError as exc:
             raise OffsetsError(
                 ErrorCode.REQUEST_TIMED_OUT,

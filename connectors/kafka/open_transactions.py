@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import UnknownTopicOrPartitionError
 
 from connectors.closing import CloseOnExit
 from connectors.kafka.admin import list_offsets
@@ -25,6 +26,8 @@ from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import TxnOffsetCommitRequest
 from state.formats.request_codec import decode_request
 
+#: Seconds an ingest topic's partitions are asked for before it is taken as missing.
+METADATA_WAIT_S: Final = 5.0
 #: Records read per ingest partition at most. Past it the read is incomplete: every group is
 #: taken as pending there (88, never a stale offset shown as stable) until the partition's
 #: unapplied records fall below it again.
@@ -105,7 +108,7 @@ class OpenTransactions(CloseOnExit):
         since: Mapping[TopicPartition, int] | None = None,
         max_records: int | None = None,
     ) -> dict[TopicPartition, IngestPartitionState]:
-        """The state of each of ``partitions`` (ingest partitions the cluster has).
+        """The state of each of ``partitions`` the cluster has.
 
         Records are read from the LSO, or from ``since[tp]`` where that is below it (the job's
         progress: committed requests it has not applied are as pending to a reader of its
@@ -114,7 +117,10 @@ class OpenTransactions(CloseOnExit):
         an ingest message is its group id. ``groups=()`` and ``max_records=1``: the oldest
         timestamp only (the record at the LSO, the open transaction's first).
         """
-        wanted = [KafkaTopicPartition(tp[0], tp[1]) for tp in partitions]
+        asked = [TopicPartition(*tp) for tp in partitions]
+        known = {t: self._uncommitted.partitions_for_topic(t) or set() for t, _ in set(asked)}
+        # Partitions the cluster lacks are left out: kafka-python would wait for them.
+        wanted = [KafkaTopicPartition(t, p) for t, p in asked if p in known[t]]
         if not wanted:
             return {}
         deadline = time.monotonic() + self.timeout_s
@@ -149,21 +155,35 @@ class OpenTransactions(CloseOnExit):
         of the job's sink sees it: named by a TxnOffsetCommit on the group's partition of an
         ingest topic of ``applied`` (topic -> the job's progress by partition) that the job has
         not applied, in a transaction still open or committed past its progress (none
-        recorded: from the log's start); every one where the read is incomplete (fail safe).
+        recorded: from the log's start); every one where the read is incomplete or a
+        partition's ends are not answered (fail safe). UnknownTopicOrPartitionError for an
+        ingest topic the cluster does not have.
         """
         wanted = {TopicPartition(*tp) for tp in partitions}
         if not wanted:
             return set()
         shards: dict[TopicPartition, int] = {}
         for topic, progress in applied.items():
-            count = len(self._uncommitted.partitions_for_topic(topic) or ())
-            if count:
-                shard = partition_for(group_id, count)
-                shards[TopicPartition(topic, shard)] = progress.get(shard, 0)
+            shard = partition_for(group_id, self._partition_count(topic))
+            shards[TopicPartition(topic, shard)] = progress.get(shard, 0)
+        states = self.read(shards, groups={group_id}, since=shards)
+        if len(states) < len(shards):  # an ingest partition without both ends: unknown
+            return wanted
         unstable: set[TopicPartition] = set()
-        for state in self.read(shards, groups={group_id}, since=shards).values():
+        for state in states.values():
             unstable |= state.unstable(group_id, wanted)
         return unstable
+
+    def _partition_count(self, topic: str) -> int:
+        """The ingest topic's partition count, asked again for up to :data:`METADATA_WAIT_S`
+        (a new client's first metadata request can fail); UnknownTopicOrPartitionError after:
+        whether a group has offsets pending there cannot be known."""
+        deadline = time.monotonic() + min(self.timeout_s, METADATA_WAIT_S)
+        while not (found := self._uncommitted.partitions_for_topic(topic)):
+            if time.monotonic() >= deadline:
+                raise UnknownTopicOrPartitionError(f"ingest topic {topic!r}: no partitions known")
+            time.sleep(0.2)
+        return len(found)
 
     def _scan(
         self,

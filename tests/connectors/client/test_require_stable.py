@@ -253,3 +253,14 @@ def test_a_tenants_ingest_topic_is_checked_too(setup: Setup, topic_factory: Topi
     ) as reader:
         assert answers(reader.fetch("g", require_stable=True)) == [(0, 5, 0), (1, -1, UNSTABLE)]
     theirs.abort()
+
+
+def test_an_ingest_topic_the_cluster_lacks_is_an_error_not_a_stable_answer(setup: Setup) -> None:
+    options = {"bootstrap_servers": setup.bootstrap}
+    missing = f"{setup.ingest}-missing"
+    with OffsetsReader(setup.sink_url, options, ingest_topic=missing) as reader:
+        with pytest.raises(OffsetsError) as raised:
+            reader.fetch("g", require_stable=True)
+        assert raised.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert missing in str(raised.value)
+        assert [o.offset for o in reader.fetch("g")] == [5, 7]  # without: no broker asked

@@ -4,6 +4,7 @@ producers writing TxnOffsetCommit requests (key = group id) into partitions they
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from confluent_kafka import Producer
 
@@ -42,8 +43,18 @@ class Committer:
         self.send(group, partition, encode_request(request))
 
     def send(self, key: str, partition: int, value: bytes) -> None:
-        self.producer.produce(self.ingest_topic, value, key.encode(), partition=partition)
+        """One message in the open transaction, delivered (else RuntimeError)."""
+        failed: list[Any] = []
+        self.producer.produce(
+            self.ingest_topic,
+            value,
+            key.encode(),
+            partition=partition,
+            on_delivery=lambda err, _: failed.append(err) if err else None,
+        )
         self.producer.flush(30)
+        if failed:
+            raise RuntimeError(f"not delivered to {self.ingest_topic}-{partition}: {failed[0]}")
 
     def commit(self) -> None:
         self.producer.commit_transaction(30)
