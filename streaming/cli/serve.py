@@ -58,6 +58,7 @@ _FLAGS: Final = (
     ("--host", "host", None, {}),
     ("--port", "port", None, {"type": int}),
     ("--cluster-name", "cluster_name", "NAME", {}),
+    ("--ingest-topic", "ingest_topic", "TOPIC", {}),
     ("--log-end-interval", "log_end_interval_s", "SECONDS", {"type": float}),
     ("--granularity", "granularity", None, {"choices": GRANULARITIES}),
     ("--evaluation-interval", "evaluation_interval_s", "SECONDS", {"type": float}),
