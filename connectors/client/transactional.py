@@ -36,10 +36,6 @@ from state.formats.response_codec import Response
 #: this magic, the generation (int32, host byte order), the group id, the member id, a byte
 #: that is 1 when the group instance id is null, then the instance id; strings NUL-terminated.
 _CGMD_MAGIC: Final = b"CGMDv2:"
-#: A TxnOffsetCommit's default ``timeoutMs``, the int32 maximum (~24.8 days): the job refuses
-#: a request read that long after its message's timestamp, and a transaction's request is read
-#: only after its commit marker, however late; Kafka applies it at the marker, always.
-TXN_TIMEOUT_MS: Final = 2**31 - 1
 #: Kafka's "no producer id / epoch" (``RecordBatch.NO_PRODUCER_ID``, ``NO_PRODUCER_EPOCH``).
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
@@ -169,12 +165,11 @@ class TransactionalCommitter(OffsetCommitClient):
 
     The request carries ``producer_id``/``producer_epoch`` when the caller knows them; neither
     client tells them (librdkafka keeps its producer id internal), so they default to -1: the
-    job gets its atomicity from the transaction itself, not from these fields. The job refuses
-    a request (REQUEST_TIMED_OUT, nothing applied) that it reads ``timeout_ms`` after its
-    message's timestamp or later: after the commit, that would leave the transaction's output
-    committed without its offsets, so the default is :data:`TXN_TIMEOUT_MS`. A transaction left
-    open holds every later request of the groups on its ingest partition until it ends (the
-    job reads ``read_committed``): keep ``transaction.timeout.ms`` short.
+    job gets its atomicity from the transaction itself, not from these fields. A TxnOffsetCommit
+    has no deadline: the job reads it once its transaction committed and applies it however
+    late, as Kafka applies it at the commit marker. A transaction left open holds every later
+    request of the groups on its ingest partition until it ends (the job reads
+    ``read_committed``): keep ``transaction.timeout.ms`` short.
     """
 
     def send_offsets_to_transaction(
@@ -186,7 +181,6 @@ class TransactionalCommitter(OffsetCommitClient):
         *,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
-        timeout_ms: int = TXN_TIMEOUT_MS,
         timeout_s: float | None = None,
     ) -> PendingTxnCommit:
         """Write ``offsets`` (partition -> next offset, or offset-like) for ``group`` (a
@@ -206,7 +200,6 @@ class TransactionalCommitter(OffsetCommitClient):
             generation_id=metadata.generation_id,
             member_id=metadata.member_id,
             group_instance_id=metadata.group_instance_id,
-            timeout_ms=timeout_ms,
         )
         message = ingest_message(request)
         deadline = time.monotonic() + self._timeout(timeout_s)

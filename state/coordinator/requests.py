@@ -61,8 +61,10 @@ class TxnOffsetCommitRequest:
     to the ingest topic in that transaction, so it is applied only if the transaction commits.
 
     Validated as an OffsetCommit except that a request without member id and generation is taken
-    even when the group has members; no retention (Kafka's TxnOffsetCommit has none). The
-    transactional id, producer id and epoch name the transaction holding it."""
+    even when the group has members; no retention (Kafka's TxnOffsetCommit has none) and no
+    deadline: the job sees it only once its transaction committed, and the transaction's output
+    then stands, so it is applied however late. The transactional id, producer id and epoch name
+    the transaction holding it."""
 
     request_id: str
     group_id: str
@@ -73,7 +75,6 @@ class TxnOffsetCommitRequest:
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
-    timeout_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

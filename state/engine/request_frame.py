@@ -66,7 +66,7 @@ def request_rows(
     head = {
         "request_id": request.request_id,
         "group_id": request.group_id,
-        "timeout_ms": request.timeout_ms,
+        "timeout_ms": None if isinstance(request, TxnOffsetCommitRequest) else request.timeout_ms,
     }
     if isinstance(request, OffsetCommitRequest | TxnOffsetCommitRequest):
         # A TxnOffsetCommit's rows are an OffsetCommit's without retention; its transaction ids

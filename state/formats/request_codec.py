@@ -18,12 +18,13 @@ The message key is the group id (UTF-8); the value is one of (``?`` = optional, 
                    "clientHost"?: "", "rebalanceTimeoutMs"?: 300000,
                    "sessionTimeoutMs"?: 45000, "subscribedTopics"?: []}]}
 
-Field names are Kafka's. Every request may carry ``timeoutMs`` (int32 >= 0; absent or null: the
-job's default; ``state.coordinator.deadlines``). ``retentionTimeMs`` -1 is the broker default;
-``committedMetadata`` null means "". A TxnOffsetCommit is produced inside the transaction it
-names (``transactionalId`` not empty, ``producerId`` int64, ``producerEpoch`` int16) and has no
-``retentionTimeMs`` (ignored if present: Kafka's has none). Only ``groupInstanceId``,
-``protocolName``, ``leader`` and ``timeoutMs`` may be null.
+Field names are Kafka's. Every request but TxnOffsetCommit may carry ``timeoutMs`` (int32 >= 0;
+absent or null: the job's default; ``state.coordinator.deadlines``). ``retentionTimeMs`` -1 is
+the broker default; ``committedMetadata`` null means "". A TxnOffsetCommit is produced inside
+the transaction it names (``transactionalId`` not empty, ``producerId`` int64, ``producerEpoch``
+int16) and has no ``retentionTimeMs`` (Kafka's has none) and no ``timeoutMs`` (it is read only
+once its transaction committed, and then applied however late); both are ignored if present.
+Only ``groupInstanceId``, ``protocolName``, ``leader`` and ``timeoutMs`` may be null.
 
 The decoder checks shape and types only: JSON types, and integers (not booleans, not ``1.0``)
 within their Kafka type; the state machine answers semantic faults with Kafka's error codes.
@@ -178,8 +179,9 @@ def encode_request(request: Request) -> bytes:
         }
     else:
         raise TypeError(f"not a request: {type(request).__name__}")
-    if request.timeout_ms is not None:
-        head["timeoutMs"] = request.timeout_ms
+    timeout_ms = None if isinstance(request, TxnOffsetCommitRequest) else request.timeout_ms
+    if timeout_ms is not None:
+        head["timeoutMs"] = timeout_ms
     return _dumps(head).encode("utf-8")
 
 
@@ -236,7 +238,7 @@ def _offset_commit(
 
 
 def _txn_offset_commit(
-    obj: dict[str, Any], request_id: str, group_id: str, timeout_ms: int | None
+    obj: dict[str, Any], request_id: str, group_id: str, _timeout_ms: int | None
 ) -> TxnOffsetCommitRequest:
     transactional_id = read_str(obj, "transactionalId", "")
     if not transactional_id:
@@ -256,7 +258,6 @@ def _txn_offset_commit(
         generation_id=generation_id,
         member_id=member_id,
         group_instance_id=instance_id,
-        timeout_ms=timeout_ms,
     )
 
 
@@ -404,7 +405,8 @@ def _decode_object(obj: dict[str, Any]) -> Request:
         reject("api", f"unknown api {api!r} (known: {', '.join(_PARSERS)})")
     request_id = read_str(obj, "requestId", "")
     group_id = read_str(obj, "groupId", "")
-    return parser(obj, request_id, group_id, _timeout_ms(obj))  # type: ignore[no-any-return]
+    timeout_ms = None if api == Api.TXN_OFFSET_COMMIT.value else _timeout_ms(obj)
+    return parser(obj, request_id, group_id, timeout_ms)  # type: ignore[no-any-return]
 
 
 def _timeout_ms(obj: dict[str, Any]) -> int | None:

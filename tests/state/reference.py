@@ -22,7 +22,7 @@ from state.coordinator.model import (
     Record,
     TopicPartition,
 )
-from state.coordinator.requests import Request
+from state.coordinator.requests import Request, TxnOffsetCommitRequest
 from state.coordinator.rules import empty_group_deadline, offset_deadline
 
 
@@ -69,8 +69,11 @@ class ReferenceCoordinator:
         """Validate and apply one request appended at ``timestamp_ms``, reached at ``now_ms``;
         return its records (already replayed) and responses. A request reached at or after its
         deadline is answered REQUEST_TIMED_OUT and changes nothing (``now_ms`` None: never)."""
-        if now_ms is not None and is_timed_out(
-            timestamp_ms, request.timeout_ms, now_ms, self.config
+        # A TxnOffsetCommit has no deadline: read once its transaction committed, it applies.
+        if (
+            now_ms is not None
+            and not isinstance(request, TxnOffsetCommitRequest)
+            and is_timed_out(timestamp_ms, request.timeout_ms, now_ms, self.config)
         ):
             deadline = request_deadline_ms(timestamp_ms, request.timeout_ms, self.config)
             reason = timed_out_reason(deadline, now_ms)

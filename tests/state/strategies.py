@@ -91,7 +91,6 @@ def txn_commits(draw: st.DrawFn, simple: bool = False) -> TxnOffsetCommitRequest
         generation_id=c.generation_id,
         member_id=c.member_id,
         group_instance_id=c.group_instance_id,
-        timeout_ms=c.timeout_ms,
     )
 
 

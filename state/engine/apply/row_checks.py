@@ -20,7 +20,7 @@ from state.coordinator.errors import ErrorCode
 from state.coordinator.rules import MAX_PARTITIONS_PER_TOPIC, is_valid_topic
 from state.engine.apply.accumulators import Answers
 from state.engine.apply.authorization import authorize_rows
-from state.engine.apply.batch import APIS, Batch
+from state.engine.apply.batch import APIS, TXN_OFFSET_COMMIT, Batch
 
 
 @dataclass(frozen=True)
@@ -113,11 +113,14 @@ def check_rows(
 
 
 def _timed_out(batch: Batch, now_ms: int, config: CoordinatorConfig) -> np.ndarray:
-    """Per row: ``deadlines.is_timed_out`` of its request (age against timeout, no overflow)."""
+    """Per row: ``deadlines.is_timed_out`` of its request (age against timeout, no overflow).
+    Never a TxnOffsetCommit's: read once its transaction committed, it is applied however late."""
     age = now_ms - batch.timestamp
     if batch.timeout is None:  # no request of the batch has its own
-        return age >= config.request_timeout_ms
-    return age >= np.where(batch.timeout < 0, config.request_timeout_ms, batch.timeout)
+        late = age >= config.request_timeout_ms
+    else:
+        late = age >= np.where(batch.timeout < 0, config.request_timeout_ms, batch.timeout)
+    return late & (batch.api != TXN_OFFSET_COMMIT)
 
 
 def _requests_of(batch: Batch, alive_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -56,5 +56,4 @@ TXN_COMMIT = TxnOffsetCommitRequest(
     generation_id=4,
     member_id="m1",
     group_instance_id="static-1",
-    timeout_ms=5_000,
 )

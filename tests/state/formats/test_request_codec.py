@@ -89,8 +89,7 @@ def test_encoded_txn_commit_uses_kafka_field_names() -> None:
         -(2**15),
     )
     assert (doc["generationId"], doc["memberId"], doc["groupInstanceId"]) == (4, "m1", "static-1")
-    assert doc["timeoutMs"] == 5_000
-    assert "retentionTimeMs" not in doc
+    assert "timeoutMs" not in doc and "retentionTimeMs" not in doc
     assert doc["topics"][1] == {
         "name": "u",
         "partitions": [
@@ -118,7 +117,7 @@ def test_minimal_txn_commit_takes_defaults_and_ignores_retention() -> None:
         "topics": [{"name": "t", "partitions": [{"partitionIndex": 3, "committedOffset": 9}]}],
     }
     assert decode_request(json.dumps(doc).encode()) == TxnOffsetCommitRequest(
-        "r", "g", "tx", 12, 3, (PartitionCommit("t", 3, 9, -1, ""),), -1, "", None, None
+        "r", "g", "tx", 12, 3, (PartitionCommit("t", 3, 9, -1, ""),), -1, "", None
     )
 
 
@@ -325,8 +324,10 @@ def _with(doc: dict[str, Any], **fields: Any) -> bytes:
     return json.dumps(doc | fields).encode()
 
 
-@pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t["api"])
-def test_timeout_is_optional_and_read_for_every_api(template: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "template", [t for t in TEMPLATES if t["api"] != "TxnOffsetCommit"], ids=lambda t: t["api"]
+)
+def test_timeout_is_optional_and_read_for_every_api_but_txn(template: dict[str, Any]) -> None:
     base = {k: v for k, v in template.items() if k != "timeoutMs"}
     absent = decode_request(json.dumps(base).encode())
     assert not isinstance(absent, DecodeError) and absent.timeout_ms is None
@@ -335,6 +336,18 @@ def test_timeout_is_optional_and_read_for_every_api(template: dict[str, Any]) ->
     for value in (0, 1, 60_000, 2**31 - 1):
         decoded = decode_request(_with(base, timeoutMs=value))
         assert not isinstance(decoded, DecodeError) and decoded.timeout_ms == value
+
+
+def test_a_txn_offset_commit_has_no_timeout() -> None:
+    """Read once its transaction committed, it has no deadline: ``timeoutMs`` is ignored, as
+    any field its API lacks, and never encoded."""
+    (template,) = [t for t in TEMPLATES if t["api"] == "TxnOffsetCommit"]
+    base = {k: v for k, v in template.items() if k != "timeoutMs"}
+    plain = decode_request(json.dumps(base).encode())
+    assert isinstance(plain, TxnOffsetCommitRequest)
+    for value in (0, 5_000, -1, "soon"):
+        assert decode_request(_with(base, timeoutMs=value)) == plain
+    assert b"timeoutMs" not in encode_request(plain)
 
 
 @pytest.mark.parametrize(
