@@ -64,12 +64,6 @@ def call_output(commits: int, record_partitions: pa.Array | None = None) -> Shar
     )
     result = apply_batch(loaded, frame, NOW_MS, config)
     answers, dead = encode_responses(result.responses, SHARD)
-    positions = pa.table(
-        {"topic": [None, "tenant-in"], "partition": [1, 0], "next_offset": [42, 7]},
-        schema=pa.schema(
-            [("topic", pa.string()), ("partition", pa.int64()), ("next_offset", pa.int64())]
-        ),
-    )
     return ShardOutput(
         state=result.state,
         changed=True,
@@ -78,7 +72,6 @@ def call_output(commits: int, record_partitions: pa.Array | None = None) -> Shar
         loaded=snapshot_records(loaded),
         answers=answers,
         dead_letters=dead,
-        positions=positions,
         group_commits=group_commits(result.responses),
         stats={"input_rows": frame.num_rows, "commits_applied": commits, "next_expiry_ms": None},
     )
