@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from connectors.sinks.base import Sink
+from connectors.sinks.lease import lease_holder
 from connectors.sinks.url import absolute_sink_url, parse_sink_url, redact_url
 from connectors.sinks.values import (
     NO_OFFSET,
@@ -16,6 +17,8 @@ from connectors.sinks.values import (
     CoordinatorState,
     CoordinatorStatus,
     GroupListing,
+    Lease,
+    LeaseLost,
     LogEndOffset,
     SinkError,
     SinkWriteError,
@@ -31,12 +34,15 @@ __all__ = [
     "CoordinatorState",
     "CoordinatorStatus",
     "GroupListing",
+    "Lease",
+    "LeaseLost",
     "LogEndOffset",
     "Sink",
     "SinkError",
     "SinkWriteError",
     "SourceCluster",
     "absolute_sink_url",
+    "lease_holder",
     "open_sink",
     "redact_url",
 ]

@@ -8,12 +8,12 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 from connectors.closing import CloseOnExit
 from connectors.sinks.statements import statements
 from connectors.sinks.tables import define_tables
-from connectors.sinks.values import SinkError
+from connectors.sinks.values import Lease, LeaseLost, SinkError
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,20 @@ class Statements(Protocol):
     def execute(self, statement: Any, params: Any = ..., /) -> Any: ...
 
     def executemany(self, statement: Any, params: Any, /) -> Any: ...
+
+
+class Fence(NamedTuple):
+    """The lease this sink holds: its writes commit only while the row carries ``epoch``."""
+
+    name: str
+    epoch: int
+    holder: str
+
+
+def lost_message(url: str, fence: Fence, found: Lease | None) -> str:
+    """Why ``fence`` no longer holds: the lease row's holder and epoch now."""
+    now = f"epoch {found.epoch}, holder {found.holder or '(none)'}" if found else "no lease row"
+    return f"{url}: lease {fence.name} epoch {fence.epoch} lost (now {now}): stop writing"
 
 
 class SinkCore(ABC, CloseOnExit):
@@ -63,6 +77,8 @@ class SinkCore(ABC, CloseOnExit):
         # foreachBatch writes from one driver thread; the same process may read from another.
         self._lock = threading.RLock()
         self._conn: Any = None
+        #: Set while this sink holds a deployment lease (``connectors.sinks.lease``).
+        self._fence: Fence | None = None
 
     @abstractmethod
     def _connect(self) -> Any:
@@ -163,5 +179,34 @@ class SinkCore(ABC, CloseOnExit):
             raise SinkError(f"{self.url} is open read-only")
 
     def _write(self, body: Callable[[Statements], bool], action: str) -> None:
-        """Run ``body`` in one write transaction; SinkError naming ``action`` on failure."""
-        self._on_connection(lambda conn: self._transaction(conn, body), action)
+        """Run ``body`` in one write transaction, fenced by the held lease if any; SinkError
+        naming ``action`` on failure, LeaseLost (rolled back) when the lease is lost."""
+
+        def fenced(tx: Statements) -> bool:
+            self._check_fence(tx)
+            return body(tx)
+
+        self._on_connection(lambda conn: self._transaction(conn, fenced), action)
+
+    def _write_one(self, name: str, params: Sequence[Any], action: str) -> None:
+        """Statement ``name`` on its own: in a fenced transaction while a lease is held."""
+        if self._fence is None:
+            self._run(name, params, action=action)
+        else:
+
+            def one(tx: Statements) -> bool:
+                tx.execute(self._sql[name], params)
+                return True
+
+            self._write(one, action)
+
+    def _check_fence(self, tx: Statements) -> None:
+        """LeaseLost unless the held lease's row still carries its epoch; the row stays locked
+        (shared) to the end of ``tx``, so no takeover commits between this check and it."""
+        fence = self._fence
+        if fence is None:
+            return
+        row = tx.execute(self._sql["lease"], (fence.name,)).fetchone()
+        if row is None or row[0] != fence.epoch:
+            found = Lease(fence.name, *row[:4]) if row else None
+            raise LeaseLost(lost_message(self.url, fence, found))

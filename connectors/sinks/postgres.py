@@ -8,6 +8,7 @@ session temp tables and applied with one statement each; smaller batches use ``e
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -103,6 +104,8 @@ class PostgresSink(Sink):
             schema=schema,
         )
         self._bulk, self._copy_types = _bulk_statements(self._prefix, self._schema)
+        # (lease name, epoch) → the connection whose session holds that advisory lock.
+        self._epoch_locks: dict[tuple[str, int], Any] = {}
         self._open()
 
     def _connect(self) -> psycopg.Connection[Any]:
@@ -174,6 +177,32 @@ class PostgresSink(Sink):
             copy.set_types(self._copy_types[statement])
             for row in data:
                 copy.write_row(row)
+
+    def _epoch_lock_key(self, name: str, epoch: int) -> tuple[int, int]:
+        """The two-int4 advisory lock of (lease, epoch): a key space apart from
+        ``_lock_schema``'s single bigint."""
+        lease_key = zlib.crc32(f"{self._schema}.{self._prefix}lease:{name}".encode()) - 2**31
+        return lease_key, (epoch + 2**31) % 2**32 - 2**31
+
+    def _lock_epoch(self, tx: Statements, name: str, epoch: int) -> bool:
+        """The session advisory lock on ``epoch``, held on this sink's connection: the server
+        drops it when the connection dies. Taken once per connection (they nest)."""
+        if self._epoch_locks.get((name, epoch)) is self._conn:
+            return True
+        key = self._epoch_lock_key(name, epoch)
+        got = bool(tx.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()[0])
+        if got:
+            self._epoch_locks[(name, epoch)] = self._conn
+        return got
+
+    def _unlock_epoch(self, name: str, epoch: int) -> None:
+        with self._lock:
+            conn = self._epoch_locks.pop((name, epoch), None)
+            if conn is not None and conn is self._conn and not self._lost(conn):
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute(
+                        "SELECT pg_advisory_unlock(%s, %s)", self._epoch_lock_key(name, epoch)
+                    )
 
     def _lock_schema(self, tx: Statements) -> None:
         """A transaction-scoped advisory lock per (schema, prefix): concurrent CREATE … IF NOT

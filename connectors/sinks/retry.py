@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from connectors.sinks.values import SinkError
+from connectors.sinks.values import LeaseLost, SinkError
 
 T = TypeVar("T")
 
@@ -21,13 +21,16 @@ def with_sink_retries(
     write: Callable[[], T], timeout_s: float, what: str, log: logging.Logger
 ) -> T:
     """``write()``, retried while it raises ``SinkError`` for up to ``timeout_s`` seconds (0:
-    no retry), then the last error propagates; ``what`` names the write in log lines."""
+    no retry), then the last error propagates (LeaseLost at once); ``what`` names the write in
+    log lines."""
     deadline = time.monotonic() + timeout_s
     backoff_s = FIRST_BACKOFF_S
     attempt = 1
     while True:
         try:
             result = write()
+        except LeaseLost:
+            raise  # another process writes now: waiting cannot bring the lease back
         except SinkError as error:
             left_s = deadline - time.monotonic()
             if left_s <= 0:

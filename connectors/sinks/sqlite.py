@@ -8,6 +8,8 @@ may lose the last committed batches to a power loss, which Spark will not replay
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import sqlite3
@@ -46,6 +48,7 @@ class SqliteSink(Sink):
             raise ValueError(f"synchronous must be one of {sorted(_SYNCHRONOUS)}: {synchronous!r}")
         self._synchronous = synchronous.upper()
         self._busy_timeout_ms = int(busy_timeout_ms)
+        self._lease_files: dict[str, int] = {}  # lease name → descriptor of its lock file
         super().__init__(
             f"sqlite:///{self.path}",  # an absolute path gives sqlite:////abs/path
             table_prefix=table_prefix,
@@ -105,6 +108,36 @@ class SqliteSink(Sink):
             except sqlite3.Error:
                 self._discard()  # a connection that cannot roll back is reopened later
             raise
+
+    def _lock_epoch(self, tx: Statements, name: str, epoch: int) -> bool:
+        """A POSIX record lock on byte ``epoch`` of ``<sink file>.lease-<name>``: the kernel
+        drops it when the process dies (not inherited by forked children, unlike flock). Locks
+        are per process: two sinks of one process never exclude each other, and closing any
+        descriptor of that file in the process would drop them (only this sink opens it)."""
+        with self._lock:
+            fd = self._lease_files.get(name)
+            if fd is None:
+                fd = os.open(f"{self.path}.lease-{name}", os.O_RDWR | os.O_CREAT, 0o644)
+                self._lease_files[name] = fd
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, epoch)
+        except OSError:
+            return False
+        return True
+
+    def _unlock_epoch(self, name: str, epoch: int) -> None:
+        fd = self._lease_files.get(name)
+        if fd is not None:
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, epoch)
+
+    def close(self) -> None:
+        """Close the connection and the lease files (dropping their locks)."""
+        super().close()
+        with self._lock:
+            for fd in self._lease_files.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._lease_files.clear()
 
     def reclaim_space(self) -> None:
         """Give up to :data:`_VACUUM_PAGES` free pages back to the file system (a file created

@@ -41,6 +41,12 @@ _TABLE_EXISTS: Final = {
 }
 _ONE: Final = sa.literal_column("1")
 _ZERO: Final = sa.literal_column("0")
+_EMPTY: Final = sa.literal_column("''")
+#: The database's clock in milliseconds since the epoch.
+_DB_NOW_MS: Final = {
+    "sqlite": "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+    "postgresql": "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)",
+}
 
 Built = tuple[Any, tuple[str, ...]]
 _p: Final = sa.bindparam
@@ -136,6 +142,12 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         )
 
     o, g, st, h, m = t["offsets"], t["groups"], t["status"], t["history"], t["members"]
+    ls = t["lease"]
+    # Lease times come from the database's clock, so contenders on other hosts (PostgreSQL)
+    # agree; SQLite's is the host's (julianday: milliseconds, strftime('%s') has seconds).
+    db_now = sa.literal_column(_DB_NOW_MS[dialect_name])
+    lease_row = (ls.c.epoch, ls.c.holder, ls.c.renewed_at_ms, ls.c.expires_at_ms, db_now)
+    renewed = {"renewed_at_ms": db_now, "expires_at_ms": db_now + _p("ttl_ms")}
     le, s, src, c = t["log_end"], t["samples"], t["source"], t["commits"]
     excluded = {name: insert(table).excluded for name, table in t.items()}
     # What a pass over every group reads of an offset or a commit.
@@ -187,6 +199,39 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         # One row (id 1); bound only to the cluster it holds, if any.
         "source_cluster": _select(src, "cluster_id", "cluster_name", "updated_at_ms"),
         "bind_source": upsert_all(src, "id"),
+        # --- the deployment lease (connectors.sinks.lease); FOR SHARE: a write's fencing
+        # check holds off a takeover until the write commits (SQLite: BEGIN IMMEDIATE does).
+        "lease": (
+            sa.select(*lease_row).where(ls.c.name == _p("name")).with_for_update(read=True),
+            ("name",),
+        ),
+        "lease_for_update": (
+            sa.select(*lease_row).where(ls.c.name == _p("name")).with_for_update(),
+            ("name",),
+        ),
+        "insert_lease": (
+            insert(ls)
+            .values(name=_p("name"), epoch=_ZERO, holder=_EMPTY)
+            .values(renewed_at_ms=_ZERO, expires_at_ms=_ZERO)
+            .on_conflict_do_nothing(index_elements=["name"]),
+            ("name",),
+        ),
+        "take_lease": (
+            sa.update(ls)
+            .where(ls.c.name == _p("name"))
+            .values(epoch=_p("epoch"), holder=_p("holder"), **renewed),
+            ("epoch", "holder", "ttl_ms", "name"),
+        ),
+        "renew_lease": (
+            sa.update(ls).where(*_equal(ls, "name", "epoch", "holder")).values(**renewed),
+            ("ttl_ms", "name", "epoch", "holder"),
+        ),
+        "release_lease": (
+            sa.update(ls)
+            .where(*_equal(ls, "name", "epoch", "holder"))
+            .values(holder=_EMPTY, expires_at_ms=db_now),
+            ("name", "epoch", "holder"),
+        ),
         # --- batch writes
         "upsert_offset": upsert_all(o, "group_id", "topic", PARTITION),
         "delete_offset": _delete(o, "group_id", "topic", PARTITION),

@@ -24,7 +24,7 @@ class StatusRow(SinkCore):
     def set_status(self, status: CoordinatorState, detail: str = "") -> None:
         """Set the coordinator status row (batch progress is left as it is)."""
         params = self._status_params(status, detail)
-        self._run("set_status", params, action=f"cannot set status {status}")
+        self._write_one("set_status", params, f"cannot set status {status}")
 
     def reset(self, status: CoordinatorState, detail: str = "") -> None:
         """Empty the state's tables and forget the batch progress in one transaction, as a job
@@ -49,7 +49,7 @@ class StatusRow(SinkCore):
         """Record that the writer is alive now (the sink's clock), so readers tell a running
         writer from a dead one."""
         self._check_writable()
-        self._run("heartbeat", (self._clock(),), action="cannot record a heartbeat")
+        self._write_one("heartbeat", (self._clock(),), "cannot record a heartbeat")
 
     def bind_source_cluster(self, cluster_id: str, cluster_name: str) -> None:
         """Record that this sink mirrors cluster ``cluster_id``; SinkError when it holds another

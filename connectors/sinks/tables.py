@@ -183,4 +183,15 @@ def define_tables(prefix: str, schema: str | None = None) -> dict[str, sa.Table]
             _col("updated_at_ms", _BIG),
             **_NO_ROWID,
         ),
+        # One row per deployment: the job (or mirror) that may write (``connectors.sinks.lease``).
+        "lease": sa.Table(
+            prefix + "deployment_lease",
+            md,
+            _col("name", _KEY, primary_key=True),
+            _col("epoch", _BIG),
+            _col("holder", sa.Text),
+            _col("renewed_at_ms", _BIG),
+            _col("expires_at_ms", _BIG),
+            **_NO_ROWID,
+        ),
     }

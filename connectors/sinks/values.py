@@ -33,6 +33,23 @@ class SinkWriteError(SinkError):
     replaying it is safe either way, batches being idempotent per id)."""
 
 
+class LeaseLost(SinkError):
+    """This process no longer holds its deployment's lease (another took it over, or it expired
+    and was taken): the write was rolled back; the process must stop writing. Not retried."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A deployment's lease row: ``epoch`` (the fencing token, bumped at each change of holder),
+    ``holder`` (``host:pid/instance``, empty when free), times in the sink's clock (ms)."""
+
+    name: str
+    epoch: int
+    holder: str
+    renewed_at_ms: int
+    expires_at_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class BatchProgress:
     """What the job reports for one micro-batch, stored with its records. ``ingest_offsets``:

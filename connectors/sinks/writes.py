@@ -43,8 +43,8 @@ class Writes(SinkCore):
         """Apply one micro-batch (``RECORD_FRAME_SCHEMA``, log order), its ``members`` (a
         mirror's, ``MEMBER_SCHEMA``) and its progress in one transaction; False, changing
         nothing, when ``batch_id`` is at or below the last committed one. ValueError for records
-        breaking the frame contract, SinkWriteError when the store fails; either way nothing of
-        the batch is kept (Spark replays it)."""
+        breaking the frame contract, SinkWriteError when the store fails, LeaseLost when this
+        sink's lease was taken over; either way nothing of the batch is kept."""
         if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
             raise ValueError(f"batch_id must be an int >= 0, got {batch_id!r}")
         if progress.batch_id != batch_id:
@@ -58,6 +58,7 @@ class Writes(SinkCore):
 
         def apply(tx: Statements) -> bool:
             nonlocal begun, last_batch_id
+            self._check_fence(tx)
             last_batch_id = self._last_batch_id(tx)
             begun = True
             if batch_id <= last_batch_id:

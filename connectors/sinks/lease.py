@@ -1,0 +1,141 @@
+"""The deployment lease: one job (or mirror) of a deployment writes; its epoch fences the rest.
+
+One row per deployment name (``epoch``, ``holder``, ``renewed_at_ms``, ``expires_at_ms``, times
+from the database's clock). A holder also keeps a lock tied to its process or session on its
+epoch (SQLite: a POSIX record lock on byte ``epoch`` of a file beside the sink file; PostgreSQL:
+the session advisory lock ``(name key, epoch)``), which the system drops when the process or its
+connection dies. A contender takes the lease when it is free, expired, already its own, or when
+it can take its holder's epoch lock (the holder is dead): a dead holder is replaced at once, a
+paused or partitioned one after ``expires_at_ms``. Locking per epoch keeps a holder that took
+over by expiry (while the paused one still holds its old lock) from looking dead.
+
+Once acquired, every write transaction of this sink first checks that the row still carries
+its epoch (``SinkCore._check_fence``) and otherwise rolls back with :class:`LeaseLost`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+from typing import Final
+
+from connectors.sinks.core import Fence, SinkCore, Statements, lost_message
+from connectors.sinks.values import Lease, LeaseLost, SinkError
+
+_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def lease_holder() -> str:
+    """This process's holder id: ``host:pid/`` and a random instance id (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}/{secrets.token_hex(4)}"
+
+
+class Leases(SinkCore):
+    """Acquire, renew and release a deployment's lease; a backend supplies the epoch locks."""
+
+    def _lock_epoch(self, tx: Statements, name: str, epoch: int) -> bool:
+        """Take (or keep) the process's or session's lock on ``epoch`` without waiting."""
+        raise NotImplementedError
+
+    def _unlock_epoch(self, name: str, epoch: int) -> None:
+        """Give up the lock on ``epoch`` if this sink holds it."""
+        raise NotImplementedError
+
+    def lease(self, name: str) -> Lease | None:
+        """Deployment ``name``'s lease row; None before anyone asked for it."""
+        found = self._run("lease", (name,))
+        return Lease(name, *found[0][:4]) if found else None
+
+    def acquire_lease(self, name: str, holder: str, ttl_ms: int) -> Lease | None:
+        """Take deployment ``name``'s lease for ``holder`` until ``ttl_ms`` from now when it is
+        free, expired, ``holder``'s already (epoch kept) or its holder is dead (epoch bumped);
+        from then on this sink's writes are fenced by that epoch. None when another holds it."""
+        self._check_writable()
+        if not _NAME_RE.match(name):
+            raise ValueError(f"lease name must match {_NAME_RE.pattern}, got {name!r}")
+        locked: list[int] = []
+        taken: list[int] = []
+
+        def take(tx: Statements) -> bool:
+            tx.execute(self._sql["insert_lease"], (name,))
+            epoch, current, _, expires, now = tx.execute(
+                self._sql["lease_for_update"], (name,)
+            ).fetchone()
+            if current == holder:
+                new = epoch
+            elif current and expires > now and not self._try_lock(tx, name, epoch, locked):
+                return False  # held by a live holder (its epoch lock is held)
+            else:
+                new = epoch + 1
+            if not self._try_lock(tx, name, new, locked):
+                return False  # another contender is taking it now
+            tx.execute(self._sql["take_lease"], (new, holder, ttl_ms, name))
+            taken.append(new)
+            return True
+
+        committed = False
+        try:
+            self._write(take, f"cannot acquire lease {name}")
+            committed = True
+        finally:
+            for epoch in locked:  # keep only the lock of the epoch taken
+                if not (committed and epoch in taken):
+                    self._unlock_epoch(name, epoch)
+        if not taken:
+            return None
+        self._fence = Fence(name, taken[0], holder)
+        return self.lease(name)
+
+    def renew_lease(self, ttl_ms: int) -> Lease:
+        """Extend the held lease to ``ttl_ms`` from now; LeaseLost when its epoch is not ours
+        any more (the holder must stop writing)."""
+        fence = self._held_fence()
+        renewed = 0
+
+        def renew(tx: Statements) -> bool:
+            nonlocal renewed
+            self._lock_epoch(tx, fence.name, fence.epoch)  # again after a reconnection
+            params = (ttl_ms, fence.name, fence.epoch, fence.holder)
+            renewed = tx.execute(self._sql["renew_lease"], params).rowcount
+            return True
+
+        self._on_connection(lambda conn: self._transaction(conn, renew), "cannot renew lease")
+        if renewed != 1:
+            self._raise_lost(fence)
+        found = self.lease(fence.name)
+        assert found is not None
+        return found
+
+    def release_lease(self) -> None:
+        """Free the held lease (a clean stop), so a standby takes it at once; writes are not
+        fenced any more. Nothing when no lease is held or it was lost."""
+        fence, self._fence = self._fence, None
+        if fence is None:
+            return
+
+        def release(tx: Statements) -> bool:
+            tx.execute(self._sql["release_lease"], (fence.name, fence.epoch, fence.holder))
+            return True
+
+        try:
+            self._on_connection(
+                lambda conn: self._transaction(conn, release), "cannot release lease"
+            )
+        finally:
+            self._unlock_epoch(fence.name, fence.epoch)
+
+    def _try_lock(self, tx: Statements, name: str, epoch: int, locked: list[int]) -> bool:
+        got = self._lock_epoch(tx, name, epoch)
+        if got:
+            locked.append(epoch)
+        return got
+
+    def _held_fence(self) -> Fence:
+        if self._fence is None:
+            raise SinkError(f"{self.url}: no lease is held")
+        return self._fence
+
+    def _raise_lost(self, fence: Fence) -> None:
+        raise LeaseLost(lost_message(self.url, fence, self.lease(fence.name)))

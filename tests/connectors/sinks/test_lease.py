@@ -1,0 +1,150 @@
+"""The deployment lease against real stores: a holder in a process of its own (``lease_holder``)
+and this test's process contending; the holder killed, paused, renewing, released."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from connectors.sinks import LeaseLost, Sink, lease_holder, open_sink
+from tests.connectors.sinks.record_frames import commit, frame, offsets_of, progress
+
+_ROOT = Path(__file__).resolve().parents[3]
+_NAME = "prod"
+
+
+class Holder:
+    """A ``lease_holder`` process: one command, one answer."""
+
+    def __init__(self, url: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(_ROOT)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.connectors.sinks.lease_holder", url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=_ROOT,
+            env=env,
+        )
+
+    def ask(self, command: str, timeout_s: float = 30) -> str:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
+        assert ready, f"no answer to {command!r} within {timeout_s} s"
+        return self.process.stdout.readline().strip()
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.kill()
+        self.process.wait(10)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'offsets.db'}"
+    return str(request.getfixturevalue("postgres_sink_url"))
+
+
+@pytest.fixture
+def sink(url: str) -> Iterator[Sink]:
+    opened = open_sink(url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def holder(url: str, sink: Sink) -> Iterator[Holder]:  # sink first: it creates the tables
+    started = Holder(url)
+    yield started
+    started.stop()
+
+
+def _acquire_within(sink: Sink, timeout_s: float) -> tuple[int, float]:
+    """Try every 20 ms; the epoch taken and the seconds it took."""
+    started = time.monotonic()
+    me = lease_holder()
+    while (elapsed := time.monotonic() - started) < timeout_s:
+        if (held := sink.acquire_lease(_NAME, me, 60_000)) is not None:
+            return held.epoch, elapsed
+        time.sleep(0.02)
+    raise AssertionError(f"lease not acquired within {timeout_s} s")
+
+
+def test_a_killed_holder_is_replaced_at_once(sink: Sink, holder: Holder) -> None:
+    assert holder.ask(f"acquire {_NAME} 60000") == "held 1"
+    assert sink.acquire_lease(_NAME, lease_holder(), 60_000) is None
+    holder.signal(signal.SIGKILL)
+    epoch, elapsed_s = _acquire_within(sink, 5)
+    # Its lock died with it: no waiting for the 60 s expiry.
+    assert (epoch, elapsed_s < 1.5) == (2, True), elapsed_s
+
+
+def test_a_paused_holder_is_replaced_after_expiry_and_then_fenced(
+    sink: Sink, holder: Holder
+) -> None:
+    assert holder.ask(f"acquire {_NAME} 1500") == "held 1"
+    assert holder.ask("write 0") == "wrote"
+    holder.signal(signal.SIGSTOP)
+    assert sink.acquire_lease(_NAME, lease_holder(), 60_000) is None  # paused, not expired
+    epoch, elapsed_s = _acquire_within(sink, 10)
+    assert epoch == 2 and 0.5 < elapsed_s < 3, elapsed_s
+    sink.write_batch(1, frame(commit("active", "t", 0, 1)), progress(1))
+    holder.signal(signal.SIGCONT)
+    answer = holder.ask("write 2")
+    assert answer.startswith("lost ") and "now epoch 2" in answer, answer
+    assert sink.status().last_batch_id == 1
+    assert offsets_of(sink, "zombie") == {("t", 0): 0}  # batch 0's, nothing of batch 2
+
+
+def test_renewals_keep_the_lease(sink: Sink, holder: Holder) -> None:
+    assert holder.ask(f"acquire {_NAME} 600") == "held 1"
+    assert holder.ask("keep 600 100") == "keeping"
+    deadline = time.monotonic() + 2.5  # four times the TTL
+    while time.monotonic() < deadline:
+        assert sink.acquire_lease(_NAME, lease_holder(), 60_000) is None
+        time.sleep(0.05)
+    lease = sink.lease(_NAME)
+    assert lease is not None and lease.epoch == 1 and lease.expires_at_ms > lease.renewed_at_ms
+
+
+def test_a_release_hands_over_at_once(sink: Sink, holder: Holder) -> None:
+    assert holder.ask(f"acquire {_NAME} 60000") == "held 1"
+    assert holder.ask("release") == "released"
+    assert sink.acquire_lease(_NAME, lease_holder(), 60_000) is not None
+    lease = sink.lease(_NAME)
+    assert lease is not None and lease.epoch == 2
+
+
+def test_the_holder_keeps_its_epoch_and_a_lost_lease_fences_every_write(
+    sink: Sink, holder: Holder
+) -> None:
+    me = lease_holder()
+    first = sink.acquire_lease(_NAME, me, 500)
+    again = sink.acquire_lease(_NAME, me, 500)
+    assert first is not None and again is not None and (first.epoch, again.epoch) == (1, 1)
+    time.sleep(0.6)  # expired: another process takes it
+    assert holder.ask(f"acquire {_NAME} 60000") == "held 2"
+    with pytest.raises(LeaseLost, match="now epoch 2"):
+        sink.renew_lease(500)
+    with pytest.raises(LeaseLost):
+        sink.heartbeat()
+    with pytest.raises(LeaseLost):
+        sink.set_status("ACTIVE")
+    with pytest.raises(LeaseLost):
+        sink.write_batch(0, frame(commit("zombie", "t", 0, 5)), progress(0))
+    assert sink.status().status == "STOPPED" and offsets_of(sink, "zombie") == {}
