@@ -88,6 +88,12 @@ class Leases(SinkCore):
         self._fence = Fence(name, taken[0], holder)
         return self.lease(name)
 
+    def fence_writes(self, name: str, epoch: int, holder: str) -> None:
+        """Fence this sink's writes by a lease another sink holds for this deployment (a Spark
+        worker of the holder writing rebuilt state): they roll back with LeaseLost once
+        ``epoch`` is not the row's. Takes no lock and renews nothing."""
+        self._fence = Fence(name, epoch, holder)
+
     def renew_lease(self, ttl_ms: int) -> Lease:
         """Extend the held lease to ``ttl_ms`` from now; LeaseLost when its epoch is not ours
         any more (the holder must stop writing)."""

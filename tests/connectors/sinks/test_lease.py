@@ -148,3 +148,17 @@ def test_the_holder_keeps_its_epoch_and_a_lost_lease_fences_every_write(
     with pytest.raises(LeaseLost):
         sink.write_batch(0, frame(commit("zombie", "t", 0, 5)), progress(0))
     assert sink.status().status == "STOPPED" and offsets_of(sink, "zombie") == {}
+
+
+def test_a_sink_fenced_by_another_holders_epoch_writes_until_it_moves_on(
+    sink: Sink, holder: Holder, url: str
+) -> None:
+    assert holder.ask(f"acquire {_NAME} 500") == "held 1"
+    worker = open_sink(url)
+    worker.fence_writes(_NAME, 1, "the holder")
+    assert worker.write_batch(0, frame(commit("g", "t", 0, 5)), progress(0))
+    assert holder.ask("release") == "released"
+    assert sink.acquire_lease(_NAME, lease_holder(), 60_000) is not None  # epoch 2
+    with pytest.raises(LeaseLost, match="now epoch 2"):
+        worker.write_batch(1, frame(commit("g", "t", 0, 9)), progress(1))
+    assert offsets_of(sink, "g") == {("t", 0): 5}
