@@ -23,6 +23,8 @@ from connectors.sinks.values import (
     SinkError,
     SinkWriteError,
     SourceCluster,
+    Standby,
+    StandbyState,
     now_ms,
 )
 
@@ -41,6 +43,8 @@ __all__ = [
     "SinkError",
     "SinkWriteError",
     "SourceCluster",
+    "Standby",
+    "StandbyState",
     "absolute_sink_url",
     "lease_holder",
     "open_sink",

@@ -11,6 +11,9 @@ over by expiry (while the paused one still holds its old lock) from looking dead
 
 Once acquired, every write transaction of this sink first checks that the row still carries
 its epoch (``SinkCore._check_fence``) and otherwise rolls back with :class:`LeaseLost`.
+
+The processes waiting to take a lease over register as its standbys (one row each, a heartbeat
+every second, unfenced), so operators see whether a takeover is ready.
 """
 
 from __future__ import annotations
@@ -19,12 +22,17 @@ import os
 import re
 import secrets
 import socket
-from typing import Final
+from typing import Final, get_args
 
 from connectors.sinks.core import Fence, SinkCore, Statements, lost_message
-from connectors.sinks.values import Lease, LeaseLost, SinkError
+from connectors.sinks.values import Lease, LeaseLost, SinkError, Standby, StandbyState
 
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: A standby's row not refreshed for this long is deleted (its process is gone): the table's
+#: bound.
+STANDBY_KEPT_MS: Final = 60_000
+#: A standby is listed while its heartbeat is this recent (it refreshes it every second).
+STANDBY_FRESH_MS: Final = 5_000
 
 
 def lease_holder() -> str:
@@ -44,9 +52,44 @@ class Leases(SinkCore):
         raise NotImplementedError
 
     def lease(self, name: str) -> Lease | None:
-        """Deployment ``name``'s lease row; None before anyone asked for it."""
-        found = self._run("lease", (name,))
-        return Lease(name, *found[0][:4]) if found else None
+        """Deployment ``name``'s lease row; None before anyone asked for it. A plain read:
+        a read-only sink answers too."""
+        found = self._run("read_lease", (name,))
+        return Lease(name, *found[0]) if found else None
+
+    def leases(self) -> list[Lease]:
+        """Every deployment's lease row, by name (a plain read)."""
+        return [Lease(*row) for row in self._run("leases")]
+
+    def register_standby(self, name: str, holder: str, state: StandbyState) -> None:
+        """Record ``holder`` as a standby of deployment ``name`` in ``state``, its heartbeat
+        now in the sink's clock, and delete ``name``'s rows older than
+        :data:`STANDBY_KEPT_MS`. Not fenced: a standby holds no lease."""
+        self._check_writable()
+        if state not in get_args(StandbyState):
+            raise ValueError(f"standby state must be one of {get_args(StandbyState)}: {state!r}")
+
+        def register(tx: Statements) -> bool:
+            tx.execute(self._sql["register_standby"], (name, holder, state))
+            tx.execute(self._sql["expire_standbys"], (name, STANDBY_KEPT_MS))
+            return True
+
+        self._on_connection(
+            lambda conn: self._transaction(conn, register),
+            f"cannot register standby of {name}",
+            retry=lambda: True,  # idempotent
+        )
+
+    def drop_standby(self, name: str, holder: str) -> None:
+        """Forget ``holder`` as a standby of ``name`` (it took the lease, or stops)."""
+        self._check_writable()
+        self._run("drop_standby", (name, holder), action=f"cannot drop standby of {name}")
+
+    def standbys(self, name: str) -> list[Standby]:
+        """Deployment ``name``'s standbys whose heartbeat is at most :data:`STANDBY_FRESH_MS`
+        old, by holder (a plain read)."""
+        found = self._run("standbys", (name, STANDBY_FRESH_MS))
+        return [Standby(name, *row) for row in found]
 
     def acquire_lease(self, name: str, holder: str, ttl_ms: int) -> Lease | None:
         """Take deployment ``name``'s lease for ``holder`` until ``ttl_ms`` from now when it is

@@ -51,7 +51,10 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(4, "offset commits counted per group (the commits counter)"),
     # Widens a CHECK constraint: every row of an older sink still satisfies it.
     Migration(5, "status STARTING (the job runs, its first micro-batch not completed yet)"),
-    Migration(6, "deployment lease (one writer per deployment, its epoch fences writes)"),
+    Migration(
+        6,
+        "deployment lease (one writer per deployment, its epoch fences writes) and standbys",
+    ),
 )
 
 #: The status row of a new sink, up to ``updated_at_ms``: STOPPED, before any batch.
@@ -109,8 +112,10 @@ def step_ddl(version: int, dialect_name: str, prefix: str, schema: str | None) -
                 " autovacuum_vacuum_insert_scale_factor = 0.02)"
             )
         return steps
-    if version in (3, 4, 6):
-        return [create(t[{3: "samples", 4: "commits", 6: "lease"}[version]])]
+    if version in (3, 4):
+        return [create(t[{3: "samples", 4: "commits"}[version]])]
+    if version == 6:
+        return [create(t["lease"]), create(t["standbys"])]
     if version == 5:
         (check,) = t["status"].c.status.constraints
         if dialect_name == "postgresql":

@@ -142,7 +142,7 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         )
 
     o, g, st, h, m = t["offsets"], t["groups"], t["status"], t["history"], t["members"]
-    ls = t["lease"]
+    ls, sb = t["lease"], t["standbys"]
     # Lease times come from the database's clock, so contenders on other hosts (PostgreSQL)
     # agree; SQLite's is the host's (julianday: milliseconds, strftime('%s') has seconds).
     db_now = sa.literal_column(_DB_NOW_MS[dialect_name])
@@ -205,6 +205,9 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
             sa.select(*lease_row).where(ls.c.name == _p("name")).with_for_update(read=True),
             ("name",),
         ),
+        # Readers' (a read-only PostgreSQL transaction refuses FOR SHARE).
+        "read_lease": (sa.select(*lease_row).where(ls.c.name == _p("name")), ("name",)),
+        "leases": (sa.select(ls.c.name, *lease_row).order_by(ls.c.name), ()),
         "lease_for_update": (
             sa.select(*lease_row).where(ls.c.name == _p("name")).with_for_update(),
             ("name",),
@@ -231,6 +234,30 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
             .where(*_equal(ls, "name", "epoch", "holder"))
             .values(holder=_EMPTY, expires_at_ms=db_now),
             ("name", "epoch", "holder"),
+        ),
+        # --- the standbys waiting for a lease; heartbeats in the database's clock too
+        "register_standby": (
+            insert(sb)
+            .values(name=_p("name"), holder=_p("holder"), state=_p("state"))
+            .values(heartbeat_at_ms=db_now)
+            .on_conflict_do_update(
+                index_elements=["name", "holder"],
+                set_={"state": excluded["standbys"].state, "heartbeat_at_ms": db_now},
+            ),
+            ("name", "holder", "state"),
+        ),
+        "expire_standbys": (
+            sa.delete(sb).where(
+                sb.c.name == _p("name"), sb.c.heartbeat_at_ms < db_now - _p("max_age_ms")
+            ),
+            ("name", "max_age_ms"),
+        ),
+        "drop_standby": _delete(sb, "name", "holder"),
+        "standbys": (
+            sa.select(sb.c.holder, sb.c.state, sb.c.heartbeat_at_ms, db_now - sb.c.heartbeat_at_ms)
+            .where(sb.c.name == _p("name"), sb.c.heartbeat_at_ms >= db_now - _p("fresh_ms"))
+            .order_by(sb.c.holder),
+            ("name", "fresh_ms"),
         ),
         # --- batch writes
         "upsert_offset": upsert_all(o, "group_id", "topic", PARTITION),

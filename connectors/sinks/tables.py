@@ -11,7 +11,7 @@ from typing import Any, Final, get_args
 import sqlalchemy as sa
 from sqlalchemy.sql import quoted_name
 
-from connectors.sinks.values import CoordinatorState
+from connectors.sinks.values import CoordinatorState, StandbyState
 
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # PostgreSQL truncates identifiers at 63 bytes; the longest derived name is
@@ -53,6 +53,11 @@ def _commit_columns() -> list[sa.Column[Any]]:
         _col("metadata", sa.Text),
         _col("commit_timestamp_ms", _BIG),
     ]
+
+
+def _quoted(values: Any) -> str:
+    """The values of a ``Literal`` type as an SQL list: ``'A', 'B'``."""
+    return ", ".join(f"'{value}'" for value in get_args(values))
 
 
 def _one_row_id() -> sa.Column[Any]:
@@ -192,6 +197,17 @@ def define_tables(prefix: str, schema: str | None = None) -> dict[str, sa.Table]
             _col("holder", sa.Text),
             _col("renewed_at_ms", _BIG),
             _col("expires_at_ms", _BIG),
+            **_NO_ROWID,
+        ),
+        # The processes waiting to take a deployment's lease over (``Sink.register_standby``).
+        "standbys": sa.Table(
+            prefix + "deployment_standbys",
+            md,
+            _col("name", _KEY),
+            _col("holder", _KEY),
+            _col("state", sa.Text, sa.CheckConstraint(f"state IN ({_quoted(StandbyState)})")),
+            _col("heartbeat_at_ms", _BIG),
+            sa.PrimaryKeyConstraint("name", "holder"),
             **_NO_ROWID,
         ),
     }

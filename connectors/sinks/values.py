@@ -48,6 +48,29 @@ class Lease:
     holder: str
     renewed_at_ms: int
     expires_at_ms: int
+    #: The sink's clock when the row was read (0: not known): what "expires in" counts from.
+    read_at_ms: int = 0
+
+    @property
+    def expires_in_ms(self) -> int:
+        """Milliseconds until it expires as read (<= 0: expired or released)."""
+        return self.expires_at_ms - self.read_at_ms
+
+
+#: A standby's state: starting (JVM, Spark session, workers) or ready to take the lease over.
+StandbyState = Literal["WARMING", "READY"]
+
+
+@dataclass(frozen=True, slots=True)
+class Standby:
+    """A process waiting to take deployment ``name``'s lease over, as last registered;
+    ``age_ms``: since its heartbeat, in the sink's clock."""
+
+    name: str
+    holder: str
+    state: StandbyState
+    heartbeat_at_ms: int
+    age_ms: int
 
 
 @dataclass(frozen=True, slots=True)

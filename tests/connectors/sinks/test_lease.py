@@ -1,20 +1,25 @@
 """The deployment lease against real stores: a holder in a process of its own (``lease_holder``)
-and this test's process contending; the holder killed, paused, renewing, released."""
+and this test's process contending; the holder killed, paused, renewing, released. And the
+standbys registered beside it, and both read from a read-only sink."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import psycopg
 import pytest
 
-from connectors.sinks import LeaseLost, Sink, lease_holder, open_sink
+from connectors.sinks import LeaseLost, Sink, SinkError, lease_holder, open_sink
 from tests.connectors.sinks.record_frames import commit, frame, offsets_of, progress
 
 _ROOT = Path(__file__).resolve().parents[3]
@@ -162,3 +167,66 @@ def test_a_sink_fenced_by_another_holders_epoch_writes_until_it_moves_on(
     with pytest.raises(LeaseLost, match="now epoch 2"):
         worker.write_batch(1, frame(commit("g", "t", 0, 9)), progress(1))
     assert offsets_of(sink, "g") == {("t", 0): 5}
+
+
+def _age_standbys(url: str, by_ms: int) -> None:
+    """Move every standby heartbeat ``by_ms`` into the past, as if none had beaten since."""
+    update = "UPDATE {}deployment_standbys SET heartbeat_at_ms = heartbeat_at_ms - %s"
+    if url.startswith("sqlite:///"):
+        with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn, conn:
+            conn.execute(update.format("").replace("%s", "?"), (by_ms,))
+        return
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    prefix = query.pop("table_prefix")
+    server = urlunsplit(parts._replace(query=urlencode(query)))
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(update.format(prefix), (by_ms,))  # type: ignore[arg-type]
+
+
+def test_standbys_are_listed_while_they_beat_and_dropped_when_they_go(sink: Sink, url: str) -> None:
+    sink.register_standby(_NAME, "b:2/x", "WARMING")
+    sink.register_standby(_NAME, "a:1/x", "WARMING")
+    sink.register_standby(_NAME, "b:2/x", "READY")  # the same row, refreshed
+    sink.register_standby("other", "c:3/x", "READY")
+    found = sink.standbys(_NAME)
+    assert [(s.name, s.holder, s.state) for s in found] == [
+        (_NAME, "a:1/x", "WARMING"),
+        (_NAME, "b:2/x", "READY"),
+    ]
+    assert all(0 <= s.age_ms < 2_000 for s in found), found
+    sink.drop_standby(_NAME, "a:1/x")
+    assert [s.holder for s in sink.standbys(_NAME)] == ["b:2/x"]
+    _age_standbys(url, 6_000)  # missed five heartbeats: not listed, still stored
+    assert sink.standbys(_NAME) == [] and sink.standbys("other") == []
+    sink.register_standby(_NAME, "d:4/x", "WARMING")
+    assert [s.holder for s in sink.standbys(_NAME)] == ["d:4/x"]
+    _age_standbys(url, 60_000)  # b is 66 s old, d 60 s: a registration deletes them
+    sink.register_standby(_NAME, "e:5/x", "READY")
+    sink.register_standby("other", "f:6/x", "READY")
+    _age_standbys(url, -66_000)  # back to now: only the rows kept show
+    assert [s.holder for s in sink.standbys(_NAME)] == ["e:5/x"]
+    assert [s.holder for s in sink.standbys("other")] == ["f:6/x"]
+    with pytest.raises(ValueError, match="standby state"):
+        sink.register_standby(_NAME, "g:7/x", "ACTIVE")  # type: ignore[arg-type]
+
+
+def test_a_read_only_sink_reads_the_lease_and_the_standbys(sink: Sink, url: str) -> None:
+    reader = open_sink(url, read_only=True)
+    try:
+        assert reader.lease("job") is None and reader.leases() == []
+        me = lease_holder()
+        assert sink.acquire_lease("job", me, 10_000) is not None
+        sink.register_standby("job", "standby:1/x", "READY")
+        lease = reader.lease("job")
+        assert lease is not None and (lease.epoch, lease.holder) == (1, me)
+        assert 8_000 < lease.expires_in_ms <= 10_000, lease
+        assert [(held.name, held.holder) for held in reader.leases()] == [("job", me)]
+        assert [s.state for s in reader.standbys("job")] == ["READY"]
+        with pytest.raises(SinkError, match="read-only"):
+            reader.register_standby("job", "standby:2/x", "WARMING")
+        sink.release_lease()
+        released = reader.lease("job")
+        assert released is not None and released.holder == "" and released.expires_in_ms <= 0
+    finally:
+        reader.close()
