@@ -50,31 +50,42 @@ run_phase() {
   return "$status"
 }
 
-# run_parallel NAME-PREFIX COMMAND-TEMPLATE VERSION...: one phase per version at once (the other
-# Pythons' phases share nothing but the machine), each phase's output kept in a file and printed
-# whole when all are done, so logs do not interleave. "{}" in the template is the version. Sets
-# parallel_failed to the versions whose phase failed.
+# run_parallel PREFIX TEMPLATE [PREFIX TEMPLATE...] -- VERSION...: one phase per template and
+# version, all at once (the other Pythons' phases share nothing but the machine), each phase's
+# output kept in a file and printed whole when all are done, so logs do not interleave. "{}" in a
+# template is the version. Sets parallel_failed to the failed phases' names (PREFIX-VERSION).
 run_parallel() {
-  local prefix="$1" template="$2" version
-  shift 2
-  local -A pids=() started=() logs=()
-  parallel_failed=()
-  for version in "$@"; do
-    logs[$version]=$(mktemp)
-    started[$version]=$(date +%s%N)
-    # shellcheck disable=SC2086 # the template is split into words on purpose
-    bash -c "${template//\{\}/$version}" >"${logs[$version]}" 2>&1 &
-    pids[$version]=$!
+  local -a prefixes=() templates=()
+  while [ "$1" != "--" ]; do
+    prefixes+=("$1")
+    templates+=("$2")
+    shift 2
   done
-  for version in "$@"; do
-    local status=0
-    wait "${pids[$version]}" || status=$?
-    local ms=$((($(date +%s%N) - started[$version]) / 1000000))
-    echo "==> test: $prefix-$version (in parallel)"
-    cat "${logs[$version]}"
-    rm -f "${logs[$version]}"
-    timings+=("$(printf '%-14s %4d.%01d s  exit %d' "$prefix-$version" $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
-    [ "$status" -eq 0 ] || parallel_failed+=("$version")
+  shift
+  local -A pids=() started=() logs=()
+  local i version name
+  parallel_failed=()
+  for i in "${!prefixes[@]}"; do
+    for version in "$@"; do
+      name="${prefixes[$i]}-$version"
+      logs[$name]=$(mktemp)
+      started[$name]=$(date +%s%N)
+      bash -c "${templates[$i]//\{\}/$version}" >"${logs[$name]}" 2>&1 &
+      pids[$name]=$!
+    done
+  done
+  for i in "${!prefixes[@]}"; do
+    for version in "$@"; do
+      name="${prefixes[$i]}-$version"
+      local status=0
+      wait "${pids[$name]}" || status=$?
+      local ms=$((($(date +%s%N) - started[$name]) / 1000000))
+      echo "==> test: $name (in parallel)"
+      cat "${logs[$name]}"
+      rm -f "${logs[$name]}"
+      timings+=("$(printf '%-14s %4d.%01d s  exit %d' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
+      [ "$status" -eq 0 ] || parallel_failed+=("$name")
+    done
   done
 }
 
@@ -85,7 +96,7 @@ other_setups=""
 if [ ${#other_pythons[@]} -gt 0 ]; then
   other_setups=$(mktemp)
   (
-    run_parallel setup "bash deploy/setup.sh --python {} --venv-only" "${other_pythons[@]}"
+    run_parallel setup "bash deploy/setup.sh --python {} --venv-only" -- "${other_pythons[@]}"
     printf '%s\n' "${timings[@]}" >"$other_setups.timings"
     printf '%s\n' "${parallel_failed[@]}" >"$other_setups.failed"
   ) >"$other_setups" 2>&1 &
@@ -98,7 +109,7 @@ if [ -n "$other_setups" ]; then
   cat "$other_setups"
   while read -r line; do [ -n "$line" ] && timings+=("$line"); done <"$other_setups.timings"
   for version in "${other_pythons[@]}"; do
-    if grep -qx "$version" "$other_setups.failed"; then
+    if grep -qx "setup-$version" "$other_setups.failed"; then
       failed+=("setup-$version")
     else
       ready_pythons+=("$version")
@@ -141,12 +152,15 @@ if [ ${#pytest_args[@]} -eq 0 ]; then
   ) >"$container_log" 2>&1 &
   container_pid=$!
 fi
-# The other Pythons at once: each session starts its own broker and PostgreSQL on free ports.
+# The other Pythons at once, each its tests without Spark beside its end-to-end job test (the
+# former wait on network and timers, the latter uses the cores for a minute): each session starts
+# its own broker and PostgreSQL on free ports.
 if [ ${#ready_pythons[@]} -gt 0 ]; then
-  run_parallel no-spark \
-    '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container"' \
-    "${ready_pythons[@]}"
-  for version in "${parallel_failed[@]}"; do failed+=("no-spark-$version"); done
+  run_parallel \
+    no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container"' \
+    e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
+    -- "${ready_pythons[@]}"
+  failed+=("${parallel_failed[@]}")
 fi
 if [ ${#pytest_args[@]} -eq 0 ]; then
   status=0
@@ -157,11 +171,6 @@ if [ ${#pytest_args[@]} -eq 0 ]; then
   rm -f "$container_log" "$image_log" "$image_log.status"
   timings+=("$(printf '%-14s %4d.%01d s  exit %d' container $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
   [ "$status" -eq 0 ] || failed+=(container)
-fi
-if [ ${#ready_pythons[@]} -gt 0 ]; then
-  run_parallel e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
-    "${ready_pythons[@]}"
-  for version in "${parallel_failed[@]}"; do failed+=("e2e-$version"); done
 fi
 if [ ${#pytest_args[@]} -gt 0 ]; then
   echo "==> test: Python 3.11 only (pytest arguments given)"

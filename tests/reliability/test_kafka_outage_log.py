@@ -26,7 +26,7 @@ from tests.streaming.cli.support import run
 # The job runs as its own driver process: Spark starts there, so the marker is explicit.
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-OUTAGE_S = 40.0
+OUTAGE_S = 20.0
 #: A cold driver answers its first commit within this, also on a loaded machine.
 START_TIMEOUT_S = 600.0
 #: Library lines that may get through before the job's probe notices (it probes every 5 s).

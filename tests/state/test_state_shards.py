@@ -67,7 +67,7 @@ def test_state_shards_must_divide_partitions(state_shards: int) -> None:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
 @given(batches)
 def test_a_state_of_several_partitions_is_the_shards_of_each(
