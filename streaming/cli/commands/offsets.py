@@ -10,7 +10,7 @@ from typing import Any, Final
 from connectors.client import wait_until_applied
 from connectors.client.errors import describe_error
 from connectors.client.liveness import liveness
-from connectors.sinks import redact_url
+from connectors.sinks import Lease, Sink, redact_url
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from streaming.cli.context import Context
@@ -48,6 +48,11 @@ PROGRESS_KEYS: Final = (
     "batch_id", "input_rows", "commits_applied", "rejected", "tombstones", "state_keys",
     "duration_ms", "timestamp_ms",
 )
+#: JSON keys of ``status``'s leases and of each one's standbys.
+LEASE_KEYS: Final = (
+    "name", "holder", "epoch", "renewed_at_ms", "renewed_age_ms", "expires_at_ms", "expires_in_ms",
+)
+STANDBY_KEYS: Final = ("holder", "state", "heartbeat_at_ms", "heartbeat_age_ms")
 # fmt: on
 
 
@@ -281,8 +286,53 @@ def cmd_history(ctx: Context) -> int:
     return EXIT_OK
 
 
+def _leases(sink: Sink) -> list[dict[str, Any]]:
+    """Each deployment's lease (the job's ``job``, a mirror's ``mirror``) and its standbys
+    seen in the last seconds, times as the sink's clock saw them."""
+
+    def shown(lease: Lease) -> dict[str, Any]:
+        standbys = [
+            dict(zip(STANDBY_KEYS, (s.holder, s.state, s.heartbeat_at_ms, s.age_ms), strict=True))
+            for s in sink.standbys(lease.name)
+        ]
+        renewed_age_ms = lease.read_at_ms - lease.renewed_at_ms
+        values = (lease.name, lease.holder or None, lease.epoch, lease.renewed_at_ms)
+        values += (renewed_age_ms, lease.expires_at_ms, lease.expires_in_ms)
+        return {**dict(zip(LEASE_KEYS, values, strict=True)), "standbys": standbys}
+
+    return [shown(lease) for lease in sink.leases()]
+
+
+def _lease_rows(leases: list[dict[str, Any]]) -> list[tuple[str, object]]:
+    """``status``'s table rows of :func:`_leases`: who writes, until when; who waits."""
+    rows: list[tuple[str, object]] = []
+    for lease in leases:
+        name = lease["name"]
+        if lease["holder"] is None:
+            held = f"free (epoch {lease['epoch']})"
+        else:
+            left = lease["expires_in_ms"] / 1000
+            until = f"expires in {left:.1f} s" if left > 0 else f"expired {-left:.1f} s ago"
+            held = (
+                f"{lease['holder']} (epoch {lease['epoch']}, renewed"
+                f" {lease['renewed_age_ms'] / 1000:.1f} s ago, {until})"
+            )
+        rows.append((f"lease {name}", held))
+        rows += [
+            (
+                f"standby of {name}",
+                f"{s['holder']} {s['state']} (seen {s['heartbeat_age_ms'] / 1000:.1f} s ago)",
+            )
+            for s in lease["standbys"]
+        ]
+        if not lease["standbys"]:
+            rows.append((f"standby of {name}", "none"))
+    return rows
+
+
 def cmd_status(ctx: Context) -> int:
-    """``status``: the job's coordinator status and last batch."""
+    """``status``: the job's coordinator status and last batch; each deployment's lease (who
+    writes) and its standbys (who would take over)."""
     status = ctx.reader.status()
     alive = liveness(status)
     progress = status.last_progress
@@ -297,6 +347,7 @@ def cmd_status(ctx: Context) -> int:
         "ingest_offsets": {str(p): o for p, o in sorted(status.ingest_offsets.items())},
         "last_progress": None if progress is None else attributes(progress, PROGRESS_KEYS),
         "sink_url": redact_url(ctx.config.sink_url),
+        "leases": _leases(ctx.reader.sink),
     }
     if ctx.json:
         ctx.emit_json(data)
@@ -320,5 +371,6 @@ def cmd_status(ctx: Context) -> int:
             ("tombstones", progress.tombstones),
             ("state keys", progress.state_keys),
         ]
+    rows += _lease_rows(data["leases"])
     ctx.table(("FIELD", "VALUE"), rows)
     return EXIT_OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -166,3 +167,27 @@ def test_with_a_tenant_list_describe_and_export_answer_as_kafkas_offset_fetch(
     ]
     unknown = run("list", *common, "--tenant", "team-c")
     assert unknown.code == 2 and "--tenant 'team-c'" in unknown.err
+
+
+def test_status_shows_who_holds_each_lease_and_who_stands_by(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    write_offsets(url, "ACTIVE", ("g", "t", 0, 5))
+    with open_sink(url) as job, open_sink(url) as mirror:
+        assert job.acquire_lease("job", "active:1/a", 10_000) is not None
+        assert mirror.acquire_lease("mirror", "mirror:3/c", 10_000) is not None
+        job.register_standby("job", "standby:2/b", "READY")
+        data = run("status", "--sink-url", url, "--json").json()
+        held, mirrored = data["leases"]
+        assert (held["name"], held["holder"], held["epoch"]) == ("job", "active:1/a", 1)
+        assert 8_000 < held["expires_in_ms"] <= 10_000 and 0 <= held["renewed_age_ms"] < 2_000
+        (standby,) = held["standbys"]
+        assert (standby["holder"], standby["state"]) == ("standby:2/b", "READY")
+        assert 0 <= standby["heartbeat_age_ms"] < 2_000
+        assert (mirrored["name"], mirrored["standbys"]) == ("mirror", [])
+        text = run("status", "--sink-url", url).out
+        expires = r"lease job\s+active:1/a \(epoch 1, renewed \d+\.\d s ago, expires in \d+\.\d s\)"
+        assert re.search(expires, text), text
+        assert re.search(r"standby of job\s+standby:2/b READY \(seen \d+\.\d s ago\)", text)
+        assert re.search(r"standby of mirror\s+none", text), text
+        job.release_lease()
+        assert re.search(r"lease job\s+free \(epoch 1\)", run("status", "--sink-url", url).out)
