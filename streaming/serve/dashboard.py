@@ -16,10 +16,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from connectors.client.liveness import liveness
-from connectors.sinks import SinkError, redact_url
+from connectors.sinks import Sink, SinkError, redact_url
 from connectors.sinks.log_end_samples import LogEndSample, offset_time_ms
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView, PartitionView
+from streaming.serve.scrape import deployments
 from streaming.serve.snapshot import GroupEvaluator, summarise
 from streaming.serve.tenant_views import viewer_in, visible
 
@@ -120,6 +121,24 @@ def _seconds_series(
     return sorted(series.items())
 
 
+def failover_lines(sink: Sink) -> list[str]:
+    """Per deployment: the process that writes (holds its lease) and the standbys that would
+    take over, as the header says them."""
+    try:
+        found = deployments(sink)
+    except SinkError:
+        return []
+    lines = []
+    for lease, standbys in found:
+        if lease.holder and lease.expires_in_ms > 0:
+            active = f"active {lease.holder} (epoch {lease.epoch})"
+        else:
+            active = "no active process (lease " + ("expired)" if lease.holder else "free)")
+        waiting = ", ".join(f"{s.holder} {s.state}" for s in standbys) or "none"
+        lines.append(f"{lease.name}: {active}; standbys: {waiting}")
+    return lines
+
+
 class Dashboard:
     """The pages, bound to one view; a tenant's user sees its groups and topics only."""
 
@@ -134,7 +153,10 @@ class Dashboard:
     def routes(self) -> list[Route]:
         return [Route("/", self.index), Route("/group/{group:path}", self.group)]
 
-    def _page(self, name: str, status_code: int = 200, **context: object) -> HTMLResponse:
+    def _page(
+        self, name: str, status_code: int = 200, operator: bool = True, **context: object
+    ) -> HTMLResponse:
+        """Page ``name`` under the header; an ``operator`` sees the deployment's processes."""
         try:
             # ACTIVE only while the heartbeat is fresh, else NOT RESPONDING (last seen ...).
             status = liveness(self.view.sink.status()).describe()
@@ -144,6 +166,7 @@ class Dashboard:
             cluster=self.view.cluster,
             sink=redact_url(self.view.sink.url),
             sink_status=status,
+            failover=failover_lines(self.view.sink) if operator else [],
             **context,
         )
         return HTMLResponse(page, status_code=status_code)
@@ -175,6 +198,7 @@ class Dashboard:
         shown = found[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
         return self._page(
             "index.html",
+            operator=viewer.sees_all,
             groups=shown,
             query=query,
             page=page,
@@ -201,7 +225,7 @@ class Dashboard:
         viewer = viewer_in(request.scope)
         if not (viewer.may_see_group(group_id) and self.view.sink.group_exists(group_id)):
             empty = {"groups": [], "query": "", "page": 1, "pages": 1, "matching": 0, "total": 0}
-            return self._page("index.html", status_code=404, **empty)
+            return self._page("index.html", 404, viewer.sees_all, **empty)
         now = int(time.time() * 1000)
         partitions = viewer.partitions(self.view.partitions(group_id, window=CHART_COMMITS))
         status = self.view.status_of(group_id, partitions, now)
@@ -215,6 +239,7 @@ class Dashboard:
         rows = [(p, by_partition[(p.committed.topic, p.committed.partition)]) for p in partitions]
         return self._page(
             "group.html",
+            operator=viewer.sees_all,
             group=group_id,
             status=status,
             partitions=partitions,

@@ -11,14 +11,14 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from connectors.client.liveness import NOT_RESPONDING, liveness
-from connectors.sinks import SinkError
+from connectors.sinks import Lease, Sink, SinkError, Standby, StandbyState
 from streaming.serve.exposition import Granularity, render
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView
@@ -145,8 +145,9 @@ class SinkCollector(Collector):
         self.may_see_group = may_see_group
 
     def collect(self) -> Iterator[Metric]:
-        if self.may_see_group is None:  # the job's own partitions: operators only
+        if self.may_see_group is None:  # the job's own partitions and processes: operators only
             yield self._held()
+            yield from self._leases()
         yield from self._progress()
         yield from self._commits()
 
@@ -163,6 +164,44 @@ class SinkCollector(Collector):
         for tp, since_ms in sorted(self.view.log_ends.held().items()):
             family.add_metric([tp.topic, str(tp.partition)], max(0.0, now_ms - since_ms) / 1000)
         return family
+
+    def _leases(self) -> Iterator[Metric]:
+        """Each deployment's lease (which process writes, until when) and its standbys."""
+        try:
+            found = deployments(self.view.sink)
+        except SinkError:
+            return
+        labels = ["deployment"]
+        epoch = GaugeMetricFamily(
+            "consumer_offsets_lease_epoch",
+            "Epoch of the deployment's lease (bumped at each change of holder)",
+            labels=labels,
+        )
+        expires = GaugeMetricFamily(
+            "consumer_offsets_lease_expires_in_seconds",
+            "Seconds until the deployment's lease expires unless renewed (<= 0: expired or "
+            "released)",
+            labels=labels,
+        )
+        holder = GaugeMetricFamily(
+            "consumer_offsets_lease_holder_info",
+            "The process holding the deployment's lease (host:pid/instance), 1; absent when free",
+            labels=[*labels, "holder"],
+        )
+        standbys = GaugeMetricFamily(
+            "consumer_offsets_standbys",
+            "Standbys of the deployment seen in the last 5 s, by state",
+            labels=[*labels, "state"],
+        )
+        for lease, waiting in found:
+            epoch.add_metric([lease.name], lease.epoch)
+            expires.add_metric([lease.name], lease.expires_in_ms / 1000)
+            if lease.holder:
+                holder.add_metric([lease.name, lease.holder], 1.0)
+            for state in get_args(StandbyState):
+                count = sum(1 for s in waiting if s.state == state)
+                standbys.add_metric([lease.name, state], count)
+        yield from (epoch, expires, holder, standbys)
 
     def _commits(self) -> Iterator[Metric]:
         """Each group's commits counter (the sink's): offset commits applied, one per
@@ -233,6 +272,12 @@ class SinkCollector(Collector):
         ]
         for name, help_text, value in figures:
             yield _gauge(f"consumer_offsets_{name}", help_text, value)
+
+
+def deployments(sink: Sink) -> list[tuple[Lease, list[Standby]]]:
+    """Each lease row of ``sink`` (the job's ``job``, a mirror's ``mirror``) and its standbys
+    seen in the last seconds."""
+    return [(lease, sink.standbys(lease.name)) for lease in sink.leases()]
 
 
 def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
