@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -42,6 +42,8 @@ class SentCommit:
     #: (ingest partition, ingest offset): the request's place in the log.
     position: tuple[int, int]
     commits: tuple[tuple[str, str, int, int], ...]
+    #: The request's CreateTime (epoch ms): when the client sent it.
+    sent_ms: int = 0
 
 
 @dataclass
@@ -52,6 +54,9 @@ class CommitLoad:
     groups: int = 8
     rate_per_s: float = 40.0
     seed: int = 7
+    #: Partitions of the committed topic, and how many (least, most) one request commits.
+    topic_partitions: int = 4
+    partitions_per_request: tuple[int, int] = (1, 2)
     #: Producer options (e.g. more retries for broker failover).
     producer_options: dict[str, Any] = field(default_factory=dict)
     sent: list[SentCommit] = field(default_factory=list)
@@ -80,12 +85,14 @@ class CommitLoad:
         offsets: dict[tuple[str, str, int], int] = {}
         kafka = producer(self.config.bootstrap_servers, **self.producer_options)
         n = 0
+        next_at = time.monotonic()
         try:
             while not self._stop.is_set():
                 n += 1
                 group = f"load-g{rng.randrange(self.groups)}"
                 commits = []
-                for p in sorted(rng.sample(range(4), rng.randint(1, 2))):
+                count = rng.randint(*self.partitions_per_request)
+                for p in sorted(rng.sample(range(self.topic_partitions), count)):
                     key = (group, "orders", p)
                     current = offsets.get(key, 0)
                     # One in eight a rewind: Kafka keeps the later, lower offset.
@@ -106,14 +113,17 @@ class CommitLoad:
                 )
                 future.add_callback(self._on_sent, request.request_id, tuple(commits))
                 future.add_errback(self._on_failed, request.request_id)
-                time.sleep(1.0 / self.rate_per_s)
+                # Paced by a schedule, not a fixed sleep: the rate holds however long sends take.
+                next_at += 1.0 / self.rate_per_s
+                time.sleep(max(0.0, next_at - time.monotonic()))
             kafka.flush(timeout=120)
         finally:
             kafka.close(timeout=30)
 
     def _on_sent(self, request_id: str, commits: tuple[Any, ...], metadata: Any) -> None:
         with self._lock:
-            self.sent.append(SentCommit(request_id, (metadata.partition, metadata.offset), commits))
+            position = (metadata.partition, metadata.offset)
+            self.sent.append(SentCommit(request_id, position, commits, metadata.timestamp))
 
     def _on_failed(self, request_id: str, error: KafkaError) -> None:
         with self._lock:
@@ -161,16 +171,19 @@ def job_command(config: JobConfig) -> list[str]:
 
 
 class DriverProcess:
-    """The job as its own driver process (and process group), logging to ``log_path``."""
+    """The job as its own driver process (and process group), logging to ``log_path``;
+    ``args`` are more flags of ``python -m streaming`` (e.g. ``--standby``)."""
 
-    def __init__(self, config: JobConfig, log_path: Path) -> None:
+    def __init__(self, config: JobConfig, log_path: Path, args: Sequence[str] = ()) -> None:
         self.config = config
         self.log_path = log_path
+        self.args = tuple(args)
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.starts = 0
 
-    def start(self) -> None:
+    def start(self, args: Sequence[str] | None = None) -> None:
+        """Start the driver, with ``args`` instead of the constructor's when given."""
         if self.running:
             raise RuntimeError("the driver already runs")
         self._log = self.log_path.open("ab")
@@ -178,7 +191,7 @@ class DriverProcess:
         self._log.flush()
         env = dict(os.environ, SPARK_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            job_command(self.config),
+            [*job_command(self.config), *(self.args if args is None else args)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -198,12 +211,48 @@ class DriverProcess:
         """SIGKILL the whole process group: driver, JVM and Python workers at once."""
         self._signal_group(signal.SIGKILL, timeout_s=30)
 
+    def pause(self) -> None:
+        """SIGSTOP the whole process group: a long GC pause or a frozen machine."""
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the process group after :meth:`pause`."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGCONT)
+
+    def current_log(self) -> str:
+        """The log of the current (last) start only."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return text.split(f"=== start {self.starts} ===", 1)[-1]
+
+    def wait_for_log(self, text: str, timeout_s: float) -> str:
+        """Wait until the current start's log has a line containing ``text``; return it. Fails
+        at once if the driver exits first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for line in self.current_log().splitlines():
+                if text in line:
+                    return line
+            self.check_alive()
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"no {text!r} in the driver's log within {timeout_s:.0f} s; log tail:\n"
+                    + self.log_tail()
+                )
+            time.sleep(0.1)
+
     def stop(self) -> None:
         """Stop cleanly (SIGTERM, the job stops its query), SIGKILL after a grace period."""
         process = self.process
         if process is None:
             return
         try:
+            self.resume()  # a paused driver would not act on SIGTERM
             # The driver alone: it stops its query and then its JVM (a group-wide SIGTERM would
             # take the JVM down under the still-running query).
             if process.poll() is None:
@@ -248,9 +297,9 @@ def _group_alive(pgid: int) -> bool:
 
 
 @contextlib.contextmanager
-def driver(config: JobConfig, log_path: Path) -> Iterator[DriverProcess]:
+def driver(config: JobConfig, log_path: Path, args: Sequence[str] = ()) -> Iterator[DriverProcess]:
     """A :class:`DriverProcess`, always killed (whole group) on the way out."""
-    process = DriverProcess(config, log_path)
+    process = DriverProcess(config, log_path, args)
     try:
         yield process
     finally:

@@ -10,14 +10,20 @@ Every test compares the sink and the compacted offsets topic with it, key for ke
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
+from kafka.client_async import KafkaClient
+from kafka.protocol.fetch import FetchRequest
+from kafka.record import MemoryRecords
+from kafka.structs import TopicPartition
 
 from connectors.sinks import open_sink
 from state.coordinator.model import OffsetCommitKey
@@ -27,6 +33,10 @@ from tests.streaming.helpers import compacted, read_all, read_offsets_topic
 
 #: (group, topic, partition) → committed offset.
 OffsetState = dict[tuple[str, str, int], int]
+#: How the tests read the offsets and responses topics: as the job's readers and clients do.
+READ_COMMITTED = "read_committed"
+#: Python logging's timestamp at the start of the driver's log lines.
+_LOG_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
 def last_batch_id(sink_url: str) -> int:
@@ -129,8 +139,8 @@ def wait_for_sink(
 
 
 def offsets_topic_offsets(bootstrap: str, topic: str) -> OffsetState:
-    """What compaction leaves of the offsets topic, as committed offsets."""
-    latest = compacted(read_offsets_topic(bootstrap, topic))
+    """What compaction leaves of the offsets topic's committed records, as committed offsets."""
+    latest = compacted(read_offsets_topic(bootstrap, topic, READ_COMMITTED))
     return {
         (key.group, key.topic, key.partition): value.offset
         for key, value in latest.items()
@@ -139,12 +149,115 @@ def offsets_topic_offsets(bootstrap: str, topic: str) -> OffsetState:
 
 
 def responses_by_id(bootstrap: str, topic: str) -> dict[str, dict[str, Any]]:
-    """Responses by request id (request ids of these tests are UTF-8)."""
+    """Committed responses by request id, as a client sees them (request ids of these tests
+    are UTF-8)."""
     return {
         r.key.decode("utf-8"): json.loads(r.value)
-        for r in read_all(bootstrap, topic)
+        for r in read_all(bootstrap, topic, READ_COMMITTED)
         if r.key is not None
     }
+
+
+@dataclass(frozen=True)
+class ProducedBatch:
+    """A record batch as the partition's log holds it: which producer wrote it, in which
+    epoch, and whether it is a transaction's data or a commit/abort marker."""
+
+    partition: int
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    producer_epoch: int
+    transactional: bool
+    control: bool
+
+
+def produced_batches(bootstrap: str, topic: str) -> list[ProducedBatch]:
+    """Every batch of ``topic``'s partitions, aborted and open transactions included, read
+    with raw Fetch requests (consumers hide the batch headers that identify the producer)."""
+    client = KafkaClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        client.add_topic(topic)
+
+        def known() -> bool:
+            client.poll(future=client.cluster.request_update(), timeout_ms=1000)
+            return bool(client.cluster.partitions_for_topic(topic))
+
+        wait_until(known, 30, f"metadata of {topic}", interval_s=0.1)
+        partitions = sorted(client.cluster.partitions_for_topic(topic) or ())
+        starts = log_offsets(bootstrap, topic, beginning=True)
+        return [
+            batch
+            for partition in partitions
+            for batch in _fetch_batches(client, topic, partition, starts[partition])
+        ]
+    finally:
+        client.close()
+
+
+def _fetch_batches(
+    client: KafkaClient, topic: str, partition: int, offset: int
+) -> Iterator[ProducedBatch]:
+    leader = client.cluster.leader_for_partition(TopicPartition(topic, partition))
+    while True:
+        # Fetch v4, read_uncommitted (isolation 0): every batch up to the high watermark.
+        request = FetchRequest[4](-1, 100, 1, 4 << 20, 0, [(topic, [(partition, offset, 4 << 20)])])
+        wait_until(lambda: _connected(client, leader), 30, f"a connection to node {leader}")
+        future = client.send(leader, request)
+        client.poll(future=future, timeout_ms=30_000)
+        ((_, ((_, error, high_watermark, *_, data),)),) = future.value.topics
+        if error:
+            raise AssertionError(f"Fetch {topic}-{partition}@{offset}: error code {error}")
+        records = MemoryRecords(data)
+        while (batch := records.next_batch()) is not None:
+            yield ProducedBatch(
+                partition,
+                batch.base_offset,
+                batch.last_offset,
+                batch.producer_id,
+                batch.producer_epoch,
+                batch.is_transactional,
+                batch.is_control_batch,
+            )
+            offset = batch.next_offset
+        if offset >= high_watermark or not data:
+            return
+
+
+def _connected(client: KafkaClient, node: int) -> bool:
+    if client.ready(node):
+        return True
+    client.poll(timeout_ms=100)  # the connection progresses while the client polls
+    return False
+
+
+def log_offsets(bootstrap: str, topic: str, beginning: bool = False) -> dict[int, int]:
+    """Partition → its log end (high watermark), or its log start with ``beginning``."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","))
+    try:
+        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        found = consumer.beginning_offsets(tps) if beginning else consumer.end_offsets(tps)
+        return {tp.partition: offset for tp, offset in found.items()}
+    finally:
+        consumer.close()
+
+
+def first_answer_after(bootstrap: str, topic: str, after_s: float) -> float | None:
+    """CreateTime (epoch s) of the earliest committed answer produced after ``after_s``."""
+    times = [
+        r.timestamp / 1000
+        for r in read_all(bootstrap, topic, READ_COMMITTED)
+        if r.timestamp / 1000 > after_s
+    ]
+    return min(times) if times else None
+
+
+def log_line_time(line: str) -> float:
+    """Epoch seconds of a driver's log line, from Python logging's timestamp at its start."""
+    match = _LOG_STAMP.match(line)
+    if match is None:
+        raise ValueError(f"no timestamp at the start of {line!r}")
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 def dead_letters(bootstrap: str, topic: str) -> list[dict[str, Any]]:

@@ -73,9 +73,11 @@ def produce_raw(bootstrap: str, topic: str, messages: Iterable[tuple[int, bytes 
         producer.close()
 
 
-def read_all(bootstrap: str, topic: str) -> list[Any]:
+def read_all(bootstrap: str, topic: str, isolation_level: str = "read_uncommitted") -> list[Any]:
     """Every record of every partition of ``topic`` up to its current end, in partition order."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation_level
+    )
     try:
         partitions = sorted(consumer.partitions_for_topic(topic) or [])
         tps = [TopicPartition(topic, p) for p in partitions]
@@ -94,9 +96,12 @@ def read_all(bootstrap: str, topic: str) -> list[Any]:
         consumer.close()
 
 
-def read_offsets_topic(bootstrap: str, topic: str) -> list[tuple[int, Record]]:
+def read_offsets_topic(
+    bootstrap: str, topic: str, isolation_level: str = "read_uncommitted"
+) -> list[tuple[int, Record]]:
     """(partition, decoded record) for every record of the offsets topic."""
-    return [(r.partition, decode_record(r.key, r.value)) for r in read_all(bootstrap, topic)]
+    records = read_all(bootstrap, topic, isolation_level)
+    return [(r.partition, decode_record(r.key, r.value)) for r in records]
 
 
 def compacted(records: Iterable[tuple[int, Record]]) -> dict[Any, Any]:
