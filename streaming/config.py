@@ -155,6 +155,10 @@ class JobConfig:
     #: the batch has loaded: for executors that cannot reach the sink, such as a SQLite file on
     #: another machine) or "auto" (executors when Spark runs in local mode, else the driver).
     rebuild_sink_writes: str = "auto"
+    #: Milliseconds the deployment lease lasts without renewal: a dead active is replaced at
+    #: once, a paused or partitioned one once this passes (it stops itself 2 s before). The
+    #: holder renews every fifth of it (``streaming.spark.lease_keeper``).
+    lease_ttl_ms: int = 10_000
     #: Spark's master URL, e.g. local[4] or spark://host:7077; unset: $SPARK_MASTER, else
     #: local[*].
     spark_master: str | None = None
@@ -176,6 +180,7 @@ class JobConfig:
             sink_write_timeout_s=0,
             retention_ms=1,
             request_timeout_ms=0,
+            lease_ttl_ms=1_000,
         )
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             # Kafka refuses acks=all writes when min.insync.replicas exceeds the replica count.
@@ -393,10 +398,13 @@ class MirrorConfig:
     #: Seconds a micro-batch's sink write is retried while the sink is unreachable (the query
     #: waits) before the mirror fails, as the job's ``sink_write_timeout_s``; 0 fails at once.
     sink_write_timeout_s: float = 60.0
+    #: Milliseconds the mirror's deployment lease lasts without renewal, as the job's
+    #: ``lease_ttl_ms``.
+    lease_ttl_ms: int = 10_000
 
     def __post_init__(self) -> None:
         hide_in_logs(secret_values(self.source_kafka_options))
-        _check_at_least(self, sink_write_timeout_s=0)
+        _check_at_least(self, sink_write_timeout_s=0, lease_ttl_ms=1_000)
         check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
 
     def redacted(self) -> dict[str, Any]:

@@ -21,6 +21,8 @@ EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 #: Bad arguments, configuration or input file.
 EXIT_USAGE: Final = 2
+#: This process lost the deployment lease: another job of the deployment writes now.
+EXIT_LEASE_LOST: Final = 3
 #: Interrupted with Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED: Final = 130
 

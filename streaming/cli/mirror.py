@@ -7,15 +7,17 @@ in Kafka's tools, ``--bootstrap-server`` and ``--kafka-option`` name the source'
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import fields
 from typing import Any
 
 from connectors.sinks.url import parse_sink_url
-from streaming.cli.errors import UsageError
+from streaming.cli.errors import EXIT_FAILURE, UsageError
 from streaming.cli.kafka_flags import option_pair
 from streaming.cli.run import (
     EXAMPLE_CONFIG,
     add_log_level_argument,
+    add_standby_argument,
     configure_logging,
     run_until_stopped,
     setting_help,
@@ -31,6 +33,7 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.epilog = settings_epilog(MIRROR_ENV_PREFIX, "mirror")
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
+    add_standby_argument(parser, "mirror")
     add_log_level_argument(parser)
     settings = parser.add_argument_group("settings (MirrorConfig)")
     settings.add_argument(
@@ -61,6 +64,7 @@ def add_mirror_arguments(parser: argparse.ArgumentParser) -> None:
         ("history_retention_check_interval_ms", "MS"),
         ("sink_write_timeout_s", "SECONDS"),
         ("log_end_interval_s", "SECONDS"),
+        ("lease_ttl_ms", "MS"),
     ):
         flag = "log-end-interval" if name == "log_end_interval_s" else name.replace("_", "-")
         help_ = setting_help(MirrorConfig, name)
@@ -94,10 +98,13 @@ def mirror_config_from_args(args: argparse.Namespace) -> Any:
 
 
 def run_mirror(args: argparse.Namespace) -> int:
-    """Start the mirror and wait for a signal, ``--duration`` or the query's end; 1 when the
-    query failed."""
-    from streaming.cli.run import StartUpSignals, require_kafka
+    """Take the lease "mirror" (``--standby``: warm up, then wait for it), start the mirror and
+    wait for a signal, ``--duration`` or the query's end; 1 when the query failed or another
+    mirror of the deployment holds the lease. Stopped, then the lease released, on the way out."""
+    from streaming.cli.run import StartUpSignals, open_keeper, require_kafka, warm_up
+    from streaming.spark.lease_keeper import MIRROR_LEASE, LeaseHeld
     from streaming.spark.mirror import OffsetsMirror
+    from streaming.spark.session import spark_session
 
     config = mirror_config_from_args(args)
     configure_logging(args.log_level)
@@ -106,13 +113,31 @@ def run_mirror(args: argparse.Namespace) -> int:
         "--source-bootstrap-servers (or source_bootstrap_servers in --config, "
         f"{MIRROR_ENV_PREFIX}SOURCE_BOOTSTRAP_SERVERS)",
     )
+    keeper = open_keeper(config.sink_url, MIRROR_LEASE, config.lease_ttl_ms)
     signals = StartUpSignals()  # a signal during start-up stops the mirror once it runs
-    signals.creating()
-    mirror = OffsetsMirror.create(config)
     try:
-        mirror.start()
-        return run_until_stopped(mirror, args.duration, signals)
+        if args.standby:
+            mirror = OffsetsMirror.create(config, warm_up(keeper, None))
+            signals.creating()  # from now on a signal ends the wait below
+            if keeper.wait(signals.requested.is_set) is None:
+                mirror.sink.close()
+                return 0
+        else:
+            keeper.take()  # before the JVM starts: a second mirror is refused in a second
+            spark = spark_session()
+            signals.creating()
+            mirror = OffsetsMirror.create(config, spark)
+        keeper.fence(mirror.sink)
+        try:
+            mirror.start()
+            return run_until_stopped(mirror, args.duration, signals)
+        finally:
+            signals.end()
+            mirror.stop()
+            mirror.sink.close()
+    except LeaseHeld as held:
+        print(f"error: {held}", file=sys.stderr)
+        return EXIT_FAILURE
     finally:
         signals.end()
-        mirror.stop()
-        mirror.sink.close()
+        keeper.release()

@@ -4,7 +4,9 @@ Flags override ``CONSUMER_OFFSETS_*`` environment variables, which override the 
 file. The job runs until interrupted (SIGINT/SIGTERM stop the query cleanly) or, with
 ``--duration``, for that many seconds. A Kafka cluster that does not answer fails it within
 seconds, before anything is created (exit 1); a signal before its first micro-batch completed
-ends it with one line (exit 130).
+ends it with one line (exit 130). One job of a deployment runs: it holds the sink's lease "job"
+(``streaming.spark.lease_keeper``); another is refused (exit 1) unless ``--standby``, which warms
+up and waits to take over. A job that lost the lease exits at once with status 3.
 """
 
 from __future__ import annotations
@@ -20,12 +22,18 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import Field, fields
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from streaming.cli.context import load_job_config
-from streaming.cli.errors import EXIT_INTERRUPTED
+from streaming.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.config import ENV_PREFIX, JobConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streaming.spark.job import OffsetsJob
+    from streaming.spark.lease_keeper import LeaseKeeper
 
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -46,6 +54,16 @@ def add_log_level_argument(
         default=default,
         help=f"the project's log lines from this level on (default {default}); libraries "
         "warn only, unless debug",
+    )
+
+
+def add_standby_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--standby",
+        action="store_true",
+        help=f"start warm (Spark session, Python workers, sink) and wait to take over when the "
+        f"deployment's active {what} stops or dies; without it, exit 1 while another holds the "
+        "lease",
     )
 
 
@@ -111,6 +129,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help="single local broker defaults: replication factor 1, min.insync.replicas 1",
     )
     parser.add_argument("--duration", type=float, help="stop after this many seconds")
+    add_standby_argument(parser, "job")
     add_log_level_argument(parser)
     parser.epilog = settings_epilog(ENV_PREFIX)
     settings = parser.add_argument_group("settings (JobConfig)")
@@ -157,18 +176,45 @@ def configure_logging(level: str = "info") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start the job and wait until a signal, ``--duration`` or the query's end; 1 when the
-    query failed, :data:`EXIT_INTERRUPTED` for a signal before the first micro-batch completed,
-    else 0. The job is stopped on the way out."""
+    """Take the deployment's lease (``--standby``: warm up first, then wait for it), start the
+    job and wait until a signal, ``--duration`` or the query's end; 1 when the query failed or
+    another process holds the lease, :data:`EXIT_INTERRUPTED` for a signal before the first
+    micro-batch completed, else 0. The job is stopped, then the lease released, on the way out;
+    a lost lease ends the process with :data:`EXIT_LEASE_LOST`."""
+    from streaming.spark.lease_keeper import LeaseHeld
+
     signals = StartUpSignals()
     try:
         return _start_and_run(args, signals)
+    except LeaseHeld as held:
+        print(f"error: {held}", file=sys.stderr)
+        return EXIT_FAILURE
     finally:
         signals.end()
 
 
+def open_keeper(sink_url: str, name: str, ttl_ms: int) -> LeaseKeeper:
+    """A keeper of lease ``name`` on a sink of its own (made now if there is none)."""
+    from connectors.sinks import open_sink
+    from streaming.spark.lease_keeper import LeaseKeeper
+
+    return LeaseKeeper(open_sink(sink_url), name, ttl_ms)
+
+
+def warm_up(keeper: LeaseKeeper, master: str | None) -> SparkSession:
+    """A standby's start: its registry row WARMING, the Spark session and Python workers up."""
+    from streaming.spark.processor import warm_python_workers
+    from streaming.spark.session import spark_session
+
+    keeper.register("WARMING")
+    spark = spark_session(master=master)
+    warm_python_workers(spark)
+    return spark
+
+
 def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
     from streaming.spark.job import OffsetsJob, StartInterrupted
+    from streaming.spark.lease_keeper import JOB_LEASE
     from streaming.spark.session import spark_session
 
     config = config_from_args(args)
@@ -176,21 +222,42 @@ def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
         config.bootstrap_servers,
         f"--bootstrap-server (or bootstrap_servers in --config, {ENV_PREFIX}BOOTSTRAP_SERVERS)",
     )
-    spark = spark_session(master=config.spark_master)
-    signals.creating()
+    keeper = open_keeper(config.sink_url, JOB_LEASE, config.lease_ttl_ms)
     try:
-        job = OffsetsJob.create(config, spark)
-        try:
-            job.start(signals.requested.is_set)
-            code = run_until_stopped(job, args.duration, signals)
-            if code == 0 and signals.requested.is_set() and _still_starting(job.sink):
-                raise StartInterrupted("stopped before the first micro-batch completed")
-            return code
-        finally:
-            job.stop()
+        if args.standby:
+            job = OffsetsJob.create(config, warm_up(keeper, config.spark_master))
+            signals.creating()  # from now on a signal ends the wait below
+            if keeper.wait(signals.requested.is_set) is None:
+                job.sink.close()
+                return 0
+        else:
+            # Before the JVM starts: a second active is refused in a second.
+            keeper.take()
+            spark = spark_session(master=config.spark_master)
+            signals.creating()
+            job = OffsetsJob.create(config, spark)
+        keeper.fence(job.sink)
+        job.lease = keeper.fence_token()
+        return _run_job(job, args.duration, signals)
     except StartInterrupted as stopped:
         print(f"interrupted during start-up ({stopped}); nothing was acknowledged", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        keeper.release()
+
+
+def _run_job(job: OffsetsJob, duration: float | None, signals: StartUpSignals) -> int:
+    """Start ``job`` and run it until stopped; stopped on the way out."""
+    from streaming.spark.job import StartInterrupted
+
+    try:
+        job.start(signals.requested.is_set)
+        code = run_until_stopped(job, duration, signals)
+        if code == 0 and signals.requested.is_set() and _still_starting(job.sink):
+            raise StartInterrupted("stopped before the first micro-batch completed")
+        return code
+    finally:
+        job.stop()
 
 
 def _still_starting(sink: Any) -> bool:

@@ -34,7 +34,7 @@ from streaming.spark.state_metadata import earlier_release, relocate_state_metad
 from streaming.spark.state_shards import StateLayout, checkpoint_layout, record_layout
 from streaming.spark.topics import ensure_topics, ingest_layout, start_expiry_ticks, write_markers
 from streaming.spark.value_states import ShardProcessor
-from streaming.spark.writer import BatchWriter, WriterSettings, transactional_id
+from streaming.spark.writer import BatchWriter, WriterSettings
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,9 @@ class OffsetsJob:
     writer: BatchWriter | None = None
     plan: StartPlan | None = None
     lifecycle: QueryLifecycle | None = None
+    #: The deployment lease (name, epoch, holder) the Python workers' sink writes are fenced
+    #: by (``LeaseKeeper.fence_token``); None: no lease.
+    lease: tuple[str, int, str] | None = None
     #: Each ingest topic's partition count, read at start.
     _ingest_layout: dict[str, int] = field(default_factory=dict)
 
@@ -257,7 +260,6 @@ class OffsetsJob:
                 partitions=config.partitions,
                 sink_write_timeout_s=config.sink_write_timeout_s,
                 tenant_responses_topics=tuple(t.responses_topic for t in config.tenants),
-                transactional_id=transactional_id(config.offsets_topic),
             ),
             self.sink,
             planned_positions_reader(self.spark, config.checkpoint_location),
@@ -279,6 +281,7 @@ class OffsetsJob:
             load_from_offsets_topic=plan.load_from_offsets_topic,
             loaded_sink_url=self._loaded_sink_url(),
             sink_write_timeout_s=config.sink_write_timeout_s,
+            lease=self.lease,
             tenant_topics=tuple(t.ingest_topic for t in config.tenants),
             tenant_authorizers=tuple(t.authorizer for t in config.tenants),
             state_cache_bytes=config.state_cache_mb * 1024 * 1024,
