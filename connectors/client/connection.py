@@ -72,7 +72,8 @@ class Connection:
                 enable_auto_commit=False,
                 allow_auto_create_topics=False,
                 fetch_max_wait_ms=POLL_INTERVAL_MS,
-                **options,
+                # An answer is readable once its batch's transaction commits, with its records.
+                **{**options, "isolation_level": "read_committed"},
             )
         except NoBrokersAvailable:
             raise BrokersNotAvailable(

@@ -27,9 +27,9 @@ def read_partition_chunks(
     partition: int,
     timeout_s: float = 300.0,
 ) -> Iterator[tuple[pa.Array, pa.Array]]:
-    """Yield ``(keys, values)`` binary columns of every record of ``topic``/``partition`` from
-    the beginning up to the end offset it has when reading starts (a null value is a
-    tombstone; records without a key are left out, as Kafka's loader does)."""
+    """Yield ``(keys, values)`` binary columns of every committed record of ``topic``/
+    ``partition`` from the beginning up to its last stable offset when reading starts (a null
+    value is a tombstone; records without a key are left out, as Kafka's loader does)."""
     options = librdkafka_options(bootstrap_servers, kafka_options)
     options.update(
         {
@@ -41,6 +41,9 @@ def read_partition_chunks(
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
             "queued.max.messages.kbytes": 256 * 1024,
+            # librdkafka's default, kept over the user's options: a load sees committed batches
+            # only (no zombie's, no failed batch's), and the end offset is the last stable one.
+            "isolation.level": "read_committed",
         }
     )
     consumer = Consumer(options)

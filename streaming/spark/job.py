@@ -34,7 +34,7 @@ from streaming.spark.state_metadata import earlier_release, relocate_state_metad
 from streaming.spark.state_shards import StateLayout, checkpoint_layout, record_layout
 from streaming.spark.topics import ensure_topics, ingest_layout, start_expiry_ticks, write_markers
 from streaming.spark.value_states import ShardProcessor
-from streaming.spark.writer import BatchWriter, WriterSettings
+from streaming.spark.writer import BatchWriter, WriterSettings, transactional_id
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +260,7 @@ class OffsetsJob:
                 partitions=config.partitions,
                 sink_write_timeout_s=config.sink_write_timeout_s,
                 tenant_responses_topics=tuple(t.responses_topic for t in config.tenants),
+                transactional_id=transactional_id(config.offsets_topic),
             ),
             self.sink,
             planned_positions_reader(self.spark, config.checkpoint_location),

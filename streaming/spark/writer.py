@@ -1,14 +1,22 @@
 """The ``foreachBatch`` writer: makes a micro-batch's output durable, then acknowledges it.
 
 The batch comes to the driver once, as Arrow, and leaves through one idempotent ``acks=all``
-producer. As in Kafka, a commit is acknowledged only once its record is replicated and readable:
-0. rebuilt shards' states → sink, one shard at a time (when the driver writes them);
-1. records → offsets topic, at their group's partition; wait for every acknowledgement;
-2. records + progress → sink, one transaction skipped if the batch id was written; a sink outage
-   is retried for ``sink_write_timeout_s``, then fails the query (a restart replays the batch);
-3. responses → the requester's responses topic, undecodable input → the dead-letter topic.
-A replayed batch reproduces the same records and responses: the offsets topic compacts them, the
-sink skips the batch id, clients ignore a second response.
+producer, in one Kafka transaction per batch whose ``transactional.id`` is the deployment's
+(:func:`transactional_id`). As in Kafka, a commit is acknowledged only once its record is
+replicated and readable (every reader of what the job writes reads read_committed):
+0. rebuilt shards' states → sink, one shard at a time (when the driver writes them), before;
+1. begin the batch's transaction;
+2. records → offsets topic, at their group's partition; wait for every acknowledgement;
+3. records + progress → sink, one transaction skipped if the batch id was written (fenced by the
+   lease's epoch); a sink outage is retried for ``sink_write_timeout_s``, then fails the query;
+4. responses → the requester's responses topic, undecodable input → the dead-letter topic;
+5. commit: records, answers and dead letters become readable together.
+A failed step aborts the transaction (none of its messages is ever read) and fails the query; the
+restart replays the batch. A replayed batch reproduces the same records and responses: the
+offsets topic compacts them, the sink skips the batch id, clients ignore a second response. A
+zombie (a holder paused while a standby took over) writes nothing readable: the new holder's
+``init_transactions`` aborted its open transaction, and its next send or commit raises
+``ProducerFenced``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,17 @@ from state.formats.frames import RECORD_FRAME_SCHEMA
 from streaming.spark.output import OUTPUT_TABLE_SCHEMA, decode_each_output
 
 log = logging.getLogger("consumer_offsets.batches")
+
+#: Added to a batch's longest waits in its transaction's timeout: the answers and the commit.
+TRANSACTION_MARGIN_S = 30.0
+#: The broker's default ``transaction.max.timeout.ms``: init_transactions refuses a longer one.
+MAX_TRANSACTION_TIMEOUT_MS = 900_000
+
+
+def transactional_id(offsets_topic: str) -> str:
+    """The ``transactional.id`` of a deployment's batch writers (active and standby share it):
+    one per offsets topic, which one deployment writes."""
+    return f"consumer-offsets.{offsets_topic}"
 
 
 @dataclass
@@ -51,6 +70,19 @@ class WriterSettings:
     delivery_timeout_s: float = 120.0
     #: Each tenant's responses topic, by tenant index (a response's ``tenant``).
     tenant_responses_topics: tuple[str, ...] = ()
+    #: The batch transactions' ``transactional.id`` (:func:`transactional_id`); None: no
+    #: transactions, each message readable once acknowledged.
+    transactional_id: str | None = None
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        """A batch transaction's ``transaction.timeout.ms``. At least a batch's slowest
+        legitimate run (records delivered, a sink outage waited out, answers, commit), or the
+        broker would abort a live batch and fail it; no longer, because an open transaction
+        holds back every read_committed reader when its producer dies with no successor (a
+        successor's init_transactions aborts it at once); at most the broker's default limit."""
+        waits_s = self.sink_write_timeout_s + self.delivery_timeout_s + TRANSACTION_MARGIN_S
+        return min(int(waits_s * 1000), MAX_TRANSACTION_TIMEOUT_MS)
 
 
 @dataclass
@@ -73,10 +105,16 @@ class BatchWriter:
 
     @property
     def producer(self) -> DurableProducer:
+        """The batches' producer; transactional, it is initialised when first used (the
+        previous holder's producer is fenced then)."""
         if self._producer is None:
             settings = self.settings
             self._producer = DurableProducer(
-                settings.bootstrap_servers, settings.kafka_options, settings.compression
+                settings.bootstrap_servers,
+                settings.kafka_options,
+                settings.compression,
+                settings.transactional_id,
+                settings.transaction_timeout_ms,
             )
         return self._producer
 
@@ -119,7 +157,35 @@ class BatchWriter:
         self.write_table(local, batch_id, started)
 
     def write_table(self, local: pa.Table, batch_id: int, started: float) -> None:
-        """Make one micro-batch's output (``OUTPUT_TABLE_SCHEMA`` rows) durable, then answer."""
+        """Make one micro-batch's output (``OUTPUT_TABLE_SCHEMA`` rows) durable, then answer, in
+        one transaction: aborted when a step fails, which fails the query (``ProducerFenced``
+        when another job of the deployment took over)."""
+        producer = self.producer
+        producer.begin()
+        try:
+            progress, records = self._write_batch(local, batch_id, started)
+            producer.commit(self.settings.delivery_timeout_s)
+        except BaseException:
+            producer.abort(self.settings.delivery_timeout_s)
+            raise
+        log.info(
+            "batch %d: %d input rows, %d commits applied, %d rejected, %d tombstones, "
+            "%d records, %d keys in state, %d ms",
+            batch_id,
+            progress.input_rows,
+            progress.commits_applied,
+            progress.rejected,
+            progress.tombstones,
+            records,
+            progress.state_keys,
+            int((time.monotonic() - started) * 1000),
+        )
+
+    def _write_batch(
+        self, local: pa.Table, batch_id: int, started: float
+    ) -> tuple[BatchProgress, int]:
+        """Steps 2-4 of the module's order, inside the batch's transaction: the batch's progress
+        and how many records it wrote."""
         kinds = local["out"]
         records = local.filter(pc.equal(kinds, "record"))
         loaded = local.filter(pc.equal(kinds, "loaded"))
@@ -160,7 +226,8 @@ class BatchWriter:
 
         self._with_sink_retries(batch_id, write_sink)
 
-        # Answers last: a commit is acknowledged only once its record is durable and readable.
+        # Answers after the sink, readable with the records at the commit: a commit is
+        # acknowledged only once its record is durable and readable.
         # Each answer to its requester's responses topic: the job's (``tenant`` null) or a tenant's.
         tenant = responses["tenant"]
         for index in pc.unique(tenant).to_pylist():
@@ -171,23 +238,11 @@ class BatchWriter:
                 theirs = pc.equal(tenant, index)
             answers = responses.filter(theirs)
             self.producer.send(topic, answers["key"].to_pylist(), answers["value"].to_pylist())
-        if responses.num_rows:
-            self.producer.flush(self.settings.delivery_timeout_s)
         if dead_letters.num_rows:
-            self.send(self.settings.dead_letter_topic, dead_letters)
-
-        log.info(
-            "batch %d: %d input rows, %d commits applied, %d rejected, %d tombstones, "
-            "%d records, %d keys in state, %d ms",
-            batch_id,
-            progress.input_rows,
-            progress.commits_applied,
-            progress.rejected,
-            progress.tombstones,
-            records.num_rows,
-            progress.state_keys,
-            int((time.monotonic() - started) * 1000),
-        )
+            keys, values = dead_letters["key"].to_pylist(), dead_letters["value"].to_pylist()
+            self.producer.send(self.settings.dead_letter_topic, keys, values)
+        # Acknowledged and committed by the caller's commit.
+        return progress, records.num_rows
 
     def cover(self, ends: Mapping[str, Mapping[int, int]]) -> None:
         """Advance the progress to a batch's planned ``ends``, never back. Spark's planned end,

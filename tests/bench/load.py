@@ -173,6 +173,7 @@ def paced_requests(
     query of ``tests.bench.floor``, which answers with it and parses nothing)."""
     parts = partitions_json(range(per_request), 1)
     received: dict[str, float] = {}
+    # librdkafka reads read_committed by default: an answer counts once its batch committed.
     consumer = Consumer(
         {
             "bootstrap.servers": target.bootstrap,

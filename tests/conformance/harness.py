@@ -128,7 +128,14 @@ class Harness:
         groups = [s.group_id for s in sequences]
         fetched = self._job.fetch(groups)
         kafka_records = group_records(self._bootstrap, KAFKA_OFFSETS_TOPIC, groups, kafka_since)
-        job_records = group_records(self._bootstrap, self._job_offsets_topic, groups, job_since)
+        # As the job's own loader reads its log: committed batches only.
+        job_records = group_records(
+            self._bootstrap,
+            self._job_offsets_topic,
+            groups,
+            job_since,
+            isolation_level="read_committed",
+        )
         for sequence, k, j in zip(sequences, kafka, job, strict=True):
             k.fetched = self._kafka.fetch(sequence.group_id)[1]
             j.fetched = fetched[sequence.group_id]

@@ -95,7 +95,10 @@ class JobCoordinator:
             self._ingest_topic, responses_topic = chosen.ingest_topic, chosen.responses_topic
         options = client_options or config.kafka_python_options()
         self._producer = KafkaProducer(**options, acks="all")
-        self._responses = KafkaConsumer(**options, enable_auto_commit=False)
+        # As clients read answers: once their batch's transaction commits.
+        self._responses = KafkaConsumer(
+            **{**options, "isolation_level": "read_committed"}, enable_auto_commit=False
+        )
         tps = [KafkaTopicPartition(responses_topic, p) for p in range(config.partitions)]
         self._responses.assign(tps)
         # Only answers to this harness's requests matter; start after what is there.

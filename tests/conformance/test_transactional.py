@@ -468,7 +468,9 @@ def test_transactional_commits_as_kafkas_coordinator(sides: Sides) -> None:
         sides.bootstrap, KAFKA_OFFSETS_TOPIC, groups, kafka_since, isolation_level="read_committed"
     )
     job_offsets_topic = sides.config.offsets_topic
-    job_records = group_records(sides.bootstrap, job_offsets_topic, groups, job_since)
+    job_records = group_records(
+        sides.bootstrap, job_offsets_topic, groups, job_since, isolation_level="read_committed"
+    )
     for group in groups:
         kafka, job = kafka_records[group], job_records[group]
         if group == with_member:  # its members' GroupMetadata records are not the job's

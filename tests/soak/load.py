@@ -272,6 +272,7 @@ class LoadChild:
     # -- answers -----------------------------------------------------------------------------
     def _read_answers(self) -> None:
         s = self.s
+        # librdkafka reads read_committed by default: an answer counts once its batch committed.
         consumer = Consumer(
             {
                 "bootstrap.servers": s.bootstrap,

@@ -73,8 +73,9 @@ def produce_raw(bootstrap: str, topic: str, messages: Iterable[tuple[int, bytes 
         producer.close()
 
 
-def read_all(bootstrap: str, topic: str, isolation_level: str = "read_uncommitted") -> list[Any]:
-    """Every record of every partition of ``topic`` up to its current end, in partition order."""
+def read_all(bootstrap: str, topic: str, isolation_level: str = "read_committed") -> list[Any]:
+    """Every record of every partition of ``topic`` up to its current end, in partition order;
+    read_committed by default, as the job's readers and clients read what the job writes."""
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation_level
     )
@@ -97,7 +98,7 @@ def read_all(bootstrap: str, topic: str, isolation_level: str = "read_uncommitte
 
 
 def read_offsets_topic(
-    bootstrap: str, topic: str, isolation_level: str = "read_uncommitted"
+    bootstrap: str, topic: str, isolation_level: str = "read_committed"
 ) -> list[tuple[int, Record]]:
     """(partition, decoded record) for every record of the offsets topic."""
     records = read_all(bootstrap, topic, isolation_level)

@@ -1,0 +1,120 @@
+"""Benchmark of a Kafka transaction per batch: ``BatchWriter.write_table`` of a small batch
+(7 commits of 10 partitions: 70 offsets-topic records, 7 answers) on a SQLite sink, without a
+``transactional.id`` and with one.
+
+Run with ``python -m tests.bench.bench_writer_transactions [--bootstrap HOST:PORT]
+[--batches 200]``. Prints the median and p95 per batch of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+
+import pyarrow as pa
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from connectors.sinks import open_sink
+from state.coordinator.config import CoordinatorConfig
+from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.engine.request_frame import frame_from_requests
+from state.shard import (
+    ShardOutput,
+    apply_batch,
+    empty_shard,
+    encode_responses,
+    group_commits,
+    snapshot_records,
+)
+from streaming.spark.output import output_table
+from streaming.spark.writer import BatchWriter, WriterSettings, transactional_id
+from tests.bench.broker import bench_broker
+from tests.streaming.test_output_table import SHARD, groups_of_shard
+
+PARTITIONS = 4
+NOW_MS = 1_700_000_000_000
+
+
+def small_batch(batch: int) -> pa.Table:
+    """7 commits of 10 partitions each to groups of one shard: 70 records, 7 answers."""
+    requests = [
+        OffsetCommitRequest(
+            f"r{batch}-{i}",
+            group,
+            tuple(PartitionCommit("t", p, batch * 100 + p) for p in range(10)),
+        )
+        for i, group in enumerate(groups_of_shard(7))
+    ]
+    frame = frame_from_requests(requests, timestamps=NOW_MS)
+    result = apply_batch(empty_shard(SHARD), frame, NOW_MS, CoordinatorConfig())
+    answers, dead = encode_responses(result.responses, SHARD)
+    output = ShardOutput(
+        state=result.state,
+        changed=True,
+        records=result.records,
+        record_partitions=None,
+        loaded=snapshot_records(empty_shard(SHARD)),
+        answers=answers,
+        dead_letters=dead,
+        group_commits=group_commits(result.responses),
+        stats={"input_rows": frame.num_rows, "commits_applied": 70, "next_expiry_ms": None},
+    )
+    return output_table(SHARD, output)
+
+
+def timed(bootstrap: str, admin: KafkaAdminClient, transactional: bool, batches: int) -> str:
+    tag = uuid.uuid4().hex[:6]
+    topics = [f"bench-txn-{kind}-{tag}" for kind in ("offsets", "responses", "dead")]
+    admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics])
+    time.sleep(1)
+    settings = WriterSettings(
+        bootstrap_servers=bootstrap,
+        kafka_options={},
+        ingest_topic="ingest",
+        offsets_topic=topics[0],
+        responses_topic=topics[1],
+        dead_letter_topic=topics[2],
+        compression="none",
+        partitions=PARTITIONS,
+        transactional_id=transactional_id(topics[0]) if transactional else None,
+    )
+    sink = open_sink(f"sqlite:///{tempfile.mkdtemp()}/offsets.db")
+    writer = BatchWriter(settings, sink, lambda b: {"ingest": {0: b + 1}})
+    tables = [small_batch(b) for b in range(batches + 1)]
+    try:
+        writer.producer.flush(0)  # connected (and transactions initialised) first, as the job
+        writer.write_table(tables[0], 0, time.monotonic())
+        took = []
+        for b in range(1, batches + 1):
+            started = time.perf_counter()
+            writer.write_table(tables[b], b, time.monotonic())
+            took.append((time.perf_counter() - started) * 1000)
+    finally:
+        writer.close()
+        sink.close()
+        admin.delete_topics(topics)
+    took.sort()
+    return f"median {statistics.median(took):.1f} ms, p95 {took[int(0.95 * len(took))]:.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", help="a running broker (default: a local one)")
+    parser.add_argument("--batches", type=int, default=200)
+    args = parser.parse_args()
+    bootstrap, cluster = bench_broker(args.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        print("no transaction   :", timed(bootstrap, admin, False, args.batches))
+        print("one per batch    :", timed(bootstrap, admin, True, args.batches))
+    finally:
+        admin.close()
+        if cluster is not None:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
