@@ -27,6 +27,8 @@ from streaming.spark.lease_keeper import (
     LeaseKeeper,
     give_up_after_ms,
 )
+from streaming.spark.processor import write_loaded
+from tests.connectors.sinks.record_frames import commit, frame, offsets_of
 from tests.connectors.sinks.test_lease import Holder
 
 TTL_MS = 1_000
@@ -233,3 +235,24 @@ def test_a_second_active_exits_1_before_creating_anything(
     )
     assert took < 10, took  # no JVM started
     assert not checkpoint.exists()
+
+
+def test_a_workers_rebuilt_shard_is_fenced_by_the_holders_epoch(
+    url: str, sinks: list[Sink]
+) -> None:
+    exits = Exits()
+    active = LeaseKeeper(open_sink(url), JOB_LEASE, 10_000, holder="active", on_lost=exits)
+    active.take()
+    token = active.fence_token()
+    try:
+        write_loaded(url, 0, 0, frame(commit("g", "t", 0, 5)), token)  # the holder's: written
+        active.sink.renew_lease(100)
+        time.sleep(0.2)
+        other = open_sink(url)
+        sinks.append(other)
+        assert other.acquire_lease(JOB_LEASE, "standby", TTL_MS) is not None
+        with pytest.raises(LeaseLost):
+            write_loaded(url, 0, 0, frame(commit("g", "t", 0, 6)), token)
+    finally:
+        active.release()
+    assert offsets_of(other, "g") == {("t", 0): 5}
