@@ -1,15 +1,20 @@
 """Benchmark of a Kafka transaction per batch: ``BatchWriter.write_table`` of a small batch
 (7 commits of 10 partitions: 70 offsets-topic records, 7 answers) on a SQLite sink, without a
-``transactional.id`` and with one.
+``transactional.id`` and with one; and what a new holder's ``init_transactions`` takes after
+the previous holder was SIGKILLed with a transaction open (the broker aborts it first).
 
 Run with ``python -m tests.bench.bench_writer_transactions [--bootstrap HOST:PORT]
-[--batches 200]``. Prints the median and p95 per batch of each.
+[--batches 200]``. Prints the median and p95 per batch of each, then each takeover's time.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -17,6 +22,7 @@ import uuid
 import pyarrow as pa
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from connectors.kafka.producer import DurableProducer
 from connectors.sinks import open_sink
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
@@ -100,16 +106,59 @@ def timed(bootstrap: str, admin: KafkaAdminClient, transactional: bool, batches:
     return f"median {statistics.median(took):.1f} ms, p95 {took[int(0.95 * len(took))]:.1f} ms"
 
 
+def hold_open(bootstrap: str, transactional: str, topic: str) -> None:
+    """A holder with a transaction open (a child process, killed by :func:`takeover_ms`)."""
+    producer = DurableProducer(bootstrap, {}, "none", transactional)
+    producer.begin()
+    producer.send(topic, [b"k"] * 70, [b"v"] * 70)
+    producer.flush(30)
+    print("open", flush=True)
+    time.sleep(600)
+
+
+def takeover_ms(bootstrap: str, topic: str) -> float:
+    """ms of a new producer's ``init_transactions`` after its predecessor was SIGKILLed with a
+    transaction open."""
+    transactional = f"bench-txn-{uuid.uuid4().hex[:6]}"
+    command = [sys.executable, "-m", "tests.bench.bench_writer_transactions", "--hold-open"]
+    command += [transactional, topic, "--bootstrap", bootstrap]
+    holder = subprocess.Popen(command, stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    started = time.perf_counter()
+    successor = DurableProducer(bootstrap, {}, "none", transactional)
+    successor.flush(0)  # init_transactions
+    took = (time.perf_counter() - started) * 1000
+    successor.close()
+    return took
+
+
+def _ms(values: list[float]) -> str:
+    return ", ".join(f"{v:.0f}" for v in values) + " ms"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", help="a running broker (default: a local one)")
     parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--takeovers", type=int, default=5)
+    parser.add_argument("--hold-open", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.hold_open:
+        hold_open(args.bootstrap, *args.hold_open)
+        return
     bootstrap, cluster = bench_broker(args.bootstrap)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    topic = f"bench-txn-takeover-{uuid.uuid4().hex[:6]}"
     try:
         print("no transaction   :", timed(bootstrap, admin, False, args.batches))
         print("one per batch    :", timed(bootstrap, admin, True, args.batches))
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        time.sleep(1)
+        took = [takeover_ms(bootstrap, topic) for _ in range(args.takeovers)]
+        print("init_transactions after a SIGKILL mid-transaction:", _ms(took))
+        admin.delete_topics([topic])
     finally:
         admin.close()
         if cluster is not None:
