@@ -23,8 +23,6 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor
 
-from connectors.sinks import open_sink
-from connectors.sinks.retry import with_sink_retries
 from state.shard import (
     RECORD_FRAME_SCHEMA,
     Authorizer,
@@ -120,6 +118,10 @@ def write_loaded(
 ) -> None:
     """Write a rebuilt shard's state into the sink at ``sink_url``, retrying for ``timeout_s``;
     fenced by ``lease`` (LeaseLost once another holder took it)."""
+    # Imported here: the sinks (SQLAlchemy) cost every Python worker ~0.3 s to import, and
+    # only a worker that rebuilds a shard writes to one.
+    from connectors.sinks import open_sink
+    from connectors.sinks.retry import with_sink_retries
 
     def write() -> None:
         with open_sink(sink_url) as sink:
