@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -169,7 +170,8 @@ class ProducedBatch:
     producer_id: int
     producer_epoch: int
     transactional: bool
-    control: bool
+    #: A control batch's marker, "COMMIT" or "ABORT"; None for data.
+    marker: str | None
 
 
 def produced_batches(bootstrap: str, topic: str) -> list[ProducedBatch]:
@@ -217,11 +219,18 @@ def _fetch_batches(
                 batch.producer_id,
                 batch.producer_epoch,
                 batch.is_transactional,
-                batch.is_control_batch,
+                _marker(batch) if batch.is_control_batch else None,
             )
             offset = batch.next_offset
         if offset >= high_watermark or not data:
             return
+
+
+def _marker(batch: Any) -> str:
+    """A control batch's marker: its record's key is (version int16, type int16: 0 abort)."""
+    (record,) = list(batch)
+    _, kind = struct.unpack(">hh", bytes(record.key)[:4])
+    return "COMMIT" if kind == 1 else "ABORT"
 
 
 def _connected(client: KafkaClient, node: int) -> bool:
