@@ -2,7 +2,9 @@
 
 ``serve``: its ``/metrics`` answers (any HTTP status: a web config may ask for a password).
 ``run`` and ``mirror``: the heartbeat they write into their sink says STARTING, LOADING or ACTIVE
-(``consumer-offsets status`` exits 0 whatever the status). The sink is the command's own: its
+(``consumer-offsets status`` exits 0 whatever the status); with ``--standby``, also while the
+sink lists this container's process as a standby waiting for the lease (its heartbeat there is
+at most 5 s old). The sink is the command's own: its
 ``--sink-url`` / ``--config`` flags are read from PID 1's command line (tini's), else the
 container's environment (the mirror's ``CONSUMER_OFFSETS_MIRROR_SINK_URL`` too). Other commands
 end before the first check.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -68,8 +71,22 @@ def job_alive(args: list[str]) -> str | None:
     )
     if status.returncode != 0:
         return status.stdout.strip() or status.stderr.strip()
-    alive = json.loads(status.stdout)["status"]
-    return None if alive in ALIVE else f"status {alive}"
+    found = json.loads(status.stdout)
+    if found["status"] in ALIVE:
+        return None
+    if "--standby" in args and standing_by(found.get("leases", [])):
+        return None
+    return f"status {found['status']}"
+
+
+def standing_by(leases: list[dict[str, object]]) -> bool:
+    """Whether a standby of this host (its holder id ``host:pid/instance``) waits for a lease."""
+    mine = socket.gethostname() + ":"
+    return any(
+        str(standby["holder"]).startswith(mine)
+        for lease in leases
+        for standby in lease["standbys"]  # type: ignore[attr-defined]
+    )
 
 
 def main() -> int:

@@ -83,9 +83,9 @@ def test_every_reference_names_an_object_of_the_manifests() -> None:
 
 def test_spark_executors_use_the_image_the_template_the_claim_and_the_account() -> None:
     job = named("Deployment")["consumer-offsets-job"]
-    assert job["spec"]["strategy"]["type"] == "Recreate"  # one driver per checkpoint
     (container,) = job["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
+    fields = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}) for e in container["env"]}
     args = env["PYSPARK_SUBMIT_ARGS"].split()
     assert args[-1] == "pyspark-shell"  # what pyspark's launcher expects last
     conf = dict(arg.split("=", 1) for arg in args if "=" in arg)
@@ -101,7 +101,29 @@ def test_spark_executors_use_the_image_the_template_the_claim_and_the_account() 
     template = conf["spark.kubernetes.executor.podTemplateFile"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert template == f"{mounts['config']}/executor-pod-template.yaml"
-    assert conf["spark.driver.host"] in named("Service")
+    # Executors call back their own driver, not a Service over both replicas.
+    assert conf["spark.driver.host"] == "$(POD_IP)"
+    assert fields["POD_IP"]["fieldPath"] == "status.podIP"
+    names = [e["name"] for e in container["env"]]
+    assert names.index("POD_IP") < names.index("PYSPARK_SUBMIT_ARGS")  # $(POD_IP) expands
+
+
+def test_the_job_and_the_mirror_run_an_active_and_a_warm_standby() -> None:
+    """Two replicas of each, all ``--standby`` (the lease picks the writer), replaced one at a
+    time; their checkpoint a claim both pods mount."""
+    claims = named("PersistentVolumeClaim")
+    for name in ("consumer-offsets-job", "consumer-offsets-mirror"):
+        deployment = named("Deployment")[name]
+        assert deployment["spec"]["replicas"] == 2, name
+        rolling = deployment["spec"]["strategy"]["rollingUpdate"]
+        assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (0, 1), name
+        spec = deployment["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        assert "--standby" in container["args"], name
+        for volume in spec["volumes"]:
+            if "persistentVolumeClaim" in volume:
+                claim = claims[volume["persistentVolumeClaim"]["claimName"]]
+                assert claim["spec"]["accessModes"] == ["ReadWriteMany"], name
 
 
 def test_serve_is_scraped_where_it_listens() -> None:
