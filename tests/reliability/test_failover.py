@@ -4,10 +4,12 @@ SQLite sink, under sustained commits. The module shares its drivers (each start 
 (a) the active's process group is SIGKILLed inside a batch: the standby takes the lease at once
     and answers; every request is answered and the sink and the offsets topic equal the model;
 (b) the zombie: the killed driver, restarted as the standby, takes over from the active paused
-    by SIGSTOP once its lease expired; resumed, the old active exits with status 3 and nothing it
-    writes lands: no batch of its producer (id and epoch, read from the partitions' logs) after
-    it resumed, in the offsets topic or the responses topic, and both topics (read committed)
-    and the sink equal the model.
+    by SIGSTOP while a batch's transaction was open, once its lease expired; the open
+    transaction is aborted (an ABORT marker of its producer after each of its batches, read from
+    the partitions' record batches), nothing of its producer lands after the pause in the
+    offsets or the responses topic, the resumed zombie exits with status 3, and both topics
+    (read committed) and the sink equal the model. Without fencing (a transactional.id per
+    process) the offsets topic stays behind the zombie's open transaction and (b) fails.
 """
 
 from __future__ import annotations

@@ -21,12 +21,18 @@ from typing import Any
 
 from connectors.kafka.local import LocalKafkaCluster
 from connectors.runtime import runtime_dir
+from tests.reliability.load import DriverProcess
 from tests.soak.faults import KINDS, FaultRunner, plan, record_dict
 from tests.soak.growth import judge
 from tests.soak.load import LoadHandle, LoadSettings
 from tests.soak.report import render
 from tests.soak.sampling import Sampler
-from tests.soak.services import Services, history_retention_supported, wait_for_first_batch
+from tests.soak.services import (
+    STANDBY,
+    Services,
+    history_retention_supported,
+    wait_for_first_batch,
+)
 from tests.soak.verify import verify
 
 
@@ -55,6 +61,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--broker-outage-s", type=float, default=20.0)
     add("--postgres-outage-s", type=float, default=15.0)
     add("--sink", choices=("sqlite", "postgres"), default="postgres")
+    add(
+        "--standby",
+        action="store_true",
+        help="a warm standby driver (run --standby) beside the job's: a driver fault kills the "
+        "active, the standby takes over, the killed one comes back as the standby",
+    )
     add(
         "--history-retention-ms",
         type=int,
@@ -105,10 +117,11 @@ class Supervisor:
         try:
             for role, service in (
                 ("driver", self.services.job),
+                ("standby", self.services.standby),
                 ("mirror", self.services.mirror),
                 ("serve", self.services.serve),
             ):
-                if not service.running:
+                if service is not None and not service.running:
                     code = service.process.returncode if service.process else None
                     self.unplanned.append(
                         {
@@ -119,9 +132,19 @@ class Supervisor:
                         }
                     )
                     print(f"unplanned exit of {role} ({code}); restarting", flush=True)
-                    service.start()
+                    self._restart(role, service)
         finally:
             self.lock.release()
+
+    def _restart(self, role: str, service: DriverProcess) -> None:
+        """Start ``service`` again: a standby as a standby; an active that has one is replaced
+        by it (it takes the lease) and comes back as the standby."""
+        if role == "standby":
+            service.start(STANDBY)
+        elif role == "driver" and self.services.standby is not None:
+            self.services.take_over()
+        else:
+            service.start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         print("history retention: not supported by this build; history is kept forever")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    services = Services(runtime, args.sink, args.shards, retention, args.request_timeout_ms)
+    services = Services(
+        runtime,
+        args.sink,
+        args.shards,
+        retention,
+        args.request_timeout_ms,
+        with_standby=args.standby,
+    )
     load: LoadHandle | None = None
     duration_s = args.minutes * 60
     results: dict[str, Any] = {

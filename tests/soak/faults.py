@@ -125,10 +125,15 @@ class FaultRunner(threading.Thread):
 
     def _driver(self, record: FaultRecord) -> None:
         record.target = "driver process group"
+        if self.services.standby is not None:
+            record.target = "active driver process group (a warm standby takes over)"
         killed = time.time()
         self.services.job.kill()
         self._mark(record, "kill → next ack", killed)
-        self.services.job.start()
+        if self.services.standby is not None:
+            self.services.take_over()
+        else:
+            self.services.job.start()
 
     def _broker(self, record: FaultRecord) -> None:
         victim = leaders(self.services.bootstrap, self.services.config.ingest_topic)[0]

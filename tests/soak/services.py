@@ -36,6 +36,10 @@ MIRROR_PREFIX = "mirror_"
 DATA_TOPIC = "soak-data"
 
 
+#: The standby driver's flag, and the log line of a driver that took the job's lease.
+STANDBY = ("--standby",)
+LEASE_ACQUIRED = "lease job acquired"
+
 #: Heap of each broker, and of the job's and the mirror's driver JVMs (the job's executors run
 #: inside its driver, local mode).
 BROKER_HEAP = "512m"
@@ -92,10 +96,14 @@ class Services:
     history_retention_ms: int | None
     request_timeout_ms: int = 60_000
     sink_write_timeout_s: int = 60
+    #: Run a warm standby driver (``--standby``) beside the job's active driver.
+    with_standby: bool = False
     cluster: LocalKafkaCluster = field(init=False)
     bootstrap: str = field(init=False, default="")
     config: JobConfig = field(init=False)
+    #: The job's active driver (the lease holder), and its warm standby if any.
     job: DriverProcess = field(init=False)
+    standby: DriverProcess | None = field(init=False, default=None)
     mirror: ServiceProcess = field(init=False)
     serve: ServiceProcess = field(init=False)
     serve_port: int = field(init=False, default=0)
@@ -155,6 +163,11 @@ class Services:
         self.job = DriverProcess(self.config, self.runtime / "driver.log")
         self._exits.callback(self.job.stop)
         self.job.start()
+        if self.with_standby:
+            self.job.wait_for_log(LEASE_ACQUIRED, 300)  # the active first: it holds the lease
+            self.standby = DriverProcess(self.config, self.runtime / "standby.log", STANDBY)
+            self._exits.callback(self.standby.stop)
+            self.standby.start()
 
         mirror = mirror_command(
             self.bootstrap, mirror_sink, str(self.runtime / "mirror-checkpoint"), "1 second"
@@ -200,12 +213,21 @@ class Services:
     def close(self) -> None:
         self._exits.close()
 
+    def take_over(self) -> None:
+        """After the active driver died: the standby is the active now (it takes the lease),
+        and the dead one comes back as the standby."""
+        if self.standby is None:
+            raise RuntimeError("no standby")
+        dead, self.job, self.standby = self.job, self.standby, self.job
+        dead.start(STANDBY)
+
     # -- what the sampler reads --------------------------------------------------------------
     def processes(self) -> dict[str, int]:
         """Role → pid of each top-level process that runs now (children found by the sampler)."""
         out: dict[str, int] = {}
-        for role, service in (("driver", self.job), ("mirror", self.mirror), ("serve", self.serve)):
-            if service.running and service.process is not None:
+        roles = (("driver", self.job), ("standby", self.standby), ("mirror", self.mirror))
+        for role, service in (*roles, ("serve", self.serve)):
+            if service is not None and service.running and service.process is not None:
                 out[role] = service.process.pid
         for node, pid in self.cluster.running_nodes().items():
             out[f"broker{node}"] = pid
