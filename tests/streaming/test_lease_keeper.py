@@ -5,7 +5,6 @@ must be seen as live, it runs in a process of its own (epoch locks are per proce
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 import subprocess
@@ -205,19 +204,18 @@ def test_a_stopped_standby_leaves_the_registry(url: str, holder: Holder, sinks: 
 @pytest.mark.kafka
 @pytest.mark.parametrize("command", ["run", "mirror"])
 def test_a_second_active_exits_1_before_creating_anything(
-    command: str, url: str, tmp_path: Path
+    command: str, url: str, tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     name = JOB_LEASE if command == "run" else MIRROR_LEASE
     holder = Holder(url)
     try:
         assert holder.ask(f"acquire {name} 60000") == "held 1"
         checkpoint = tmp_path / "checkpoint"
-        servers = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
         started = time.monotonic()
         done = subprocess.run(
             [
                 *(sys.executable, "-m", "streaming.cli.main", command),
-                *("--bootstrap-server", servers, "--sink-url", url),
+                *("--bootstrap-server", kafka_bootstrap, "--sink-url", url),
                 *("--checkpoint-location", str(checkpoint)),
             ],
             capture_output=True,
