@@ -152,13 +152,13 @@ if [ ${#pytest_args[@]} -eq 0 ]; then
   ) >"$container_log" 2>&1 &
   container_pid=$!
 fi
-# The other Pythons at once, each its tests without Spark beside its end-to-end job test (the
-# former wait on network and timers, the latter uses the cores for a minute): each session starts
-# its own broker and PostgreSQL on free ports.
+# The other Pythons at once: each session starts its own broker and PostgreSQL on free ports.
+# A Python's end-to-end test runs after its tests without Spark, not beside them: both sessions
+# would share that Python's broker directory (tests/fixtures/kafka.py), and the first to end
+# stops the broker under the other.
 if [ ${#ready_pythons[@]} -gt 0 ]; then
   run_parallel \
     no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container"' \
-    e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
     -- "${ready_pythons[@]}"
   failed+=("${parallel_failed[@]}")
 fi
@@ -171,6 +171,11 @@ if [ ${#pytest_args[@]} -eq 0 ]; then
   rm -f "$container_log" "$image_log" "$image_log.status"
   timings+=("$(printf '%-14s %4d.%01d s  exit %d' container $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
   [ "$status" -eq 0 ] || failed+=(container)
+fi
+if [ ${#ready_pythons[@]} -gt 0 ]; then
+  run_parallel e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
+    -- "${ready_pythons[@]}"
+  failed+=("${parallel_failed[@]}")
 fi
 if [ ${#pytest_args[@]} -gt 0 ]; then
   echo "==> test: Python 3.11 only (pytest arguments given)"
