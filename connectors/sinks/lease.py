@@ -91,6 +91,11 @@ class Leases(SinkCore):
         found = self._run("standbys", (name, STANDBY_FRESH_MS))
         return [Standby(name, *row) for row in found]
 
+    def deployments(self) -> list[tuple[Lease, list[Standby]]]:
+        """Every deployment's lease row (the job's ``job``, a mirror's ``mirror``) with its
+        fresh standbys (:meth:`standbys`)."""
+        return [(lease, self.standbys(lease.name)) for lease in self.leases()]
+
     def acquire_lease(self, name: str, holder: str, ttl_ms: int) -> Lease | None:
         """Take deployment ``name``'s lease for ``holder`` until ``ttl_ms`` from now when it is
         free, expired, ``holder``'s already (epoch kept) or its holder is dead (epoch bumped);

@@ -20,7 +20,6 @@ from connectors.sinks import Sink, SinkError, redact_url
 from connectors.sinks.log_end_samples import LogEndSample, offset_time_ms
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView, PartitionView
-from streaming.serve.scrape import deployments
 from streaming.serve.snapshot import GroupEvaluator, summarise
 from streaming.serve.tenant_views import viewer_in, visible
 
@@ -125,7 +124,7 @@ def failover_lines(sink: Sink) -> list[str]:
     """Per deployment: the process that writes (holds its lease) and the standbys that would
     take over, as the header says them."""
     try:
-        found = deployments(sink)
+        found = sink.deployments()
     except SinkError:
         return []
     lines = []

@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from connectors.client.liveness import NOT_RESPONDING, liveness
-from connectors.sinks import Lease, Sink, SinkError, Standby, StandbyState
+from connectors.sinks import SinkError, StandbyState
 from streaming.serve.exposition import Granularity, render
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView
@@ -168,7 +168,7 @@ class SinkCollector(Collector):
     def _leases(self) -> Iterator[Metric]:
         """Each deployment's lease (which process writes, until when) and its standbys."""
         try:
-            found = deployments(self.view.sink)
+            found = self.view.sink.deployments()
         except SinkError:
             return
         labels = ["deployment"]
@@ -272,12 +272,6 @@ class SinkCollector(Collector):
         ]
         for name, help_text, value in figures:
             yield _gauge(f"consumer_offsets_{name}", help_text, value)
-
-
-def deployments(sink: Sink) -> list[tuple[Lease, list[Standby]]]:
-    """Each lease row of ``sink`` (the job's ``job``, a mirror's ``mirror``) and its standbys
-    seen in the last seconds."""
-    return [(lease, sink.standbys(lease.name)) for lease in sink.leases()]
 
 
 def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:

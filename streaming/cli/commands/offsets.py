@@ -10,7 +10,7 @@ from typing import Any, Final
 from connectors.client import wait_until_applied
 from connectors.client.errors import describe_error
 from connectors.client.liveness import liveness
-from connectors.sinks import Lease, Sink, redact_url
+from connectors.sinks import Lease, Sink, Standby, redact_url
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from streaming.cli.context import Context
@@ -290,17 +290,17 @@ def _leases(sink: Sink) -> list[dict[str, Any]]:
     """Each deployment's lease (the job's ``job``, a mirror's ``mirror``) and its standbys
     seen in the last seconds, times as the sink's clock saw them."""
 
-    def shown(lease: Lease) -> dict[str, Any]:
+    def shown(lease: Lease, waiting: list[Standby]) -> dict[str, Any]:
         standbys = [
             dict(zip(STANDBY_KEYS, (s.holder, s.state, s.heartbeat_at_ms, s.age_ms), strict=True))
-            for s in sink.standbys(lease.name)
+            for s in waiting
         ]
         renewed_age_ms = lease.read_at_ms - lease.renewed_at_ms
         values = (lease.name, lease.holder or None, lease.epoch, lease.renewed_at_ms)
         values += (renewed_age_ms, lease.expires_at_ms, lease.expires_in_ms)
         return {**dict(zip(LEASE_KEYS, values, strict=True)), "standbys": standbys}
 
-    return [shown(lease) for lease in sink.leases()]
+    return [shown(lease, waiting) for lease, waiting in sink.deployments()]
 
 
 def _lease_rows(leases: list[dict[str, Any]]) -> list[tuple[str, object]]:
