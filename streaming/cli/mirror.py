@@ -101,10 +101,9 @@ def run_mirror(args: argparse.Namespace) -> int:
     """Take the lease "mirror" (``--standby``: warm up, then wait for it), start the mirror and
     wait for a signal, ``--duration`` or the query's end; 1 when the query failed or another
     mirror of the deployment holds the lease. Stopped, then the lease released, on the way out."""
-    from streaming.cli.run import StartUpSignals, open_keeper, require_kafka, warm_up
+    from streaming.cli.run import StartUpSignals, hold_lease, open_keeper, require_kafka
     from streaming.spark.lease_keeper import MIRROR_LEASE, LeaseHeld
     from streaming.spark.mirror import OffsetsMirror
-    from streaming.spark.session import spark_session
 
     config = mirror_config_from_args(args)
     configure_logging(args.log_level)
@@ -116,18 +115,11 @@ def run_mirror(args: argparse.Namespace) -> int:
     keeper = open_keeper(config.sink_url, MIRROR_LEASE, config.lease_ttl_ms)
     signals = StartUpSignals()  # a signal during start-up stops the mirror once it runs
     try:
-        if args.standby:
-            mirror = OffsetsMirror.create(config, warm_up(keeper, None))
-            signals.creating()  # from now on a signal ends the wait below
-            if keeper.wait(signals.requested.is_set) is None:
-                mirror.sink.close()
-                return 0
-        else:
-            keeper.take()  # before the JVM starts: a second mirror is refused in a second
-            spark = spark_session()
-            signals.creating()
-            mirror = OffsetsMirror.create(config, spark)
-        keeper.fence(mirror.sink)
+        mirror = hold_lease(
+            keeper, args.standby, signals, None, lambda spark: OffsetsMirror.create(config, spark)
+        )
+        if mirror is None:
+            return 0
         try:
             mirror.start()
             return run_until_stopped(mirror, args.duration, signals)

@@ -20,9 +20,9 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import Field, fields
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from streaming.cli.context import load_job_config
 from streaming.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED
@@ -212,10 +212,44 @@ def warm_up(keeper: LeaseKeeper, master: str | None) -> SparkSession:
     return spark
 
 
+class _HasSink(Protocol):
+    sink: Any
+
+
+W = TypeVar("W", bound=_HasSink)
+
+
+def hold_lease(
+    keeper: LeaseKeeper,
+    standby: bool,
+    signals: StartUpSignals,
+    master: str | None,
+    create: Callable[[SparkSession], W],
+) -> W | None:
+    """``create(spark)`` (the job or the mirror) once this process holds the lease, its sink
+    fenced by it. A standby warms up and creates first (its sink open), then waits; else the
+    lease is taken before the JVM starts, so a second active is refused (LeaseHeld) in a
+    second. None when a signal ended a standby's wait (what it created is closed)."""
+    from streaming.spark.session import spark_session
+
+    if standby:
+        created = create(warm_up(keeper, master))
+        signals.creating()  # from now on a signal ends the wait below
+        if keeper.wait(signals.requested.is_set) is None:
+            created.sink.close()
+            return None
+    else:
+        keeper.take()
+        spark = spark_session(master=master)
+        signals.creating()
+        created = create(spark)
+    keeper.fence(created.sink)
+    return created
+
+
 def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
     from streaming.spark.job import OffsetsJob, StartInterrupted
     from streaming.spark.lease_keeper import JOB_LEASE
-    from streaming.spark.session import spark_session
 
     config = config_from_args(args)
     require_kafka(
@@ -224,19 +258,15 @@ def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
     )
     keeper = open_keeper(config.sink_url, JOB_LEASE, config.lease_ttl_ms)
     try:
-        if args.standby:
-            job = OffsetsJob.create(config, warm_up(keeper, config.spark_master))
-            signals.creating()  # from now on a signal ends the wait below
-            if keeper.wait(signals.requested.is_set) is None:
-                job.sink.close()
-                return 0
-        else:
-            # Before the JVM starts: a second active is refused in a second.
-            keeper.take()
-            spark = spark_session(master=config.spark_master)
-            signals.creating()
-            job = OffsetsJob.create(config, spark)
-        keeper.fence(job.sink)
+        job = hold_lease(
+            keeper,
+            args.standby,
+            signals,
+            config.spark_master,
+            lambda spark: OffsetsJob.create(config, spark),
+        )
+        if job is None:
+            return 0
         job.lease = keeper.fence_token()
         return _run_job(job, args.duration, signals)
     except StartInterrupted as stopped:
