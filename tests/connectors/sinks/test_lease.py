@@ -201,10 +201,10 @@ def test_standbys_are_listed_while_they_beat_and_dropped_when_they_go(sink: Sink
     assert sink.standbys(_NAME) == [] and sink.standbys("other") == []
     sink.register_standby(_NAME, "d:4/x", "WARMING")
     assert [s.holder for s in sink.standbys(_NAME)] == ["d:4/x"]
-    _age_standbys(url, 60_000)  # b is 66 s old, d 60 s: a registration deletes them
+    _age_standbys(url, 61_000)  # b is 67 s old, d 61 s: a registration deletes them
     sink.register_standby(_NAME, "e:5/x", "READY")
     sink.register_standby("other", "f:6/x", "READY")
-    _age_standbys(url, -66_000)  # back to now: only the rows kept show
+    _age_standbys(url, -67_000)  # back to now: only the rows kept show
     assert [s.holder for s in sink.standbys(_NAME)] == ["e:5/x"]
     assert [s.holder for s in sink.standbys("other")] == ["f:6/x"]
     with pytest.raises(ValueError, match="standby state"):
