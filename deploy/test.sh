@@ -5,11 +5,11 @@
 #
 # Every test runs on Python 3.11 (.venv). Without pytest arguments the other supported Pythons
 # (OTHER_PYTHONS, default "3.12 3.13"; each in its own .venv-X.Y from the same lock, installed
-# beside the main setup) then run the tests that start no Spark (-m "not spark") and one
-# end-to-end job test, the Pythons side by side (each session has its own broker and PostgreSQL). A missing interpreter
-# fails the run (deploy/setup.sh says where it looked); OTHER_PYTHONS="" leaves them out. The
-# image (deploy/container/) builds in the background during the main phase; its tests (marker
-# container: run it with podman) then run beside the other Pythons'.
+# beside the main setup) also run the tests that start no Spark (-m "not spark") and one
+# end-to-end job test, in a lane beside 3.11's Spark tests (each session has its own broker and
+# PostgreSQL). A missing interpreter fails the run (deploy/setup.sh says where it looked);
+# OTHER_PYTHONS="" leaves them out. The image (deploy/container/) builds in the background; its
+# tests (marker container: run it with podman) run in that lane too.
 # The whole suite includes the PostgreSQL sink, so setup also installs PostgreSQL's server
 # binaries (apt) when they are missing.
 # Services start inside the tests: the pytest fixtures start Kafka (tests/fixtures/kafka.py) and
@@ -118,8 +118,7 @@ if [ -n "$other_setups" ]; then
   rm -f "$other_setups" "$other_setups.timings" "$other_setups.failed"
 fi
 # The image (deploy/container/) builds from here on in the background at the lowest CPU and I/O
-# priority, so the main phase keeps the machine; its tests (the container phase) start after the
-# main phase, beside the other Pythons' phases, and need only minutes then.
+# priority, so the tests keep the machine; its tests need only minutes once it is built.
 test_image=localhost/spark-consumer-offsets:test
 if [ ${#pytest_args[@]} -eq 0 ]; then
   image_log=$(mktemp)
@@ -133,49 +132,69 @@ run_phase ruff-check .venv/bin/ruff check . || failed+=(ruff-check)
 run_phase ruff-fmt .venv/bin/ruff format --check . || failed+=(ruff-format)
 # The one-way layers and acyclic packages declared in pyproject.toml ([tool.importlinter]).
 run_phase imports .venv/bin/lint-imports || failed+=(import-layers)
-# pytest's own exit status stands: 5 ("no tests collected") is a failure too. The image's tests
-# (marker container) have a phase of their own below; a -m in the arguments overrides that.
-# The 20 slowest tests are listed at the end: where the run's time goes.
-run_phase pytest .venv/bin/python -m pytest -q --durations=20 -m "not container" "${pytest_args[@]}" ||
-  failed+=(pytest)
-# The image's tests, once it is built, beside the other Pythons' phases. Selected by marker and
-# file: a test not collected is exit 5, a failure.
-if [ ${#pytest_args[@]} -eq 0 ]; then
-  container_log=$(mktemp)
-  container_t0=$(date +%s%N)
+# pytest's own exit status stands: 5 ("no tests collected") is a failure too, in every phase.
+if [ ${#pytest_args[@]} -gt 0 ]; then
+  # Arguments given: one session on 3.11 with them (a -m in them overrides the container one).
+  run_phase pytest .venv/bin/python -m pytest -q --durations=20 -m "not container" "${pytest_args[@]}" ||
+    failed+=(pytest)
+else
+  # Two lanes, side by side: this one runs the tests that start Spark on 3.11; the other (in the
+  # background, its output printed when it ends) runs 3.11's tests without Spark, then the other
+  # Pythons' tests without Spark side by side with the image's tests (once the image is built),
+  # then one end-to-end job test per other Python. Spark tests spend much of their time waiting
+  # (JVM starts, triggers, kills), so the lanes share two cores well. Every session has its own
+  # broker directory and PostgreSQL; the pytest cache is left to this lane.
+  lane=$(mktemp)
   (
-    while [ ! -f "$image_log.status" ]; do sleep 2; done
-    cat "$image_log"
-    [ "$(cat "$image_log.status")" = 0 ] || exit 1
-    CONSUMER_OFFSETS_TEST_IMAGE=$test_image .venv/bin/python -m pytest -q -p no:cacheprovider \
-      -m container tests/deploy/test_container.py
-  ) >"$container_log" 2>&1 &
-  container_pid=$!
-fi
-# The other Pythons at once: each session starts its own broker and PostgreSQL on free ports.
-# A Python's end-to-end test runs after its tests without Spark, not beside them: both sessions
-# would share that Python's broker directory (tests/fixtures/kafka.py), and the first to end
-# stops the broker under the other.
-if [ ${#ready_pythons[@]} -gt 0 ]; then
-  run_parallel \
-    no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container"' \
-    -- "${ready_pythons[@]}"
-  failed+=("${parallel_failed[@]}")
-fi
-if [ ${#pytest_args[@]} -eq 0 ]; then
-  status=0
-  wait "$container_pid" || status=$?
-  ms=$((($(date +%s%N) - container_t0) / 1000000))
-  echo "==> test: container (in parallel)"
-  cat "$container_log"
-  rm -f "$container_log" "$image_log" "$image_log.status"
-  timings+=("$(printf '%-14s %4d.%01d s  exit %d' container $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
-  [ "$status" -eq 0 ] || failed+=(container)
-fi
-if [ ${#ready_pythons[@]} -gt 0 ]; then
-  run_parallel e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
-    -- "${ready_pythons[@]}"
-  failed+=("${parallel_failed[@]}")
+    timings=()
+    lane_failed=()
+    run_phase no-spark-3.11 env CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-no-spark \
+      .venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 \
+      -m "not spark and not container" || lane_failed+=(no-spark-3.11)
+    # The image's tests once it is built, beside the other Pythons'. Selected by marker and
+    # file: a test not collected is exit 5, a failure.
+    container_log=$(mktemp)
+    container_t0=$(date +%s%N)
+    (
+      while [ ! -f "$image_log.status" ]; do sleep 2; done
+      cat "$image_log"
+      [ "$(cat "$image_log.status")" = 0 ] || exit 1
+      CONSUMER_OFFSETS_TEST_IMAGE=$test_image CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-container \
+        .venv/bin/python -m pytest -q -p no:cacheprovider -m container tests/deploy/test_container.py
+    ) >"$container_log" 2>&1 &
+    container_pid=$!
+    if [ ${#ready_pythons[@]} -gt 0 ]; then
+      run_parallel \
+        no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container"' \
+        -- "${ready_pythons[@]}"
+      lane_failed+=("${parallel_failed[@]}")
+    fi
+    status=0
+    wait "$container_pid" || status=$?
+    ms=$((($(date +%s%N) - container_t0) / 1000000))
+    echo "==> test: container (in parallel)"
+    cat "$container_log"
+    rm -f "$container_log"
+    timings+=("$(printf '%-14s %4d.%01d s  exit %d' container $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
+    [ "$status" -eq 0 ] || lane_failed+=(container)
+    # A Python's end-to-end test after its tests without Spark: a session's broker directory is
+    # its Python's (tests/fixtures/kafka.py).
+    if [ ${#ready_pythons[@]} -gt 0 ]; then
+      run_parallel e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
+        -- "${ready_pythons[@]}"
+      lane_failed+=("${parallel_failed[@]}")
+    fi
+    printf '%s\n' "${timings[@]}" >"$lane.timings"
+    printf '%s\n' "${lane_failed[@]}" >"$lane.failed"
+  ) >"$lane" 2>&1 &
+  lane_pid=$!
+  run_phase spark-3.11 .venv/bin/python -m pytest -q --durations=20 -m "spark and not container" ||
+    failed+=(spark-3.11)
+  wait "$lane_pid" || true
+  cat "$lane"
+  while read -r line; do [ -n "$line" ] && timings+=("$line"); done <"$lane.timings"
+  while read -r line; do [ -n "$line" ] && failed+=("$line"); done <"$lane.failed"
+  rm -f "$lane" "$lane.timings" "$lane.failed" "$image_log" "$image_log.status"
 fi
 if [ ${#pytest_args[@]} -gt 0 ]; then
   echo "==> test: Python 3.11 only (pytest arguments given)"
