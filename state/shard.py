@@ -9,10 +9,12 @@ exactly.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,6 +77,8 @@ MARKERS = frozenset({LOAD_MARKER, EXPIRY_TICK})
 #: The ``tenant`` of a message from the job's own ingest topic (operators'); a tenant's is its
 #: index in ``ShardRules.tenant_topics``.
 OPERATOR = -1
+#: The ``loaded`` records of a call that did not load (tables are immutable: made once).
+_NO_RECORDS = RECORD_FRAME_SCHEMA.empty_table()
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,7 @@ def handle_messages(
     ``load(shard)`` (rebuilt from its offsets-topic partitions) or empty. What is due expires
     only when an expiry tick is among the job's own messages. A message from an ingest partition
     not the shard's is answered NOT_COORDINATOR."""
-    loaded, loaded_records = RECORD_FRAME_SCHEMA.empty_table(), None
+    loaded, loaded_records = _NO_RECORDS, None
     if state is not None:
         start = state
     elif load is not None:
@@ -189,21 +193,18 @@ def _apply_messages(
     """``apply_batch`` of each source's messages in turn (``_by_source``); the first call
     expires what is due when the job's own topic brought an expiry tick."""
     applied = _Applied(state)
-    sources = _by_source(messages)
+    sources = [(tenant, _Messages.of(part)) for tenant, part in _by_source(messages)]
     # Only the job's own topic ticks: a tick on a tenant's topic is a malformed request.
-    expire_due = any(
-        tenant == OPERATOR and len(part) and bool((part["value"] == EXPIRY_TICK).any())
-        for tenant, part in sources
-    )
+    expire_due = any(tenant == OPERATOR and EXPIRY_TICK in part.values for tenant, part in sources)
     for tenant, part in sources:
         own = rules.own_partition(tenant, shard)
-        routed, misrouted = _split_misrouted(part, own)
+        routed, misrouted = part.split(own)
         markers = MARKERS if tenant == OPERATOR else frozenset()
-        frames = [_request_frame(routed, markers)]
-        if len(misrouted):
+        frames = [routed.request_frame(markers)]
+        if misrouted.values:
             frames.append(
                 _refuse_misrouted(
-                    _request_frame(misrouted, markers),
+                    misrouted.request_frame(markers),
                     f"shard {shard} reads its requests from partition {own} of its ingest "
                     "topic: a request goes to partition_for(group id, partition count) with the "
                     "group id as its key",
@@ -236,20 +237,63 @@ def _by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
     ]
 
 
-def _request_frame(messages: pd.DataFrame, markers: frozenset[bytes]) -> pa.Table:
-    """Messages as a request frame, in log order, without the job's ``markers``."""
-    if len(messages) > 1 and not messages["ingest_offset"].is_monotonic_increasing:
-        messages = messages.sort_values("ingest_offset", kind="stable")
-    return decode_request_messages(
-        (offset, timestamp_ms, value)
-        for offset, timestamp_ms, value in zip(
-            messages["ingest_offset"].tolist(),
-            messages["timestamp_ms"].tolist(),
-            messages["value"].tolist(),
-            strict=True,
+class _Messages(NamedTuple):
+    """One source's messages as Python lists, in arrival order (a pandas operation costs more
+    than a small batch's whole list), with their ``ingest_partition`` (None: not given)."""
+
+    offsets: list[int]
+    timestamps: list[int]
+    values: list[bytes | None]
+    partitions: list[int] | None
+
+    @staticmethod
+    def of(frame: pd.DataFrame) -> _Messages:
+        if not len(frame):
+            return _Messages([], [], [], None)
+        partitions = (
+            frame["ingest_partition"].tolist() if "ingest_partition" in frame.columns else None
         )
-        if value is None or bytes(value) not in markers
-    )
+        return _Messages(
+            frame["ingest_offset"].tolist(),
+            frame["timestamp_ms"].tolist(),
+            frame["value"].tolist(),
+            partitions,
+        )
+
+    def take(self, rows: list[int]) -> _Messages:
+        def pick(values: list[Any]) -> list[Any]:
+            return [values[i] for i in rows]
+
+        partitions = None if self.partitions is None else pick(self.partitions)
+        return _Messages(pick(self.offsets), pick(self.timestamps), pick(self.values), partitions)
+
+    def split(self, own: int | None) -> tuple[_Messages, _Messages]:
+        """The messages from the shard's own ingest partition ``own``, and those from another
+        (for ``_refuse_misrouted``); own None: the layout is not known, all count."""
+        none = _Messages([], [], [], None)
+        if own is None or self.partitions is None:
+            return self, none
+        mine = [i for i, partition in enumerate(self.partitions) if partition == own]
+        if len(mine) == len(self.partitions):
+            return self, none
+        others = [i for i, partition in enumerate(self.partitions) if partition != own]
+        return self.take(mine), self.take(others)
+
+    def request_frame(self, markers: frozenset[bytes]) -> pa.Table:
+        """The messages as a request frame, in log order, without the job's ``markers``."""
+        offsets = self.offsets
+        if any(later < earlier for earlier, later in itertools.pairwise(offsets)):
+            # sorted is stable: messages of one offset keep their arrival order.
+            return self.take(sorted(range(len(offsets)), key=offsets.__getitem__)).request_frame(
+                markers
+            )
+        return decode_request_messages(
+            (offset, timestamp_ms, value)
+            for offset, timestamp_ms, value in zip(
+                offsets, self.timestamps, self.values, strict=True
+            )
+            if value is None or bytes(value) not in markers
+        )
 
 
 # On an ingest topic of fewer partitions than shards, a shard reads its requests from one
@@ -272,17 +316,6 @@ def _refuse_misrouted(frame: pa.Table, reason: str) -> pa.Table:
     reasons = pc.if_else(accepted, pa.scalar(reason, reason_type), frame["error_reason"])
     frame = frame.set_column(frame.schema.get_field_index("error_code"), "error_code", codes)
     return frame.set_column(frame.schema.get_field_index("error_reason"), "error_reason", reasons)
-
-
-def _split_misrouted(messages: pd.DataFrame, own: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``messages`` from the shard's own ingest partition ``own`` (``ingest_partition``), and
-    those from another (for ``_refuse_misrouted``); own None: the layout is not known, all count."""
-    if own is None or "ingest_partition" not in messages.columns or not len(messages):
-        return messages, messages.iloc[0:0]
-    mine = messages["ingest_partition"] == own
-    if bool(mine.all()):
-        return messages, messages.iloc[0:0]
-    return messages[mine].reset_index(drop=True), messages[~mine].reset_index(drop=True)
 
 
 def _encode_answers(answered: list[tuple[int, pa.Table]], shard: int) -> tuple[pa.Table, pa.Table]:
@@ -310,13 +343,12 @@ def group_commits(responses: pa.Table) -> pa.Table:
     partition."""
     if not responses.num_rows:
         return pa.table({})
-    applied = pc.and_(
-        pc.and_(_is_commit(responses), pc.equal(responses["error_code"], 0)),
-        pc.is_valid(responses["topic"]),
-    )
-    groups = responses["group_id"].filter(applied)
-    if not len(groups):
+    applied = _applied_commits(responses)
+    if responses["topic"].null_count:
+        applied &= responses["topic"].is_valid().to_numpy()
+    if not applied.any():
         return pa.table({})
+    groups = responses["group_id"].filter(pa.array(applied))
     counts = pc.value_counts(groups).flatten()
     return pa.table({"group_id": counts[0], "commits_applied": counts[1]})
 
@@ -325,25 +357,23 @@ def group_commits(responses: pa.Table) -> pa.Table:
 _COMMIT_APIS = pa.array([Api.OFFSET_COMMIT.value, Api.TXN_OFFSET_COMMIT.value])
 
 
-def _is_commit(responses: pa.Table) -> pa.ChunkedArray:
-    """Per response row: an OffsetCommit's or a TxnOffsetCommit's."""
-    return pc.is_in(responses["api"], value_set=_COMMIT_APIS)
-
-
-def _count(mask: pa.ChunkedArray | pa.Array) -> int:
-    return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
+def _applied_commits(responses: pa.Table) -> np.ndarray:
+    """Per response row: an OffsetCommit's or a TxnOffsetCommit's answered NONE."""
+    ok = responses["error_code"].to_numpy() == 0
+    return ok & pc.is_in(responses["api"], value_set=_COMMIT_APIS).to_numpy()
 
 
 def _stats(
     applied: _Applied, records: pa.Table, responses: pa.Table, loaded_records: int | None
 ) -> dict[str, int | None]:
     """The call's counters (the job's statistics and the writer's progress)."""
-    ok = pc.equal(responses["error_code"], 0) if responses.num_rows else None
+    n = responses.num_rows
+    ok = int(np.count_nonzero(responses["error_code"].to_numpy() == 0)) if n else 0
     return {
         "input_rows": applied.input_rows,
-        "commits_applied": (_count(pc.and_(ok, _is_commit(responses))) if ok is not None else 0),
-        "rejected": _count(pc.invert(ok)) if ok is not None else 0,
-        "tombstones": _count(pc.is_null(records["value"])) if records.num_rows else 0,
+        "commits_applied": int(np.count_nonzero(_applied_commits(responses))) if n else 0,
+        "rejected": n - ok,
+        "tombstones": records["value"].null_count if records.num_rows else 0,
         "state_keys": applied.state.num_offsets,
         "loaded_records": loaded_records,
         "next_expiry_ms": applied.next_expiry_ms,

@@ -15,6 +15,9 @@ from state.coordinator.model import GroupMetadataValue
 from state.engine.hashing import string_hash
 from state.formats.records import decode_group_metadata_value, encode_group_metadata_value
 
+#: Up to this many names, ``StringDict.lookup`` compares them one at a time.
+_FEW_NAMES = 16
+
 
 @dataclass(frozen=True)
 class StringDict:
@@ -49,7 +52,13 @@ class StringDict:
         hi = np.searchsorted(sorted_hashes, hashes, side="right")
         count = hi - lo
         single = np.flatnonzero(count == 1)
-        if single.size:
+        if 0 < single.size <= _FEW_NAMES:
+            # The usual call's few names, compared one by one: cheaper than five Arrow kernels.
+            wanted = names.to_numpy(zero_copy_only=False)
+            for i, code in zip(single.tolist(), self.by_hash[lo[single]].tolist(), strict=True):
+                if self.names[code].as_py() == wanted[i]:
+                    result[i] = code
+        elif single.size:
             codes = self.by_hash[lo[single]]
             same = pc.equal(
                 names.take(pa.array(single)).cast(pa.large_string()),

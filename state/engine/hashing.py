@@ -34,10 +34,33 @@ def fmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> _S33)
 
 
+#: Up to this many strings, hashing each in Python costs less than the column's ~20 numpy calls
+#: (a call hashes its few group ids and topics several times).
+_FEW_STRINGS = 16
+_MASK = (1 << 64) - 1
+
+
+def _one_string_hash(text: str | None) -> int:
+    """``string_hash`` of one string (Horner's rule over its bytes), as a Python int."""
+    data = b"" if text is None else text.encode()
+    k, h = int(K), 0
+    for byte in data:
+        h = (h * k + byte + 1) & _MASK
+    x = h ^ ((len(data) * int(L)) & _MASK)
+    x ^= x >> 33
+    x = (x * int(_M1)) & _MASK
+    x ^= x >> 33
+    x = (x * int(_M2)) & _MASK
+    return x ^ (x >> 33)
+
+
 def string_hash(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """``string_hash`` of each string, as uint64; nulls hash as ""."""
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks() if strings.num_chunks != 1 else strings.chunk(0)
+    if len(strings) <= _FEW_STRINGS:
+        texts = strings.to_numpy(zero_copy_only=False).tolist()
+        return np.array([_one_string_hash(t) for t in texts], dtype=np.uint64)
     if not pa.types.is_large_string(strings.type):
         strings = strings.cast(pa.large_string())
     n = len(strings)

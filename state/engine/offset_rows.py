@@ -33,13 +33,8 @@ class Rows:
         return len(self.khash)
 
     def take(self, idx: np.ndarray) -> Rows:
-        values = {}
-        for f in fields(self):
-            col = getattr(self, f.name)
-            values[f.name] = (
-                col.take(pa.array(idx, pa.int64())) if f.name == "metadata" else col[idx]
-            )
-        return Rows(**values)
+        values = {name: getattr(self, name)[idx] for name in _NUMPY_FIELDS}
+        return Rows(metadata=self.metadata.take(pa.array(idx, pa.int64())), **values)
 
     @staticmethod
     def concat(parts: list[Rows]) -> Rows:
@@ -84,6 +79,10 @@ class Rows:
         """The rows in ``khash`` order (stable)."""
         order = np.argsort(self.khash, kind="stable")
         return self.take(order)
+
+
+#: The fields of ``Rows`` held as numpy arrays (all but ``metadata``).
+_NUMPY_FIELDS = tuple(f.name for f in fields(Rows) if f.name != "metadata")
 
 
 def find(

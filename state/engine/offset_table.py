@@ -207,7 +207,7 @@ class OffsetTable:
         drow = d.rows
         tomb_col = d.tomb
         if in_delta.size:
-            updated = rows.take(in_delta)
+            updated = rows if in_delta.size == n else rows.take(in_delta)
             columns = {}
             for f in fields(Rows):
                 if f.name == "metadata":
@@ -233,12 +233,10 @@ class OffsetTable:
         # Keys the delta does not hold yet: new keys, and base keys now superseded.
         outside = loc.delta < 0
         add = np.flatnonzero(outside & ((loc.base >= 0) | ~tomb))
-        new_rows = rows.take(add)
-        order = np.argsort(new_rows.khash, kind="stable")
-        new_rows = new_rows.take(order)
-        new_base_pos = loc.base[add][order]
-        new_tomb = tomb[add][order]
-        merged, new_at = merge_sorted(drow, new_rows)
+        add = add[np.argsort(rows.khash[add], kind="stable")]
+        new_base_pos = loc.base[add]
+        new_tomb = tomb[add]
+        merged, new_at = merge_sorted(drow, rows.take(add)) if add.size else (drow, add)
         all_base_pos = np.empty(len(merged), dtype=np.int64)
         all_tomb = np.empty(len(merged), dtype=bool)
         old_at = np.ones(len(merged), dtype=bool)
@@ -253,7 +251,9 @@ class OffsetTable:
         # dropped delta rows never supersede a base row, so the old ones all remain.
         old = d.superseded
         new = np.sort(new_base_pos[new_base_pos >= 0])
-        delta.__dict__["superseded"] = np.insert(old, np.searchsorted(old, new), new)
+        if new.size:
+            old = np.insert(old, np.searchsorted(old, new), new)
+        delta.__dict__["superseded"] = old
         return OffsetTable(self.base, delta), existed
 
     def needs_compaction(self) -> bool:

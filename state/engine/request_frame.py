@@ -205,21 +205,32 @@ class SegmentedFrame:
 
     def table(self) -> pa.Table:
         counts = self._counts
-        heads = pa.table(
-            [
-                pa.array(values, _SCHEMA.field(name).type)
-                for name, values in zip(_HEAD_COLUMNS, _transposed(self._heads), strict=True)
-            ],
-            names=list(_HEAD_COLUMNS),
-        )
+        n = len(self._rows["partition_index"])
         # Row i of the frame belongs to segment repeat[i]; no take when every segment is one row.
-        if len(self._rows["partition_index"]) != len(counts):
-            heads = heads.take(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+        repeat = (
+            None if n == len(counts) else np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        )
+        heads = {
+            name: _head_column(values, _SCHEMA.field(name).type, n, repeat)
+            for name, values in zip(_HEAD_COLUMNS, _transposed(self._heads), strict=True)
+        }
         columns = [
             pa.array(self._rows[f.name], f.type) if f.name in self._rows else heads[f.name]
             for f in _SCHEMA
         ]
-        return pa.table(columns, schema=_SCHEMA)
+        return pa.Table.from_arrays(columns, schema=_SCHEMA)
+
+
+def _head_column(
+    values: tuple[object, ...], kind: pa.DataType, n: int, repeat: np.ndarray | None
+) -> pa.Array:
+    """A message-level column over the frame's ``n`` rows: message ``repeat[i]``'s value on row
+    ``i``. Most are one value for the whole batch (the api, a null), made without a take."""
+    if not values or values.count(values[0]) == len(values):
+        first = values[0] if values else None
+        return pa.nulls(n, kind) if first is None else pa.repeat(pa.scalar(first, kind), n)
+    column = pa.array(values, kind)
+    return column if repeat is None else column.take(repeat)
 
 
 def _transposed(heads: list[tuple[object, ...]]) -> list[tuple[object, ...]]:

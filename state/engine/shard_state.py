@@ -173,8 +173,9 @@ def _replay_offsets(state: ShardState, table: pa.Table) -> ShardState:
     partition = numpy_column(table, "partition", np.int32, 0)
     # Last record per key wins, as compaction would leave it.
     keep = last_index_per_key(gcode, tcode, partition)
-    table = table.take(pa.array(keep))
-    gcode, tcode, partition = gcode[keep], tcode[keep], partition[keep]
+    if keep.size < table.num_rows:  # a request's records are one per key already
+        table = table.take(pa.array(keep))
+        gcode, tcode, partition = gcode[keep], tcode[keep], partition[keep]
     if "value" in table.column_names:
         tomb = np.asarray(table["value"].is_null())
     else:

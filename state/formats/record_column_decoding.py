@@ -34,11 +34,23 @@ class OffsetColumns(NamedTuple):
 
 def binary_parts(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(data bytes, start and length of each value, validity) of a binary or string column."""
-    if not pa.types.is_large_binary(column.type):
+    kind = column.type
+    if pa.types.is_large_binary(kind) or pa.types.is_large_string(kind):
+        offset_type: type = np.int64
+    elif pa.types.is_binary(kind) or pa.types.is_string(kind):
+        offset_type = np.int32  # read as they are: a cast to large_binary would copy them
+    else:
         column = column.cast(pa.large_binary())
+        offset_type = np.int64
     n = len(column)
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return np.zeros(0, np.uint8), empty, empty, np.zeros(0, bool)
     _validity, offsets_buf, data_buf = column.buffers()
-    offsets = np.frombuffer(offsets_buf, np.int64, count=n + 1, offset=column.offset * 8)
+    width = np.dtype(offset_type).itemsize
+    offsets = np.frombuffer(
+        offsets_buf, offset_type, count=n + 1, offset=column.offset * width
+    ).astype(np.int64)
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     valid = np.asarray(column.is_valid()) if column.null_count else np.ones(n, dtype=bool)
     return data, offsets[:-1], offsets[1:] - offsets[:-1], valid

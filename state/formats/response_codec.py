@@ -12,8 +12,8 @@ key)::
 
     {"ingestPartition": 3, "ingestOffset": 1234, "errorCode": 2, "reason": "..."}
 
-Encoding is vectorized with Arrow; only strings needing escapes go through ``json.dumps`` (ASCII
-output, so every message is valid UTF-8). Decoding is one message at a time.
+Encoding is vectorized with Arrow; each string is ``json.dumps``'s literal (ASCII output, so every
+message is valid UTF-8). Decoding is one message at a time.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,26 +42,30 @@ MESSAGE_SCHEMA = pa.schema(
     ]
 )
 
-# Printable ASCII but '"' and '\': such a string is its own JSON body between quotes.
-_PLAIN = r"^[ !#-\[\]-~]*$"
-
 
 def json_strings(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Each string as a JSON string literal (``null`` for null)."""
-    values = _combined(values).cast(pa.string())
-    if len(values) == 0:
-        return pa.array([], pa.string())
-    plain = pc.fill_null(pc.match_substring_regex(values, _PLAIN), True)
-    literals = pc.binary_join_element_wise('"', values, '"', "")
-    if not pc.all(plain).as_py():
-        escaped = [
-            literal if ok else json.dumps(raw)
-            for ok, literal, raw in zip(
-                plain.to_pylist(), literals.to_pylist(), values.to_pylist(), strict=True
-            )
-        ]
-        literals = pa.array(escaped, pa.string())
-    return pc.fill_null(literals, "null")
+    """Each string as a JSON string literal (``null`` for null): ``json.dumps`` of it."""
+    values = _combined(values)
+    if len(values) <= _FEW:
+        return pa.array([_literal(v) for v in _strings(values)], pa.string())
+    # A column repeats few values (topics, groups, reasons): each distinct one encoded once.
+    encoded = values.dictionary_encode(null_encoding="encode")
+    literals = [_literal(v) for v in _strings(encoded.dictionary)]
+    return pa.array(literals, pa.string()).take(encoded.indices)
+
+
+#: Up to this many values, encoding each costs less than finding the distinct ones.
+_FEW = 64
+
+
+def _strings(values: pa.Array) -> list[str | None]:
+    """A string column as Python strings (None for null), without a pyarrow scalar each."""
+    return values.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]
+
+
+def _literal(value: str | None) -> str:
+    """``json.dumps(value)`` (ASCII output, so valid UTF-8), without its per-call overhead."""
+    return "null" if value is None else encode_basestring_ascii(value)
 
 
 def encode_responses(responses: pa.Table, ingest_partition: int) -> tuple[pa.Table, pa.Table]:
@@ -78,31 +84,25 @@ def encode_responses(responses: pa.Table, ingest_partition: int) -> tuple[pa.Tab
     return _answers(responses.filter(answered)), _dead_letters(dead, ingest_partition)
 
 
+#: Up to this many response rows, the messages are written a request at a time in Python: the
+#: Arrow kernels' fixed cost is most of a small batch's encoding.
+_FEW_ROWS = 256
+
+
 def _answers(rows: pa.Table) -> pa.Table:
     if rows.num_rows == 0:
         return MESSAGE_SCHEMA.empty_table()
+    # (A partition's answer always names its partition; the kernels would null the message.)
+    if rows.num_rows <= _FEW_ROWS and rows["partition"].null_count == rows["topic"].null_count:
+        return _answers_of_rows(rows)
     offsets = rows["ingest_offset"].to_numpy()
-    first_of_request = np.r_[True, offsets[1:] != offsets[:-1]]
+    first_of_request = np.ones(len(offsets), dtype=bool)
+    first_of_request[1:] = offsets[1:] != offsets[:-1]
     starts = np.flatnonzero(first_of_request)
-    request = np.cumsum(first_of_request) - 1
     n = len(starts)
-    has_topic = pc.is_valid(rows["topic"]).to_numpy(zero_copy_only=False)
-    codes = rows["error_code"].to_numpy()
-
-    # Request level: the highest code among a request's topic-less rows and its first reason.
-    level = np.flatnonzero(~has_topic)
-    top_code = np.zeros(n, np.int64)
-    np.maximum.at(top_code, request[level], codes[level])
-    first_level = np.full(n, len(offsets), np.int64)
-    np.minimum.at(first_level, request[level], level)
-    has_level = first_level < len(offsets)
-    reason = pa.nulls(n, pa.string())
-    if has_level.any():
-        picked = rows["error_reason"].take(pa.array(np.where(has_level, first_level, 0)))
-        reason = pc.if_else(pa.array(has_level), picked, reason)
+    top_code, reason, parts = _request_level(rows, first_of_request, n)
 
     # Partition level: one JSON object per row, joined per request.
-    parts = rows.filter(pa.array(has_topic))
     entries = pc.binary_join_element_wise(
         '{"topic":',
         json_strings(parts["topic"]),
@@ -115,20 +115,24 @@ def _answers(rows: pa.Table) -> pa.Table:
         "}",
         "",
     )
-    counts = np.bincount(request[has_topic], minlength=n)
-    lists = pa.ListArray.from_arrays(
-        pa.array(np.r_[0, np.cumsum(counts)], pa.int32()), _combined(entries)
-    )
+    counts = np.bincount(parts["request"], minlength=n)
+    list_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=list_offsets[1:])
+    lists = pa.ListArray.from_arrays(pa.array(list_offsets), _combined(entries))
     partitions = pc.binary_join(lists, ",")
 
-    heads = rows.take(pa.array(starts))
+    def heads(name: str) -> pa.Array:
+        column = _combined(rows[name])
+        return column if n == len(offsets) else column.take(pa.array(starts))
+
+    request_ids = heads("request_id")
     values = pc.binary_join_element_wise(
         '{"version":' + str(RESPONSE_VERSION) + ',"requestId":',
-        json_strings(heads["request_id"]),
+        json_strings(request_ids),
         ',"groupId":',
-        json_strings(heads["group_id"]),
+        json_strings(heads("group_id")),
         ',"api":',
-        json_strings(heads["api"]),
+        json_strings(heads("api")),
         ',"errorCode":',
         pc.cast(pa.array(top_code), pa.string()),
         ',"errorMessage":',
@@ -139,8 +143,95 @@ def _answers(rows: pa.Table) -> pa.Table:
         "",
     )
     return pa.table(
-        [heads["ingest_offset"], _utf8(heads["request_id"]), _utf8(values)], schema=MESSAGE_SCHEMA
+        [heads("ingest_offset"), _utf8(request_ids), _utf8(values)], schema=MESSAGE_SCHEMA
     )
+
+
+def _answers_of_rows(rows: pa.Table) -> pa.Table:
+    """``_answers`` a request at a time: the same messages, byte for byte."""
+    columns = {name: _values(rows[name]) for name in RESPONSE_FRAME_SCHEMA.names}
+    offsets, topics = columns["ingest_offset"], columns["topic"]
+    answered_offsets: list[int] = []
+    keys: list[str] = []
+    values: list[str] = []
+    start, n = 0, len(offsets)
+    while start < n:
+        end = start + 1
+        while end < n and offsets[end] == offsets[start]:
+            end += 1
+        level = [i for i in range(start, end) if topics[i] is None]
+        partitions = ",".join(
+            '{"topic":'
+            + _literal(topics[i])
+            + f',"partitionIndex":{columns["partition"][i]},"errorCode":'
+            + f'{columns["error_code"][i]},"errorMessage":'
+            + _literal(columns["error_reason"][i])
+            + "}"
+            for i in range(start, end)
+            if topics[i] is not None
+        )
+        request_id = columns["request_id"][start]
+        values.append(
+            f'{{"version":{RESPONSE_VERSION},"requestId":{_literal(request_id)},"groupId":'
+            + _literal(columns["group_id"][start])
+            + ',"api":'
+            + _literal(columns["api"][start])
+            # The highest code of the request-level rows, 0 at least (as the kernels' path).
+            + f',"errorCode":{max([0, *(columns["error_code"][i] for i in level)])}'
+            + ',"errorMessage":'
+            + _literal(columns["error_reason"][level[0]] if level else None)
+            + f',"partitions":[{partitions}]}}'
+        )
+        answered_offsets.append(offsets[start])
+        keys.append(request_id)
+        start = end
+    return pa.table(
+        [
+            pa.array(answered_offsets, pa.int64()),
+            pa.array(keys, pa.string()).cast(pa.binary()),
+            pa.array(values, pa.string()).cast(pa.binary()),
+        ],
+        schema=MESSAGE_SCHEMA,
+    )
+
+
+def _values(column: pa.ChunkedArray) -> list[Any]:
+    """A column as Python values (None for a null string), without a pyarrow scalar each."""
+    column = _combined(column)
+    if column.null_count and pa.types.is_integer(column.type):
+        # Only request-level answers lack a partition, and theirs is never read.
+        column = pc.fill_null(column, 0)
+    return column.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]
+
+
+def _request_level(
+    rows: pa.Table, first_of_request: np.ndarray, n: int
+) -> tuple[np.ndarray, pa.Array, dict[str, pa.Array | np.ndarray]]:
+    """Per request (``n``, each starting where ``first_of_request``): the highest code among its
+    topic-less rows and its first reason; and the partition-level rows' columns, with
+    ``request`` their request's index."""
+    request = np.cumsum(first_of_request) - 1
+    columns = ("topic", "partition", "error_code", "error_reason")
+    if rows["topic"].null_count == 0:  # the usual batch: every answer a partition's
+        parts: dict[str, pa.Array | np.ndarray] = {c: _combined(rows[c]) for c in columns}
+        parts["request"] = request
+        return np.zeros(n, np.int64), pa.nulls(n, pa.string()), parts
+    has_topic = pc.is_valid(rows["topic"]).to_numpy(zero_copy_only=False)
+    codes = rows["error_code"].to_numpy()
+    level = np.flatnonzero(~has_topic)
+    top_code = np.zeros(n, np.int64)
+    np.maximum.at(top_code, request[level], codes[level])
+    first_level = np.full(n, len(codes), np.int64)
+    np.minimum.at(first_level, request[level], level)
+    has_level = first_level < len(codes)
+    reason = pa.nulls(n, pa.string())
+    if has_level.any():
+        picked = rows["error_reason"].take(pa.array(np.where(has_level, first_level, 0)))
+        reason = pc.if_else(pa.array(has_level), picked, reason)
+    mask = pa.array(has_topic)
+    parts = {c: _combined(rows[c]).filter(mask) for c in columns}
+    parts["request"] = request[has_topic]
+    return top_code, reason, parts
 
 
 def _dead_letters(rows: pa.Table, ingest_partition: int) -> pa.Table:

@@ -12,6 +12,9 @@ from state.coordinator.rules import error_reason
 from state.engine.apply.batch import Batch
 from state.formats.frames import RECORD_FRAME_SCHEMA, RESPONSE_FRAME_SCHEMA
 
+_NULL_STRING = pa.scalar(None, pa.string())
+_NULL_INT32 = pa.scalar(None, pa.int32())
+
 
 @dataclass
 class Answers:
@@ -39,7 +42,9 @@ class Answers:
         self.rows.append(rows)
         self.request_level.append(np.full(rows.size, request_level))
         self.codes.append(codes_arr)
-        if reasons is None:
+        if reasons is None and np.ndim(codes) == 0:
+            reasons = [error_reason(int(codes))] * rows.size
+        elif reasons is None:
             by_code = {int(c): error_reason(int(c)) for c in np.unique(codes_arr)}
             reasons = [by_code[c] for c in codes_arr.tolist()]
         self.reasons.append(reasons)
@@ -56,9 +61,12 @@ class Answers:
         rows, level, codes = rows[order], level[order], codes[order]
         reasons_arr = pa.array(reasons, pa.string()).take(pa.array(order))
         take = pa.array(rows)
-        mask = pa.array(level)
-        topic = pc.if_else(mask, pa.scalar(None, pa.string()), batch.col("topic").take(take))
-        partition = pc.if_else(mask, pa.scalar(None, pa.int32()), batch.col("partition").take(take))
+        topic = batch.col("topic").take(take)
+        partition = batch.col("partition").take(take)
+        if level.any():  # request-level answers have no topic and partition
+            mask = pa.array(level)
+            topic = pc.if_else(mask, _NULL_STRING, topic)
+            partition = pc.if_else(mask, _NULL_INT32, partition)
         return pa.Table.from_arrays(
             [
                 batch.col("ingest_offset").take(take),

@@ -24,6 +24,7 @@ APIS = [
     Api.TXN_OFFSET_COMMIT.value,
 ]
 OFFSET_COMMIT, OFFSET_DELETE, DELETE_GROUPS, GROUP_METADATA, TXN_OFFSET_COMMIT = range(len(APIS))
+_API_SET = pa.array(APIS)
 #: ``Batch.api`` of a row whose API is not one of ``APIS``.
 UNKNOWN_API = -1
 #: The columns a frame may lack (each then all null): ``as_table`` adds them.
@@ -72,7 +73,7 @@ class Batch:
                 table = table.take(pa.array(order))
         table = table.combine_chunks()
         api = np.asarray(
-            pc.fill_null(pc.index_in(table["api"], value_set=pa.array(APIS)), UNKNOWN_API)
+            pc.fill_null(pc.index_in(table["api"], value_set=_API_SET), UNKNOWN_API)
         ).astype(np.int64)
         transactional = api == TXN_OFFSET_COMMIT
         retention = numpy_column(table, "retention_time_ms", np.int64)

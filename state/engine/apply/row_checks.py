@@ -54,7 +54,10 @@ def check_rows(
             [r or "rejected by the request decoder" for r in reasons],
         )
     alive = ~rejected
-    no_id = alive & np.asarray(batch.col("request_id").is_null())
+    request_ids = batch.col("request_id")
+    no_id = np.zeros(n, dtype=bool)
+    if request_ids.null_count:
+        no_id = alive & np.asarray(request_ids.is_null())
     # Nothing to answer to: a dead letter, whose reason says why.
     answers.add(
         all_rows[no_id],
@@ -132,9 +135,11 @@ def _requests_of(batch: Batch, alive_idx: np.ndarray) -> tuple[np.ndarray, np.nd
         ingest = batch.ingest_offset[alive_idx]
         first_alive = np.ones(alive_idx.size, dtype=bool)
         first_alive[1:] = ingest[1:] != ingest[:-1]
-        first[alive_idx[first_alive]] = True
-        _, inverse, counts = np.unique(ingest, return_inverse=True, return_counts=True)
-        rows_in_request[alive_idx] = counts[inverse]
+        starts = np.flatnonzero(first_alive)
+        first[alive_idx[starts]] = True
+        # The batch is in log order: a request's rows are one run.
+        counts = np.diff(starts, append=alive_idx.size)
+        rows_in_request[alive_idx] = np.repeat(counts, counts)
     return first, rows_in_request
 
 

@@ -142,3 +142,12 @@ def test_dictionary_lookups_and_codes_follow_first_appearance(
     assert grown.names.to_pylist() == order
     everything = pa.array(order, pa.large_string())
     assert grown.lookup(everything, string_hash(everything)).tolist() == list(range(len(order)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.none() | st.text(max_size=30), max_size=12))
+def test_string_hash_of_few_strings_is_the_columns_hash(texts: list[str | None]) -> None:
+    # Few strings are hashed one by one in Python, more over the column: the same stored hash.
+    few = pa.array(texts, pa.large_string())
+    many = pa.array(texts * 3 + ["x"] * 20, pa.large_string())
+    assert string_hash(few).tolist() == string_hash(many).tolist()[: len(texts)]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from state.coordinator.model import OffsetAndMetadata
-from state.formats.record_columns import offset_commit_keys, offset_commit_values
+from state.formats.record_columns import _FEW_ROWS, offset_commit_keys, offset_commit_values
 from tests.state.formats.records.offset_encoders import (
     encode_offset_commit_key,
     encode_offset_commit_value,
@@ -61,3 +61,15 @@ def test_columnar_record_encoding_matches_the_record_codecs(rows: list[tuple]) -
     ]
     assert offset_commit_keys(*key_columns).to_pylist() == want_keys
     assert offset_commit_values(*value_columns).to_pylist() == want
+    # Past _FEW_ROWS rows the columns are encoded by Arrow's kernels instead of row by row.
+    times = _FEW_ROWS // max(len(rows), 1) + 1
+    many_keys = [
+        pa.concat_arrays([c] * times) if isinstance(c, pa.Array) else np.tile(c, times)
+        for c in key_columns
+    ]
+    many_values = [
+        pa.concat_arrays([c] * times) if isinstance(c, pa.Array) else np.tile(c, times)
+        for c in value_columns
+    ]
+    assert offset_commit_keys(*many_keys).to_pylist() == want_keys * times
+    assert offset_commit_values(*many_values).to_pylist() == want * times

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from state.coordinator.model import TopicPartition
 from state.formats.frames import RESPONSE_FRAME_SCHEMA
 from state.formats.response_codec import (
+    _FEW_ROWS,
     RESPONSE_VERSION,
     Response,
     decode_response,
@@ -127,12 +128,32 @@ def test_encoding_matches_the_wire_format(rows: list[dict[str, Any]], shard: int
     )
 
 
+@settings(max_examples=100, deadline=None)
+@given(frames(), st.integers(0, 49))
+def test_small_and_large_frames_encode_alike(rows: list[dict[str, Any]], shard: int) -> None:
+    # A small frame is encoded request by request, a large one by Arrow's kernels: the same bytes.
+    small = pa.Table.from_pylist(rows, schema=RESPONSE_FRAME_SCHEMA)
+    copies = _FEW_ROWS // max(len(rows), 1) + 1
+    shifted = [
+        {**row, "ingest_offset": row["ingest_offset"] + copy * 10**13}
+        for copy in range(copies)
+        for row in rows
+    ]
+    large = pa.Table.from_pylist(shifted, schema=RESPONSE_FRAME_SCHEMA)
+    small_answers, _ = encode_responses(small, shard)
+    large_answers, _ = encode_responses(large, shard)
+    assert large_answers.slice(0, small_answers.num_rows).equals(small_answers)
+    assert large_answers.num_rows == small_answers.num_rows * copies
+
+
 def test_json_strings_escape_only_what_needs_it() -> None:
     values = pa.array(["plain.topic-1_x", 'q"uote', "back\\slash", "tab\t", "é", "🚀", "", None])
     literals = json_strings(values).to_pylist()
     assert literals[0] == '"plain.topic-1_x"'
     assert literals[-1] == "null"
     assert [json.loads(v) for v in literals[:-1]] == values.to_pylist()[:-1]
+    # Many values are encoded once per distinct value: the same literals.
+    assert json_strings(pa.concat_arrays([values] * 20)).to_pylist() == literals * 20
 
 
 def test_empty_frame_encodes_to_nothing() -> None:
