@@ -79,9 +79,9 @@ class StringDict:
         """Codes for ``names`` (no nulls), and the dictionary grown by the new ones."""
         if len(names) == 0:
             return self, np.zeros(0, np.int64)
-        names = names.cast(pa.large_string())
-        unique = pc.unique(names)
-        position = np.asarray(pc.index_in(names, value_set=unique))
+        # Distinct names in order of first appearance, and each name's index among them.
+        encoded = names.cast(pa.large_string()).dictionary_encode(null_encoding="encode")
+        unique, position = encoded.dictionary, encoded.indices.to_numpy()
         hashes = string_hash(unique)
         codes = self.lookup(unique, hashes)
         missing = np.flatnonzero(codes < 0)

@@ -97,8 +97,8 @@ def _write_commits(batch: Batch, local: np.ndarray, rows: np.ndarray, writes: Wr
     """Write the records of the accepted commits at rows ``rows`` (``local``: their groups), the
     last per key."""
     topics = batch.col("topic").take(pa.array(rows))
-    topic_local = np.asarray(pc.index_in(topics, value_set=pc.unique(topics))).astype(np.int64)
-    rows = rows[last_index_per_key(local, topic_local, batch.partition[rows])]
+    topic_local = topics.dictionary_encode(null_encoding="encode").indices.to_numpy()
+    rows = rows[last_index_per_key(local, topic_local.astype(np.int64), batch.partition[rows])]
     take = pa.array(rows)
     ts = batch.timestamp[rows]
     retention = batch.retention[rows]

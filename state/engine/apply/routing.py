@@ -54,8 +54,8 @@ def route(
     candidates = (commit | other) & valid_group
     cand_idx = all_rows[candidates]
     names = group_col.take(pa.array(cand_idx))
-    unique = pc.unique(names)
-    local = np.asarray(pc.index_in(names, value_set=unique)).astype(np.int64)
+    encoded = names.dictionary_encode(null_encoding="encode")
+    unique, local = encoded.dictionary, encoded.indices.to_numpy().astype(np.int64)
     unique_names = unique.to_pylist()
     unique_large = unique.cast(pa.large_string())
     unique_codes = state.groups.names.lookup(unique_large, string_hash(unique_large))

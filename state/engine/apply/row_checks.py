@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 
 from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
@@ -147,9 +146,10 @@ def _valid_partitions(batch: Batch) -> np.ndarray:
     """Per row: a valid topic name (each distinct name checked once) and partition index."""
     topic = batch.col("topic")
     # A batch names few distinct topics: check each once, with the rule the handlers use.
-    unique = pc.unique(topic)
-    valid = np.array([is_valid_topic(t) for t in unique.to_pylist()] + [False], dtype=bool)
-    at = np.asarray(pc.fill_null(pc.index_in(topic, value_set=unique), len(unique)))
+    encoded = topic.dictionary_encode(null_encoding="encode")
+    names = encoded.dictionary.to_numpy(zero_copy_only=False).tolist()
+    valid = np.array([is_valid_topic(t) for t in names], dtype=bool)
+    at = encoded.indices.to_numpy()
     partition = batch.partition
     in_range = (partition >= 0) & (partition < MAX_PARTITIONS_PER_TOPIC)
     return valid[at] & ~batch.partition_null & in_range
