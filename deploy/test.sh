@@ -5,11 +5,12 @@
 #
 # Every test runs on Python 3.11 (.venv). Without pytest arguments the other supported Pythons
 # (OTHER_PYTHONS, default "3.12 3.13"; each in its own .venv-X.Y from the same lock, installed
-# beside the main setup) also run the tests that start no Spark (-m "not spark") and one
-# end-to-end job test, in a lane beside 3.11's Spark tests (each session has its own broker and
-# PostgreSQL). A missing interpreter fails the run (deploy/setup.sh says where it looked);
-# OTHER_PYTHONS="" leaves them out. The image (deploy/container/) builds in the background; its
-# tests (marker container: run it with podman) run in that lane too.
+# beside the main setup) run one end-to-end job test each, the newest also every test that starts
+# no Spark (-m "not spark"), those between the domain's tests (tests/state); all in a lane beside
+# 3.11's Spark tests (each session has its own broker and PostgreSQL). A missing interpreter
+# fails the run (deploy/setup.sh says where it looked); OTHER_PYTHONS="" leaves them out. The
+# image (deploy/container/) builds in the background; its tests (marker container: run it with
+# podman) run in that lane too.
 # The whole suite includes the PostgreSQL sink, so setup also installs PostgreSQL's server
 # binaries (apt) when they are missing.
 # Services start inside the tests: the pytest fixtures start Kafka (tests/fixtures/kafka.py) and
@@ -139,11 +140,18 @@ if [ ${#pytest_args[@]} -gt 0 ]; then
     failed+=(pytest)
 else
   # Two lanes, side by side: this one runs the tests that start Spark on 3.11; the other (in the
-  # background, its output printed when it ends) runs 3.11's tests without Spark, then the other
-  # Pythons' tests without Spark side by side with the image's tests (once the image is built),
-  # then one end-to-end job test per other Python. Spark tests spend much of their time waiting
-  # (JVM starts, triggers, kills), so the lanes share two cores well. Every session has its own
-  # broker directory and PostgreSQL; the pytest cache is left to this lane.
+  # background, its output printed when it ends) runs 3.11's tests without Spark, then the
+  # newest other Python's beside the image's tests (once the image is built), then the other
+  # Pythons' end-to-end and domain tests. Every session has its own broker directory and
+  # PostgreSQL; the pytest cache is left to this lane.
+  # What breaks between Python versions breaks at an end: the Pythons between 3.11 and the
+  # newest run the domain's tests, not every test without Spark.
+  newest=""
+  between=()
+  if [ ${#ready_pythons[@]} -gt 0 ]; then
+    newest=${ready_pythons[-1]}
+    between=("${ready_pythons[@]:0:${#ready_pythons[@]}-1}")
+  fi
   lane=$(mktemp)
   (
     timings=()
@@ -163,10 +171,10 @@ else
         .venv/bin/python -m pytest -q -p no:cacheprovider -m container tests/deploy/test_container.py
     ) >"$container_log" 2>&1 &
     container_pid=$!
-    if [ ${#ready_pythons[@]} -gt 0 ]; then
+    if [ -n "$newest" ]; then
       run_parallel \
         no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container"' \
-        -- "${ready_pythons[@]}"
+        -- "$newest"
       lane_failed+=("${parallel_failed[@]}")
     fi
     status=0
@@ -178,10 +186,15 @@ else
     timings+=("$(printf '%-14s %4d.%01d s  exit %d' container $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
     [ "$status" -eq 0 ] || lane_failed+=(container)
     # A Python's end-to-end test after its tests without Spark: a session's broker directory is
-    # its Python's (tests/fixtures/kafka.py).
+    # its Python's (tests/fixtures/kafka.py). The Pythons between the ends run the domain's tests.
     if [ ${#ready_pythons[@]} -gt 0 ]; then
       run_parallel e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
         -- "${ready_pythons[@]}"
+      lane_failed+=("${parallel_failed[@]}")
+    fi
+    if [ ${#between[@]} -gt 0 ]; then
+      run_parallel state ".venv-{}/bin/python -m pytest -q -p no:cacheprovider tests/state" \
+        -- "${between[@]}"
       lane_failed+=("${parallel_failed[@]}")
     fi
     printf '%s\n' "${timings[@]}" >"$lane.timings"
