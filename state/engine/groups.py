@@ -6,6 +6,7 @@ integer comparisons. Dictionaries only grow between compactions."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -42,14 +43,19 @@ class StringDict:
     def __len__(self) -> int:
         return len(self.hashes)
 
+    @cached_property
+    def sorted_hashes(self) -> np.ndarray:
+        """``hashes`` in ``by_hash`` order: gathered once per dictionary, which a kept state
+        reuses for many calls, not once per lookup."""
+        return self.hashes[self.by_hash]
+
     def lookup(self, names: pa.Array, hashes: np.ndarray) -> np.ndarray:
         """Code of each of ``names`` (``hashes``: their string_hash), -1 where absent."""
         result = np.full(len(names), -1, dtype=np.int64)
         if len(self) == 0 or len(names) == 0:
             return result
-        sorted_hashes = self.hashes[self.by_hash]
-        lo = np.searchsorted(sorted_hashes, hashes, side="left")
-        hi = np.searchsorted(sorted_hashes, hashes, side="right")
+        lo = np.searchsorted(self.sorted_hashes, hashes, side="left")
+        hi = np.searchsorted(self.sorted_hashes, hashes, side="right")
         count = hi - lo
         single = np.flatnonzero(count == 1)
         if 0 < single.size <= _FEW_NAMES:
@@ -94,7 +100,7 @@ class StringDict:
             # Insert the new codes into the hash order without re-sorting everything.
             order = np.argsort(hashes[missing], kind="stable")
             new_sorted = new_codes[order]
-            at = np.searchsorted(self.hashes[self.by_hash], hashes[missing][order], side="right")
+            at = np.searchsorted(self.sorted_hashes, hashes[missing][order], side="right")
             grown = StringDict(all_names, all_hashes, np.insert(self.by_hash, at, new_sorted))
         return grown, codes[position]
 

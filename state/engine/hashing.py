@@ -11,6 +11,8 @@ Equal hashes do not imply equal keys: lookups compare keys, so collisions cost o
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 
@@ -40,8 +42,10 @@ _FEW_STRINGS = 16
 _MASK = (1 << 64) - 1
 
 
+@functools.lru_cache(maxsize=4096)
 def _one_string_hash(text: str | None) -> int:
-    """``string_hash`` of one string (Horner's rule over its bytes), as a Python int."""
+    """``string_hash`` of one string (Horner's rule over its bytes), as a Python int; kept for
+    the names that come back call after call (a shard's active groups, its topics)."""
     data = b"" if text is None else text.encode()
     k, h = int(K), 0
     for byte in data:

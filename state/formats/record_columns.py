@@ -49,14 +49,21 @@ def _concat_rows(n: int, parts: list[tuple[str, Field]]) -> pa.Array:
     for kind, values in parts:
         if kind == "str":
             texts = values.to_numpy(zero_copy_only=False).tolist()  # type: ignore[union-attr]
-            raw = [b"" if text is None else text.encode() for text in texts]
-            columns.append([_PACK["i2"](len(r)) + r for r in raw])
+            # A batch's rows repeat few groups and topics: each distinct one encoded once.
+            encoded = {text: _string_field(text) for text in set(texts)}
+            columns.append([encoded[text] for text in texts])
         elif isinstance(values, int):
             columns.append([_PACK[kind](values)] * n)
         else:
             pack = _PACK[kind]
             columns.append([pack(v) for v in np.asarray(values).tolist()])
     return pa.array([b"".join(row) for row in zip(*columns, strict=True)], pa.binary())
+
+
+def _string_field(text: str | None) -> bytes:
+    """A string as its int16 length and UTF-8 bytes (a null as the empty string)."""
+    raw = b"" if text is None else text.encode()
+    return _PACK["i2"](len(raw)) + raw
 
 
 def _binary(strings: pa.Array) -> pa.Array:
