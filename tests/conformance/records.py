@@ -67,6 +67,8 @@ def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
     consumer = _consumer(bootstrap_servers)
     try:
         partitions = sorted(consumer.partitions_for_topic(topic) or [])
+        if not partitions:
+            raise RuntimeError(f"{topic} has no partitions yet: there is no end to read from")
         tps = [KafkaTopicPartition(topic, p) for p in partitions]
         return {tp.partition: end for tp, end in consumer_end_offsets(consumer, tps).items()}
     finally:
