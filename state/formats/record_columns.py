@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from state.formats.record_column_decoding import binary_parts
 from state.formats.records import OFFSET_COMMIT_KEY_VERSION
 
 #: A big-endian integer column (or one int for every row), or a string column (int16 length,
@@ -34,7 +35,7 @@ def _concat(n: int, parts: list[tuple[str, Field]]) -> pa.Array:
     for kind, values in parts:
         if kind == "str":
             strings = _binary(values)  # type: ignore[arg-type]
-            columns.append(_fixed_width(_lengths(strings), ">i2"))
+            columns.append(_fixed_width(binary_parts(strings)[2], ">i2"))
             columns.append(strings)
         elif isinstance(values, int):
             columns.append(pa.scalar(_PACK[kind](values), pa.binary()))
@@ -71,14 +72,6 @@ def _binary(strings: pa.Array) -> pa.Array:
     if strings.null_count:
         strings = pc.fill_null(strings, "")
     return strings.cast(pa.binary())
-
-
-def _lengths(values: pa.Array) -> np.ndarray:
-    """The byte length of each value of a binary column, from its offsets."""
-    offsets = np.frombuffer(
-        values.buffers()[1], np.int32, count=len(values) + 1, offset=values.offset * 4
-    )
-    return np.diff(offsets)
 
 
 def _fixed_width(values: np.ndarray, dtype: str) -> pa.Array:
