@@ -46,17 +46,16 @@ def ingest_messages(
     tenant_topics: Sequence[str] = (),
     shards: int | None = None,
     keyed_topics: Sequence[str] = (),
-    state_keys: Sequence[int] | None = None,
+    shard_keys: Sequence[int] | None = None,
 ) -> DataFrame:
-    """The Kafka source's rows as the state function takes them: ``state_key``, ``shard``,
+    """The Kafka source's rows as the state function takes them: ``shard``,
     ``ingest_partition``, ``ingest_offset``, ``timestamp_ms`` (the broker's append time on the
     topics the job creates: the commit timestamp, where a deadline starts) and ``value``.
 
     ``shard`` is the partition, or on ``keyed_topics`` (fewer partitions than ``shards``)
-    ``partition_for(key, shards)`` of the message key (else the partition); ``state_key`` is
-    shard ``k``'s ``state_keys[k]`` (without them, the shard). With ``tenant_topics``,
-    ``tenant`` is the index of the tenant whose topic a message came from, or
-    :data:`OPERATOR` for the job's own.
+    ``partition_for(key, shards)`` of the message key (else the partition); with ``shard_keys``
+    it is shard ``k``'s key ``shard_keys[k]``. With ``tenant_topics``, ``tenant`` is the index
+    of the tenant whose topic a message came from, or :data:`OPERATOR` for the job's own.
     """
     shard = F.col("partition")
     if keyed_topics:
@@ -64,11 +63,9 @@ def ingest_messages(
             raise ValueError("keyed ingest topics need the shard count")
         by_key = F.coalesce(shard_of_key(F.col("key"), shards), F.col("partition"))
         shard = F.when(F.col("topic").isin(list(keyed_topics)), by_key).otherwise(shard)
-    state_key = shard
-    if state_keys is not None:
-        state_key = F.element_at(F.array(*(F.lit(key) for key in state_keys)), shard + 1)
+    if shard_keys is not None:
+        shard = F.element_at(F.array(*(F.lit(key) for key in shard_keys)), shard + 1)
     columns = [
-        state_key.alias("state_key"),
         shard.alias("shard"),
         F.col("partition").alias("ingest_partition"),
         F.col("offset").alias("ingest_offset"),

@@ -1,5 +1,5 @@
-"""The offset manager's Structured Streaming query: ingest topics → state partitions, each
-holding its shards (``streaming.spark.value_states``) → offsets topic, responses and sink.
+"""The offset manager's Structured Streaming query: ingest topics → shard states
+(``streaming.spark.value_states``) → offsets topic, responses and sink.
 
 :class:`OffsetsJob` runs the start ``streaming.spark.start_plan`` plans. The sink says STARTING
 (or LOADING) until the first micro-batch completed, then ACTIVE; every shard gets a marker at
@@ -33,7 +33,7 @@ from streaming.spark.start_plan import CheckpointFacts, SinkFacts, StartPlan, pl
 from streaming.spark.state_metadata import earlier_release, relocate_state_metadata
 from streaming.spark.state_shards import StateLayout, checkpoint_layout, record_layout
 from streaming.spark.topics import ensure_topics, ingest_layout, start_expiry_ticks, write_markers
-from streaming.spark.value_states import PartitionProcessor
+from streaming.spark.value_states import ShardProcessor
 from streaming.spark.writer import BatchWriter, WriterSettings, transactional_id
 
 log = logging.getLogger(__name__)
@@ -132,11 +132,7 @@ def read_checkpoint(spark: SparkSession, location: str) -> CheckpointFacts:
         layout=layout,
         earlier_release=earlier,
         # Read for a migration only.
-        committed=(
-            committed_positions(spark, location)
-            if earlier or layout is None or layout.earlier_release()
-            else {}
-        ),
+        committed=committed_positions(spark, location) if earlier or not layout else {},
     )
 
 
@@ -307,12 +303,12 @@ class OffsetsJob:
             [t.ingest_topic for t in config.tenants],
             plan.shards,
             [t for t, count in self._ingest_layout.items() if count != plan.shards],
-            plan.layout.state_keys(),
-        ).groupBy("state_key")
+            plan.layout.keys(),
+        ).groupBy("shard")
         return (
             output.transformWithStateInPandas(
                 # No timers: expiry follows the job's ticks.
-                PartitionProcessor(settings),
+                ShardProcessor(settings),
                 OUTPUT_SCHEMA,
                 "update",
                 "None",

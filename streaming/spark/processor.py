@@ -1,11 +1,11 @@
-"""The shard call: a shard's rows in, one ``state.shard.handle_messages`` call, one row out.
+"""The shard call: Spark's rows in, one ``state.shard.handle_messages`` call, one row out.
 
-A micro-batch calls each shard with messages once, whatever the number of groups (a task calls
-its state partition's shards in turn, ``streaming.spark.value_states``). A call: the stored
-state (kept by this worker, decoded, or rebuilt from the offsets topic) → ``handle_messages`` at
-the micro-batch's timestamp → the new state stored when it changed → a rebuilt shard written to
-the sink from here when the worker writes it → one ``(shard, payload)`` row
-(``streaming.spark.output``). No timer calls: the job's expiry ticks are messages.
+Spark keys the state by shard, so a micro-batch makes at most one call per shard whatever the
+number of groups. A call: the stored state (kept by this worker, decoded, or rebuilt from the
+offsets topic) → ``handle_messages`` at the micro-batch's timestamp → the new state stored when
+it changed → a rebuilt shard written to the sink from here when the worker writes it → one
+``(shard, payload)`` row (``streaming.spark.output``). No timer calls: the job's expiry ticks are
+messages.
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ class CheckpointFacts:
     """What the checkpoint location holds when the job starts."""
 
     exists: bool = False
-    #: The state layout it records (None: none recorded, as release 1's; keyed by shard, as
-    #: release 3's: both migrated).
+    #: The state layout it records (None: none recorded, as release 1's: migrated).
     layout: StateLayout | None = None
     #: The earlier release's state it holds, in words, when it must be migrated.
     earlier_release: str | None = None
@@ -87,8 +86,7 @@ def plan_start(
     ``ValueError`` for state shards the checkpoint or topics refuse."""
     migrate = None
     if checkpoint.exists:
-        layout_release = checkpoint.layout.earlier_release() if checkpoint.layout else NO_LAYOUT
-        migrate = checkpoint.earlier_release or layout_release
+        migrate = checkpoint.earlier_release or (None if checkpoint.layout else NO_LAYOUT)
     held = checkpoint.layout if checkpoint.exists and migrate is None else None
     resumed = held is not None
     shards = choose_state_shards(

@@ -6,11 +6,9 @@ partitions, as a broker leads several of ``__consumer_offsets``. State ``k`` hol
 ``p % state_shards == k`` and reads partition ``k % count`` of an ingest topic of ``count``
 partitions: ``state_shards`` divides the partitions and is a multiple of every ingest count.
 
-State partition ``k % spread_over`` holds shard ``k``, all its shards under one state key (so
-a task makes one Python call a batch): Spark's ``pmod(murmur3(key), n)`` spreads a few small
-integers unevenly, so each partition's key is the smallest Spark places in it
-(:func:`partition_keys`). The checkpoint records the counts and that its state is keyed by
-partition; an earlier release's keyed each shard (``KEYED_BY_SHARD``), and is migrated.
+Spark's ``pmod(murmur3(key), n)`` spreads a few small integers unevenly (2 shards may share one
+task), so a new checkpoint keys shard ``k`` by :func:`shard_keys` and records the partitions it
+spread them over with the count; a call's shard is its key modulo ``shards``.
 """
 
 from __future__ import annotations
@@ -65,31 +63,17 @@ def choose_state_shards(
     return chosen
 
 
-#: How a checkpoint keys its state: one key per state partition (today's), or one per shard (an
-#: earlier release's: its layout file names no ``state_key``).
-KEYED_BY_PARTITION = "partition"
-KEYED_BY_SHARD = "shard"
-#: In words, what a checkpoint keyed by shard is (it is migrated).
-SHARD_KEYED_RELEASE = "value states keyed by shard (a Python call per shard a batch)"
-
-
 @dataclass(frozen=True)
 class StateLayout:
-    """How a checkpoint keys its states: ``shards`` logical shards in ``spread_over`` state
-    partitions, shard ``k`` in partition ``k % spread_over``, one state key per partition."""
+    """How a checkpoint keys its states: ``shards`` states, their keys spread over
+    ``spread_over`` state partitions (0: the shard is the key, as release 2's checkpoints)."""
 
     shards: int
-    spread_over: int = 1
-    keyed_by: str = KEYED_BY_PARTITION
+    spread_over: int = 0
 
-    def state_keys(self) -> list[int]:
-        """Each shard's state key: its state partition's (:func:`partition_keys`)."""
-        keys = partition_keys(self.spread_over)
-        return [keys[shard % self.spread_over] for shard in range(self.shards)]
-
-    def earlier_release(self) -> str | None:
-        """In words, the earlier release this layout is (migrated), or None: today's."""
-        return SHARD_KEYED_RELEASE if self.keyed_by == KEYED_BY_SHARD else None
+    def keys(self) -> list[int] | None:
+        """Each shard's key (``shard_keys``), or None when the shard is its key."""
+        return shard_keys(self.shards, self.spread_over) if self.spread_over else None
 
 
 def _fmix(h: int) -> int:
@@ -119,14 +103,16 @@ def spark_partition(key: int, partitions: int) -> int:
     return signed % partitions
 
 
-def partition_keys(partitions: int) -> list[int]:
-    """Each state partition ``p``'s key: the smallest non-negative integer Spark places in it."""
-    keys: dict[int, int] = {}
-    key = 0
-    while len(keys) < partitions:
-        keys.setdefault(spark_partition(key, partitions), key)
-        key += 1
-    return [keys[p] for p in range(partitions)]
+def shard_keys(shards: int, partitions: int) -> list[int]:
+    """Each shard ``k``'s key: the smallest ``k + j * shards`` Spark places in state partition
+    ``k % partitions``, so each partition gets ``shards / partitions``, give or take one."""
+    keys = []
+    for shard in range(shards):
+        key = shard
+        while spark_partition(key, partitions) != shard % partitions:
+            key += shards
+        keys.append(key)
+    return keys
 
 
 def checkpoint_layout(spark: SparkSession, location: str) -> StateLayout | None:
@@ -137,21 +123,12 @@ def checkpoint_layout(spark: SparkSession, location: str) -> StateLayout | None:
     text = read_text(spark, fs, path)
     try:
         fields = json.loads(text)
-        layout = StateLayout(
-            int(fields["state_shards"]),
-            int(fields["spread_over"]),
-            str(fields.get("state_key", KEYED_BY_SHARD)),
-        )
+        layout = StateLayout(int(fields["state_shards"]), int(fields["spread_over"]))
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(
             f"{location}/{STATE_SHARDS_FILE} is not a state layout ({error}): {text[:100]!r}"
         ) from None
-    current = layout.keyed_by == KEYED_BY_PARTITION
-    if (
-        layout.shards < 1
-        or layout.spread_over < (1 if current else 0)
-        or layout.keyed_by not in (KEYED_BY_PARTITION, KEYED_BY_SHARD)
-    ):
+    if layout.shards < 1 or layout.spread_over < 0:
         raise ValueError(f"{location}/{STATE_SHARDS_FILE} holds an impossible layout: {text!r}")
     return layout
 
@@ -160,13 +137,7 @@ def record_layout(spark: SparkSession, location: str, layout: StateLayout) -> No
     """Record ``layout`` in the checkpoint at ``location`` (before its query first starts)."""
     path, fs = hadoop_path(spark, f"{location.rstrip('/')}/{STATE_SHARDS_FILE}")
     stream = fs.create(path, True)
-    text = json.dumps(
-        {
-            "state_shards": layout.shards,
-            "spread_over": layout.spread_over,
-            "state_key": layout.keyed_by,
-        }
-    )
+    text = json.dumps({"state_shards": layout.shards, "spread_over": layout.spread_over})
     try:
         stream.write(bytearray((text + "\n").encode()))
     finally:

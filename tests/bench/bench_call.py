@@ -5,7 +5,7 @@ Run with ``python -m tests.bench.bench_call [--keys 4400] [--requests 2] [--part
 (``streaming.spark.processor``) does for one shard of a small micro-batch: a shard of ``--keys``
 offsets (220k keys over 50 shards by default), ``--requests`` OffsetCommits of ``--partitions``
 partitions each to the shard's groups as ingest messages, the shard stored as the job stores it
-(``streaming.spark.value_states``: heads, base blob and log chunks, here in memory), the log chunk
+(``streaming.spark.value_states``: head, base blob and log chunks, here in memory), the log chunk
 written, the base rewritten when the log outgrows it, the responses and the output payload
 built. ``--workers N``: each call runs in one of N Python workers at random, as Spark hands a
 task to any idle worker: a worker that did not make the shard's last state replays the log after
@@ -36,10 +36,10 @@ import pandas as pd
 
 from state.coordinator.config import CoordinatorConfig
 from state.shard import blob_stamp
-from streaming.spark import processor, value_states
+from streaming.spark import processor
 from streaming.spark.processor import ProcessorSettings
 from streaming.spark.shard_cache import DecodedShards
-from streaming.spark.value_states import Head, PartitionStore, decode_heads, encode_heads
+from streaming.spark.value_states import Head, ValueStateStore
 from tests.bench.bench_e2e import read_sections
 from tests.bench.bench_shard import KEYS_PER_GROUP, loaded_shard, shard_groups
 from tests.bench.load import commit_json, partitions_json
@@ -65,7 +65,6 @@ def ingest_messages(call: int, requests: int, partitions: int, groups: list[str]
                 )
                 for i in range(requests)
             ],
-            "shard": np.full(requests, SHARD, np.int32),
             "ingest_partition": np.zeros(requests, np.int32),
         }
     )
@@ -74,8 +73,8 @@ def ingest_messages(call: int, requests: int, partitions: int, groups: list[str]
 class MemoryValue:
     """A ``ValueState`` in memory."""
 
-    def __init__(self) -> None:
-        self.value: tuple[Any, ...] | None = None
+    def __init__(self, value: tuple[Any, ...] | None = None) -> None:
+        self.value = value
 
     def get(self) -> tuple[Any, ...] | None:
         return self.value
@@ -84,56 +83,39 @@ class MemoryValue:
         self.value = value
 
 
-class MemoryMap:
-    """A ``MapState`` in memory."""
-
-    def __init__(self) -> None:
-        self.values: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-
-    def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        return self.values.get(key)
-
-    def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:
-        self.values[key] = value
-
-
 class MemoryList:
     """A ``ListState`` in memory, counting the bytes read from it (the state server's)."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[tuple[bytes, int]] = []
         self.bytes_read = 0
 
-    def get(self) -> Iterator[tuple[Any, ...]]:
-        self.bytes_read += sum(len(row[-1]) for row in self.rows)
+    def get(self) -> Iterator[tuple[bytes, int]]:
+        self.bytes_read += sum(len(chunk) for chunk, _ in self.rows)
         return iter(list(self.rows))
 
-    def appendList(self, rows: list[tuple[Any, ...]]) -> None:
-        self.rows.extend(rows)
-
-    def put(self, rows: list[tuple[Any, ...]]) -> None:
-        self.rows = list(rows)
+    def appendValue(self, row: tuple[bytes, int]) -> None:
+        self.rows.append(row)
 
     def clear(self) -> None:
         self.rows = []
 
 
-class MemoryPartition:
-    """A state partition holding one shard, as the job keeps it (``heads``, ``bases``,
-    ``log``), in memory."""
+class MemoryShard:
+    """A shard's ``head``, ``base`` and ``log`` as the job keeps them, in memory."""
 
     def __init__(self, blob: bytes) -> None:
-        self.heads, self.bases, self.log = MemoryValue(), MemoryMap(), MemoryList()
         stamp = blob_stamp(blob)
-        self.bases.updateValue((SHARD,), (blob,))
-        self.heads.update((encode_heads({SHARD: Head(stamp, stamp, 0, 0, len(blob))}), 0, 0))
+        self.head = MemoryValue(Head(stamp, stamp, 0, 0, len(blob)).row())
+        self.base = MemoryValue((blob,))
+        self.log = MemoryList()
 
-    def store(self, call: int) -> PartitionStore:
-        return PartitionStore(self.heads, self.bases, self.log, NOW_MS + call)  # type: ignore[arg-type]
+    def store(self, call: int) -> ValueStateStore:
+        return ValueStateStore(self.head, self.base, self.log, NOW_MS + call)  # type: ignore[arg-type]
 
     def base_stamp(self) -> int:
-        assert self.heads.value is not None
-        return decode_heads(self.heads.value[0])[SHARD].base_stamp
+        assert self.head.value is not None
+        return Head.of(self.head.value).base_stamp
 
 
 def main() -> None:
@@ -149,7 +131,7 @@ def main() -> None:
     config = CoordinatorConfig()
     # Enough groups for --keys (each holds KEYS_PER_GROUP offsets), at least 50.
     groups = shard_groups(max(50, -(-args.keys // KEYS_PER_GROUP)))
-    shard = MemoryPartition(loaded_shard(groups, args.keys, config))
+    shard = MemoryShard(loaded_shard(groups, args.keys, config))
     settings = ProcessorSettings(
         coordinator=config,
         offsets_topic="offsets",
@@ -169,8 +151,7 @@ def main() -> None:
         worker = processor._decoded = workers[choose(len(workers))]
         base, misses, read = shard.base_stamp(), worker.misses, shard.log.bytes_read
         started, cpu = time.perf_counter(), time.process_time()
-        store = shard.store(index)
-        outputs = list(value_states.call_partition(shard_call, store, iter([messages])))
+        outputs = list(shard_call(SHARD, iter([messages]), shard.store(index)))
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         assert len(outputs) == 1
         counts["base_rewrites"] += shard.base_stamp() != base

@@ -61,18 +61,18 @@ def test_the_shard_of_a_key_is_partition_for_of_the_group_id(spark: Any, shards:
     assert len(got) == len(set(names))
 
 
-def test_partition_keys_land_in_the_state_partition_spark_gives_them(spark: Any) -> None:
+def test_shard_keys_land_in_the_state_partition_spark_gives_them(spark: Any) -> None:
     """``spark_partition`` is Spark's hash partitioning of an integer key (``pmod(hash(key),
-    n)``, Murmur3 with seed 42), so ``partition_keys`` land each in its own partition."""
+    n)``, Murmur3 with seed 42), so ``shard_keys`` put each shard where it is meant to go."""
     from pyspark.sql import functions as F
 
-    from streaming.spark.state_shards import partition_keys, spark_partition
+    from streaming.spark.state_shards import shard_keys, spark_partition
 
     keys = [*range(-50, 200), 2**31 - 1, -(2**31), *random.Random(7).sample(range(2**31), 200)]
     frame = spark.createDataFrame([(k,) for k in keys], "key INT")
     for n in (1, 2, 3, 8):
         got = frame.select(F.pmod(F.hash("key"), F.lit(n)).alias("p")).collect()
         assert [row.p for row in got] == [spark_partition(k, n) for k in keys], n
-    placed = spark.createDataFrame([(k,) for k in partition_keys(3)], "state_key INT")
-    spread = placed.repartition(3, "state_key").rdd.glom().map(len).collect()
-    assert spread == [1, 1, 1]
+    placed = spark.createDataFrame([(k,) for k in shard_keys(10, 2)], "shard INT")
+    spread = placed.repartition(2, "shard").rdd.glom().map(len).collect()
+    assert sorted(spread) == [5, 5]

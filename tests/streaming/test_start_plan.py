@@ -8,7 +8,7 @@ import pytest
 
 from streaming.config import embedded_default
 from streaming.spark.start_plan import NO_LAYOUT, CheckpointFacts, SinkFacts, StartPlan, plan_start
-from streaming.spark.state_shards import KEYED_BY_SHARD, SHARD_KEYED_RELEASE, StateLayout
+from streaming.spark.state_shards import StateLayout
 
 CONFIG = embedded_default(ingest_topic="in", partitions=4, ingest_partitions=2)
 LAYOUT = {"in": 2}
@@ -66,16 +66,6 @@ def test_a_checkpoint_without_a_recorded_layout_is_release_1s_and_migrated() -> 
     assert plan.migrate == NO_LAYOUT and not plan.resumed
     assert plan.layout == StateLayout(4, 2)
     assert json.loads(plan.starting_offsets) == {"in": {"0": 4, "1": -2}}
-
-
-def test_a_checkpoint_keyed_by_shard_is_release_3s_and_migrated() -> None:
-    held = CheckpointFacts(
-        exists=True, layout=StateLayout(4, 2, KEYED_BY_SHARD), committed={"in": {0: 4, 1: 3}}
-    )
-    plan = _plan(held, stored=LOG)
-    assert plan.migrate == SHARD_KEYED_RELEASE and not plan.resumed
-    assert plan.layout == StateLayout(4, 2) and plan.loading
-    assert json.loads(plan.starting_offsets) == {"in": {"0": 4, "1": 3}}
 
 
 def test_a_rebuild_the_driver_never_finished_resumes_loading() -> None:

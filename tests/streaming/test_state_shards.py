@@ -7,11 +7,9 @@ import pytest
 
 from streaming.config import JobConfig
 from streaming.spark.state_shards import (
-    KEYED_BY_SHARD,
-    SHARD_KEYED_RELEASE,
     StateLayout,
     choose_state_shards,
-    partition_keys,
+    shard_keys,
     spark_partition,
 )
 
@@ -80,21 +78,20 @@ def test_the_configured_count_must_divide_partitions() -> None:
     assert JobConfig(state_shards=10).state_shards == 10
 
 
-@pytest.mark.parametrize("partitions", [1, 2, 3, 8, 50])
-def test_each_state_partition_has_a_key_spark_places_in_it(partitions: int) -> None:
-    keys = partition_keys(partitions)
-    assert [spark_partition(key, partitions) for key in keys] == list(range(partitions))
-    # Spark's own placement of small integers is uneven: 0..9 over 2 lands 3 and 7.
-    if partitions == 2:
+@pytest.mark.parametrize(("shards", "partitions"), [(10, 2), (2, 2), (50, 2), (20, 3), (5, 8)])
+def test_shard_keys_spread_the_shards_evenly(shards: int, partitions: int) -> None:
+    keys = shard_keys(shards, partitions)
+    assert [key % shards for key in keys] == list(range(shards))
+    placed = [spark_partition(key, partitions) for key in keys]
+    assert placed == [shard % partitions for shard in range(shards)]
+    # Spark's own placement of the shards themselves is uneven: 10 over 2 lands 3 and 7.
+    if (shards, partitions) == (10, 2):
         assert sorted([spark_partition(s, 2) for s in range(10)].count(p) for p in range(2)) == [
             3,
             7,
         ]
 
 
-def test_a_layout_keys_each_shard_by_its_state_partition() -> None:
-    keys = partition_keys(2)
-    assert StateLayout(10, 2).state_keys() == [keys[shard % 2] for shard in range(10)]
-    assert StateLayout(10, 2).earlier_release() is None
-    # A checkpoint keyed by shard is an earlier release's.
-    assert StateLayout(10, 2, KEYED_BY_SHARD).earlier_release() == SHARD_KEYED_RELEASE
+def test_a_layout_of_old_checkpoints_keys_each_shard_by_itself() -> None:
+    assert StateLayout(50).keys() is None
+    assert StateLayout(10, 2).keys() == shard_keys(10, 2)

@@ -2,9 +2,8 @@
 
 The checkpoints under ``data/checkpoint-release-*`` (see their READMEs) hold the same two
 groups' offsets: release 1's in the group-state operator, release 2's in the value-state operator
-in processing-time mode, release 3's in value states keyed by shard. Today's job keeps none: it
-moves such a checkpoint aside and starts a new one where the old one's last committed batch
-ended, its state rebuilt from the offsets topic.
+in processing-time mode. Today's job keeps neither: it moves such a checkpoint aside and starts a
+new one where the old one's last committed batch ended, its state rebuilt from the offsets topic.
 
 The test rebuilds the ingest topic (same messages at the same offsets) and puts in the offsets
 topic the records the release wrote for those commits, built with the project's own record
@@ -34,7 +33,6 @@ from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import DeleteGroupsRequest, OffsetCommitRequest, PartitionCommit
 from streaming.config import JobConfig, embedded_default
 from streaming.spark.job import OffsetsJob
-from streaming.spark.state_shards import SHARD_KEYED_RELEASE
 from streaming.spark.topics import ensure_topics
 from tests.state.formats.records.offset_encoders import encode_record
 from tests.streaming.helpers import (
@@ -77,13 +75,6 @@ RELEASES = [
         "resume-release2",
         None,
         "value states in time mode ProcessingTime",
-    ),
-    # Each shard its own state key: a Python call per shard a batch.
-    Release(
-        DATA / "checkpoint-release-3",
-        "resume-release3",
-        2,
-        SHARD_KEYED_RELEASE,
     ),
 ]
 

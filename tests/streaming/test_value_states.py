@@ -1,11 +1,11 @@
-"""The value-state operator: a state partition's shards as heads, bases and a log in Spark's
-state store, read back whole after base rewrites and restarts."""
+"""The value-state operator: a shard as a base, a log and a head in Spark's state store, read
+back whole after base rewrites and restarts."""
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from streaming.spark.state_metadata import (
     operator_in,
     time_mode_in,
 )
-from streaming.spark.value_states import decode_heads
 from tests.fixtures.job import new_job_config
 from tests.streaming.helpers import produce_requests, read_offsets_topic, read_responses, wait_for
 
@@ -68,17 +67,14 @@ def _incompressible() -> str:
 
 
 def _heads(spark: Any, config: JobConfig) -> list[dict[str, Any]]:
-    """The shards' heads in each state partition's ``heads``, read with Spark's state data
-    source."""
+    """The shards' ``head`` rows, read with Spark's state data source."""
     rows = (
         spark.read.format("statestore")
-        .option("stateVarName", "heads")
+        .option("stateVarName", "head")
         .load(config.checkpoint_location)
         .collect()
     )
-    return [
-        asdict(head) for row in rows for head in decode_heads(bytes(row["value"]["heads"])).values()
-    ]
+    return [row["value"].asDict() for row in rows]
 
 
 # 0: every call reads the base and the whole log; 256: a worker replays only the chunks the

@@ -2,12 +2,11 @@
 
 Put this folder on the Python workers' ``PYTHONPATH`` with :data:`PROFILE_DIR_ENV` set (the
 benchmark sets both before Spark starts) and Python runs this module in each worker at start:
-it wraps the state function's parts, and each call (a state partition's: one a task) appends
-one JSON line of seconds per section to ``<dir>/sections-<pid>.jsonl``
-(``tests.bench.bench_e2e.read_sections``). A section's time excludes the sections it calls:
-``handle`` is ``state.shard.handle_messages`` without ``load_shard``; ``adapter`` is the call's
-own (reading Spark's frames, splitting them by shard); ``state_server`` the round trips to the
-JVM's state server (``ValueState``/``MapState``/``ListState`` calls, a list read whole;
+it wraps the shard call's functions, and each call appends one JSON line of seconds per section
+to ``<dir>/sections-<pid>.jsonl`` (``tests.bench.bench_e2e.read_sections``). A section's time
+excludes the sections it calls: ``handle`` is ``state.shard.handle_messages`` without
+``load_shard``; ``adapter`` is the call's own (reading Spark's frames into one); ``state_server``
+the round trips to the JVM's state server (``ValueState``/``ListState`` calls, a list read whole;
 ``state_bytes_read`` counts the bytes they return); ``decode_base``/``replay_log`` and
 ``encode_base``/``encode_log_chunk`` what reading and writing a shard's stored state costs in
 Python beyond them.
@@ -72,7 +71,7 @@ def _timed_read(read: Callable[..., Any]) -> Callable[..., Any]:
         hits = shards.hits
         state = timed(self, shards)
         if _sections is not None:
-            _sections["state_kept"] = _sections.get("state_kept", 0.0) + shards.hits - hits
+            _sections["state_kept"] = float(shards.hits - hits)
         return state
 
     return counted
@@ -85,50 +84,54 @@ def _timed_handle(handle: Callable[..., Any]) -> Callable[..., Any]:
     def counted(*args: Any, **kwargs: Any) -> Any:
         out = timed(*args, **kwargs)
         if _sections is not None:
-            for name in ("input_rows", "state_keys"):
-                key = "rows" if name == "input_rows" else name
-                _sections[key] = _sections.get(key, 0) + out.stats[name]
+            _sections["rows"] = out.stats["input_rows"]
+            _sections["state_keys"] = out.stats["state_keys"]
         return out
 
     return counted
 
 
-def _profiled_call(call: Callable[..., Iterator[Any]], profile_dir: str) -> Callable[..., Any]:
-    """``call_partition`` whose calls each write their sections as one JSON line."""
+def _profiled_call_maker(make: Callable[..., Any], profile_dir: str) -> Callable[..., Any]:
+    """``make_shard_call`` whose calls each write their sections as one JSON line."""
 
-    @functools.wraps(call)
-    def profiled(*args: Any) -> Iterator[Any]:
-        global _sections
-        _sections = sections = {}
-        emit = 0.0
-        timed = _timed("adapter", lambda: list(call(*args)))
-        rows = timed()
-        _sections = None
-        for row in rows:
-            # The time Spark takes the row (old profiles' "emit").
-            started = time.perf_counter()
-            yield row
-            emit += time.perf_counter() - started
-        sections["emit"] = emit
-        sections["pid"] = os.getpid()
-        path = os.path.join(profile_dir, f"sections-{os.getpid()}.jsonl")
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(sections) + "\n")
+    @functools.wraps(make)
+    def make_profiled(settings: Any) -> Callable[..., Iterator[Any]]:
+        call = make(settings)
 
-    return profiled
+        def profiled(shard: int, frames: Any, store: Any) -> Iterator[Any]:
+            global _sections
+            _sections = sections = {}
+            emit = 0.0
+            timed = _timed("adapter", lambda: list(call(shard, frames, store)))
+            rows = timed()
+            _sections = None
+            for row in rows:
+                # The time Spark takes the row (old profiles' "emit").
+                started = time.perf_counter()
+                yield row
+                emit += time.perf_counter() - started
+            sections["emit"] = emit
+            sections["pid"] = os.getpid()
+            path = os.path.join(profile_dir, f"sections-{os.getpid()}.jsonl")
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(sections) + "\n")
+
+        return profiled
+
+    return make_profiled
 
 
 def install(profile_dir: str, stores: tuple[type, ...] = ()) -> None:
     """Wrap the shard call's functions in this process, and the stores' (beside the job's own,
     ``stores``); each call writes under ``profile_dir``."""
-    from pyspark.sql.streaming.stateful_processor import ListState, MapState, ValueState
+    from pyspark.sql.streaming.stateful_processor import ListState, ValueState
 
     from streaming.spark import processor, shard_cache, value_states
 
-    if getattr(value_states.call_partition, "__wrapped__", None) is not None:
+    if getattr(processor.make_shard_call, "__wrapped__", None) is not None:
         return
-    for state_class in (ValueState, ListState, MapState):
-        for name in ("get", "update", "appendList", "put", "clear", "getValue", "updateValue"):
+    for state_class in (ValueState, ListState):
+        for name in ("get", "update", "appendValue", "clear"):
             if hasattr(state_class, name):
                 setattr(state_class, name, _timed_state_call(getattr(state_class, name)))
     shard_cache.decode_state = _timed("decode_base", shard_cache.decode_state)
@@ -140,10 +143,11 @@ def install(profile_dir: str, stores: tuple[type, ...] = ()) -> None:
     processor.write_loaded = _timed("write_loaded", processor.write_loaded)
     processor.output_table = _timed("output_table", processor.output_table)
     processor.encode_output = _timed("encode_output", processor.encode_output)
-    for store in (value_states.ShardView, *stores):
+    for store in (value_states.ValueStateStore, *stores):
         store.read = _timed_read(store.read)
         store.write = _timed("encode_state", store.write)
-    value_states.call_partition = _profiled_call(value_states.call_partition, profile_dir)
+    make = _profiled_call_maker(processor.make_shard_call, profile_dir)
+    processor.make_shard_call = value_states.make_shard_call = make
 
 
 if os.environ.get(PROFILE_DIR_ENV):
