@@ -29,6 +29,14 @@ MEMBER_KEY_COLUMNS: Final = ("group_id", "member_id")
 #: A record's position in the batch as received: what dedupe keeps the last of, and history's
 #: order within the batch.
 SEQ: Final = "__seq"
+#: The strings converted as the sinks store them.
+STORED_STRINGS: Final = ("group_id", "topic", "metadata")
+#: Kafka's defaults where a commit omits them (OffsetAndMetadata's).
+COMMIT_DEFAULTS: Final = {
+    "leader_epoch": pa.scalar(-1, pa.int32()),
+    "metadata": "",
+    "commit_timestamp_ms": pa.scalar(-1, pa.int64()),
+}
 #: Rows converted to Python tuples at a time: all of a rebuild's 2M rows at once took +1.5 GB.
 ROW_CHUNK: Final = 65_536
 
@@ -107,14 +115,7 @@ def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
     """Validate a record frame and reduce it to the last record per key. ValueError for a frame
     breaking RECORD_FRAME_SCHEMA's contract (unknown ``kind``, an offset record without topic, a
     commit without offset): a bug upstream, better failed than diverging from the topic."""
-    table = _conform(records)
-    # Kafka's defaults where a commit omits them (OffsetAndMetadata's).
-    defaults = {
-        "leader_epoch": pa.scalar(-1, pa.int32()),
-        "metadata": "",
-        "commit_timestamp_ms": pa.scalar(-1, pa.int64()),
-    }
-    table = _with_seq(table, ("group_id", "topic", "metadata"), defaults)
+    table = _with_seq(_conform(records), STORED_STRINGS, COMMIT_DEFAULTS)
     kind = table.column("kind")
     _require(pc.is_in(kind, value_set=pa.array(["offset", "group"])), table, "unknown kind")
     not_offset = pc.not_equal(kind, "offset")
@@ -137,6 +138,28 @@ def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
         history=offsets.filter(pc.is_valid(offsets.column("value"))).select(
             [SEQ, *HISTORY_COLUMNS]
         ),
+    )
+
+
+def prepare_snapshot(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
+    """A rebuilt shard's records (``state.shard.snapshot_records``: one live record per key, as
+    compaction leaves its partitions) as ``prepare_batch`` prepares them, without the reduction
+    to the last record per key or the history, which a snapshot does not need: a rebuild's
+    millions of rows are converted once. ValueError for a tombstone or an unknown kind."""
+    table = _with_seq(_conform(records), STORED_STRINGS, COMMIT_DEFAULTS)
+    kind = table.column("kind")
+    _require(pc.is_in(kind, value_set=pa.array(["offset", "group"])), table, "unknown kind")
+    _require(pc.is_valid(table.column("value")), table, "a tombstone in a shard's snapshot")
+    is_offset = pc.equal(kind, "offset")
+    topic = pc.is_valid(table.column("topic"))
+    _require(pc.or_(pc.invert(is_offset), topic), table, "offset record without topic")
+    none = table.slice(0, 0)
+    return PreparedBatch(
+        offset_upserts=table.filter(is_offset).select(OFFSET_UPSERT_COLUMNS),
+        offset_deletes=none.select(OFFSET_KEY_COLUMNS),
+        group_upserts=table.filter(pc.invert(is_offset)).select(GROUP_UPSERT_COLUMNS),
+        group_deletes=none.select(GROUP_KEY_COLUMNS),
+        history=none.select([SEQ, *HISTORY_COLUMNS]),
     )
 
 

@@ -20,6 +20,7 @@ from connectors.sinks.batch import (
     PreparedBatch,
     prepare_batch,
     prepare_members,
+    prepare_snapshot,
     rows,
 )
 from connectors.sinks.core import SinkCore, Statements
@@ -108,7 +109,7 @@ class Writes(SinkCore):
         """Upsert a rebuilt shard's state ahead of batch ``batch_id`` in a transaction of its
         own, without history; False, changing nothing, when that batch was already written."""
         self._check_writable()
-        prepared = prepare_batch(records)
+        prepared = prepare_snapshot(records)
         written = False
 
         def apply(tx: Statements) -> bool:
@@ -126,7 +127,7 @@ class Writes(SinkCore):
         batch after the last one written (the one loading it). Idempotent: every batch appends
         to the offsets topic before it writes the sink, so a replay writes the same rows."""
         self._check_writable()
-        prepared = prepare_batch(records)
+        prepared = prepare_snapshot(records)
 
         def apply(tx: Statements) -> bool:
             self._write_state(tx, self._last_batch_id(tx) + 1, prepared)

@@ -27,6 +27,7 @@ from connectors.sinks import (
     open_sink,
     redact_url,
 )
+from connectors.sinks.batch import prepare_batch, prepare_snapshot
 from connectors.sinks.sqlite import SqliteSink
 from state.coordinator.model import TopicPartition
 from state.formats.frames import MEMBER_FRAME_SCHEMA
@@ -539,6 +540,31 @@ def test_status_detail_with_nul_is_kept_readable(sink: Sink) -> None:
     sink.set_status("STOPPED", "error: \x00 in input")
 
     assert sink.status().detail == "error: \ufffd in input"
+
+
+def test_a_snapshot_is_prepared_as_a_batch_of_it_would_be() -> None:
+    """``prepare_snapshot`` skips ``prepare_batch``'s reduction (a snapshot holds a record per
+    key) and history, and prepares the same rows to write."""
+    records = frame(
+        group_metadata("a", 3, 2),
+        commit("a", "t", 0, 5, metadata=None),
+        commit("a", "t", 1, 6, leader_epoch=None, commit_timestamp_ms=None),
+        commit("b\x00", "u", 1, 7, metadata="m\x00"),
+    )
+    batch, snapshot = prepare_batch(records), prepare_snapshot(records)
+    for name in ("offset_upserts", "offset_deletes", "group_upserts", "group_deletes"):
+        assert sorted(map(repr, getattr(snapshot, name).to_pylist())) == sorted(
+            map(repr, getattr(batch, name).to_pylist())
+        ), name
+    assert snapshot.history.num_rows == 0
+    with pytest.raises(ValueError, match="a tombstone in a shard's snapshot"):
+        prepare_snapshot(frame(commit("a", "t", 0, 5), tombstone("a", "t", 1)))
+
+
+def test_a_snapshot_with_a_tombstone_is_refused_before_writing(sink: Sink) -> None:
+    with pytest.raises(ValueError, match="record 1 of the batch: a tombstone"):
+        sink.write_loaded(frame(commit("a", "t", 0, 5), tombstone("b", "t", 1)))
+    assert offsets_of(sink, "a") == {}
 
 
 @pytest.mark.parametrize(
