@@ -25,7 +25,7 @@ from dataclasses import Field, fields
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from streaming.cli.context import load_job_config
-from streaming.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED
+from streaming.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_LEASE_LOST
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.config import ENV_PREFIX, JobConfig
 
@@ -358,7 +358,8 @@ def run_until_stopped(
     runner: Any, duration: float | None, signals: StartUpSignals | None = None
 ) -> int:
     """Wait until SIGINT/SIGTERM (also one during start-up), ``duration`` seconds or the end of
-    ``runner``'s query (a job or a mirror); 1 when the query failed, else 0."""
+    ``runner``'s query (a job or a mirror); 1 when the query failed, :data:`EXIT_LEASE_LOST`
+    when it failed because another process of the deployment took over, else 0."""
     stop = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
@@ -372,6 +373,14 @@ def run_until_stopped(
     if signals is not None and signals.end():
         _stop(signal.SIGINT, None)
     error = runner.lifecycle.run_until(stop, duration)
+    if error is not None and getattr(runner, "fenced", False):
+        # As the lease's watchdog would, had it seen the lease lost first.
+        print(
+            "error: another process of this deployment took over (its Kafka producer fenced "
+            "this one's); this one wrote nothing after that and exits",
+            file=sys.stderr,
+        )
+        return EXIT_LEASE_LOST
     if error is not None:
         # One line (Spark's message carries the JVM's stack trace); all of it at debug.
         text = str(error)

@@ -328,6 +328,11 @@ class OffsetsJob:
             writers = "executors" if local else "driver"
         return absolute_sink_url(self.config.sink_url) if writers == "executors" else None
 
+    @property
+    def fenced(self) -> bool:
+        """Whether a newer job of the deployment fenced this one's producer (it took over)."""
+        return self.writer is not None and self.writer.fenced
+
     def stop(self) -> None:
         """Stop the query (an interrupted batch is replayed at the next start: idempotent)."""
         if self.lifecycle is not None:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from connectors.kafka.producer import DurableProducer
+from connectors.kafka.producer import DurableProducer, ProducerFenced
 from connectors.sinks import BatchProgress, Sink
 from connectors.sinks.retry import with_sink_retries
 from state.formats.frames import RECORD_FRAME_SCHEMA
@@ -100,6 +100,8 @@ class BatchWriter:
     tenant_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     #: Shards still rebuilding from the offsets topic; the status is LOADING until none are.
     loading_shards: set[int] = field(default_factory=set)
+    #: A newer job of the deployment fenced this one's producer: it took over.
+    fenced: bool = False
 
     _producer: DurableProducer | None = None
 
@@ -165,7 +167,8 @@ class BatchWriter:
         try:
             progress, records = self._write_batch(local, batch_id, started)
             producer.commit(self.settings.delivery_timeout_s)
-        except BaseException:
+        except BaseException as failure:
+            self.fenced = self.fenced or isinstance(failure, ProducerFenced)
             producer.abort(self.settings.delivery_timeout_s)
             raise
         log.info(

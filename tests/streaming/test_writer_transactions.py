@@ -172,8 +172,11 @@ def test_a_fenced_writer_writes_nothing_readable_and_fails(
         return {INGEST_TOPIC: {0: 10}}
 
     zombie = writer(settings, sink, take_over)
+    assert not zombie.fenced
     with pytest.raises(ProducerFenced, match="another job of this deployment took over"):
         zombie.write_table(table, 0, time.monotonic())
+    # The job's runner exits as a lost lease does (``streaming.cli.run.run_until_stopped``).
+    assert zombie.fenced
 
     assert written(settings, "read_committed") == {"record": [], "response": [], "dead_letter": []}
     # Its records did reach the log before the takeover, which aborted them.
