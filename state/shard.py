@@ -31,6 +31,7 @@ from state.engine.loading import (
     record_partitions,
     replay_log,
     replay_log_chunks,
+    snapshot_record_chunks,
     snapshot_records,
 )
 from state.engine.request_frame import decode_request_messages, frame_from_requests
@@ -127,12 +128,15 @@ def handle_messages(
     now_ms: int,
     rules: ShardRules,
     load: Callable[[int], LoadedShard] | None = None,
+    write_loaded: Callable[[pa.Table], None] | None = None,
 ) -> ShardOutput:
     """One micro-batch of ``shard``: its ``messages`` (``ingest_offset``, ``timestamp_ms``,
     ``value`` bytes; optionally ``ingest_partition`` and ``tenant``) decoded and applied at
     ``now_ms`` (the micro-batch's time: a replay decides as the first run did), the job's own
     topic first, then each tenant's under its ACLs. Without a stored ``state`` the shard is
-    ``load(shard)`` (rebuilt from its offsets-topic partitions) or empty. What is due expires
+    ``load(shard)`` (rebuilt from its offsets-topic partitions) or empty; a loaded shard's
+    records go to ``write_loaded`` in pieces when given (``snapshot_record_chunks``), else in
+    ``loaded``. What is due expires
     only when an expiry tick is among the job's own messages. A message from an ingest partition
     not the shard's is answered NOT_COORDINATOR."""
     loaded, loaded_records = _NO_RECORDS, None
@@ -140,7 +144,11 @@ def handle_messages(
         start = state
     elif load is not None:
         start, loaded_records = load(shard)
-        loaded = snapshot_records(start)
+        if write_loaded is None:
+            loaded = snapshot_records(start)
+        else:
+            for piece in snapshot_record_chunks(start):
+                write_loaded(piece)
     else:
         start = empty_shard(shard)
     applied = _apply_messages(shard, start, messages, now_ms, rules)
@@ -423,6 +431,7 @@ __all__ = [
     "replay_records",
     "rewrite_base",
     "snapshot",
+    "snapshot_record_chunks",
     "snapshot_records",
     "state_nbytes",
 ]

@@ -8,7 +8,7 @@ partition in order, skipping what it cannot read.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from itertools import islice, pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.model import GroupMetadataKey, Record, UnknownKey
 from state.coordinator.partitioner import partition_for
+from state.engine.offset_rows import Rows
 from state.engine.offset_table import NO_EXPIRE
 from state.engine.record_frame import offset_records, records_table
 from state.engine.shard_state import ShardState, empty_shard, replay_records
@@ -27,6 +28,8 @@ from state.formats.records import RecordFormatError, decode_record
 
 #: Records decoded and replayed at a time when loading from (key, value) pairs.
 LOAD_CHUNK = 100_000
+#: Offsets per piece of a rebuilt shard's snapshot written to a sink (``snapshot_record_chunks``).
+SNAPSHOT_CHUNK = 500_000
 
 
 class LoadedShard(NamedTuple):
@@ -135,6 +138,34 @@ def snapshot_records(state: ShardState) -> pa.Table:
     offsets-topic partition would leave. Per group: its metadata record, then its offsets by
     topic and partition. Built a column at a time: a loaded shard can hold millions."""
     rows = state.offsets.live_rows()
+    return _snapshot_table(state, rows, np.flatnonzero(state.groups.has_metadata))
+
+
+def snapshot_record_chunks(
+    state: ShardState, chunk_rows: int = SNAPSHOT_CHUNK
+) -> Iterator[pa.Table]:
+    """``snapshot_records`` in pieces of whole groups, about ``chunk_rows`` offsets each, in its
+    order: a rebuilt shard of millions of keys goes to a sink without its whole snapshot in
+    memory."""
+    rows = state.offsets.live_rows()
+    by_group = np.argsort(rows.gcode, kind="stable")
+    codes = rows.gcode[by_group]
+    with_metadata = np.flatnonzero(state.groups.has_metadata)
+    count = max(len(state.groups.has_metadata), int(codes[-1]) + 1 if len(codes) else 0)
+    # Cut after the group where each multiple of chunk_rows offsets falls.
+    per_group = np.cumsum(np.bincount(codes, minlength=count))
+    cuts = np.searchsorted(per_group, np.arange(chunk_rows, len(codes), chunk_rows)) + 1
+    bounds = np.unique(np.concatenate([[0], cuts, [count]]))
+    for lo, hi in pairwise(bounds.tolist()):
+        first, last = np.searchsorted(codes, [lo, hi])
+        metadata = with_metadata[(with_metadata >= lo) & (with_metadata < hi)]
+        if last > first or len(metadata):
+            yield _snapshot_table(state, rows.take(by_group[first:last]), metadata)
+
+
+def _snapshot_table(state: ShardState, rows: Rows, with_metadata: np.ndarray) -> pa.Table:
+    """The records of ``rows`` and of the metadata of groups ``with_metadata`` (codes), in
+    ``snapshot_records``' order."""
     groups = state.groups
     offsets = offset_records(
         groups.names.names.take(pa.array(rows.gcode, pa.int64())),
@@ -146,16 +177,15 @@ def snapshot_records(state: ShardState) -> pa.Table:
         rows.commit_ts,
         np.where(rows.expire_ts == NO_EXPIRE, -1, rows.expire_ts),
     )
-    with_metadata = np.flatnonzero(groups.has_metadata).tolist()
     names = groups.names.names
     metadata = records_table(
         Record(GroupMetadataKey(names[code].as_py()), groups.group_metadata(code))
-        for code in with_metadata
+        for code in with_metadata.tolist()
     )
     table = pa.concat_tables([metadata, offsets])
     order = pa.table(
         {
-            "group": np.concatenate([np.array(with_metadata, np.int64), rows.gcode]),
+            "group": np.concatenate([with_metadata.astype(np.int64), rows.gcode]),
             "rank": np.concatenate(
                 [np.zeros(len(with_metadata), np.int8), np.ones(len(rows), np.int8)]
             ),

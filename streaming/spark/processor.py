@@ -17,6 +17,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import pandas as pd
@@ -24,7 +25,6 @@ import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor
 
 from state.shard import (
-    RECORD_FRAME_SCHEMA,
     Authorizer,
     CoordinatorConfig,
     LoadedShard,
@@ -116,8 +116,8 @@ def write_loaded(
     records: pa.Table,
     lease: tuple[str, int, str] | None = None,
 ) -> None:
-    """Write a rebuilt shard's state into the sink at ``sink_url``, retrying for ``timeout_s``;
-    fenced by ``lease`` (LeaseLost once another holder took it)."""
+    """Write a piece of a rebuilt shard's state into the sink at ``sink_url``, retrying for
+    ``timeout_s``; fenced by ``lease`` (LeaseLost once another holder took it)."""
     # Imported here: the sinks (SQLAlchemy) cost every Python worker ~0.3 s to import, and
     # only a worker that rebuilds a shard writes to one.
     from connectors.sinks import open_sink
@@ -157,6 +157,14 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
     """The shard call (see the module's docstring) for these settings."""
     rules = settings.rules()
     load = (lambda shard: load_shard(settings, shard)) if settings.load_from_offsets_topic else None
+    url = settings.loaded_sink_url
+    writes_loaded = (
+        None
+        if url is None
+        else lambda shard, records: write_loaded(
+            url, settings.sink_write_timeout_s, shard, records, settings.lease
+        )
+    )
 
     def call(
         shard: int, frames: Iterator[pd.DataFrame], store: StoredShard
@@ -167,21 +175,19 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
         # Spark hands a small batch's rows in one frame: no concat (a copy) for it.
         messages = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
         # Decided against the micro-batch's timestamp, not the wall clock: a replay decides
-        # the same.
-        out = handle_messages(shard, stored, messages, store.batch_time_ms(), rules, load)
+        # the same. A rebuilt shard goes to the sink from here, not from the driver, which
+        # would wait for every shard to load.
+        out = handle_messages(
+            shard,
+            stored,
+            messages,
+            store.batch_time_ms(),
+            rules,
+            load,
+            None if writes_loaded is None else partial(writes_loaded, shard),
+        )
         if out.changed:
             store.write(shards, shard, out.state, out.records)
-        loaded = out.stats["loaded_records"] is not None
-        if loaded and settings.loaded_sink_url is not None:
-            # From here, not from the driver, which would wait for every shard to load.
-            write_loaded(
-                settings.loaded_sink_url,
-                settings.sink_write_timeout_s,
-                shard,
-                out.loaded,
-                settings.lease,
-            )
-            out = out._replace(loaded=RECORD_FRAME_SCHEMA.empty_table())
         yield pd.DataFrame({"shard": [shard], "payload": [encode_output(output_table(shard, out))]})
 
     return call

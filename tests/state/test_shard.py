@@ -40,6 +40,7 @@ from state.shard import (
     replay_log,
     replay_records,
     snapshot,
+    snapshot_record_chunks,
     snapshot_records,
 )
 from tests.state.coordinators import Coordinator, ReferenceAdapter, ShardCoordinator
@@ -712,6 +713,26 @@ def test_snapshot_records_are_what_compaction_would_leave() -> None:
     rebuilt = replay_records(empty_shard(SHARD, CONFIG), records)
     assert shard_groups(rebuilt) == shard_groups(state)
     assert snapshot_records(empty_shard(SHARD)).num_rows == 0
+
+
+def test_snapshot_pieces_hold_whole_groups_in_the_snapshots_order() -> None:
+    members = members_of("m1")
+    requests: list[object] = [GroupMetadataRequest("gm", GROUPS[0], 1, members=members)]
+    requests += [
+        commit(group, *(PartitionCommit("t", p, 10 * i + p) for p in range(i % 3 + 1)))
+        for i, group in enumerate(GROUPS[1:], start=1)
+    ]
+    frame = frame_from_requests(requests, 0, T0)  # type: ignore[arg-type]
+    state = apply_batch(empty_shard(SHARD, CONFIG), frame, T0, CONFIG).state
+    whole = snapshot_records(state)
+    for chunk_rows in (1, 2, 5, 10_000):
+        pieces = list(snapshot_record_chunks(state, chunk_rows))
+        assert pa.concat_tables(pieces).to_pylist() == whole.to_pylist()
+        groups = [set(piece["group_id"].to_pylist()) for piece in pieces]
+        assert sum(map(len, groups)) == len(set().union(*groups))  # no group split
+        if chunk_rows < whole["kind"].to_pylist().count("offset"):
+            assert len(pieces) > 1
+    assert list(snapshot_record_chunks(empty_shard(SHARD))) == []
 
 
 def test_decode_request_messages_answers_what_does_not_decode() -> None:

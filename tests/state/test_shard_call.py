@@ -133,6 +133,13 @@ def test_a_shard_without_state_is_loaded_once_and_given_to_the_sinks() -> None:
     assert loads == [SHARD]
     assert again.loaded.num_rows == 0
 
+    # Given a writer, the loaded records go to it in pieces, not in the output.
+    pieces: list[pa.Table] = []
+    written = handle_messages(SHARD, None, messages(commit("a", 5)), T0, RULES, load, pieces.append)
+    assert pa.concat_tables(pieces).to_pylist() == out.loaded.to_pylist()
+    assert written.loaded.num_rows == 0 and written.stats["loaded_records"] == 42
+    assert offsets(written.state) == offsets(out.state)
+
 
 def test_expiry_ticks_expire_only_from_the_jobs_own_topic() -> None:
     state = handle_messages(SHARD, None, messages(commit("a", 5)), T0, RULES).state
