@@ -39,6 +39,12 @@ if [ ${#pytest_args[@]} -gt 0 ]; then
 fi
 
 timings=()
+# record_timing NAME T0 STATUS: a phase's line in the summary (T0 from date +%s%N).
+record_timing() {
+  local ms=$((($(date +%s%N) - $2) / 1000000))
+  timings+=("$(printf '%-14s %4d.%01d s  exit %d' "$1" $((ms / 1000)) $((ms % 1000 / 100)) "$3")")
+}
+
 run_phase() {
   local name="$1"
   shift
@@ -46,8 +52,7 @@ run_phase() {
   local t0 status=0
   t0=$(date +%s%N)
   "$@" || status=$?
-  local ms=$((($(date +%s%N) - t0) / 1000000))
-  timings+=("$(printf '%-14s %4d.%01d s  exit %d' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
+  record_timing "$name" "$t0" "$status"
   return "$status"
 }
 
@@ -80,11 +85,10 @@ run_parallel() {
       name="${prefixes[$i]}-$version"
       local status=0
       wait "${pids[$name]}" || status=$?
-      local ms=$((($(date +%s%N) - started[$name]) / 1000000))
+      record_timing "$name" "${started[$name]}" "$status"
       echo "==> test: $name (in parallel)"
       cat "${logs[$name]}"
       rm -f "${logs[$name]}"
-      timings+=("$(printf '%-14s %4d.%01d s  exit %d' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
       [ "$status" -eq 0 ] || parallel_failed+=("$name")
     done
   done
@@ -179,11 +183,10 @@ else
     fi
     status=0
     wait "$container_pid" || status=$?
-    ms=$((($(date +%s%N) - container_t0) / 1000000))
+    record_timing container "$container_t0" "$status"
     echo "==> test: container (in parallel)"
     cat "$container_log"
     rm -f "$container_log"
-    timings+=("$(printf '%-14s %4d.%01d s  exit %d' container $((ms / 1000)) $((ms % 1000 / 100)) "$status")")
     [ "$status" -eq 0 ] || lane_failed+=(container)
     # A Python's end-to-end test after its tests without Spark: a session's broker directory is
     # its Python's (tests/fixtures/kafka.py). The Pythons between the ends run the domain's tests.
