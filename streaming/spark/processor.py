@@ -63,7 +63,9 @@ class ProcessorSettings:
     loaded_sink_url: str | None = None
     sink_write_timeout_s: float = 60.0
     #: The driver's deployment lease (name, epoch, holder): the worker's sink writes under it,
-    #: so a rebuilt shard of a process that lost the lease is not written. None: no lease.
+    #: so a rebuilt shard of a process that lost the lease is not written. None: no lease. A
+    #: plain tuple, not ``connectors.sinks``' ``Fence``: unpickling that would import the sinks
+    #: (SQLAlchemy) in every Python worker, which imports them only to write a rebuilt shard.
     lease: tuple[str, int, str] | None = None
     #: Each tenant's ingest topic and rules, by tenant index (``ShardRules``).
     tenant_topics: tuple[str, ...] = ()
