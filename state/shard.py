@@ -136,9 +136,8 @@ def handle_messages(
     topic first, then each tenant's under its ACLs. Without a stored ``state`` the shard is
     ``load(shard)`` (rebuilt from its offsets-topic partitions) or empty; a loaded shard's
     records go to ``write_loaded`` in pieces when given (``snapshot_record_chunks``), else in
-    ``loaded``. What is due expires
-    only when an expiry tick is among the job's own messages. A message from an ingest partition
-    not the shard's is answered NOT_COORDINATOR."""
+    ``loaded``. What is due expires only when an expiry tick is among the job's own messages. A
+    message from an ingest partition not the shard's is answered NOT_COORDINATOR."""
     loaded, loaded_records = _NO_RECORDS, None
     if state is not None:
         start = state
