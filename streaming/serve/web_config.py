@@ -277,7 +277,10 @@ def _operators(section: Any, users: Mapping[str, bytes]) -> frozenset[str]:
 
 class WatchedWebConfig:
     """The web config as its files stand: ``current`` is the last that read well; a file that
-    became invalid keeps it and logs one ERROR (a typo never opens the server, nor stops it)."""
+    became invalid keeps it and logs one ERROR (a typo never opens the server, nor stops it).
+    Invalid on a reload too: an empty file (one being written reads so) and a file that adds or
+    removes ``tls_server_config`` (the listening socket keeps what it started with). A file that
+    changed while it was read is read again at the next look."""
 
     def __init__(
         self,
@@ -305,15 +308,33 @@ class WatchedWebConfig:
         stamp = _stamp(self.current)
         if stamp == self._stamp:
             return None
-        self._stamp = stamp
         try:
-            web = load_web_config(source)
+            web = self._reload(source)
         except ValueError as exc:
+            self._stamp = stamp
             log.error("%s; serving with the web config read before", exc)
             return None
+        if _stamp(self.current) != stamp:
+            return None  # written while read: read again at the next look
         self._stamp = _stamp(web)
         self.current = web
         log.info("web config %s read again: users %s", source, sorted(web.basic_auth_users))
+        return web
+
+    def _reload(self, source: Path) -> WebConfig:
+        """``source`` read again; ValueError for what a running server cannot take."""
+        web = load_web_config(source)
+        try:
+            empty = source.stat().st_size == 0
+        except OSError:
+            empty = True  # gone since it was read
+        if empty:
+            raise ValueError(f"web config {source}: empty or gone (a file being written reads so)")
+        if (web.tls is None) != (self.current.tls is None):
+            change = "removes" if web.tls is None else "adds"
+            raise ValueError(
+                f"web config {source}: {change} tls_server_config, which takes a restart of serve"
+            )
         return web
 
 

@@ -32,7 +32,7 @@ from state.coordinator.acls import AclBinding
 from streaming.serve import ServeSettings
 from streaming.serve.app import create_app
 from streaming.serve.server import is_loopback
-from streaming.serve.web_config import WebConfig, load_web_config
+from streaming.serve.web_config import WatchedWebConfig, WebConfig, load_web_config
 from streaming.tenants import Tenant
 from tests.connectors.sinks.record_frames import commit, frame
 from tests.fixtures.kafka_secured import LEAF_EXTENSIONS, make_certificates
@@ -580,6 +580,34 @@ def test_the_file_is_read_again_when_it_changes(
         assert expected != before
         wait_for(lambda: _served_certificate(url, certificates.ca), lambda c: c == expected, 10)
         assert status("alice", "alice-secret") != 401  # back in the file
+
+
+def test_a_reload_keeps_what_a_running_server_cannot_take(
+    tmp_path: Path, certificates: Certificates, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file caught while being written (empty), or one that drops TLS, would open a running
+    server (no users) or leave its certificate unreloadable: kept out, one ERROR each."""
+    path = _write_config(tmp_path, certificates)
+    good = path.read_text()
+    now = [0.0]
+    watched = WatchedWebConfig(load_web_config(path), interval_s=1.0, clock=lambda: now[0])
+    first = watched.current
+    caplog.set_level(logging.ERROR, logger="streaming.serve.web_config")
+
+    def look(text: str) -> WebConfig | None:
+        path.write_text(text)
+        now[0] += 1.0
+        return watched.refresh()
+
+    assert look("") is None and watched.current is first
+    assert look(f"basic_auth_users:\n  ops: '{_hash(PASSWORD)}'\n") is None
+    assert watched.current is first and watched.current.basic_auth_users
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "empty" in said[0] and "removes tls_server_config" in said[1]
+    # Made good again (without alice): read.
+    changed = look(good.replace("  alice: '", "  carol: '"))
+    assert changed is not None and watched.current is changed
+    assert set(changed.basic_auth_users) == {"ops", "carol"} and changed.tls == first.tls
 
 
 def _consumer_offsets() -> str:
