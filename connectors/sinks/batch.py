@@ -29,14 +29,6 @@ MEMBER_KEY_COLUMNS: Final = ("group_id", "member_id")
 #: A record's position in the batch as received: what dedupe keeps the last of, and history's
 #: order within the batch.
 SEQ: Final = "__seq"
-#: The strings converted as the sinks store them.
-STORED_STRINGS: Final = ("group_id", "topic", "metadata")
-#: Kafka's defaults where a commit omits them (OffsetAndMetadata's).
-COMMIT_DEFAULTS: Final = {
-    "leader_epoch": pa.scalar(-1, pa.int32()),
-    "metadata": "",
-    "commit_timestamp_ms": pa.scalar(-1, pa.int64()),
-}
 #: Rows converted to Python tuples at a time: all of a rebuild's 2M rows at once took +1.5 GB.
 ROW_CHUNK: Final = 65_536
 
@@ -115,19 +107,14 @@ def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
     """Validate a record frame and reduce it to the last record per key. ValueError for a frame
     breaking RECORD_FRAME_SCHEMA's contract (unknown ``kind``, an offset record without topic, a
     commit without offset): a bug upstream, better failed than diverging from the topic."""
-    table = _with_seq(_conform(records), STORED_STRINGS, COMMIT_DEFAULTS)
-    kind = table.column("kind")
-    _require(pc.is_in(kind, value_set=pa.array(["offset", "group"])), table, "unknown kind")
-    not_offset = pc.not_equal(kind, "offset")
-    topic, value = pc.is_valid(table.column("topic")), pc.is_null(table.column("value"))
-    _require(pc.or_(not_offset, topic), table, "offset record without topic")
-    has_offset = pc.or_(value, pc.is_valid(table.column("offset")))
+    table, is_offset = _checked(records)
+    not_offset = pc.invert(is_offset)
+    has_offset = pc.or_(pc.is_null(table.column("value")), pc.is_valid(table.column("offset")))
     _require(pc.or_(not_offset, has_offset), table, "offset commit without offset")
 
-    is_offset = pc.equal(kind, "offset")
     offsets = table.filter(is_offset)
     last_offsets = last_rows_per_key(offsets, OFFSET_KEY_COLUMNS, SEQ)
-    last_groups = last_rows_per_key(table.filter(pc.invert(is_offset)), GROUP_KEY_COLUMNS, SEQ)
+    last_groups = last_rows_per_key(table.filter(not_offset), GROUP_KEY_COLUMNS, SEQ)
     offset_tomb = pc.is_null(last_offsets.column("value"))
     group_tomb = pc.is_null(last_groups.column("value"))
     return PreparedBatch(
@@ -145,14 +132,9 @@ def prepare_snapshot(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
     """A rebuilt shard's records (``state.shard.snapshot_records``: one live record per key, as
     compaction leaves its partitions) as ``prepare_batch`` prepares them, without the reduction
     to the last record per key or the history, which a snapshot does not need: a rebuild's
-    millions of rows are converted once. ValueError for a tombstone or an unknown kind."""
-    table = _with_seq(_conform(records), STORED_STRINGS, COMMIT_DEFAULTS)
-    kind = table.column("kind")
-    _require(pc.is_in(kind, value_set=pa.array(["offset", "group"])), table, "unknown kind")
+    millions of rows are converted once. ValueError as ``prepare_batch``'s, and for a tombstone."""
+    table, is_offset = _checked(records)
     _require(pc.is_valid(table.column("value")), table, "a tombstone in a shard's snapshot")
-    is_offset = pc.equal(kind, "offset")
-    topic = pc.is_valid(table.column("topic"))
-    _require(pc.or_(pc.invert(is_offset), topic), table, "offset record without topic")
     none = table.slice(0, 0)
     return PreparedBatch(
         offset_upserts=table.filter(is_offset).select(OFFSET_UPSERT_COLUMNS),
@@ -161,6 +143,24 @@ def prepare_snapshot(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
         group_deletes=none.select(GROUP_KEY_COLUMNS),
         history=none.select([SEQ, *HISTORY_COLUMNS]),
     )
+
+
+def _checked(records: pa.Table | pa.RecordBatch) -> tuple[pa.Table, pa.ChunkedArray]:
+    """``records`` numbered, their strings as the sinks store them and Kafka's defaults
+    (OffsetAndMetadata's) where a commit omits them, checked for known kinds and offset records
+    with a topic; and which rows are offset records."""
+    defaults = {
+        "leader_epoch": pa.scalar(-1, pa.int32()),
+        "metadata": "",
+        "commit_timestamp_ms": pa.scalar(-1, pa.int64()),
+    }
+    table = _with_seq(_conform(records), ("group_id", "topic", "metadata"), defaults)
+    kind = table.column("kind")
+    _require(pc.is_in(kind, value_set=pa.array(["offset", "group"])), table, "unknown kind")
+    is_offset = pc.equal(kind, "offset")
+    topic = pc.is_valid(table.column("topic"))
+    _require(pc.or_(pc.invert(is_offset), topic), table, "offset record without topic")
+    return table, is_offset
 
 
 def prepare_members(members: pa.Table | None) -> tuple[pa.Table, pa.Table]:

@@ -159,14 +159,6 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
     """The shard call (see the module's docstring) for these settings."""
     rules = settings.rules()
     load = (lambda shard: load_shard(settings, shard)) if settings.load_from_offsets_topic else None
-    url = settings.loaded_sink_url
-    writes_loaded = (
-        None
-        if url is None
-        else lambda shard, records: write_loaded(
-            url, settings.sink_write_timeout_s, shard, records, settings.lease
-        )
-    )
 
     def call(
         shard: int, frames: Iterator[pd.DataFrame], store: StoredShard
@@ -179,15 +171,15 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
         # Decided against the micro-batch's timestamp, not the wall clock: a replay decides
         # the same. A rebuilt shard goes to the sink from here, not from the driver, which
         # would wait for every shard to load.
-        out = handle_messages(
-            shard,
-            stored,
-            messages,
-            store.batch_time_ms(),
-            rules,
-            load,
-            None if writes_loaded is None else partial(writes_loaded, shard),
+        url = settings.loaded_sink_url
+        writes = (
+            None
+            if url is None
+            else partial(
+                write_loaded, url, settings.sink_write_timeout_s, shard, lease=settings.lease
+            )
         )
+        out = handle_messages(shard, stored, messages, store.batch_time_ms(), rules, load, writes)
         if out.changed:
             store.write(shards, shard, out.state, out.records)
         yield pd.DataFrame({"shard": [shard], "payload": [encode_output(output_table(shard, out))]})
