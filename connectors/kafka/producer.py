@@ -31,8 +31,10 @@ PRODUCER_DEFAULTS: Mapping[str, Any] = {
     "message.max.bytes": 8 * 1024 * 1024,
 }
 
-#: Not overridable: every in-sync replica acknowledges; once and in order per partition.
-_DURABLE = {"acks": "all", "enable.idempotence": True}
+#: Not overridable: every in-sync replica acknowledges; once and in order per partition. Only a
+#: failed message calls back (``flush`` counts failures): a callback per delivered message cost
+#: ~20% of the producer's CPU (200k messages: 0.39 → 0.31 s).
+_DURABLE = {"acks": "all", "enable.idempotence": True, "delivery.report.only.error": True}
 
 #: How long ``init_transactions`` may take: it waits for the previous holder's open transaction
 #: to be aborted.
