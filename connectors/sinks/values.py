@@ -89,8 +89,6 @@ class BatchProgress:
     rejected: int = 0
     tombstones: int = 0
     state_keys: int = 0
-    #: From the micro-batch's start to its sink write (the Spark job and the driver's work
-    #: before the write; the records' send runs beside the write).
     duration_ms: int = 0
     timestamp_ms: int = field(default_factory=now_ms)
 

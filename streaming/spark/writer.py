@@ -8,8 +8,7 @@ replicated and readable (every reader of what the job writes reads read_committe
 1. begin the batch's transaction;
 2. records → offsets topic, at their group's partition; wait for every acknowledgement;
 3. records + progress → sink, one transaction skipped if the batch id was written (fenced by the
-   lease's epoch); a sink outage is retried for ``sink_write_timeout_s``, then fails the query.
-   Beside step 2, in the writer's sink thread: both end before step 4;
+   lease's epoch); a sink outage is retried for ``sink_write_timeout_s``, then fails the query;
 4. responses → the requester's responses topic, undecodable input → the dead-letter topic;
 5. commit: records, answers and dead letters become readable together.
 A failed step aborts the transaction (none of its messages is ever read) and fails the query; the
@@ -25,7 +24,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -106,10 +104,6 @@ class BatchWriter:
     fenced: bool = False
 
     _producer: DurableProducer | None = None
-    #: Writes a batch's sink transaction while the driver sends its records.
-    _sink_thread: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="sink-writer")
-    )
 
     @property
     def producer(self) -> DurableProducer:
@@ -139,7 +133,6 @@ class BatchWriter:
 
     def close(self) -> None:
         """Let queued messages go out and release the producer."""
-        self._sink_thread.shutdown()
         if self._producer is not None:
             self._producer.close()
             self._producer = None
@@ -207,6 +200,8 @@ class BatchWriter:
         if records.num_rows:
             # In apply order within a partition of the offsets topic (a record's ``shard``).
             records = records.sort_by([("shard", "ascending"), ("seq", "ascending")])
+            self.send(self.settings.offsets_topic, records, partitions="shard")
+
         sink_records = _sink_records(pa.concat_tables([loaded, records]))
         self.cover(self.planned_ends(batch_id))
         # A called shard holds its state: a shard without state loads it on its first call.
@@ -232,17 +227,7 @@ class BatchWriter:
             if not self.loading_shards:
                 self.sink.set_status("ACTIVE")
 
-        # The sink's transaction and the records' acknowledgements, side by side: a sink written
-        # ahead of an aborted transaction is what a failed commit leaves too, and the replay
-        # skips the batch id.
-        sink_written = self._sink_thread.submit(self._with_sink_retries, batch_id, write_sink)
-        try:
-            if records.num_rows:
-                self.send(self.settings.offsets_topic, records, partitions="shard")
-        except BaseException:
-            wait([sink_written])  # no sink write outlives the batch's transaction
-            raise
-        sink_written.result()
+        self._with_sink_retries(batch_id, write_sink)
 
         # Answers after the sink, readable with the records at the commit: a commit is
         # acknowledged only once its record is durable and readable.

@@ -73,24 +73,11 @@ def sink(tmp_path: Path) -> Iterator[Sink]:
         yield opened
 
 
-class MidBatch(BatchWriter):
-    """A writer that calls ``after_records`` once a batch's records are acknowledged, inside
-    its transaction."""
-
-    after_records: Callable[[], object] | None = None
-
-    def send(self, topic: str, messages: pa.Table, partitions: str | None = None) -> None:
-        super().send(topic, messages, partitions)
-        if topic == self.settings.offsets_topic and self.after_records is not None:
-            self.after_records()
-
-
 def writer(
-    settings: WriterSettings, sink: Sink, after_records: Callable[[], Any] | None = None
+    settings: WriterSettings, sink: Sink, planned: Callable[[int], Any] | None = None
 ) -> BatchWriter:
     """A writer as the job makes it: its producer initialised (previous holders fenced)."""
-    made = MidBatch(settings, sink, lambda _: {INGEST_TOPIC: {0: 10}})
-    made.after_records = after_records
+    made = BatchWriter(settings, sink, planned or (lambda _: {INGEST_TOPIC: {0: 10}}))
     made.producer.flush(0)
     return made
 
@@ -119,12 +106,13 @@ def test_a_batch_is_readable_committed_only_once_it_commits(
     table = batch()
     during: dict[str, dict[str, list[bytes | None]]] = {}
 
-    def records_acknowledged() -> None:
+    def planned(_batch_id: int) -> dict[str, dict[int, int]]:
         # Inside the batch's transaction, its records acknowledged: in the log, not readable.
         during["uncommitted"] = written(settings, "read_uncommitted")
         during["committed"] = written(settings, "read_committed")
+        return {INGEST_TOPIC: {0: 10}}
 
-    writer(settings, sink, records_acknowledged).write_table(table, 0, time.monotonic())
+    writer(settings, sink, planned).write_table(table, 0, time.monotonic())
 
     assert during["uncommitted"]["record"] == values_of(table, "record")
     assert during["committed"]["record"] == []
@@ -178,9 +166,10 @@ def test_a_fenced_writer_writes_nothing_readable_and_fails(
     table = batch()
     successor: list[BatchWriter] = []
 
-    def take_over() -> None:
+    def take_over(_batch_id: int) -> dict[str, dict[int, int]]:
         # Mid-batch, records sent: a standby takes over and initialises the same id.
         successor.append(writer(settings, sink))
+        return {INGEST_TOPIC: {0: 10}}
 
     zombie = writer(settings, sink, take_over)
     assert not zombie.fenced
