@@ -1,10 +1,13 @@
-"""Benchmark of a Kafka transaction per batch: ``BatchWriter.write_table`` of a small batch
-(7 commits of 10 partitions: 70 offsets-topic records, 7 answers) on a SQLite sink, without a
-``transactional.id`` and with one; and what a new holder's ``init_transactions`` takes after
-the previous holder was SIGKILLed with a transaction open (the broker aborts it first).
+"""Benchmark of the driver's step and its Kafka transaction per batch: ``BatchWriter.write_table``
+of a batch (by default a small one, 7 commits of 10 partitions: 70 offsets-topic records, 7
+answers) on a SQLite sink, without a ``transactional.id`` and with one; and what a new holder's
+``init_transactions`` takes after the previous holder was SIGKILLed with a transaction open (the
+broker aborts it first).
 
 Run with ``python -m tests.bench.bench_writer_transactions [--bootstrap HOST:PORT]
-[--batches 200]``. Prints the median and p95 per batch of each, then each takeover's time.
+[--batches 200] [--commits 7 --partitions 10] [--takeovers 5]``. Prints the median and p95 per
+batch of each, then each takeover's time. ``--commits 200 --partitions 1000 --batches 8
+--takeovers 0``: the driver's step for a batch of 200k records, as work B's.
 """
 
 from __future__ import annotations
@@ -44,15 +47,17 @@ PARTITIONS = 4
 NOW_MS = 1_700_000_000_000
 
 
-def small_batch(batch: int) -> pa.Table:
-    """7 commits of 10 partitions each to groups of one shard: 70 records, 7 answers."""
+def a_batch(batch: int, commits: int = 7, partitions: int = 10) -> pa.Table:
+    """``commits`` commits of ``partitions`` partitions each to groups of one shard (a topic of
+    its own each): ``commits * partitions`` records, ``commits`` answers."""
+    groups = groups_of_shard(commits)
     requests = [
         OffsetCommitRequest(
             f"r{batch}-{i}",
-            group,
-            tuple(PartitionCommit("t", p, batch * 100 + p) for p in range(10)),
+            groups[i % len(groups)],
+            tuple(PartitionCommit(f"t{i}", p, batch * 100 + p) for p in range(partitions)),
         )
-        for i, group in enumerate(groups_of_shard(7))
+        for i in range(commits)
     ]
     frame = frame_from_requests(requests, timestamps=NOW_MS)
     result = apply_batch(empty_shard(SHARD), frame, NOW_MS, CoordinatorConfig())
@@ -66,12 +71,23 @@ def small_batch(batch: int) -> pa.Table:
         answers=answers,
         dead_letters=dead,
         group_commits=group_commits(result.responses),
-        stats={"input_rows": frame.num_rows, "commits_applied": 70, "next_expiry_ms": None},
+        stats={
+            "input_rows": frame.num_rows,
+            "commits_applied": commits * partitions,
+            "next_expiry_ms": None,
+        },
     )
     return output_table(SHARD, output)
 
 
-def timed(bootstrap: str, admin: KafkaAdminClient, transactional: bool, batches: int) -> str:
+def timed(
+    bootstrap: str,
+    admin: KafkaAdminClient,
+    transactional: bool,
+    batches: int,
+    commits: int = 7,
+    partitions: int = 10,
+) -> str:
     tag = uuid.uuid4().hex[:6]
     topics = [f"bench-txn-{kind}-{tag}" for kind in ("offsets", "responses", "dead")]
     admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics])
@@ -89,7 +105,7 @@ def timed(bootstrap: str, admin: KafkaAdminClient, transactional: bool, batches:
     )
     sink = open_sink(f"sqlite:///{tempfile.mkdtemp()}/offsets.db")
     writer = BatchWriter(settings, sink, lambda b: {"ingest": {0: b + 1}})
-    tables = [small_batch(b) for b in range(batches + 1)]
+    tables = [a_batch(b, commits, partitions) for b in range(batches + 1)]
     try:
         writer.producer.flush(0)  # connected (and transactions initialised) first, as the job
         writer.write_table(tables[0], 0, time.monotonic())
@@ -142,6 +158,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", help="a running broker (default: a local one)")
     parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--commits", type=int, default=7, help="commits per batch (7)")
+    parser.add_argument("--partitions", type=int, default=10, help="partitions per commit (10)")
     parser.add_argument("--takeovers", type=int, default=5)
     parser.add_argument("--hold-open", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -152,13 +170,16 @@ def main() -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     topic = f"bench-txn-takeover-{uuid.uuid4().hex[:6]}"
     try:
-        print("no transaction   :", timed(bootstrap, admin, False, args.batches))
-        print("one per batch    :", timed(bootstrap, admin, True, args.batches))
-        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-        time.sleep(1)
-        took = [takeover_ms(bootstrap, topic) for _ in range(args.takeovers)]
-        print("init_transactions after a SIGKILL mid-transaction:", _ms(took))
-        admin.delete_topics([topic])
+        shape = (args.batches, args.commits, args.partitions)
+        print(f"batches of {args.commits} commits x {args.partitions} partitions")
+        print("no transaction   :", timed(bootstrap, admin, False, *shape))
+        print("one per batch    :", timed(bootstrap, admin, True, *shape))
+        if args.takeovers:
+            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+            time.sleep(1)
+            took = [takeover_ms(bootstrap, topic) for _ in range(args.takeovers)]
+            print("init_transactions after a SIGKILL mid-transaction:", _ms(took))
+            admin.delete_topics([topic])
     finally:
         admin.close()
         if cluster is not None:
