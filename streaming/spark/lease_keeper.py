@@ -5,8 +5,11 @@ behind a batch's write), either at once (:meth:`LeaseKeeper.take`, refused with
 :class:`LeaseHeld` while a live holder has it) or as a standby (:meth:`LeaseKeeper.wait`: its
 registry row refreshed every second, ``acquire_lease`` polled every 200 ms). Once held it renews
 every TTL/5 on a daemon thread, and a watchdog ends the process at once on ``LeaseLost`` or when
-TTL - 2 s (at least TTL/2) pass on the monotonic clock without a renewal: a partitioned holder
-stops before a standby may take over. The sinks that write for the holder are fenced with
+TTL - 2 s (at least TTL/2) pass on the monotonic clock without a renewal ending: a paused holder,
+or one whose renewal hangs on a partitioned network, stops before a standby may take over. A
+holder whose renewals fail at once (the sink is down) keeps running: it writes nothing the sink
+does not take, every write is fenced, and its first renewal once the sink is back renews or
+finds the lease taken. The sinks that write for the holder are fenced with
 :meth:`LeaseKeeper.fence`.
 """
 
@@ -77,6 +80,8 @@ class LeaseKeeper:
         self._stopping = threading.Event()
         self._lost = threading.Event()
         self._renewed_at = 0.0
+        #: When the last renewal ended, renewed or refused by a failing sink (never one hanging).
+        self._answered_at = 0.0
         self._threads: list[threading.Thread] = []
 
     def take(self) -> Lease:
@@ -151,7 +156,7 @@ class LeaseKeeper:
 
     def _acquired(self, lease: Lease) -> Lease:
         self.lease = lease
-        self._renewed_at = self._clock()
+        self._renewed_at = self._answered_at = self._clock()
         log.info("lease %s acquired: epoch %d (%s)", self.name, lease.epoch, self.holder)
         for target, role in ((self._renew, "renewal"), (self._watch, "watchdog")):
             thread = threading.Thread(target=target, name=f"lease-{self.name}-{role}", daemon=True)
@@ -161,23 +166,34 @@ class LeaseKeeper:
 
     def _renew(self) -> None:
         """Every TTL/5: renew; LeaseLost ends the process, other errors are tried again."""
+        limit_s = give_up_after_ms(self.ttl_ms) / 1000
         while not self._stopping.wait(self.ttl_ms / 5000) and not self._lost.is_set():
             try:
                 self.lease = self.sink.renew_lease(self.ttl_ms)
-                self._renewed_at = self._clock()
+                self._renewed_at = self._answered_at = self._clock()
             except LeaseLost as lost:
                 self._lose(lost)
             except SinkError as exc:
-                log.warning("lease %s: renewal failed (%s); trying again", self.name, exc)
+                now = self._clock()
+                if now - self._answered_at < limit_s:  # not after a pause: the sink is down
+                    self._answered_at = now
+                silent_s = now - self._renewed_at
+                log.warning(
+                    "lease %s: renewal failed (%s), not renewed for %.1f s; trying again",
+                    self.name,
+                    exc,
+                    silent_s,
+                )
 
     def _watch(self) -> None:
-        """Apart from the renewals (one may hang on the network): end the process when none
-        succeeded for :func:`give_up_after_ms`."""
+        """Apart from the renewals: end the process when none ended for
+        :func:`give_up_after_ms` (the process was paused, or a renewal hangs on the network)."""
         limit_s = give_up_after_ms(self.ttl_ms) / 1000
         while not self._stopping.wait(0.1) and not self._lost.is_set():
-            silent_s = self._clock() - self._renewed_at
+            silent_s = self._clock() - self._answered_at
             if silent_s >= limit_s:
-                self._lose(LeaseLost(f"not renewed for {silent_s:.1f} s (TTL {self.ttl_ms} ms)"))
+                renewed_s = self._clock() - self._renewed_at
+                self._lose(LeaseLost(f"not renewed for {renewed_s:.1f} s (TTL {self.ttl_ms} ms)"))
 
     def _lose(self, lost: LeaseLost) -> None:
         if self._stopping.is_set() or self._lost.is_set():

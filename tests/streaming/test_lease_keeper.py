@@ -1,7 +1,8 @@
 """The job's and the mirror's lease keeper against a real SQLite sink (no Spark): renewals keep
-the lease, a takeover or renewals that fail for TTL - 2 s end the process (its exit observed
-here), a release hands over, a standby waits for the lease in the registry. Where a live holder
-must be seen as live, it runs in a process of its own (epoch locks are per process)."""
+the lease, a takeover or a renewal that hangs for TTL - 2 s ends the process (its exit observed
+here) while renewals refused at once (the sink down) do not, a release hands over, a standby
+waits for the lease in the registry. Where a live holder must be seen as live, it runs in a
+process of its own (epoch locks are per process)."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def test_a_takeover_calls_the_exit_with_lease_lost(url: str, sinks: list[Sink]) 
     assert other.lease(JOB_LEASE).holder == "standby"  # type: ignore[union-attr]
 
 
-def test_renewals_that_fail_for_ttl_minus_2s_call_the_exit(url: str, tmp_path: Path) -> None:
+def test_a_renewal_hanging_for_ttl_minus_2s_calls_the_exit(url: str, tmp_path: Path) -> None:
     exits = Exits()
     active = LeaseKeeper(open_sink(url), JOB_LEASE, 4_000, holder="active", on_lost=exits)
     active.take()
@@ -149,6 +150,35 @@ def test_renewals_that_fail_for_ttl_minus_2s_call_the_exit(url: str, tmp_path: P
         blocker.close()
         active.release()
     assert len(exits.reasons) == 1
+
+
+def test_renewals_refused_at_once_keep_the_holder_until_the_sink_is_back(
+    url: str, tmp_path: Path
+) -> None:
+    exits = Exits()
+    # A short busy timeout: while the database is locked, each renewal fails at once, as one
+    # against a stopped PostgreSQL does.
+    sink = open_sink(url, busy_timeout_ms=50)
+    active = LeaseKeeper(sink, JOB_LEASE, 2_000, holder="active", on_lost=exits)
+    active.take()
+    blocker = sqlite3.connect(tmp_path / "offsets.db", isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        # Three times the give-up margin (1 s) without a renewal: the holder runs on.
+        assert not exits.called.wait(3.0), exits.reasons
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    before = active.lease
+    try:
+        deadline = time.monotonic() + 5
+        while active.lease is before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert active.lease is not before, "not renewed once the sink was back"
+        assert active.lease.epoch == before.epoch  # type: ignore[union-attr]
+        assert not exits.reasons
+    finally:
+        active.release()
 
 
 def test_the_exit_margin_is_at_least_half_the_ttl() -> None:
