@@ -156,8 +156,9 @@ class JobConfig:
     #: another machine) or "auto" (executors when Spark runs in local mode, else the driver).
     rebuild_sink_writes: str = "auto"
     #: Milliseconds the deployment lease lasts without renewal: a dead active is replaced at
-    #: once, a paused or partitioned one once this passes (it stops itself 2 s before). The
-    #: holder renews every fifth of it (``streaming.spark.lease_keeper``).
+    #: once, a paused or partitioned one once this passes (it stops itself 2 s before; a sink
+    #: that refuses its renewals at once does not stop it). The holder renews every fifth of
+    #: it (``streaming.spark.lease_keeper``).
     lease_ttl_ms: int = 10_000
     #: Spark's master URL, e.g. local[4] or spark://host:7077; unset: $SPARK_MASTER, else
     #: local[*].
