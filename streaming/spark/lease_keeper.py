@@ -73,6 +73,8 @@ class LeaseKeeper:
         self.sink = sink
         self.name = name
         self.ttl_ms = ttl_ms
+        #: How long the holder runs on without a renewal ending (:func:`give_up_after_ms`).
+        self._give_up_s = give_up_after_ms(ttl_ms) / 1000
         self.holder = holder or lease_holder()
         self.lease: Lease | None = None
         self._on_lost = on_lost
@@ -166,7 +168,6 @@ class LeaseKeeper:
 
     def _renew(self) -> None:
         """Every TTL/5: renew; LeaseLost ends the process, other errors are tried again."""
-        limit_s = give_up_after_ms(self.ttl_ms) / 1000
         while not self._stopping.wait(self.ttl_ms / 5000) and not self._lost.is_set():
             try:
                 self.lease = self.sink.renew_lease(self.ttl_ms)
@@ -175,7 +176,7 @@ class LeaseKeeper:
                 self._lose(lost)
             except SinkError as exc:
                 now = self._clock()
-                if now - self._answered_at < limit_s:  # not after a pause: the sink is down
+                if now - self._answered_at < self._give_up_s:  # not after a pause: sink down
                     self._answered_at = now
                 silent_s = now - self._renewed_at
                 log.warning(
@@ -188,11 +189,10 @@ class LeaseKeeper:
     def _watch(self) -> None:
         """Apart from the renewals: end the process when none ended for
         :func:`give_up_after_ms` (the process was paused, or a renewal hangs on the network)."""
-        limit_s = give_up_after_ms(self.ttl_ms) / 1000
         while not self._stopping.wait(0.1) and not self._lost.is_set():
-            silent_s = self._clock() - self._answered_at
-            if silent_s >= limit_s:
-                renewed_s = self._clock() - self._renewed_at
+            now = self._clock()
+            if now - self._answered_at >= self._give_up_s:
+                renewed_s = now - self._renewed_at
                 self._lose(LeaseLost(f"not renewed for {renewed_s:.1f} s (TTL {self.ttl_ms} ms)"))
 
     def _lose(self, lost: LeaseLost) -> None:
