@@ -16,11 +16,13 @@ class Committer:
     """One transactional producer; :meth:`begin` opens a transaction left open until
     :meth:`commit` or :meth:`abort`."""
 
-    def __init__(self, bootstrap: str, ingest_topic: str) -> None:
+    def __init__(self, bootstrap: str, ingest_topic: str, **config: str) -> None:
+        """``config``: more librdkafka producer settings (e.g. ``{"compression.type": "zstd"}``
+        as ``**{...}``)."""
         self.ingest_topic = ingest_topic
         self.transactional_id = f"committer-{uuid.uuid4().hex[:8]}"
         self.producer = Producer(
-            {"bootstrap.servers": bootstrap, "transactional.id": self.transactional_id}
+            {"bootstrap.servers": bootstrap, "transactional.id": self.transactional_id, **config}
         )
         self.producer.init_transactions(30)
 
