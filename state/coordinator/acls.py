@@ -4,7 +4,8 @@ A tenant's rules are ``AclBinding``s without principal (the tenant) and host (an
 of the operation or ``ALL`` denies; else a matching ALLOW of the operation, ``ALL`` or one implying
 it (READ, WRITE, DELETE and ALTER imply DESCRIBE) allows; else denied (Kafka's
 ``allow.everyone.if.no.acl.found`` false). ``KafkaApis`` asks: OffsetCommit READ on the group and
-each topic; OffsetDelete DELETE on the group, READ on each topic; DeleteGroups DELETE on the group;
+each topic; TxnOffsetCommit WRITE on the transactional id first, then as OffsetCommit;
+OffsetDelete DELETE on the group, READ on each topic; DeleteGroups DELETE on the group;
 OffsetFetch and DescribeGroups DESCRIBE on the group (and each fetched topic).
 """
 
@@ -24,6 +25,7 @@ class ResourceType(Enum):
 
     GROUP = "GROUP"
     TOPIC = "TOPIC"
+    TRANSACTIONAL_ID = "TRANSACTIONAL_ID"
 
 
 class PatternType(Enum):
@@ -59,6 +61,11 @@ _IMPLIES: Mapping[AclOperation, frozenset[AclOperation]] = {
     else frozenset({op})
     for op in AclOperation
 }
+
+#: The operations that mean something on a TRANSACTIONAL_ID (``AclEntry.supportedOperations``).
+TRANSACTIONAL_ID_OPERATIONS: frozenset[AclOperation] = frozenset(
+    {AclOperation.ALL, AclOperation.WRITE, AclOperation.DESCRIBE}
+)
 
 #: The fields of a binding, as the configuration spells them (Kafka's AclBinding names).
 BINDING_FIELDS = (
@@ -98,6 +105,15 @@ class AclBinding:
         if self.pattern_type is PatternType.PREFIXED and self.resource_name == WILDCARD_RESOURCE:
             # Kafka refuses it too: "*" is a wildcard only as a LITERAL name.
             raise ValueError("resource_name: '*' is a wildcard only with pattern_type LITERAL")
+        if (
+            self.resource_type is ResourceType.TRANSACTIONAL_ID
+            and self.operation not in TRANSACTIONAL_ID_OPERATIONS
+        ):
+            # No API asks for it: such a rule would never match, a mistake in the configuration.
+            raise ValueError(
+                f"operation: {self.operation.value} is not an operation on TRANSACTIONAL_ID "
+                "(WRITE, DESCRIBE or ALL)"
+            )
 
     @staticmethod
     def parse(data: Mapping[str, Any], where: str = "") -> AclBinding:

@@ -221,6 +221,9 @@ _REASONS: dict[ErrorCode, str] = {
     ErrorCode.UNSTABLE_OFFSET_COMMIT: "an open transaction holds an offset commit of the group",
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "the tenant's ACLs refuse this operation on the topic",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "the tenant's ACLs refuse this operation on the group",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: (
+        "the tenant's ACLs refuse WRITE on the request's transactionalId"
+    ),
 }
 
 

@@ -69,9 +69,12 @@ def request_rows(
         "timeout_ms": None if isinstance(request, TxnOffsetCommitRequest) else request.timeout_ms,
     }
     if isinstance(request, OffsetCommitRequest | TxnOffsetCommitRequest):
-        # A TxnOffsetCommit's rows are an OffsetCommit's without retention; its transaction ids
-        # stay out: the transaction committed before the job read it, and no rule reads them.
+        # A TxnOffsetCommit's rows are an OffsetCommit's without retention, with its
+        # transactional id (a tenant's ACLs check it); producer id and epoch stay out: the
+        # transaction committed before the job read it, and no rule reads them.
         transactional = isinstance(request, TxnOffsetCommitRequest)
+        if transactional:
+            head["transactional_id"] = request.transactional_id
         head.update(
             api=(Api.TXN_OFFSET_COMMIT if transactional else Api.OFFSET_COMMIT).value,
             generation_id=request.generation_id,
@@ -145,6 +148,7 @@ _HEAD_COLUMNS = (
     "protocol",
     "leader",
     "timeout_ms",
+    "transactional_id",
 )
 
 
@@ -176,6 +180,7 @@ class SegmentedFrame:
                 None,  # protocol
                 None,  # leader
                 commit.timeout_ms,
+                None,  # transactional_id
             )
         )
         n = len(commit.partitions)

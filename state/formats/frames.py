@@ -44,9 +44,15 @@ GROUP_METADATA_FIELDS = [
 ]
 #: The optional request ``timeoutMs`` (null or absent: ``request_timeout_ms``).
 REQUEST_TIMEOUT_FIELD = pa.field("timeout_ms", pa.int32())
-#: ``REQUEST_FRAME_SCHEMA`` plus ``GROUP_METADATA_FIELDS`` and ``REQUEST_TIMEOUT_FIELD``.
+#: A TxnOffsetCommit's ``transactionalId`` (null on other APIs; a TxnOffsetCommit without one is
+#: refused: it names no transaction).
+TRANSACTIONAL_ID_FIELD = pa.field("transactional_id", pa.string())
+#: ``REQUEST_FRAME_SCHEMA`` plus ``GROUP_METADATA_FIELDS``, ``REQUEST_TIMEOUT_FIELD`` and
+#: ``TRANSACTIONAL_ID_FIELD``.
 EXTENDED_REQUEST_FRAME_SCHEMA = pa.schema(
-    list(REQUEST_FRAME_SCHEMA) + GROUP_METADATA_FIELDS + [REQUEST_TIMEOUT_FIELD]
+    list(REQUEST_FRAME_SCHEMA)
+    + GROUP_METADATA_FIELDS
+    + [REQUEST_TIMEOUT_FIELD, TRANSACTIONAL_ID_FIELD]
 )
 
 #: Records to append to the offsets topic, in the order they must be applied.

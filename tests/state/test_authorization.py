@@ -1,5 +1,6 @@
 """Tenants' ACLs: Kafka's ``StandardAuthorizer`` decisions (``state.coordinator.acls``) and the
-shard's answers to a tenant's requests (``state.engine.apply.authorization``): the group first
+shard's answers to a tenant's requests (``state.engine.apply.authorization``): a TxnOffsetCommit's
+transactional id first (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then the group
 (GROUP_AUTHORIZATION_FAILED, nothing applied), then each topic (TOPIC_AUTHORIZATION_FAILED for
 those partitions only), the rest applied as if the refused parts had never been sent."""
 
@@ -41,8 +42,9 @@ from tests.state.strategies import (
     txn_commits,
 )
 
-GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+GROUP, TOPIC, TXN_ID = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
 READ, DELETE, DESCRIBE = AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE
+WRITE = AclOperation.WRITE
 LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 CONFIG = CoordinatorConfig()
@@ -136,6 +138,40 @@ def test_bindings_parse_from_configuration_naming_the_bad_field() -> None:
         AclBinding.parse(good | {"resource_name": "*"})
 
 
+def test_transactional_ids_match_literal_prefixed_and_deny_as_in_kafka() -> None:
+    auth = Authorizer.of(
+        [
+            acl(TXN_ID, PREFIXED, "team-a.", WRITE),
+            acl(TXN_ID, LITERAL, "team-a.payments", WRITE, DENY),
+            acl(TXN_ID, LITERAL, "shared-txn", WRITE),
+            acl(GROUP, LITERAL, "*", READ),  # another resource type: no transactional id
+        ]
+    )
+    assert auth.authorize(TXN_ID, "team-a.orders", WRITE)
+    assert auth.authorize(TXN_ID, "team-a.orders", DESCRIBE)  # WRITE implies DESCRIBE
+    assert not auth.authorize(TXN_ID, "team-a.payments", WRITE)  # DENY wins
+    assert auth.authorize(TXN_ID, "shared-txn", WRITE)
+    assert not auth.authorize(TXN_ID, "shared-txn-2", WRITE)
+    assert not auth.authorize(TXN_ID, "team-b.orders", WRITE)
+    assert not auth.authorize(TXN_ID, "team-a.orders", READ)
+    assert Authorizer.of([acl(TXN_ID, LITERAL, "*", WRITE)]).authorize(TXN_ID, "any", WRITE)
+
+
+def test_a_transactional_id_binding_parses_and_refuses_an_operation_no_api_asks_for() -> None:
+    table = {
+        "resource_type": "transactional_id",
+        "pattern_type": "PREFIXED",
+        "resource_name": "team-a.",
+        "operation": "WRITE",
+        "permission_type": "ALLOW",
+    }
+    assert AclBinding.parse(table) == acl(TXN_ID, PREFIXED, "team-a.", WRITE)
+    with pytest.raises(
+        ValueError, match=r"tenants\[1\]\.acls\[0\]: operation: READ is not an operation on TRANS"
+    ):
+        AclBinding.parse(table | {"operation": "read"}, "tenants[1].acls[0]: ")
+
+
 # --- the shard's answers -----------------------------------------------------------------------
 
 
@@ -190,6 +226,44 @@ def test_offset_delete_and_delete_groups_need_delete_on_the_group() -> None:
     assert snapshot(result.state).get(G) is None
 
 
+def _txn(group: str, transactional_id: str, *parts: PartitionCommit) -> TxnOffsetCommitRequest:
+    return TxnOffsetCommitRequest("x", group, transactional_id, 7, 0, parts)
+
+
+def test_a_txn_offset_commit_needs_write_on_its_transactional_id_before_anything_else() -> None:
+    """53 on every partition of a refused request, before the group and topics are looked at
+    (the group here is refused too); an allowed one goes on to the group and topic checks."""
+    t0, u1 = PartitionCommit("t", 0, 5), PartitionCommit("u", 1, 6)
+    auth = Authorizer.of(
+        [
+            acl(TXN_ID, PREFIXED, "app-", WRITE),
+            acl(TXN_ID, LITERAL, "app-denied", WRITE, DENY),
+            acl(GROUP, LITERAL, G, READ),
+            acl(TOPIC, LITERAL, "t", READ),
+        ]
+    )
+    requests: list[Request] = [
+        _txn(G, "other", t0, u1),
+        _txn(H, "app-denied", t0),  # H refused too: 53 comes first
+        _txn(G, "app-1", t0, u1),
+        _txn(H, "app-2", t0),
+    ]
+    result = _apply(requests, auth)
+    assert _codes(result) == [
+        (0, "t", 0, 53),
+        (0, "u", 1, 53),
+        (1, "t", 0, 53),
+        (2, "t", 0, 0),
+        (2, "u", 1, 29),
+        (3, "t", 0, 30),
+    ]
+    assert set(snapshot(result.state)[G].offsets) == {TopicPartition("t", 0)}
+    assert snapshot(result.state).get(H) is None
+    # A plain OffsetCommit asks nothing of a transactional id.
+    plain = OffsetCommitRequest("p", G, (t0,))
+    assert _codes(_apply([plain], Authorizer.of(auth.bindings[2:]))) == [(0, "t", 0, 0)]
+
+
 def test_without_an_authorizer_nothing_is_checked() -> None:
     request = OffsetCommitRequest("r", G, (PartitionCommit("t", 0, 5),))
     assert _codes(_apply([request], None)) == [(0, "t", 0, 0)]
@@ -198,25 +272,40 @@ def test_without_an_authorizer_nothing_is_checked() -> None:
 
 # --- a property: a tenant's batch is the batch of what its ACLs allow --------------------------
 
-bindings = st.builds(
-    AclBinding,
-    resource_type=st.sampled_from([GROUP, TOPIC]),
-    pattern_type=st.just(LITERAL),
-    resource_name=st.sampled_from([*GROUPS, *TOPICS, "*"]),
-    operation=st.sampled_from([READ, DELETE, AclOperation.ALL, DESCRIBE]),
-    permission_type=st.sampled_from([ALLOW, ALLOW, DENY]),
-) | st.builds(
-    AclBinding,
-    resource_type=st.sampled_from([GROUP, TOPIC]),
-    pattern_type=st.just(PREFIXED),
-    resource_name=st.sampled_from(["g", "t", "u", GROUPS[0][:2]]),
-    operation=st.sampled_from([READ, DELETE, AclOperation.ALL]),
-    permission_type=st.sampled_from([ALLOW, ALLOW, DENY]),
+bindings = (
+    st.builds(
+        AclBinding,
+        resource_type=st.sampled_from([GROUP, TOPIC]),
+        pattern_type=st.just(LITERAL),
+        resource_name=st.sampled_from([*GROUPS, *TOPICS, "*"]),
+        operation=st.sampled_from([READ, DELETE, AclOperation.ALL, DESCRIBE]),
+        permission_type=st.sampled_from([ALLOW, ALLOW, DENY]),
+    )
+    | st.builds(
+        AclBinding,
+        resource_type=st.just(TXN_ID),
+        pattern_type=st.sampled_from([LITERAL, PREFIXED]),
+        resource_name=st.sampled_from(["tx-1", "tx-2", "tx-"]),
+        operation=st.sampled_from([WRITE, AclOperation.ALL, DESCRIBE]),
+        permission_type=st.sampled_from([ALLOW, ALLOW, DENY]),
+    )
+    | st.builds(
+        AclBinding,
+        resource_type=st.sampled_from([GROUP, TOPIC]),
+        pattern_type=st.just(PREFIXED),
+        resource_name=st.sampled_from(["g", "t", "u", GROUPS[0][:2]]),
+        operation=st.sampled_from([READ, DELETE, AclOperation.ALL]),
+        permission_type=st.sampled_from([ALLOW, ALLOW, DENY]),
+    )
 )
 
 
 def _allowed_part(request: Request, auth: Authorizer) -> Request | None:
     """What Kafka hands its coordinator of ``request`` under ``auth`` (None: nothing)."""
+    if isinstance(request, TxnOffsetCommitRequest) and not auth.authorize(
+        TXN_ID, request.transactional_id, WRITE
+    ):
+        return None
     if isinstance(request, OffsetCommitRequest | TxnOffsetCommitRequest):
         if not auth.authorize(GROUP, request.group_id, READ):
             return None
@@ -259,7 +348,10 @@ def test_a_tenant_batch_applies_exactly_what_its_acls_allow(
     assert checked.records.to_pylist() == plain.records.to_pylist()
     for row in checked.responses.to_pylist():
         request = requests[row["ingest_offset"]]
-        if row["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+        if row["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            assert isinstance(request, TxnOffsetCommitRequest)
+            assert not auth.authorize(TXN_ID, request.transactional_id, WRITE)
+        elif row["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED:
             assert _allowed_part(request, auth) is None
         elif row["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             assert not auth.authorize(TOPIC, row["topic"], READ)

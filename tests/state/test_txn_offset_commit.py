@@ -246,26 +246,57 @@ def test_mixed_with_other_apis_the_shard_answers_as_the_reference() -> None:
     run.batch([txn(G, generation_id=2, member_id="m2"), txn(G, generation_id=1)], T0 + 5)
 
 
-# --- ACLs: READ on the group, then on each topic -----------------------------------------------
+# --- ACLs: WRITE on the transactional id, then READ on the group, then on each topic ----------
 
 
-def _acl(resource: ResourceType, name: str) -> AclBinding:
-    return AclBinding(
-        resource, PatternType.LITERAL, name, AclOperation.READ, AclPermissionType.ALLOW
-    )
+def _acl(
+    resource: ResourceType, name: str, operation: AclOperation = AclOperation.READ
+) -> AclBinding:
+    return AclBinding(resource, PatternType.LITERAL, name, operation, AclPermissionType.ALLOW)
 
 
-def test_acls_read_on_the_group_then_on_each_topic() -> None:
+def test_acls_write_on_the_transactional_id_then_read_on_the_group_then_on_each_topic() -> None:
     request = txn(G, P0, PartitionCommit("u", 1, 6))
     frame = frame_from_requests([request], 0, T0)
-    topics_only = Authorizer.of([_acl(ResourceType.TOPIC, "*")])
+    txn_id = _acl(ResourceType.TRANSACTIONAL_ID, "tx-1", AclOperation.WRITE)
+    group_and_topics = [_acl(ResourceType.GROUP, G), _acl(ResourceType.TOPIC, "*")]
+    # Kafka asks for the transactional id first: refused, the group is not even looked at.
+    no_txn = Authorizer.of([_acl(ResourceType.TOPIC, "*")])
+    refused = apply_batch(empty_shard(SHARD, CONFIG), frame, T0, CONFIG, authorizer=no_txn)
+    assert refused.responses["error_code"].to_pylist() == [53, 53]
+    assert refused.records.num_rows == 0
+    without_txn = Authorizer.of(group_and_topics)
+    refused = apply_batch(empty_shard(SHARD, CONFIG), frame, T0, CONFIG, authorizer=without_txn)
+    assert refused.responses["error_code"].to_pylist() == [53, 53]
+    topics_only = Authorizer.of([txn_id, _acl(ResourceType.TOPIC, "*")])
     refused = apply_batch(empty_shard(SHARD, CONFIG), frame, T0, CONFIG, authorizer=topics_only)
     assert refused.responses["error_code"].to_pylist() == [30, 30]
     assert refused.records.num_rows == 0
-    group_and_t = Authorizer.of([_acl(ResourceType.GROUP, G), _acl(ResourceType.TOPIC, "t")])
+    group_and_t = Authorizer.of(
+        [txn_id, _acl(ResourceType.GROUP, G), _acl(ResourceType.TOPIC, "t")]
+    )
     partial = apply_batch(empty_shard(SHARD, CONFIG), frame, T0, CONFIG, authorizer=group_and_t)
     assert partial.responses["error_code"].to_pylist() == [0, 29]
     assert set(snapshot(partial.state)[G].offsets) == {TopicPartition("t", 0)}
+
+
+def test_a_txn_offset_commit_naming_no_transactional_id_is_refused_not_given_txn_rules() -> None:
+    """A frame's TxnOffsetCommit rows without a transactional id (the decoder already refuses
+    such a message): INVALID_REQUEST on each partition, nothing applied, with or without ACLs."""
+    frame = frame_from_requests([txn(G, P0, PartitionCommit("u", 1, 6))], 0, T0)
+    for missing in (pa.nulls(2, pa.string()), pa.array(["", ""])):
+        at = frame.schema.get_field_index("transactional_id")
+        bare = frame.set_column(at, "transactional_id", missing)
+        for authorizer in (
+            None,
+            Authorizer.of([_acl(ResourceType.TRANSACTIONAL_ID, "*", AclOperation.WRITE)]),
+        ):
+            result = apply_batch(
+                empty_shard(SHARD, CONFIG), bare, T0, CONFIG, authorizer=authorizer
+            )
+            assert result.responses["error_code"].to_pylist() == [42, 42]
+            assert "transactionalId: missing" in result.responses["error_reason"][0].as_py()
+            assert result.records.num_rows == 0
 
 
 # --- ingest messages to counters ---------------------------------------------------------------

@@ -90,8 +90,10 @@ def _rules(*rows: tuple[str, str, str, str, str]) -> tuple[AclBinding, ...]:
 
 
 #: Team A: its prefix's groups, one literal group, deletes only of its cleanup group, the
-#: orders topic but not the secret one, and a DENY that beats its prefix's ALLOW.
+#: orders topic but not the secret one, a DENY that beats its prefix's ALLOW, and its prefix's
+#: transactional ids (TxnOffsetCommit).
 TEAM_A_RULES = _rules(
+    ("TRANSACTIONAL_ID", "PREFIXED", "team-a.", "WRITE", "ALLOW"),
     ("GROUP", "PREFIXED", "team-a.", "READ", "ALLOW"),
     ("GROUP", "LITERAL", "shared", "READ", "ALLOW"),
     ("GROUP", "LITERAL", "team-a.cleanup", "DELETE", "ALLOW"),

@@ -1,6 +1,8 @@
 """A row check of ``apply_batch`` for tenants: Kafka's ACLs over whole columns, as ``KafkaApis``
 checks them before the coordinator sees a request.
 
+0. a TxnOffsetCommit's transactional id: WRITE (``handleTxnOffsetCommitRequest`` asks it first);
+   refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, nothing applied;
 1. the group: READ for OffsetCommit, TxnOffsetCommit and GroupMetadata, DELETE for OffsetDelete
    and DeleteGroups; refused: GROUP_AUTHORIZATION_FAILED on every partition of a commit
    (``OffsetCommitRequest.getErrorResponse``, ``TxnOffsetCommitRequest``'s alike), request-level
@@ -8,9 +10,10 @@ checks them before the coordinator sees a request.
 2. then each partition's topic: READ for both commits and OffsetDelete; refused:
    TOPIC_AUTHORIZATION_FAILED on those partitions only, the others go on.
 
-Rows without a group id or topic are left to the checks that answer them. Kafka checks a
-TxnOffsetCommit's WRITE on its transactional id first; here the ingest cluster checks it, when
-the producer joins the ingest topic to its transaction."""
+Rows without a group id, topic or transactional id are left to the checks that answer them. The
+transactional id is the one the request names: the job does not see a record's producer id, so
+it cannot tell that the record was written in that transaction (the cluster's own WRITE on the
+TransactionalId, which its producer needed, is what binds the two)."""
 
 from __future__ import annotations
 
@@ -67,6 +70,20 @@ def authorize_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Answer the rows of ``commit`` and ``other`` that ``authorizer`` refuses; return both masks
     without them. ``first`` marks each request's first row."""
+    all_rows = np.arange(batch.n)
+    txn = commit & (batch.api == TXN_OFFSET_COMMIT)
+    if txn.any():
+        idx = np.flatnonzero(txn)
+        txn_ok = np.ones(batch.n, dtype=bool)
+        txn_ok[idx] = _allowed(
+            authorizer,
+            ResourceType.TRANSACTIONAL_ID,
+            batch.col("transactional_id").take(pa.array(idx)),
+            AclOperation.WRITE,
+        )
+        refused = txn & ~txn_ok
+        answers.add(all_rows[refused], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, False)
+        commit = commit & txn_ok
     groups = batch.col("group_id")
     group_ok = np.ones(batch.n, dtype=bool)
     for api, operation in _GROUP_OPERATION.items():
@@ -76,7 +93,6 @@ def authorize_rows(
             group_ok[idx] = _allowed(
                 authorizer, ResourceType.GROUP, groups.take(pa.array(idx)), operation
             )
-    all_rows = np.arange(batch.n)
     refused = commit & ~group_ok
     answers.add(all_rows[refused], ErrorCode.GROUP_AUTHORIZATION_FAILED, False)
     commit = commit & group_ok

@@ -13,7 +13,12 @@ import pyarrow.compute as pc
 
 from state.coordinator.requests import Api
 from state.engine.columns import arrow_column, numpy_column, python_list
-from state.formats.frames import GROUP_METADATA_FIELDS, REQUEST_FRAME_SCHEMA, REQUEST_TIMEOUT_FIELD
+from state.formats.frames import (
+    GROUP_METADATA_FIELDS,
+    REQUEST_FRAME_SCHEMA,
+    REQUEST_TIMEOUT_FIELD,
+    TRANSACTIONAL_ID_FIELD,
+)
 
 #: The APIs a frame may carry, by their index in ``Batch.api``.
 APIS = [
@@ -28,7 +33,7 @@ _API_SET = pa.array(APIS)
 #: ``Batch.api`` of a row whose API is not one of ``APIS``.
 UNKNOWN_API = -1
 #: The columns a frame may lack (each then all null): ``as_table`` adds them.
-OPTIONAL_FIELDS = [*GROUP_METADATA_FIELDS, REQUEST_TIMEOUT_FIELD]
+OPTIONAL_FIELDS = [*GROUP_METADATA_FIELDS, REQUEST_TIMEOUT_FIELD, TRANSACTIONAL_ID_FIELD]
 #: ``Batch.timeout`` of a request without its own timeout (the coordinator's default applies).
 DEFAULT_TIMEOUT = -1
 

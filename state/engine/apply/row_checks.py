@@ -1,16 +1,19 @@
 """Step 1 of ``apply_batch``: the checks that need no state, over whole columns.
 
 In order of precedence: the decoder's rejections (their own code and reason), rows without a
-request id (dead letters), unknown APIs, requests past their deadline (REQUEST_TIMED_OUT:
-``state.coordinator.deadlines``), commits listing no partitions (NONE, as Kafka answers them
-without the coordinator), a tenant's ACLs (``authorization``), null offsets (INVALID_REQUEST),
-invalid topics or partitions (UNKNOWN_TOPIC_OR_PARTITION)."""
+request id (dead letters), unknown APIs, a TxnOffsetCommit naming no transactional id
+(INVALID_REQUEST: it is no transaction's, and must not get a transaction's rules), requests past
+their deadline (REQUEST_TIMED_OUT: ``state.coordinator.deadlines``), commits listing no
+partitions (NONE, as Kafka answers them without the coordinator), a tenant's ACLs
+(``authorization``), null offsets (INVALID_REQUEST), invalid topics or partitions
+(UNKNOWN_TOPIC_OR_PARTITION)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow.compute as pc
 
 from state.coordinator.acls import Authorizer
 from state.coordinator.config import CoordinatorConfig
@@ -79,6 +82,14 @@ def check_rows(
         )
     alive &= ~unknown_api
 
+    no_transaction = alive & (batch.api == TXN_OFFSET_COMMIT) & _no_transactional_id(batch)
+    if no_transaction.any():
+        # On every partition, as Kafka answers a commit it refuses whole.
+        idx = all_rows[no_transaction]
+        reason = "transactionalId: missing: a TxnOffsetCommit names the transaction it is in"
+        answers.add(idx, ErrorCode.INVALID_REQUEST, False, [reason] * idx.size)
+        alive &= ~no_transaction
+
     # A request's rows share its message's timestamp and timeout: all of them are refused.
     timed_out = alive & _timed_out(batch, now_ms, config)
     if timed_out.any():
@@ -112,6 +123,12 @@ def check_rows(
     answers.add(all_rows[bad_topic], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, False)
     commit &= ~bad_topic
     return CheckedRows(commit, other, first)
+
+
+def _no_transactional_id(batch: Batch) -> np.ndarray:
+    """Per row: its ``transactional_id`` is null or empty."""
+    ids = batch.col("transactional_id")
+    return np.asarray(pc.fill_null(pc.equal(ids, ""), True), dtype=bool)
 
 
 def _timed_out(batch: Batch, now_ms: int, config: CoordinatorConfig) -> np.ndarray:
