@@ -29,11 +29,14 @@ class Statements(Protocol):
 
 
 class Fence(NamedTuple):
-    """The lease this sink holds: its writes commit only while the row carries ``epoch``."""
+    """The lease this sink holds: its writes commit only while the row carries ``epoch``.
+    With ``ttl_ms``, where writes hold renewals off (SQLite), each write renews the lease to
+    ``ttl_ms`` from its commit."""
 
     name: str
     epoch: int
     holder: str
+    ttl_ms: int | None = None
 
 
 def lost_message(url: str, fence: Fence, found: Lease | None) -> str:
@@ -55,6 +58,10 @@ class SinkCore(ABC, CloseOnExit):
     dialect_name: ClassVar[str]
     #: The driver's base exception: what the backend's connection raises.
     _driver_error: ClassVar[type[Exception]]
+    #: Whether a write transaction keeps the lease's renewal (another connection) waiting until
+    #: it ends: SQLite's single writer. PostgreSQL's fencing check locks the lease row FOR KEY
+    #: SHARE, which a renewal's UPDATE does not wait for (a takeover's FOR UPDATE does).
+    writes_hold_off_renewals: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -79,6 +86,11 @@ class SinkCore(ABC, CloseOnExit):
         self._conn: Any = None
         #: Set while this sink holds a deployment lease (``connectors.sinks.lease``).
         self._fence: Fence | None = None
+        #: Whether a fenced write, past its fencing check, is in progress where writes hold
+        #: renewals off: it holds the write lock, so no takeover can commit meanwhile.
+        self.lease_writing = False
+        #: How many fenced writes renewed the lease as they committed.
+        self.lease_renewals_by_write = 0
 
     @abstractmethod
     def _connect(self) -> Any:
@@ -178,15 +190,49 @@ class SinkCore(ABC, CloseOnExit):
         if self.read_only:
             raise SinkError(f"{self.url} is open read-only")
 
-    def _write(self, body: Callable[[Statements], bool], action: str) -> None:
-        """Run ``body`` in one write transaction, fenced by the held lease if any; SinkError
-        naming ``action`` on failure, LeaseLost (rolled back) when the lease is lost."""
+    def _write(
+        self,
+        body: Callable[[Statements], bool],
+        action: str,
+        *,
+        retry: Callable[[], bool] = lambda: False,
+        error: type[SinkError] = SinkError,
+    ) -> None:
+        """Run ``body`` in one write transaction, fenced by the held lease if any; ``error``
+        naming ``action`` on failure (run again on a fresh connection when the first was lost
+        and ``retry()``), LeaseLost (rolled back) when the lease is lost. Where writes hold
+        renewals off, a fenced write that commits renews the lease (:class:`Fence`), and
+        :attr:`lease_writing` says meanwhile that the holder is at work."""
+        renews = self.writes_hold_off_renewals
+        renewed = False
 
         def fenced(tx: Statements) -> bool:
-            self._check_fence(tx)
-            return body(tx)
+            nonlocal renewed
+            fence = self._check_fence(tx)
+            if renews and fence is not None:
+                self.lease_writing = True
+            if not body(tx):
+                return False
+            if renews and fence is not None and fence.ttl_ms is not None:
+                self._renew_in(tx, fence)
+                renewed = True
+            return True
 
-        self._on_connection(lambda conn: self._transaction(conn, fenced), action)
+        try:
+            self._on_connection(
+                lambda conn: self._transaction(conn, fenced), action, retry=retry, error=error
+            )
+        finally:
+            self.lease_writing = False
+        if renewed:
+            self.lease_renewals_by_write += 1
+
+    def _renew_in(self, tx: Statements, fence: Fence) -> None:
+        """Renew ``fence``'s lease to its TTL from now inside ``tx``; LeaseLost when the row
+        does not carry its epoch and holder."""
+        params = (fence.ttl_ms, fence.name, fence.epoch, fence.holder)
+        if tx.execute(self._sql["renew_lease"], params).rowcount != 1:
+            raise LeaseLost(lost_message(self.url, fence, None))
 
     def _write_one(self, name: str, params: Sequence[Any], action: str) -> None:
         """Statement ``name`` on its own: in a fenced transaction while a lease is held."""
@@ -200,13 +246,15 @@ class SinkCore(ABC, CloseOnExit):
 
             self._write(one, action)
 
-    def _check_fence(self, tx: Statements) -> None:
+    def _check_fence(self, tx: Statements) -> Fence | None:
         """LeaseLost unless the held lease's row still carries its epoch; the row stays locked
-        (shared) to the end of ``tx``, so no takeover commits between this check and it."""
+        (shared) to the end of ``tx``, so no takeover commits between this check and it. The
+        fence checked, None when no lease is held."""
         fence = self._fence
         if fence is None:
-            return
+            return None
         row = tx.execute(self._sql["lease"], (fence.name,)).fetchone()
         if row is None or row[0] != fence.epoch:
             found = Lease(fence.name, *row[:4]) if row else None
             raise LeaseLost(lost_message(self.url, fence, found))
+        return fence

@@ -10,7 +10,11 @@ paused or partitioned one after ``expires_at_ms``. Locking per epoch keeps a hol
 over by expiry (while the paused one still holds its old lock) from looking dead.
 
 Once acquired, every write transaction of this sink first checks that the row still carries
-its epoch (``SinkCore._check_fence``) and otherwise rolls back with :class:`LeaseLost`.
+its epoch (``SinkCore._check_fence``) and otherwise rolls back with :class:`LeaseLost`. The
+check holds off a takeover until the write commits, never the holder's own renewal: on
+PostgreSQL it locks the row FOR KEY SHARE, which a renewal's UPDATE passes and a contender's
+FOR UPDATE does not (a contender skips a locked row: a holder at work is alive); SQLite has one
+writer at a time, so there a holder's write renews the lease as it commits.
 
 The processes waiting to take a lease over register as its standbys (one row each, a heartbeat
 every second, unfenced), so operators see whether a takeover is ready.
@@ -108,9 +112,10 @@ class Leases(SinkCore):
 
         def take(tx: Statements) -> bool:
             tx.execute(self._sql["insert_lease"], (name,))
-            epoch, current, _, expires, now = tx.execute(
-                self._sql["lease_for_update"], (name,)
-            ).fetchone()
+            row = tx.execute(self._sql["lease_for_update"], (name,)).fetchone()
+            if row is None:
+                return False  # locked: its holder is writing or renewing (PostgreSQL)
+            epoch, current, _, expires, now = row
             if current == holder:
                 new = epoch
             elif current and expires > now and not self._try_lock(tx, name, epoch, locked):
@@ -136,21 +141,28 @@ class Leases(SinkCore):
         self._fence = Fence(name, taken[0], holder)
         return self.lease(name)
 
-    def fence_writes(self, name: str, epoch: int, holder: str) -> None:
-        """Fence this sink's writes by a lease another sink holds for this deployment (a Spark
-        worker of the holder writing rebuilt state): they roll back with LeaseLost once
-        ``epoch`` is not the row's. Takes no lock and renews nothing."""
-        self._fence = Fence(name, epoch, holder)
+    def fence_writes(self, name: str, epoch: int, holder: str, ttl_ms: int | None = None) -> None:
+        """Fence this sink's writes by a lease another sink holds for this deployment (the
+        holder's writer, or a Spark worker of it writing rebuilt state): they roll back with
+        LeaseLost once ``epoch`` is not the row's. Takes no lock; with ``ttl_ms``, where writes
+        hold renewals off (SQLite), each write renews the lease as it commits."""
+        self._fence = Fence(name, epoch, holder, ttl_ms)
 
     def renew_lease(self, ttl_ms: int) -> Lease:
         """Extend the held lease to ``ttl_ms`` from now; LeaseLost when its epoch is not ours
-        any more (the holder must stop writing)."""
+        any more (the holder must stop writing), or when the lock on its epoch, dropped with a
+        lost connection, cannot be taken again (a contender holds it: it found this holder
+        dead and is taking over)."""
         fence = self._held_fence()
         renewed = 0
 
         def renew(tx: Statements) -> bool:
             nonlocal renewed
-            self._lock_epoch(tx, fence.name, fence.epoch)  # again after a reconnection
+            if not self._lock_epoch(tx, fence.name, fence.epoch):  # after a reconnection
+                raise LeaseLost(
+                    f"{self.url}: lease {fence.name} epoch {fence.epoch}: its epoch lock is"
+                    " held by another process (taking over): stop writing"
+                )
             params = (ttl_ms, fence.name, fence.epoch, fence.holder)
             renewed = tx.execute(self._sql["renew_lease"], params).rowcount
             return True

@@ -31,6 +31,7 @@ class SqliteSink(Sink):
 
     dialect_name = "sqlite"
     _driver_error = sqlite3.Error
+    writes_hold_off_renewals = True
 
     def __init__(
         self,

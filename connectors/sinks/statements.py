@@ -199,17 +199,22 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         # One row (id 1); bound only to the cluster it holds, if any.
         "source_cluster": _select(src, "cluster_id", "cluster_name", "updated_at_ms"),
         "bind_source": upsert_all(src, "id"),
-        # --- the deployment lease (connectors.sinks.lease); FOR SHARE: a write's fencing
-        # check holds off a takeover until the write commits (SQLite: BEGIN IMMEDIATE does).
+        # --- the deployment lease (connectors.sinks.lease). FOR KEY SHARE: a write's fencing
+        # check holds off a takeover (FOR UPDATE) until the write commits, but not the holder's
+        # renewal (an UPDATE of no key column); SQLite: BEGIN IMMEDIATE holds off both.
         "lease": (
-            sa.select(*lease_row).where(ls.c.name == _p("name")).with_for_update(read=True),
+            sa.select(*lease_row)
+            .where(ls.c.name == _p("name"))
+            .with_for_update(read=True, key_share=True),
             ("name",),
         ),
         # Readers' (a read-only PostgreSQL transaction refuses FOR SHARE).
         "read_lease": (sa.select(*lease_row).where(ls.c.name == _p("name")), ("name",)),
         "leases": (sa.select(ls.c.name, *lease_row).order_by(ls.c.name), ()),
+        # A contender skips a row locked by the holder's write or renewal (the holder is alive)
+        # instead of waiting the write out.
         "lease_for_update": (
-            sa.select(*lease_row).where(ls.c.name == _p("name")).with_for_update(),
+            sa.select(*lease_row).where(ls.c.name == _p("name")).with_for_update(skip_locked=True),
             ("name",),
         ),
         "insert_lease": (

@@ -59,7 +59,6 @@ class Writes(SinkCore):
 
         def apply(tx: Statements) -> bool:
             nonlocal begun, last_batch_id
-            self._check_fence(tx)
             last_batch_id = self._last_batch_id(tx)
             begun = True
             if batch_id <= last_batch_id:
@@ -77,8 +76,8 @@ class Writes(SinkCore):
 
         # A connection that died while idle is replaced and the batch runs again on a new one:
         # nothing of it reached the server.
-        self._on_connection(
-            lambda conn: self._transaction(conn, apply),
+        self._write(
+            apply,
             f"batch {batch_id} not written (replaying it is safe)",
             retry=lambda: not begun,
             error=SinkWriteError,

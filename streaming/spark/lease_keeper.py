@@ -10,7 +10,10 @@ or one whose renewal hangs on a partitioned network, stops before a standby may 
 holder whose renewals fail at once (the sink is down) keeps running: it writes nothing the sink
 does not take, every write is fenced, and its first renewal once the sink is back renews or
 finds the lease taken. The sinks that write for the holder are fenced with
-:meth:`LeaseKeeper.fence`.
+:meth:`LeaseKeeper.fence`. A holder's own writes never cost it the lease: on PostgreSQL a
+renewal does not wait for them; on SQLite, where it must, a write in progress holds the write
+lock (no standby can take over meanwhile), counts as a renewal for the watchdog and renews the
+lease as it commits.
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ class LeaseKeeper:
         #: When the last renewal ended, renewed or refused by a failing sink (never one hanging).
         self._answered_at = 0.0
         self._threads: list[threading.Thread] = []
+        #: The sinks fenced by the held lease whose writes hold renewals off (SQLite).
+        self._writers: list[Sink] = []
+        self._renewals_by_write = 0
 
     def take(self) -> Lease:
         """Acquire the lease now (free, expired, or its holder dead) and keep it; LeaseHeld,
@@ -131,9 +137,13 @@ class LeaseKeeper:
         )
 
     def fence(self, sink: Sink) -> None:
-        """Fence ``sink``'s writes by the held lease: they fail once another holder took it."""
+        """Fence ``sink``'s writes by the held lease: they fail once another holder took it.
+        Where its writes hold renewals off, each renews the lease as it commits, and one in
+        progress keeps the watchdog quiet (the holder is at work, and holds the write lock)."""
         assert self.lease is not None, "take or wait first"
-        sink.fence_writes(self.name, self.lease.epoch, self.holder)
+        sink.fence_writes(self.name, self.lease.epoch, self.holder, self.ttl_ms)
+        if sink.writes_hold_off_renewals:
+            self._writers.append(sink)
 
     def fence_token(self) -> tuple[str, int, str] | None:
         """(name, epoch, holder) of the held lease, for Spark workers' sinks; None before."""
@@ -169,6 +179,8 @@ class LeaseKeeper:
     def _renew(self) -> None:
         """Every TTL/5: renew; LeaseLost ends the process, other errors are tried again."""
         while not self._stopping.wait(self.ttl_ms / 5000) and not self._lost.is_set():
+            if self._writing():
+                continue  # the write renews the lease as it commits; a renewal would wait
             try:
                 self.lease = self.sink.renew_lease(self.ttl_ms)
                 self._renewed_at = self._answered_at = self._clock()
@@ -178,6 +190,8 @@ class LeaseKeeper:
                 now = self._clock()
                 if now - self._answered_at < self._give_up_s:  # not after a pause: sink down
                     self._answered_at = now
+                if self._writing():
+                    continue  # it waited for the holder's own write, which renews on commit
                 silent_s = now - self._renewed_at
                 log.warning(
                     "lease %s: renewal failed (%s), not renewed for %.1f s; trying again",
@@ -191,9 +205,19 @@ class LeaseKeeper:
         :func:`give_up_after_ms` (the process was paused, or a renewal hangs on the network)."""
         while not self._stopping.wait(0.1) and not self._lost.is_set():
             now = self._clock()
+            renewals = sum(sink.lease_renewals_by_write for sink in self._writers)
+            if renewals != self._renewals_by_write:
+                self._renewals_by_write = renewals
+                self._renewed_at = self._answered_at = now
+            if self._writing():
+                self._answered_at = now  # at work, holding the write lock: nobody takes over
             if now - self._answered_at >= self._give_up_s:
                 renewed_s = now - self._renewed_at
                 self._lose(LeaseLost(f"not renewed for {renewed_s:.1f} s (TTL {self.ttl_ms} ms)"))
+
+    def _writing(self) -> bool:
+        """Whether a fenced sink's write holds renewals off now (it holds the write lock)."""
+        return any(sink.lease_writing for sink in self._writers)
 
     def _lose(self, lost: LeaseLost) -> None:
         if self._stopping.is_set() or self._lost.is_set():
