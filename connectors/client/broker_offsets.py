@@ -12,6 +12,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
 from connectors.closing import CloseOnExit
+from connectors.kafka import batch_decoding  # noqa: F401  (zstd batches over 1 MiB)
 from connectors.kafka.admin import list_offsets
 from connectors.kafka.open_transactions import OpenTransactions
 from connectors.sinks.log_end_samples import RecordTime

@@ -26,6 +26,7 @@ from connectors.client.errors import (
     TopicsNotAvailable,
 )
 from connectors.client.requests import IngestMessage
+from connectors.kafka import batch_decoding  # noqa: F401  (zstd batches over 1 MiB)
 from connectors.kafka.admin import list_offsets
 from state.formats.response_codec import Response, decode_response
 

@@ -20,6 +20,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import UnknownTopicOrPartitionError
 
 from connectors.closing import CloseOnExit
+from connectors.kafka import batch_decoding  # noqa: F401  (zstd batches over 1 MiB)
 from connectors.kafka.admin import list_offsets
 from state.coordinator.model import TopicPartition
 from state.coordinator.partitioner import partition_for

@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 from connectors.client.broker_offsets import BrokerOffsets
 from connectors.client.connection import Connection
 from connectors.sinks import open_sink
+from connectors.sinks.log_end_samples import RecordTime
 from state.coordinator.model import TopicPartition
 from state.coordinator.requests import PartitionCommit, TxnOffsetCommitRequest
 from state.formats.request_codec import encode_request
@@ -104,3 +105,29 @@ def test_every_python_reader_reads_batches_compressed_with(
         closed.set()
         connection.producer.close(timeout=5)
         connection.reader.join(10)
+
+
+def test_a_zstd_batch_past_a_mebibyte_uncompressed_is_read(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Producers fill a batch by its compressed size: 3 MB of repetitive records make one zstd
+    batch whose frame does not state its size (kafka-python alone reads 1 MiB of it)."""
+    topic = topic_factory(config={"compression.type": "zstd"})
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "compression.type": "zstd",
+            "linger.ms": 1000,
+            "batch.size": 8_000_000,
+            "message.max.bytes": 8_000_000,
+        }
+    )
+    for n in range(300):
+        producer.produce(
+            topic, b"%06d" % n + PADDING.encode() * 4, timestamp=1_000 + n, partition=0
+        )
+    assert producer.flush(30) == 0
+    with BrokerOffsets({"bootstrap_servers": kafka_bootstrap}, timeout_s=20) as broker:
+        assert broker.record_times({TopicPartition(topic, 0): 299}) == {
+            TopicPartition(topic, 0): RecordTime(1_299)
+        }
