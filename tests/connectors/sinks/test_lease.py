@@ -231,3 +231,33 @@ def test_a_read_only_sink_reads_the_lease_and_the_standbys(sink: Sink, url: str)
         assert released is not None and released.holder == "" and released.expires_in_ms <= 0
     finally:
         reader.close()
+
+
+@pytest.mark.postgres
+def test_a_renewal_that_cannot_take_its_epoch_lock_again_is_a_lost_lease(
+    postgres_sink_url: str, postgres_url: str
+) -> None:
+    """The holder's session dies (its advisory epoch lock with it) and a contender, finding
+    the lock free, holds it while it takes over: the holder's next renewal, on a new session,
+    must not carry on as if nothing happened."""
+    sink = open_sink(postgres_sink_url)
+    admin = psycopg.connect(postgres_url, autocommit=True)
+    contender = psycopg.connect(postgres_url, autocommit=True)
+    try:
+        held = sink.acquire_lease(_NAME, lease_holder(), 60_000)
+        assert held is not None
+        pid = sink._conn.info.backend_pid
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        key = sink._epoch_lock_key(_NAME, held.epoch)
+        deadline = time.monotonic() + 10  # the backend ends, and its locks go, a moment later
+        while contender.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone() != (True,):
+            assert time.monotonic() < deadline, "the dead session's epoch lock was never freed"
+            time.sleep(0.05)
+        with contextlib.suppress(SinkError):
+            sink.renew_lease(60_000)  # on the dead session: fails, the next opens a new one
+        with pytest.raises(LeaseLost, match="epoch lock is held by another process"):
+            sink.renew_lease(60_000)
+    finally:
+        contender.close()
+        admin.close()
+        sink.close()
