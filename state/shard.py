@@ -246,33 +246,39 @@ def _by_source(messages: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
 
 class _Messages(NamedTuple):
     """One source's messages as Python lists, in arrival order (a pandas operation costs more
-    than a small batch's whole list), with their ``ingest_partition`` (None: not given)."""
+    than a small batch's whole list), with their ``ingest_partition`` and ``key`` (None: not
+    given; keys given, a TxnOffsetCommit must be keyed by its group: ``keyed_request``)."""
 
     offsets: list[int]
     timestamps: list[int]
     values: list[bytes | None]
     partitions: list[int] | None
+    keys: list[bytes | None] | None = None
 
     @staticmethod
     def of(frame: pd.DataFrame) -> _Messages:
         if not len(frame):
             return _Messages([], [], [], None)
-        partitions = (
-            frame["ingest_partition"].tolist() if "ingest_partition" in frame.columns else None
-        )
+        columns = frame.columns
         return _Messages(
             frame["ingest_offset"].tolist(),
             frame["timestamp_ms"].tolist(),
             frame["value"].tolist(),
-            partitions,
+            frame["ingest_partition"].tolist() if "ingest_partition" in columns else None,
+            frame["key"].tolist() if "key" in columns else None,
         )
 
     def take(self, rows: list[int]) -> _Messages:
-        def pick(values: list[Any]) -> list[Any]:
-            return [values[i] for i in rows]
+        def pick(values: list[Any] | None) -> list[Any] | None:
+            return None if values is None else [values[i] for i in rows]
 
-        partitions = None if self.partitions is None else pick(self.partitions)
-        return _Messages(pick(self.offsets), pick(self.timestamps), pick(self.values), partitions)
+        return _Messages(
+            [self.offsets[i] for i in rows],
+            [self.timestamps[i] for i in rows],
+            [self.values[i] for i in rows],
+            pick(self.partitions),
+            pick(self.keys),
+        )
 
     def split(self, own: int | None) -> tuple[_Messages, _Messages]:
         """The messages from the shard's own ingest partition ``own``, and those from another
@@ -294,12 +300,13 @@ class _Messages(NamedTuple):
             return self.take(sorted(range(len(offsets)), key=offsets.__getitem__)).request_frame(
                 markers
             )
+        kept = [
+            i for i, value in enumerate(self.values) if value is None or bytes(value) not in markers
+        ]
+        messages = self if len(kept) == len(offsets) else self.take(kept)
         return decode_request_messages(
-            (offset, timestamp_ms, value)
-            for offset, timestamp_ms, value in zip(
-                offsets, self.timestamps, self.values, strict=True
-            )
-            if value is None or bytes(value) not in markers
+            zip(messages.offsets, messages.timestamps, messages.values, strict=True),
+            messages.keys,
         )
 
 

@@ -7,7 +7,7 @@ repeated by Arrow, so a 1,000-partition commit costs one append per request-leve
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +23,7 @@ from state.coordinator.requests import (
     TxnOffsetCommitRequest,
 )
 from state.formats.frames import EXTENDED_REQUEST_FRAME_SCHEMA
-from state.formats.request_codec import decode_request, encode_members
+from state.formats.request_codec import decode_request, encode_members, keyed_request
 from state.formats.request_fast import CommitColumns, commit_columns, decode_commit_columns
 
 _SCHEMA = EXTENDED_REQUEST_FRAME_SCHEMA
@@ -261,18 +261,36 @@ def frame_from_requests(
     return frame.table()
 
 
+#: A raw ingest message: ingest offset, append time in ms, value bytes.
+_Message = tuple[int, int, bytes | bytearray | memoryview | None]
+
+
 def decode_request_messages(
-    messages: Iterable[tuple[int, int, bytes | bytearray | memoryview | None]],
+    messages: Iterable[_Message],
+    keys: Iterable[bytes | None] | None = None,
 ) -> pa.Table:
     """A request frame of raw messages (ingest offset, append time in ms, value bytes): a valid
-    request becomes its rows, anything else one row with the decoder's error code and reason."""
+    request becomes its rows, anything else one row with the decoder's error code and reason.
+    With ``keys`` (the messages' keys, in order) a TxnOffsetCommit must be keyed by its group id
+    (``request_codec.keyed_request``); without, keys are not looked at."""
     frame = SegmentedFrame()
-    for offset, timestamp_ms, value in messages:
+    checked = keys is not None
+    with_keys = zip(messages, keys, strict=True) if keys is not None else _unkeyed(messages)
+    for (offset, timestamp_ms, value), key in with_keys:
         data = bytes(value) if value is not None and len(value) else None
         if data is not None:
+            # The fast path reads OffsetCommits only: no key to check.
             commit = decode_commit_columns(data)
             if commit is not None:
                 frame.add_commit(commit, int(offset), int(timestamp_ms))
                 continue
-        frame.add(decode_request(data), int(offset), int(timestamp_ms))
+        request = decode_request(data)
+        if checked:
+            request = keyed_request(request, key)
+        frame.add(request, int(offset), int(timestamp_ms))
     return frame.table()
+
+
+def _unkeyed(messages: Iterable[_Message]) -> Iterator[tuple[_Message, None]]:
+    for message in messages:
+        yield message, None

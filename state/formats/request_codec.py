@@ -1,6 +1,7 @@
 """The ingest request wire format: one versioned UTF-8 JSON object per Kafka message.
 
-The message key is the group id (UTF-8); the value is one of (``?`` = optional, with its default)::
+The message key is the group id (UTF-8: a TxnOffsetCommit keyed otherwise is a dead letter,
+``keyed_request``); the value is one of (``?`` = optional, with its default)::
 
     {"version": 1, "api": "OffsetCommit", "requestId": "r-1", "groupId": "g", "timeoutMs"?: null,
      "generationId"?: -1, "memberId"?: "", "groupInstanceId"?: null, "retentionTimeMs"?: -1,
@@ -378,6 +379,33 @@ def decode_request(data: bytes | None) -> Request | DecodeError:
             group_id,
             api,
         )
+
+
+def keyed_request(request: Request | DecodeError, key: bytes | None) -> Request | DecodeError:
+    """``request`` as decoded from a message keyed ``key``; a TxnOffsetCommit whose key is not
+    its ``groupId`` (UTF-8; a null key neither) is a dead letter (no request id) naming both.
+
+    Who reads a group's pending transactional offsets finds them by key (Kafka's RequireStable:
+    ``connectors.kafka.open_transactions``): a TxnOffsetCommit keyed otherwise would be applied
+    unseen, a stale offset shown as stable. Other requests are left as they are."""
+    if not isinstance(request, TxnOffsetCommitRequest):
+        return request
+    group = request.group_id
+    if key is not None and bytes(key) == group.encode("utf-8"):
+        return request
+    if key is None:
+        shown = "no key"
+    else:
+        try:
+            shown = f"key {bytes(key).decode('utf-8')!r}"
+        except UnicodeDecodeError:
+            shown = f"key {bytes(key)!r} (not UTF-8)"
+    return DecodeError(
+        ErrorCode.INVALID_REQUEST,
+        f"TxnOffsetCommit: the message has {shown}, not its groupId {group!r}: a TxnOffsetCommit "
+        "is keyed by its group id, the key its group's open transactions are found by",
+        api=Api.TXN_OFFSET_COMMIT.value,
+    )
 
 
 def _decode_object(obj: dict[str, Any]) -> Request:

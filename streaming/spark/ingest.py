@@ -50,7 +50,8 @@ def ingest_messages(
 ) -> DataFrame:
     """The Kafka source's rows as the state function takes them: ``shard``,
     ``ingest_partition``, ``ingest_offset``, ``timestamp_ms`` (the broker's append time on the
-    topics the job creates: the commit timestamp, where a deadline starts) and ``value``.
+    topics the job creates: the commit timestamp, where a deadline starts), ``value`` and
+    ``key`` (a TxnOffsetCommit keyed otherwise than by its group is a dead letter).
 
     ``shard`` is the partition, or on ``keyed_topics`` (fewer partitions than ``shards``)
     ``partition_for(key, shards)`` of the message key (else the partition); with ``shard_keys``
@@ -71,6 +72,7 @@ def ingest_messages(
         F.col("offset").alias("ingest_offset"),
         F.unix_millis(F.col("timestamp")).alias("timestamp_ms"),
         F.col("value"),
+        F.col("key"),
     ]
     if tenant_topics:
         tenant = F.lit(OPERATOR)

@@ -3,6 +3,8 @@ new state, records, answers, positions and counters out."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pyarrow as pa
 
@@ -10,7 +12,11 @@ from state.coordinator.config import CoordinatorConfig
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from state.coordinator.partitioner import partition_for
-from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
+from state.coordinator.requests import (
+    OffsetCommitRequest,
+    PartitionCommit,
+    TxnOffsetCommitRequest,
+)
 from state.formats.request_codec import encode_request
 from state.formats.response_codec import decode_response
 from state.shard import (
@@ -201,3 +207,32 @@ def test_records_of_a_state_of_several_partitions_carry_their_partition() -> Non
     assert out.record_partitions is not None
     assert set(out.record_partitions.to_pylist()) == {partition_for(GROUP)}
     assert out.record_partitions.type == pa.int32()
+
+
+def test_a_txn_offset_commit_keyed_otherwise_than_by_its_group_is_a_dead_letter_naming_both() -> (
+    None
+):
+    """As the job's query hands them (a ``key`` column): a TxnOffsetCommit under another key, a
+    non-UTF-8 key or none is not applied and not answered but dead-lettered, its reason naming
+    the key and the groupId; one keyed by its group, and an OffsetCommit under any key, apply."""
+
+    def txn(request_id: str, offset: int) -> bytes:
+        return encode_request(
+            TxnOffsetCommitRequest(
+                request_id, GROUP, "tx-1", 7, 0, (PartitionCommit("orders", 0, offset),)
+            )
+        )
+
+    keyed = messages(txn("other", 1), txn("bytes", 2), txn("none", 3), txn("own", 4))
+    keyed["key"] = [b"team-b.orders", b"\xff", None, GROUP.encode()]
+    out = handle_messages(SHARD, None, keyed, T0, RULES)
+    assert answers(out) == {"own": 0}
+    assert offsets(out.state) == {TopicPartition("orders", 0): 4}
+    reasons = [json.loads(v)["reason"] for v in out.dead_letters["value"].to_pylist()]
+    assert out.dead_letters["ingest_offset"].to_pylist() == [0, 1, 2]
+    assert "key 'team-b.orders'" in reasons[0] and f"groupId {GROUP!r}" in reasons[0]
+    assert "key b'\\xff' (not UTF-8)" in reasons[1] and f"groupId {GROUP!r}" in reasons[1]
+    assert "has no key" in reasons[2] and f"groupId {GROUP!r}" in reasons[2]
+    plain = messages(commit("plain", 9))
+    plain["key"] = [b"k"]
+    assert answers(handle_messages(SHARD, None, plain, T0, RULES)) == {"plain": 0}
