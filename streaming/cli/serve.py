@@ -168,5 +168,6 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     configure_logging(args.log_level)
     _check_views(tenants, set(web.basic_auth_users), set(web.operators))
-    serve_forever(create_app(settings, tenants), args.host, args.port, web, args.log_level)
+    names = [t.name for t in tenants]
+    serve_forever(create_app(settings, tenants), args.host, args.port, web, args.log_level, names)
     return 0

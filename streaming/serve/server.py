@@ -17,7 +17,7 @@ import socket
 import ssl
 import sys
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Final
 
 import anyio
@@ -46,9 +46,15 @@ class WebServer(uvicorn.Server):
     once a second; once listening, one line on stderr says where."""
 
     def __init__(
-        self, app: Any, host: str, port: int, web: WebConfig, log_level: str = "warning"
+        self,
+        app: Any,
+        host: str,
+        port: int,
+        web: WebConfig,
+        log_level: str = "warning",
+        tenants: Collection[str] = (),
     ) -> None:
-        self.web = WatchedWebConfig(web)
+        self.web = WatchedWebConfig(web, tenants=tenants)
         options = web.tls.uvicorn_options() if web.tls else {}
         config = uvicorn.Config(
             BasicAuthMiddleware(app, self.web), host=host, port=port, log_level=log_level, **options
@@ -123,10 +129,15 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve_forever(
-    app: Any, host: str, port: int, web: WebConfig, log_level: str = "warning"
+    app: Any,
+    host: str,
+    port: int,
+    web: WebConfig,
+    log_level: str = "warning",
+    tenants: Collection[str] = (),
 ) -> None:
-    """Serve until SIGINT/SIGTERM; OSError when it cannot listen, RuntimeError when the
-    application does not start."""
+    """Serve until SIGINT/SIGTERM (``tenants``: the tenants' names, their users); OSError when
+    it cannot listen, RuntimeError when the application does not start."""
     if web.tls is None and not is_loopback(host):
         log.warning(
             "serving plain HTTP on %s:%d: anyone who reaches it reads every group's offsets; "
@@ -138,7 +149,7 @@ def serve_forever(
         log.warning("serving on %s:%d without users: every client reads every group", host, port)
     if web.http2:
         log.warning("http_server_config.http2: serve speaks HTTP/1.1 only; clients fall back to it")
-    server = WebServer(app, host, port, web, log_level)
+    server = WebServer(app, host, port, web, log_level, tenants)
     with listen(host, port) as sock:
         try:
             server.run(sockets=[sock])

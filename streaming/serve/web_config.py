@@ -22,7 +22,7 @@ import logging
 import re
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -278,17 +278,24 @@ def _operators(section: Any, users: Mapping[str, bytes]) -> frozenset[str]:
 class WatchedWebConfig:
     """The web config as its files stand: ``current`` is the last that read well; a file that
     became invalid keeps it and logs one ERROR (a typo never opens the server, nor stops it).
-    Invalid on a reload too: an empty file (one being written reads so) and a file that adds or
-    removes ``tls_server_config`` (the listening socket keeps what it started with). A file that
-    changed while it was read is read again at the next look."""
+    Invalid on a reload too: an empty file (one being written reads so), a file that adds or
+    removes ``tls_server_config`` (the listening socket keeps what it started with), and one
+    that drops every user (it would open the server to every client) or every user who sees
+    anything: the operators and the users named as ``tenants`` (a file cut just after
+    ``basic_auth_users:`` or inside it reads so). A config without users or without such a user
+    from the start may stay so; to drop them all, restart serve. A file that changed while it
+    was read is read again at the next look."""
 
     def __init__(
         self,
         web: WebConfig,
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        tenants: Collection[str] = (),
     ) -> None:
         self.current = web
+        #: The tenants' names: the users who see their tenant's groups.
+        self._tenants = frozenset(tenants)
         self._interval_s = interval_s
         self._clock = clock
         self._stamp = _stamp(web)
@@ -335,7 +342,24 @@ class WatchedWebConfig:
             raise ValueError(
                 f"web config {source}: {change} tls_server_config, which takes a restart of serve"
             )
+        if self.current.basic_auth_users and not web.basic_auth_users:
+            raise ValueError(
+                f"web config {source}: no basic_auth_users, where there were "
+                f"{len(self.current.basic_auth_users)}: every client would read every group (a "
+                "file being written reads so); removing them all takes a restart of serve"
+            )
+        if self._seeing(self.current) and not self._seeing(web):
+            raise ValueError(
+                f"web config {source}: no operator nor tenant among basic_auth_users "
+                f"{sorted(web.basic_auth_users)}, where there were "
+                f"{sorted(self._seeing(self.current))}: nobody would see a group (a file being "
+                "written reads so); removing them all takes a restart of serve"
+            )
         return web
+
+    def _seeing(self, web: WebConfig) -> frozenset[str]:
+        """The users of ``web`` who see groups: its operators and the tenants' users."""
+        return web.operators | self._tenants.intersection(web.basic_auth_users)
 
 
 def _stamp(web: WebConfig) -> tuple[tuple[int, int] | None, ...]:

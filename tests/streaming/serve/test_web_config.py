@@ -638,3 +638,52 @@ def test_serve_says_where_it_listens_and_refuses_a_busy_port(tmp_path: Path) -> 
         timer.cancel()
         first.kill()
         first.wait()
+
+
+def test_a_reload_that_drops_every_user_or_everyone_who_sees_a_group_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file read mid-write (cut just after ``basic_auth_users:``, or inside it) would open
+    the server to every client, or leave nobody who sees a group: refused, one ERROR each, the
+    config before kept. A config that never had them may go on without them."""
+    hashed = _hash(PASSWORD)
+
+    def config(*users: str, operators: tuple[str, ...] = ()) -> str:
+        lines = ["basic_auth_users:", *(f"  {user}: '{hashed}'" for user in users)]
+        return "\n".join([*lines, f"operators: {list(operators)}"]) + "\n"
+
+    path = tmp_path / "web.yml"
+    path.write_text(config("ops", "tenant-a", "viewer", operators=("ops",)))
+    now = [0.0]
+    clock = lambda: now[0]  # noqa: E731
+    watched = WatchedWebConfig(load_web_config(path), clock=clock, tenants=("tenant-a", "b"))
+    first = watched.current
+    caplog.set_level(logging.ERROR, logger="streaming.serve.web_config")
+
+    def look(text: str, on: WatchedWebConfig = watched) -> WebConfig | None:
+        path.write_text(text)
+        now[0] += 1.0
+        return on.refresh()
+
+    assert look("basic_auth_users:\n") is None and watched.current is first
+    assert look(config("viewer")) is None and watched.current is first
+    assert look(config("viewer", "other")) is None and watched.current is first
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 3 and all(r.levelno == logging.ERROR for r in caplog.records)
+    assert "no basic_auth_users, where there were 3" in said[0]
+    assert "no operator nor tenant among basic_auth_users ['viewer']" in said[1]
+    assert "['ops', 'tenant-a']" in said[1] and "serving with the web config read before" in said[1]
+    # One who still sees a group: a tenant's user, or an operator.
+    tenant_only = look(config("tenant-a", "viewer"))
+    assert tenant_only is not None and watched.current is tenant_only
+    operator_only = look(config("viewer", operators=("viewer",)))
+    assert operator_only is not None and watched.current is operator_only
+    # Started without users, or without anyone who sees a group: it may stay so.
+    caplog.clear()
+    path.write_text("http_server_config: {headers: {X-Frame-Options: deny}}\n")
+    open_one = WatchedWebConfig(load_web_config(path), clock=clock)
+    assert look("basic_auth_users:\n", open_one) is open_one.current is not None
+    path.write_text(config("viewer"))
+    blind = WatchedWebConfig(load_web_config(path), clock=clock, tenants=("b",))
+    assert look(config("other"), blind) is blind.current is not None
+    assert caplog.records == []
