@@ -92,6 +92,11 @@ class SinkCore(ABC, CloseOnExit):
         #: How many fenced writes renewed the lease as they committed.
         self.lease_renewals_by_write = 0
 
+    @property
+    def fence(self) -> Fence | None:
+        """The lease this sink's writes are fenced by; None when unfenced."""
+        return self._fence
+
     @abstractmethod
     def _connect(self) -> Any:
         """A new connection, ready for use; SinkError (URL redacted) when it cannot be made."""

@@ -225,6 +225,7 @@ class OffsetsJob:
         start_expiry_ticks(config, own_partitions, plan.shards, lifecycle.stopping)
         if config.keep_history:
             lifecycle.keep_history_for(
+                self.sink,
                 config.sink_url,
                 config.history_retention_ms,
                 config.history_retention_check_interval_ms,

@@ -84,11 +84,19 @@ class QueryLifecycle:
         heartbeat.start()
         return self.beside(heartbeat)
 
-    def keep_history_for(self, sink_url: str, retention_ms: int, interval_ms: int) -> None:
-        """Delete history older than ``retention_ms`` every ``interval_ms``."""
-        retention = HistoryRetention(
-            lambda: open_sink(sink_url, keep_history=True), retention_ms, interval_ms
-        )
+    def keep_history_for(
+        self, sink: Sink, sink_url: str, retention_ms: int, interval_ms: int
+    ) -> None:
+        """Delete history older than ``retention_ms`` every ``interval_ms``, on a sink of its
+        own fenced as ``sink`` (the query's) is."""
+
+        def open_writer() -> Sink:
+            writer = open_sink(sink_url, keep_history=True)
+            if sink.fence is not None:
+                writer.fence_writes(*sink.fence)
+            return writer
+
+        retention = HistoryRetention(open_writer, retention_ms, interval_ms)
         retention.start()
         self.beside(retention)
 

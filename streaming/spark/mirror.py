@@ -273,6 +273,7 @@ class OffsetsMirror:
         lifecycle.beside(log_end)
         if config.keep_history:
             lifecycle.keep_history_for(
+                self.sink,
                 config.sink_url,
                 config.history_retention_ms,
                 config.history_retention_check_interval_ms,

@@ -1,11 +1,13 @@
-"""A holder never loses its lease to its own work: a batch write that keeps the sink busy for
-three TTLs ends with the lease still the holder's, a standby polling all along refused, and
-the batch committed; on SQLite (one writer at a time: the write renews as it commits) and on
-PostgreSQL (the write's fencing check does not hold the renewal off). The standby runs in a
-process of its own (epoch locks are per process); no Spark."""
+"""A holder's writes and its lease: a batch write that keeps the sink busy for three TTLs ends
+with the lease still the holder's, a standby polling all along refused, and the batch
+committed, on SQLite (one writer at a time: the write renews as it commits) and on PostgreSQL
+(the write's fencing check does not hold the renewal off); and the history retention beside
+the query writes fenced by the query's lease. The standby runs in a process of its own (epoch
+locks are per process); no Spark."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ import pytest
 
 from connectors.sinks import LeaseLost, Sink, open_sink
 from streaming.spark.lease_keeper import JOB_LEASE, LeaseKeeper
+from streaming.spark.lifecycle import QueryLifecycle
 from tests.connectors.sinks.record_frames import commit, frame, offsets_of, progress
 from tests.connectors.sinks.test_lease import Holder
 
@@ -80,3 +83,31 @@ def test_a_batch_write_three_ttls_long_keeps_the_holders_lease(
         standby.stop()
         active.release()
     assert not lost, lost
+
+
+def test_history_retention_writes_only_while_the_querys_lease_holds(
+    url: str, sinks: list[Sink], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="connectors.sinks.retention")
+    query_sink = open_sink(url, keep_history=True)
+    sinks.append(query_sink)
+    taken = query_sink.acquire_lease(JOB_LEASE, "active", 60_000)
+    assert taken is not None
+    old = commit("g", "t", 0, 1, commit_timestamp_ms=1_000)  # long expired
+    assert query_sink.write_batch(0, frame(old), progress(0))
+    query_sink.release_lease()  # as a takeover would, the lease moves on to epoch 2
+    query_sink.fence_writes(JOB_LEASE, taken.epoch, "active")
+    other = open_sink(url)
+    sinks.append(other)
+    assert other.acquire_lease(JOB_LEASE, "standby", 60_000) is not None
+    lifecycle = QueryLifecycle(spark=None, checkpoint_location="")  # type: ignore[arg-type]
+    lifecycle.keep_history_for(query_sink, url, retention_ms=1, interval_ms=60_000)
+    try:
+        deadline = time.monotonic() + 10  # its first run, at once
+        while "history retention:" not in caplog.text:
+            assert time.monotonic() < deadline, "the retention never ran"
+            time.sleep(0.05)
+    finally:
+        lifecycle.stop()
+    assert f"lease {JOB_LEASE} epoch {taken.epoch} lost" in caplog.text
+    assert len(other.history("g")) == 1
