@@ -10,7 +10,9 @@ The rules are Burrow's (``core/internal/evaluator/caching.go``), in its order, o
 - otherwise, if some commit of the window had zero lag: OK;
 - REWIND: an offset lower than the one before it;
 - STALL: the offset never changed over the window (lag, but no progress);
-- WARN: offsets move but the lag never decreases (the consumer falls behind);
+- WARN: offsets move but the lag never decreases (the consumer falls behind), judged only
+  when the lag at every commit of the window is known (a commit ``serve`` did not sample
+  leaves the rule out: it cannot say "never");
 - else OK.
 
 A group is the worst of its partitions, with STOP, STALL and REWIND reported as ERR. Each
@@ -173,11 +175,20 @@ def _calculate(
             f"STALL: offset {first.offset:,} unchanged over its last {n} commits"
             f" ({duration(now_ms - first.timestamp_ms)}) while {current_lag:,} behind"
         )
+    # "Never fell" needs the lag at every commit: one not sampled (made before ``serve``
+    # started, or before it first read the log end) may be where the lag fell, so the rule
+    # is left out until the window holds only sampled commits, as Burrow's window after a
+    # restart holds only what it saw.
+    unsampled = sum(1 for o in offsets if o.lag is None)
+    if unsampled:
+        return Status.OK, (
+            f"OK: consuming; lag not sampled at {unsampled} of its last {n} commits"
+            " (made before serve read the log end)"
+        )
     lags = [o.lag for o in offsets if o.lag is not None]
     if all(a <= b for a, b in pairwise(lags)):  # the lag never decreases
-        grew = f" ({lags[0]:,} to {lags[-1]:,})" if lags else ""
         return Status.WARN, (
-            f"WARN: lag never fell over its last {n} commits{grew}"
+            f"WARN: lag never fell over its last {n} commits ({lags[0]:,} to {lags[-1]:,})"
             f" in {duration(last.timestamp_ms - first.timestamp_ms)}: falling behind"
         )
     return Status.OK, f"OK: consuming, lag fell over its last {n} commits"

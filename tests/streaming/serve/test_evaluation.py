@@ -149,3 +149,16 @@ def test_group_completeness_and_problem_partitions_in_burrows_shape() -> None:
     assert [p["status"] for p in shown["partitions"]] == ["WARN"]
     assert shown["maxlag"]["current_lag"] == 4
     assert group_status("local", "g", []).as_burrow(only_problems=False)["complete"] == 0.0
+
+
+def test_commits_whose_lag_was_not_sampled_leave_the_warn_rule_out() -> None:
+    # Moving offsets, some lags unknown (committed before serve read the log end): the lag
+    # may have fallen there, so "never fell" cannot be said.
+    unknown = window(*[(100 + i, None) for i in range(10)])
+    assert status_of(unknown, current_lag=20) == Status.OK
+    partly = window(*[(100 + i, None if i < 8 else 10 + i) for i in range(10)])
+    assert status_of(partly, current_lag=20) == Status.OK
+    # The other rules need no lag: a window of unsampled commits still stalls and rewinds.
+    assert status_of(window(*[(100, None)] * 10), current_lag=20) == Status.STALL
+    rewound = window((100, None), (90, None), start=NOW - 20_000)
+    assert status_of(rewound, current_lag=20) == Status.REWIND
