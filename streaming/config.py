@@ -119,8 +119,10 @@ class JobConfig:
     #: Micro-batch trigger interval. Spark starts a batch at the next multiple of the interval
     #: after the previous one ends; an idle job only asks Kafka for the ingest end offsets.
     trigger_interval: str = "100 milliseconds"
-    #: Ingest records a micro-batch reads at most (Spark's maxOffsetsPerTrigger); unset: all.
-    max_offsets_per_trigger: int | None = None
+    #: Ingest records (requests) a micro-batch reads at most (Spark's maxOffsetsPerTrigger):
+    #: a catch-up after an outage reaches the sink in bounded transactions (2,000 requests of
+    #: 100 partitions: a 2-4 s SQLite write), while steady load never fills it. 0: no cap.
+    max_offsets_per_trigger: int | None = 2_000
     #: Spark partitions of the shard state (tasks per micro-batch), fixed when the checkpoint is
     #: created; unset: the cluster's cores, at most the state shards.
     state_partitions: int | None = None
@@ -182,6 +184,7 @@ class JobConfig:
             retention_ms=1,
             request_timeout_ms=0,
             lease_ttl_ms=1_000,
+            max_offsets_per_trigger=0,
         )
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             # Kafka refuses acks=all writes when min.insync.replicas exceeds the replica count.

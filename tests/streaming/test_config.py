@@ -49,6 +49,7 @@ def test_defaults_follow_kafka() -> None:
     assert config.retention_ms == 7 * 24 * 3600 * 1000  # offsets.retention.minutes = 10080
     assert config.partitions == 50  # offsets.topic.num.partitions
     assert config.state_partitions is None
+    assert config.max_offsets_per_trigger == 2_000  # a catch-up in bounded sink writes
     # New ingest topics: the largest divisor of the shard count up to 2.
     assert config.ingest_topic_partitions == 2
     assert JobConfig(partitions=7).ingest_topic_partitions == 1
@@ -66,6 +67,7 @@ def test_defaults_follow_kafka() -> None:
         ("ingest_partitions", 3),  # does not divide the 50 shards
         ("ingest_partitions", 0),
         ("state_cache_mb", -1),
+        ("max_offsets_per_trigger", -1),
     ],
 )
 def test_invalid_values_are_refused_naming_the_field(field: str, value: int | str) -> None:
