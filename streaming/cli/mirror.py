@@ -119,7 +119,7 @@ def run_mirror(args: argparse.Namespace) -> int:
             keeper, args.standby, signals, None, lambda spark: OffsetsMirror.create(config, spark)
         )
         if mirror is None:
-            return 0
+            return signals.exit_status  # a standby stopped while waiting
         try:
             mirror.start()
             return run_until_stopped(mirror, args.duration, signals)
@@ -130,6 +130,12 @@ def run_mirror(args: argparse.Namespace) -> int:
     except LeaseHeld as held:
         print(f"error: {held}", file=sys.stderr)
         return EXIT_FAILURE
+    except Exception:
+        if not signals.requested.is_set():
+            raise
+        # The signal reached Spark's JVM too and ended the start-up's call into it.
+        print("interrupted during start-up; nothing was mirrored", file=sys.stderr)
+        return signals.exit_status
     finally:
         signals.end()
         keeper.release()

@@ -1,10 +1,12 @@
 """``python -m streaming``: run the offset manager's streaming job (also ``consumer-offsets run``).
 
 Flags override ``CONSUMER_OFFSETS_*`` environment variables, which override the ``--config`` TOML
-file. The job runs until interrupted (SIGINT/SIGTERM stop the query cleanly) or, with
-``--duration``, for that many seconds. A Kafka cluster that does not answer fails it within
-seconds, before anything is created (exit 1); a signal before its first micro-batch completed
-ends it with one line (exit 130). One job of a deployment runs: it holds the sink's lease "job"
+file. The job runs until interrupted or, with ``--duration``, for that many seconds. SIGTERM
+(a service manager's stop) or SIGINT (Ctrl-C), at any moment, to the driver alone or to its
+whole process group (Spark's JVM runs in a session of its own), stops it cleanly: the query
+stopped, the sink's status STOPPED, the lease released, one line, exit 0 (130 for SIGINT). A
+Kafka cluster that does not answer fails it within seconds, before anything is created (exit
+1). One job of a deployment runs: it holds the sink's lease "job"
 (``streaming.spark.lease_keeper``); another is refused (exit 1) unless ``--standby``, which warms
 up and waits to take over. A job that lost the lease exits at once with status 3.
 """
@@ -25,7 +27,7 @@ from dataclasses import Field, fields
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from streaming.cli.context import load_job_config
-from streaming.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_LEASE_LOST
+from streaming.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_LEASE_LOST, EXIT_OK
 from streaming.cli.kafka_flags import add_bootstrap_server, add_kafka_options
 from streaming.config import ENV_PREFIX, JobConfig
 
@@ -43,6 +45,20 @@ LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 LIBRARY_LOGGERS: Final = ("kafka", "py4j", "urllib3", "librdkafka")
 #: The signals that stop the job or the mirror: Ctrl-C and a service manager's stop.
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+#: Logged by what talks to Spark's JVM: once a stop is asked for, the JVM may be ending too
+#: (systemd's default KillMode signals every process of the unit), and their complaints about
+#: it (py4j's "Answer from Java side is empty", a callback's broken pipe) are that stop's.
+JVM_CLIENT_LOGGERS: Final = ("py4j",)
+
+log = logging.getLogger(__name__)
+#: How long a query that ended on its own waits for the stop signal that may have ended it.
+STOP_GRACE_S: Final = 1.0
+
+
+def stop_status(signum: int | None) -> int:
+    """The exit status of a stop by ``signum``: 130 (128 + SIGINT, as shells report Ctrl-C) for
+    SIGINT, else 0 (a service manager's SIGTERM is a clean stop)."""
+    return EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_OK
 
 
 def add_log_level_argument(
@@ -179,8 +195,9 @@ def run(args: argparse.Namespace) -> int:
     """Take the deployment's lease (``--standby``: warm up first, then wait for it), start the
     job and wait until a signal, ``--duration`` or the query's end; 1 when the query failed or
     another process holds the lease, :data:`EXIT_INTERRUPTED` for a signal before the first
-    micro-batch completed, else 0. The job is stopped, then the lease released, on the way out;
-    a lost lease ends the process with :data:`EXIT_LEASE_LOST`."""
+    micro-batch completed, else 0; a stop by a signal: :func:`stop_status`. The job is stopped,
+    then the sink says STOPPED and the lease is released, on the way out; a lost lease ends the
+    process with :data:`EXIT_LEASE_LOST`."""
     from streaming.spark.lease_keeper import LeaseHeld
 
     signals = StartUpSignals()
@@ -199,6 +216,23 @@ def open_keeper(sink_url: str, name: str, ttl_ms: int) -> LeaseKeeper:
     from streaming.spark.lease_keeper import LeaseKeeper
 
     return LeaseKeeper(open_sink(sink_url), name, ttl_ms)
+
+
+def release_stopped(keeper: LeaseKeeper) -> None:
+    """Release ``keeper``'s lease, the sink's status set to STOPPED first when this process
+    holds it (the status is then this process's to write, and written by Python whatever Spark's
+    JVM is doing); a standby that never held it only leaves the registry."""
+    from connectors.sinks import SinkError
+
+    try:
+        if keeper.lease is not None:
+            keeper.sink.set_status("STOPPED")
+        else:
+            keeper.drop_standby()
+    except SinkError as exc:
+        log.warning("the sink's status is not STOPPED: %s", exc)
+    finally:
+        keeper.release()
 
 
 def warm_up(keeper: LeaseKeeper, master: str | None) -> SparkSession:
@@ -232,6 +266,9 @@ def hold_lease(
     second. None when a signal ended a standby's wait (what it created is closed)."""
     from streaming.spark.session import spark_session
 
+    # A signal before anything is created ends the process at once: the lease, or the standby's
+    # registry row, is given back first.
+    signals.before_creating(lambda: release_stopped(keeper))
     if standby:
         created = create(warm_up(keeper, master))
         signals.creating()  # from now on a signal ends the wait below
@@ -266,14 +303,21 @@ def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
             lambda spark: OffsetsJob.create(config, spark),
         )
         if job is None:
-            return 0
+            return signals.exit_status  # a standby stopped while waiting
         job.lease = keeper.fence_token()
         return _run_job(job, args.duration, signals)
     except StartInterrupted as stopped:
         print(f"interrupted during start-up ({stopped}); nothing was acknowledged", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return signals.exit_status
+    except Exception:
+        if not signals.requested.is_set():
+            raise
+        # The signal reached Spark's JVM too and ended the start-up's call into it.
+        log.debug("start-up ended by the stop signal", exc_info=True)
+        print("interrupted during start-up; nothing was acknowledged", file=sys.stderr)
+        return signals.exit_status
     finally:
-        keeper.release()
+        release_stopped(keeper)
 
 
 def _run_job(job: OffsetsJob, duration: float | None, signals: StartUpSignals) -> int:
@@ -283,7 +327,7 @@ def _run_job(job: OffsetsJob, duration: float | None, signals: StartUpSignals) -
     try:
         job.start(signals.requested.is_set)
         code = run_until_stopped(job, duration, signals)
-        if code == 0 and signals.requested.is_set() and _still_starting(job.sink):
+        if signals.requested.is_set() and _still_starting(job.sink):
             raise StartInterrupted("stopped before the first micro-batch completed")
         return code
     finally:
@@ -316,31 +360,64 @@ def require_kafka(servers: str, setting: str) -> None:
 class StartUpSignals:
     """SIGINT and SIGTERM while the job (or the mirror) starts, taken by a thread of their own:
     in the main thread a signal would break py4j's call under way. Until :meth:`creating` the
-    watcher ends the process at once; after, it sets :attr:`requested`, which start-up checks
-    between steps. :meth:`end` gives the signals back to the main thread."""
+    watcher ends the process at once (after the clean-up given to :meth:`before_creating`);
+    after, it sets :attr:`requested`, which start-up checks between steps. :meth:`end` gives the
+    signals back to the main thread. :attr:`signum` is the first stop signal seen."""
 
     def __init__(self) -> None:
         self.requested = threading.Event()
+        self.signum: int | None = None
         self._created = False
+        self._clean_up: Callable[[], None] | None = None
+        #: Held while the watcher ends the process, so nothing is created meanwhile.
+        self._creation = threading.Lock()
         self._done = threading.Event()
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         self._watcher = threading.Thread(target=self._watch, name="start-up-signals", daemon=True)
         self._watcher.start()
 
+    def note(self, signum: int) -> None:
+        """A stop signal came: :attr:`requested` set, the first one's number kept."""
+        if self.signum is None:
+            self.signum = signum
+        self.requested.set()
+
+    @property
+    def exit_status(self) -> int:
+        """The process's exit status for the stop asked for (:func:`stop_status`)."""
+        return stop_status(self.signum)
+
     def _watch(self) -> None:
         while not self._done.is_set():
-            if signal.sigtimedwait(STOP_SIGNALS, 0.2) is None:
+            info = signal.sigtimedwait(STOP_SIGNALS, 0.2)
+            if info is None:
                 continue
-            self.requested.set()
-            if not self._created:
-                sys.stderr.write("interrupted during start-up; nothing was created\n")
-                sys.stderr.flush()
-                # Spark's JVM ends with this process (its stdin closes).
-                os._exit(EXIT_INTERRUPTED)
+            self.note(info.si_signo)
+            with self._creation:
+                if not self._created:
+                    self._end_before_creating()
+
+    def _end_before_creating(self) -> None:
+        try:
+            if self._clean_up is not None:
+                self._clean_up()
+        except Exception as exc:  # the process ends whatever the clean-up met
+            log.warning("stopping during start-up: %s", exc)
+        sys.stderr.write("interrupted during start-up; nothing was created\n")
+        sys.stderr.flush()
+        logging.shutdown()
+        # Spark's JVM, if it is starting, ends with this process (its stdin closes).
+        os._exit(self.exit_status)
+
+    def before_creating(self, clean_up: Callable[[], None]) -> None:
+        """Call ``clean_up`` (give the lease back) when a signal ends the process before
+        :meth:`creating`."""
+        self._clean_up = clean_up
 
     def creating(self) -> None:
         """From now on the job creates things (sink, topics, checkpoint): a signal is noted."""
-        self._created = True
+        with self._creation:
+            self._created = True
 
     def end(self) -> bool:
         """Stop watching and let the main thread's handlers take the signals from now on;
@@ -348,8 +425,8 @@ class StartUpSignals:
         if not self._done.is_set():
             self._done.set()
             self._watcher.join()
-            while signal.sigtimedwait(STOP_SIGNALS, 0) is not None:
-                self.requested.set()
+            while (info := signal.sigtimedwait(STOP_SIGNALS, 0)) is not None:
+                self.note(info.si_signo)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         return self.requested.is_set()
 
@@ -359,20 +436,37 @@ def run_until_stopped(
 ) -> int:
     """Wait until SIGINT/SIGTERM (also one during start-up), ``duration`` seconds or the end of
     ``runner``'s query (a job or a mirror); 1 when the query failed, :data:`EXIT_LEASE_LOST`
-    when it failed because another process of the deployment took over, else 0."""
+    when it failed because another process of the deployment took over, :func:`stop_status`
+    after a signal (whatever the signal did to Spark's JVM meanwhile), else 0."""
     stop = threading.Event()
+    stopped_by: list[int] = []
 
     def _stop(signum: int, _frame: object) -> None:
-        logging.getLogger(__name__).info("signal %d: stopping", signum)
+        if stop.is_set():
+            return  # one line per stop; the first signal decides the exit status
+        log.info("%s: stopping", signal.Signals(signum).name)
+        quiet_jvm_clients()
         if signals is not None:
-            signals.requested.set()
+            signals.note(signum)
+        stopped_by.append(signum)
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     if signals is not None and signals.end():
-        _stop(signal.SIGINT, None)
-    error = runner.lifecycle.run_until(stop, duration)
+        _stop(signals.signum or signal.SIGINT, None)
+    try:
+        error = runner.lifecycle.run_until(stop, duration)
+    except Exception as exc:  # py4j: Spark's JVM is gone
+        error = exc
+    if error is not None and not stop.is_set():
+        # A signal to every process of the job may end the query a moment before the driver's
+        # handler runs: the stop, not a failure.
+        stop.wait(STOP_GRACE_S)
+    if stop.is_set():
+        if error is not None:
+            log.debug("the query ended with the stop: %s", error)
+        return stop_status(stopped_by[0])
     if error is not None and getattr(runner, "fenced", False):
         # As the lease's watchdog would, had it seen the lease lost first.
         print(
@@ -390,6 +484,29 @@ def run_until_stopped(
         print(f"error: the query failed: {text}", file=sys.stderr)
         return 1
     return 0
+
+
+def quiet_jvm_clients() -> None:
+    """Once a stop is asked for, unless at debug: what talks to Spark's JVM silent about its
+    end (:data:`JVM_CLIENT_LOGGERS`, py4j's lines through the root logger, the accumulator
+    server's printed tracebacks)."""
+    if logging.getLogger().isEnabledFor(logging.DEBUG):
+        return
+    for name in JVM_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    logging.getLogger().addFilter(_not_from_jvm_clients)
+    context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
+    active = getattr(context, "_active_spark_context", None)
+    server = getattr(active, "_accumulatorServer", None)
+    if server is not None:
+        # socketserver prints a request's error itself: here, the JVM's connection ending.
+        server.handle_error = lambda *_: None
+
+
+def _not_from_jvm_clients(record: logging.LogRecord) -> bool:
+    """Whether ``record`` was logged by other code than py4j's (which also logs through the
+    root logger)."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def main(argv: Sequence[str] | None = None) -> int:

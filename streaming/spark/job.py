@@ -335,12 +335,15 @@ class OffsetsJob:
         return self.writer is not None and self.writer.fenced
 
     def stop(self) -> None:
-        """Stop the query (an interrupted batch is replayed at the next start: idempotent)."""
-        if self.lifecycle is not None:
-            self.lifecycle.stop()
-        if self.writer is not None:
-            self.writer.close()
-        self.sink.set_status("STOPPED")
+        """Stop the query (an interrupted batch is replayed at the next start: idempotent) and
+        the writer, then say STOPPED: written from here, whatever became of Spark's JVM."""
+        try:
+            if self.lifecycle is not None:
+                self.lifecycle.stop()
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            self.sink.set_status("STOPPED")
 
     def wait_until(self, predicate: Callable[[], bool], timeout_s: float = 120.0) -> None:
         """Block until ``predicate()`` holds, failing fast if the query died."""

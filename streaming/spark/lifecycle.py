@@ -105,10 +105,16 @@ class QueryLifecycle:
         return next((c for c in self._companions if isinstance(c, HistoryRetention)), None)
 
     def stop(self) -> bool:
-        """Stop the query, then its companions; whether a query was started."""
+        """Stop the query, then its companions; whether a query was started. A query that
+        cannot be stopped because Spark's JVM ended (or is ending) first, as when a stop signal
+        reached every process, is over already: said at debug, the companions stopped all the
+        same."""
         self.stopping.set()
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
+        try:
+            if self.query is not None and self.query.isActive:
+                self.query.stop()
+        except Exception as exc:  # py4j: the JVM's end, as a Java error or a lost connection
+            log.debug("the query ended with Spark's JVM: %s", exc)
         for companion in self._companions:
             companion.stop()
         return self.query is not None

@@ -106,15 +106,41 @@ def spark_session(
         conf["spark.driver.bindAddress"] = "127.0.0.1"
     conf.update(extra_conf or {})
 
-    builder = SparkSession.builder.appName(app_name).master(resolved_master)
+    conf = {"spark.app.name": app_name, "spark.master": resolved_master, **conf}
+    builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
     # Local workers are children of the JVM, which is a child of this process.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    launch_jvm_apart(conf)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     _quiet_expected_warnings(session)
     return session
+
+
+def launch_jvm_apart(conf: dict[str, str]) -> None:
+    """Launch Spark's JVM with ``conf`` in a session (and process group) of its own, unless one
+    runs already or spark-submit launched this process (then the JVM is its parent).
+
+    A stop sent to the driver's process group (Ctrl-C in a terminal, ``kill -- -PGID``) then
+    reaches the Python driver alone, which stops the query and Spark in order; sent to the JVM
+    and its Python workers too, it would end them under the running query. The JVM still ends
+    with the driver, however the driver ends: it exits when its stdin, a pipe from the driver,
+    closes (pyspark's ``PythonGatewayServer``), and its Python workers exit with it.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    spark_conf = SparkConf()
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    # The builder's SparkContext takes this gateway rather than launching its own.
+    SparkContext._ensure_initialized(
+        gateway=launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+    )
 
 
 #: Loggers of Spark warnings a query logs in normal operation (a batch longer than the trigger,

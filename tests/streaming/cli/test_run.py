@@ -184,3 +184,29 @@ def test_ctrl_c_during_start_up_is_one_line_and_exit_130(
     assert "Traceback" not in stderr and "py4j" not in stderr, stderr
     (line,) = [x for x in stderr.splitlines() if x.startswith("interrupted")]
     assert line.startswith("interrupted during start-up") and line.endswith(expected), line
+
+
+class _JvmGoneWithTheSignal:
+    """A runner whose query ends by the stop signal's doing: the signal comes, then the call
+    into Spark fails as py4j's does once the JVM is gone."""
+
+    def __init__(self, sig: signal.Signals) -> None:
+        self.lifecycle = self
+        self.sig = sig
+
+    def run_until(self, stop: object, duration: float | None) -> object:
+        os.kill(os.getpid(), self.sig)  # handled in this (the main) thread
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_a_stop_signal_is_the_exit_status_whatever_it_did_to_spark(
+    capsys: pytest.CaptureFixture[str], sig: signal.Signals, status: int
+) -> None:
+    handlers = {s: signal.getsignal(s) for s in job_main.STOP_SIGNALS}
+    try:
+        assert job_main.run_until_stopped(_JvmGoneWithTheSignal(sig), None) == status
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert capsys.readouterr().err == ""
