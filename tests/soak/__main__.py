@@ -60,6 +60,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--fault-rounds", type=int, default=2, help="times each fault happens (2)")
     add("--broker-outage-s", type=float, default=20.0)
     add("--postgres-outage-s", type=float, default=15.0)
+    add(
+        "--kafka-outage-s",
+        type=float,
+        default=600.0,
+        help="how long the 'kafka' fault keeps every broker stopped (600 s)",
+    )
     add("--sink", choices=("sqlite", "postgres"), default="postgres")
     add(
         "--standby",
@@ -183,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             "window_s": args.window_seconds,
             "faults": kinds,
             "fault_rounds": args.fault_rounds,
+            "kafka_outage_s": args.kafka_outage_s if "kafka" in kinds else None,
             "sink": args.sink,
             "history_retention_ms": retention,
             "request_timeout_ms": args.request_timeout_ms,
@@ -214,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             client_rate=args.client_rate,
             client_groups=args.client_groups,
             client_timeout_s=300.0,
+            # The raw requests wait in the producer's queue through a whole Kafka outage (and
+            # are answered REQUEST_TIMED_OUT once they arrive): none is given up half-sent.
+            delivery_timeout_s=600.0 + (args.kafka_outage_s if "kafka" in kinds else 0.0),
             native_groups=args.native_groups,
             native_consumers_per_group=args.native_consumers,
             data_topic="soak-data",
@@ -227,7 +237,16 @@ def main(argv: list[str] | None = None) -> int:
 
         started_wall = time.time()
         lock = threading.Lock()
-        planned = plan(duration_s, kinds, args.fault_rounds)
+        planned = plan(
+            duration_s,
+            kinds,
+            args.fault_rounds,
+            {
+                "broker": args.broker_outage_s,
+                "postgres": args.postgres_outage_s,
+                "kafka": args.kafka_outage_s,
+            },
+        )
         faults = FaultRunner(
             services,
             load,
@@ -236,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             lock,
             args.broker_outage_s,
             args.postgres_outage_s,
+            args.kafka_outage_s,
             echo=lambda line: print(line, flush=True),
         )
         faults.start()

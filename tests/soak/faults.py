@@ -13,9 +13,14 @@ Kinds (``--faults``):
   so the job waits and carries on. Recovery: start → the next answer.
 - ``mirror``: the mirror's process group SIGKILLed and restarted. Recovery: kill → its next
   micro-batch in the sink.
+- ``kafka``: every broker of the cluster stopped at once (SIGTERM, a clean stop) for
+  ``kafka_outage_s`` and started again, while the load goes on sending: what cannot reach a
+  broker waits in the producers' queues (or is answered REQUEST_TIMED_OUT once it arrives past
+  the job's deadline). Recovery: restart → the next answer.
 
 The schedule spreads ``rounds`` rounds of the kinds evenly between 10% and 90% of the run,
-round-robin, so each kind happens ``rounds`` times.
+round-robin, so each kind happens ``rounds`` times; the gaps between faults are equal once the
+outages' own lengths are taken out, so a long outage never runs into the next fault.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from tests.reliability.support import leaders
 from tests.soak.load import LoadHandle
 from tests.soak.services import Services
 
-KINDS = ("driver", "broker", "postgres", "mirror")
+KINDS = ("driver", "broker", "postgres", "mirror", "kafka")
+#: Tries to start the stopped cluster again (its ports may linger a moment after the stop).
+_KAFKA_START_TRIES = 10
 
 
 @dataclass(frozen=True)
@@ -40,17 +47,34 @@ class PlannedFault:
     number: int
 
 
-def plan(duration_s: float, kinds: list[str], rounds: int) -> list[PlannedFault]:
-    """``rounds`` x ``kinds``, evenly spaced over the middle 80% of the run."""
+def plan(
+    duration_s: float,
+    kinds: list[str],
+    rounds: int,
+    lengths: dict[str, float] | None = None,
+) -> list[PlannedFault]:
+    """``rounds`` x ``kinds`` over the middle 80% of the run, with equal gaps between one
+    fault's end and the next one's start (``lengths``: a kind's outage in seconds, 0 if
+    absent). Raises ValueError when the outages alone do not fit."""
     count = rounds * len(kinds)
     if count == 0:
         return []
+    lengths = lengths or {}
     start, end = 0.1 * duration_s, 0.9 * duration_s
-    step = (end - start) / count
-    return [
-        PlannedFault(start + (i + 0.5) * step, kinds[i % len(kinds)], i // len(kinds) + 1)
-        for i in range(count)
-    ]
+    order = [kinds[i % len(kinds)] for i in range(count)]
+    busy = sum(lengths.get(kind, 0.0) for kind in order)
+    if busy >= end - start:
+        raise ValueError(
+            f"the faults' outages ({busy:.0f} s) do not fit in the middle 80% of the run "
+            f"({end - start:.0f} s): a longer run or shorter outages"
+        )
+    gap = (end - start - busy) / count
+    planned = []
+    at = start + gap / 2
+    for i, kind in enumerate(order):
+        planned.append(PlannedFault(at, kind, i // len(kinds) + 1))
+        at += lengths.get(kind, 0.0) + gap
+    return planned
 
 
 @dataclass
@@ -81,6 +105,7 @@ class FaultRunner(threading.Thread):
         lock: threading.Lock,
         broker_outage_s: float,
         postgres_outage_s: float,
+        kafka_outage_s: float = 600.0,
         echo: Callable[[str], None] = print,
     ) -> None:
         super().__init__(daemon=True, name="faults")
@@ -91,6 +116,7 @@ class FaultRunner(threading.Thread):
         self.lock = lock
         self.broker_outage_s = broker_outage_s
         self.postgres_outage_s = postgres_outage_s
+        self.kafka_outage_s = kafka_outage_s
         self.echo = echo
         self.records: list[FaultRecord] = []
         self._halt = threading.Event()
@@ -160,6 +186,38 @@ class FaultRunner(threading.Thread):
         started = time.time()
         record.outage_s = started - stopped
         self._mark(record, "start → next ack", started)
+
+    def _kafka(self, record: FaultRecord) -> None:
+        cluster = self.services.cluster
+        config = cluster.config()
+        if config is None:
+            raise RuntimeError("the soak's cluster has no configuration")
+        record.target = f"every broker ({config.nodes}), stopped cleanly"
+        stopped = time.time()
+        if len(cluster.stop()) != config.nodes:
+            raise RuntimeError("not every broker was running")
+        self.echo(f"fault kafka #{record.number}: cluster stopped in {time.time() - stopped:.1f} s")
+        self._halt.wait(self.kafka_outage_s)
+        # The same ports and data: a start of the configured cluster, never a new one. Retried,
+        # so that a port still held a moment after the stop cannot leave Kafka down for good.
+        for attempt in range(1, _KAFKA_START_TRIES + 1):
+            try:
+                cluster.start(
+                    nodes=config.nodes,
+                    port=config.port,
+                    heap=config.heap,
+                    timeout=600,
+                    echo=self.echo,
+                )
+                break
+            except Exception as error:
+                if attempt == _KAFKA_START_TRIES:
+                    raise
+                self.echo(f"fault kafka #{record.number}: start {attempt} failed: {error!s:.300}")
+                time.sleep(10)
+        restarted = time.time()
+        record.outage_s = restarted - stopped
+        self._mark(record, "restart → next ack", restarted)
 
     def _mirror(self, record: FaultRecord) -> None:
         record.target = "mirror process group"

@@ -70,6 +70,9 @@ class LoadSettings:
     data_rate: float
     tag: str
     seed: int = 1
+    #: How long a raw request may wait in the producer's queue for a broker (librdkafka's
+    #: ``message.timeout.ms``): longer than any Kafka outage the run makes.
+    delivery_timeout_s: float = 600.0
 
 
 def raw_group(i: int) -> str:
@@ -175,6 +178,8 @@ class LoadChild:
         self.client_calls = 0
         self.client_failures: list[str] = []
         self.client_timeouts: list[str] = []
+        #: Calls the client refused at once with nothing sent (no broker answered): failed.
+        self.client_not_sent: list[str] = []
         self.native_commit_errors = 0
         self.threads: list[threading.Thread] = []
 
@@ -187,8 +192,9 @@ class LoadChild:
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 5,
-                # A broker down for a while: keep retrying rather than give a request up.
-                "message.timeout.ms": 600_000,
+                # A broker, or all of them, down for a while: keep retrying rather than give a
+                # request up.
+                "message.timeout.ms": int(s.delivery_timeout_s * 1000),
                 "log_level": _LOG_LEVEL,
             }
         )
@@ -250,7 +256,9 @@ class LoadChild:
         with self.lock:
             pending = self.outstanding.get(request_id)
             if error is not None:
-                # Never in the log: never answered, not in the model; reported as a failure.
+                # Given up by librdkafka, which cannot say whether a broker has it (possibly
+                # in the log, answered, applied): the model cannot place it, so a problem. The
+                # delivery timeout outlasts the run's Kafka outages, so none should be.
                 self.outstanding.pop(request_id, None)
                 self.delivery_failures.append(f"{request_id}: {error}")
                 return
@@ -336,7 +344,8 @@ class LoadChild:
     # -- the commit client -------------------------------------------------------------------
     def _client_commits(self) -> None:
         from connectors.client import OffsetCommitClient
-        from connectors.client.errors import CommitTimeoutError
+        from connectors.client.errors import CommitFailedError, CommitTimeoutError
+        from state.coordinator.errors import ErrorCode
 
         s = self.s
         rng = random.Random(s.seed)
@@ -362,6 +371,20 @@ class LoadChild:
                 # group's closing commit below settles what its offsets must be.
                 with self.lock:
                     self.client_timeouts.append(f"{group}: {error}"[:300])
+                    self.window.client_timeouts += 1
+                return False
+            except CommitFailedError as error:
+                if not (
+                    error.will_not_be_applied
+                    and error.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+                ):
+                    with self.lock:
+                        self.client_failures.append(f"{group}: {error!r}"[:300])
+                        self.window.client_failures += 1
+                    return False
+                # No broker reachable and nothing sent (a Kafka outage): failed, never applied.
+                with self.lock:
+                    self.client_not_sent.append(f"{group}: {error}"[:300])
                     self.window.client_timeouts += 1
                 return False
             except Exception as error:  # any other failure is a problem
@@ -540,6 +563,8 @@ class LoadChild:
             "client_failure_count": len(self.client_failures),
             "client_timeouts": self.client_timeouts[:20],
             "client_timeout_count": len(self.client_timeouts),
+            "client_not_sent": self.client_not_sent[:20],
+            "client_not_sent_count": len(self.client_not_sent),
             "native_commit_errors": self.native_commit_errors,
             "model": [[*key, offset] for key, offset in self.model().items()],
         }

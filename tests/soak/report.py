@@ -154,6 +154,7 @@ def render(results: dict[str, Any]) -> str:
         f"{final['error_answer_count']} error answers, "
         f"{final['delivery_failure_count']} not delivered; {final['client_calls']:,} commit-client "
         f"calls, {final['client_timeout_count']} timed out, "
+        f"{final.get('client_not_sent_count', 0)} refused unsent (no broker), "
         f"{final['client_failure_count']} failed; "
         f"{v.get('model_keys', 0):,} keys: sink = "
         f"model {v.get('sink_equal')}, offsets topic ({v.get('offsets_topic_records', 0):,} "

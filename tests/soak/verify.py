@@ -2,8 +2,10 @@
 
 - every request answered: each raw request's answer was read, successful or REQUEST_TIMED_OUT
   (reached after its deadline, nothing applied; the model leaves it out), never another error,
-  never two different answers; each commit-client call succeeded; no request was given up by
-  the producer;
+  never two different answers; each commit-client call succeeded, timed out (the closing
+  commits settle its group) or was refused with nothing sent (no broker: failed, not lost); no
+  request was given up by the producer (whose queue outlasts a Kafka outage: what waited there
+  arrives late and is answered REQUEST_TIMED_OUT);
 - the job's sink equals the model (the last commit per key in ingest log order), key for key;
 - the compacted offsets topic equals the model (read partition by partition through librdkafka,
   ``connectors.kafka.offsets_log``, and decoded by ``state/``: millions of records after an hour);
