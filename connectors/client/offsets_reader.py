@@ -26,6 +26,7 @@ from connectors.sinks import (
 )
 from connectors.sinks.log_end_samples import lag_ms, record_lag
 from connectors.sinks.values import now_ms
+from state.coordinator.acls import Authorizer
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 
@@ -128,7 +129,9 @@ class OffsetsReader(CloseOnExit):
     :class:`CoordinatorLoadInProgressError` (14) while the status is LOADING (a read racing a
     rebuild's start may see the view before it, never a partial batch); a STOPPED job's sink
     still answers with its last state. RequireStable reads look for open transactions on the
-    group's partition of ``ingest_topic`` and ``tenant_topics`` (the job's)."""
+    group's partition of ``ingest_topic`` and ``tenant_topics`` (the job's); ``tenant_acls``
+    (a tenant's ingest topic -> its ACLs) keeps out what the job would not apply for the group
+    (``OpenTransactions.unstable``): without them, everything on a tenant's topic counts."""
 
     def __init__(
         self,
@@ -138,6 +141,7 @@ class OffsetsReader(CloseOnExit):
         sink: Sink | None = None,
         ingest_topic: str = DEFAULT_INGEST_TOPIC,
         tenant_topics: Sequence[str] = (),
+        tenant_acls: Mapping[str, Authorizer] | None = None,
     ) -> None:
         self.sink_url = sink_url
         self._sink = sink
@@ -145,6 +149,7 @@ class OffsetsReader(CloseOnExit):
         self._broker = BrokerOffsets(client_options) if client_options is not None else None
         self.ingest_topic = ingest_topic
         self.tenant_topics = tuple(tenant_topics)
+        self.tenant_acls = dict(tenant_acls or {})
 
     @property
     def sink(self) -> Sink:
@@ -221,7 +226,9 @@ class OffsetsReader(CloseOnExit):
             **{t: status.tenant_offsets.get(t, {}) for t in tenants},
         }
         try:
-            return self.broker.open_transactions.unstable(group_id, partitions, applied)
+            return self.broker.open_transactions.unstable(
+                group_id, partitions, applied, self.tenant_acls
+            )
         except UnknownTopicOrPartitionError as exc:
             raise OffsetsError(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,

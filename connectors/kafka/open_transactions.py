@@ -6,6 +6,13 @@ read_committed end) below the high watermark (HW): the job, reading read_committ
 read_uncommitted: the oldest timestamp after the LSO (how long the partition is held) and the
 partitions each group names in TxnOffsetCommit requests (Kafka's pending transactional offsets:
 OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT (88) on them).
+
+As in Kafka, only what the job would apply counts: a TxnOffsetCommit keyed by its group id (the
+job dead-letters any other) on the operators' ingest topic, or on a tenant's whose ACLs let it
+WRITE the transactional id, READ the group and each topic (``authorized_txn_partitions``); the
+ingest topic of a tenant that may not READ the group is not read at all. Only records keyed by
+an asked group are counted and decoded, at most :data:`MAX_RECORDS` and
+:data:`MAX_DECODED_BYTES` a partition: past either the read is incomplete and fails safe (88).
 """
 
 from __future__ import annotations
@@ -22,6 +29,12 @@ from kafka.errors import UnknownTopicOrPartitionError
 from connectors.closing import CloseOnExit
 from connectors.kafka import batch_decoding  # noqa: F401  (zstd batches over 1 MiB)
 from connectors.kafka.admin import list_offsets
+from state.coordinator.acls import (
+    AclOperation,
+    Authorizer,
+    ResourceType,
+    authorized_txn_partitions,
+)
 from state.coordinator.model import TopicPartition
 from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import TxnOffsetCommitRequest
@@ -29,10 +42,16 @@ from state.formats.request_codec import decode_request
 
 #: Seconds an ingest topic's partitions are asked for before it is taken as missing.
 METADATA_WAIT_S: Final = 5.0
-#: Records read per ingest partition at most. Past it the read is incomplete: every group is
-#: taken as pending there (88, never a stale offset shown as stable) until the partition's
-#: unapplied records fall below it again.
+#: Records of the asked groups read per ingest partition at most (records of other groups are
+#: skipped by key, not counted). Past it the read is incomplete: every group is taken as pending
+#: there (88, never a stale offset shown as stable) until the partition's unapplied records
+#: fall below it again.
 MAX_RECORDS: Final = 10_000
+#: Value bytes decoded per ingest partition at most: decoding costs ~0.25 s of CPU per MB (a
+#: ~1 MB request names ~25k partitions), so one partition's read costs at most ~0.25 s and the
+#: partitions it keeps are bounded with it. One record of Kafka's default ``max.message.bytes``
+#: fits; past it the read is incomplete (88), as past :data:`MAX_RECORDS`.
+MAX_DECODED_BYTES: Final = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +67,8 @@ class IngestPartitionState:
     oldest_timestamp_ms: int | None = None
     #: Group id -> the partitions its TxnOffsetCommit requests in the records read name.
     pending: Mapping[str, frozenset[TopicPartition]] = field(default_factory=dict)
-    #: Every record from ``first_offset`` to the HW was read (not past :data:`MAX_RECORDS`,
-    #: nor the timeout).
+    #: Every record from ``first_offset`` to the HW was read (not past :data:`MAX_RECORDS` or
+    #: :data:`MAX_DECODED_BYTES`, nor the timeout).
     complete: bool = True
 
     @property
@@ -78,14 +97,18 @@ class OpenTransactions(CloseOnExit):
         uncommitted: KafkaConsumer,
         timeout_s: float = 30.0,
         max_records: int = MAX_RECORDS,
+        max_decoded_bytes: int = MAX_DECODED_BYTES,
     ) -> None:
         if max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records}")
+        if max_decoded_bytes < 1:
+            raise ValueError(f"max_decoded_bytes must be >= 1, got {max_decoded_bytes}")
         self._options = dict(client_options)
         self._uncommitted = uncommitted
         self._committed: KafkaConsumer | None = None
         self.timeout_s = timeout_s
         self.max_records = max_records
+        self.max_decoded_bytes = max_decoded_bytes
 
     def _stable(self) -> KafkaConsumer:
         if self._committed is None:
@@ -108,15 +131,20 @@ class OpenTransactions(CloseOnExit):
         groups: Collection[str] | None = None,
         since: Mapping[TopicPartition, int] | None = None,
         max_records: int | None = None,
+        rules: Mapping[str, Authorizer] | None = None,
     ) -> dict[TopicPartition, IngestPartitionState]:
         """The state of each of ``partitions`` the cluster has.
 
         Records are read from the LSO, or from ``since[tp]`` where that is below it (the job's
         progress: committed requests it has not applied are as pending to a reader of its
-        sink), up to the HW, at most ``max_records`` (default :data:`MAX_RECORDS`) a partition.
-        Only the requests keyed by one of ``groups`` (None: every group) are decoded: the key of
-        an ingest message is its group id. ``groups=()`` and ``max_records=1``: the oldest
-        timestamp only (the record at the LSO, the open transaction's first).
+        sink), up to the HW. Only the requests keyed by one of ``groups`` (None: every group)
+        are counted and decoded, at most ``max_records`` (default :data:`MAX_RECORDS`) and
+        :data:`MAX_DECODED_BYTES` a partition: the key of an ingest message is its group id, and
+        a TxnOffsetCommit whose ``groupId`` is not its key is not applied by the job, so not
+        pending. ``rules``: ingest topic -> its tenant's ACLs (a topic without: the operators',
+        everything counts); a TxnOffsetCommit names only the partitions they let it commit.
+        ``groups=()``: the oldest timestamp only, every record counted (with ``max_records=1``
+        the record at the LSO, the open transaction's first).
         """
         asked = [TopicPartition(*tp) for tp in partitions]
         known = {t: self._uncommitted.partitions_for_topic(t) or set() for t, _ in set(asked)}
@@ -141,8 +169,18 @@ class OpenTransactions(CloseOnExit):
         if starts:
             keys = None if groups is None else {g.encode() for g in groups}
             limit = self.max_records if max_records is None else max_records
-            bounds = {ktp: (stable[ktp], high[ktp]) for ktp in starts}
-            for tp, found in self._scan(starts, bounds, keys, limit, deadline).items():
+            scans = {
+                ktp: _Scan(
+                    stable[ktp],
+                    high[ktp],
+                    keys,
+                    limit,
+                    self.max_decoded_bytes,
+                    (rules or {}).get(ktp.topic),
+                )
+                for ktp in starts
+            }
+            for tp, found in self._scan(starts, scans, deadline).items():
                 states[tp] = found.state_of(states[tp])
         return states
 
@@ -151,23 +189,34 @@ class OpenTransactions(CloseOnExit):
         group_id: str,
         partitions: Iterable[TopicPartition],
         applied: Mapping[str, Mapping[int, int]],
+        rules: Mapping[str, Authorizer] | None = None,
     ) -> set[TopicPartition]:
         """Those of ``partitions`` the group has a pending transactional offset on, as a reader
         of the job's sink sees it: named by a TxnOffsetCommit on the group's partition of an
         ingest topic of ``applied`` (topic -> the job's progress by partition) that the job has
         not applied, in a transaction still open or committed past its progress (none
         recorded: from the log's start); every one where the read is incomplete or a
-        partition's ends are not answered (fail safe). UnknownTopicOrPartitionError for an
+        partition's ends are not answered (fail safe). ``rules``: a tenant's ingest topic ->
+        its ACLs, as :meth:`read` takes them; a topic whose tenant may not READ the group is
+        not read (nothing there can be applied to it). UnknownTopicOrPartitionError for an
         ingest topic the cluster does not have.
         """
         wanted = {TopicPartition(*tp) for tp in partitions}
         if not wanted:
             return set()
+        rules = rules or {}
         shards: dict[TopicPartition, int] = {}
         for topic, progress in applied.items():
+            acls = rules.get(topic)
+            if acls is not None and not acls.authorize(
+                ResourceType.GROUP, group_id, AclOperation.READ
+            ):
+                continue
             shard = partition_for(group_id, self._partition_count(topic))
             shards[TopicPartition(topic, shard)] = progress.get(shard, 0)
-        states = self.read(shards, groups={group_id}, since=shards)
+        if not shards:
+            return set()
+        states = self.read(shards, groups={group_id}, since=shards, rules=rules)
         if len(states) < len(shards):  # an ingest partition without both ends: unknown
             return wanted
         unstable: set[TopicPartition] = set()
@@ -189,15 +238,12 @@ class OpenTransactions(CloseOnExit):
     def _scan(
         self,
         starts: Mapping[KafkaTopicPartition, int],
-        bounds: Mapping[KafkaTopicPartition, tuple[int, int]],
-        keys: set[bytes] | None,
-        limit: int,
+        scans: Mapping[KafkaTopicPartition, _Scan],
         deadline: float,
     ) -> dict[TopicPartition, _Scan]:
-        """Each partition's records from ``starts`` to its HW (``bounds``: LSO and HW), at
-        most ``limit``; the consumer is left with no assignment."""
+        """Each partition's records from ``starts`` to its HW into its ``scans`` entry, until
+        it is past its bounds; the consumer is left with no assignment."""
         consumer = self._uncommitted
-        scans = {ktp: _Scan(*bounds[ktp]) for ktp in starts}
         consumer.assign(list(starts))
         try:
             for ktp, offset in starts.items():
@@ -207,7 +253,7 @@ class OpenTransactions(CloseOnExit):
                 polled = consumer.poll(timeout_ms=max(1, int(left * 1000)), max_records=500)
                 for ktp, records in polled.items():
                     if ktp in open_:
-                        scans[ktp].add(records, keys, limit)
+                        scans[ktp].add(records)
                 for ktp in list(open_):
                     # Markers are not returned as records: the position tells the end.
                     scan = scans[ktp]
@@ -227,22 +273,31 @@ class OpenTransactions(CloseOnExit):
 
 @dataclass(slots=True)
 class _Scan:
-    """What the records of one partition read so far hold."""
+    """What the records of one partition read so far hold: those keyed by one of ``keys``
+    (None: every record) counted and decoded, up to ``limit`` of them and ``max_bytes`` of
+    their values; ``rules``: the ACLs of the tenant whose topic it is (None: the operators')."""
 
     lso: int
     end: int
+    keys: set[bytes] | None
+    limit: int
+    max_bytes: int
+    rules: Authorizer | None = None
     count: int = 0
-    #: Records came past the limit: not read.
+    decoded_bytes: int = 0
+    #: Records came past a bound: not read.
     past_limit: bool = False
     complete: bool = False
     oldest_ms: int | None = None
     pending: dict[str, set[TopicPartition]] = field(default_factory=dict)
 
-    def add(self, records: list[Any], keys: set[bytes] | None, limit: int) -> None:
-        room = max(0, limit - self.count)
-        self.past_limit = self.past_limit or len(records) > room
-        for record in records[:room]:
-            self.count += 1
+    def add(self, records: list[Any]) -> None:
+        keys = self.keys
+        # groups=(): read for the oldest timestamp only, so every record counts.
+        counts_all = not keys
+        for record in records:
+            if self.past_limit:
+                return
             stamp = -1 if record.offset < self.lso else record.timestamp  # -1: v0, no time
             if (
                 stamp is not None
@@ -250,12 +305,29 @@ class _Scan:
                 and (self.oldest_ms is None or stamp < self.oldest_ms)
             ):
                 self.oldest_ms = stamp
-            if keys is not None and record.key not in keys:
-                continue  # another group's request: not decoded
-            request = decode_request(record.value)
-            if isinstance(request, TxnOffsetCommitRequest):
-                named = self.pending.setdefault(request.group_id, set())
-                named.update(TopicPartition(p.topic, p.partition) for p in request.partitions)
+            key = record.key
+            if not counts_all and keys is not None and key not in keys:
+                continue  # another group's request: neither counted nor decoded
+            if self.count >= self.limit:
+                self.past_limit = True
+                return
+            self.count += 1
+            if keys is not None and not keys:
+                continue
+            value = record.value
+            size = 0 if value is None else len(value)
+            if self.decoded_bytes + size > self.max_bytes:
+                self.past_limit = True
+                return
+            self.decoded_bytes += size
+            request = decode_request(value)
+            if not isinstance(request, TxnOffsetCommitRequest):
+                continue
+            if key is None or key != request.group_id.encode("utf-8"):
+                continue  # the job dead-letters it (``keyed_request``): never applied
+            named = authorized_txn_partitions(self.rules, request)
+            if named:
+                self.pending.setdefault(request.group_id, set()).update(named)
 
     def state_of(self, read: IngestPartitionState) -> IngestPartitionState:
         return IngestPartitionState(

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from state.coordinator.model import TopicPartition
+from state.coordinator.requests import TxnOffsetCommitRequest
+
 #: A LITERAL resource name matching every name (Kafka's ``ResourcePattern.WILDCARD_RESOURCE``).
 WILDCARD_RESOURCE = "*"
 
@@ -177,3 +180,24 @@ class Authorizer:
             elif binding.operation is AclOperation.ALL or operation in _IMPLIES[binding.operation]:
                 allowed = True
         return allowed
+
+
+def authorized_txn_partitions(
+    authorizer: Authorizer | None, request: TxnOffsetCommitRequest
+) -> frozenset[TopicPartition]:
+    """The partitions of ``request`` that ``authorizer`` (None: the operators', no rules) lets a
+    TxnOffsetCommit commit, as ``KafkaApis.handleTxnOffsetCommitRequest`` checks it: none
+    without WRITE on its transactional id or READ on its group, else those on a topic it may
+    READ. Each topic is decided once (a request may name thousands of its partitions)."""
+    named = (TopicPartition(p.topic, p.partition) for p in request.partitions)
+    if authorizer is None:
+        return frozenset(named)
+    if not authorizer.authorize(
+        ResourceType.TRANSACTIONAL_ID, request.transactional_id, AclOperation.WRITE
+    ) or not authorizer.authorize(ResourceType.GROUP, request.group_id, AclOperation.READ):
+        return frozenset()
+    readable = {
+        topic: authorizer.authorize(ResourceType.TOPIC, topic, AclOperation.READ)
+        for topic in {p.topic for p in request.partitions}
+    }
+    return frozenset(tp for tp in named if readable[tp.topic])

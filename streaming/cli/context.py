@@ -81,6 +81,7 @@ class Context:
             self.config.kafka_python_options(),
             ingest_topic=self.config.ingest_topic,
             tenant_topics=[t.ingest_topic for t in self.config.tenants],
+            tenant_acls={t.ingest_topic: t.authorizer for t in self.config.tenants},
         )
 
     @functools.cached_property

@@ -19,6 +19,7 @@ from state.coordinator.acls import (
     Authorizer,
     PatternType,
     ResourceType,
+    authorized_txn_partitions,
 )
 from state.coordinator.config import CoordinatorConfig
 from state.coordinator.errors import ErrorCode
@@ -264,6 +265,20 @@ def test_a_txn_offset_commit_needs_write_on_its_transactional_id_before_anything
     assert _codes(_apply([plain], Authorizer.of(auth.bindings[2:]))) == [(0, "t", 0, 0)]
 
 
+def test_authorized_txn_partitions_are_what_kafka_lets_a_txn_offset_commit_commit() -> None:
+    """The rule open-transaction reads use (``authorized_txn_partitions``), by hand."""
+    t0, t1, u1 = PartitionCommit("t", 0, 5), PartitionCommit("t", 1, 5), PartitionCommit("u", 1, 6)
+    request = _txn(G, "app-1", t0, t1, u1)
+    every = {TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 1)}
+    assert authorized_txn_partitions(None, request) == every  # the operators': no rules
+    rules = [acl(TXN_ID, PREFIXED, "app-", WRITE), acl(GROUP, LITERAL, G, READ)]
+    assert authorized_txn_partitions(Authorizer.of(rules), request) == frozenset()  # no topic
+    with_t = Authorizer.of([*rules, acl(TOPIC, LITERAL, "t", READ)])
+    assert authorized_txn_partitions(with_t, request) == every - {TopicPartition("u", 1)}
+    assert authorized_txn_partitions(with_t, _txn(H, "app-1", t0)) == frozenset()  # group
+    assert authorized_txn_partitions(with_t, _txn(G, "other", t0)) == frozenset()  # txn id
+
+
 def test_without_an_authorizer_nothing_is_checked() -> None:
     request = OffsetCommitRequest("r", G, (PartitionCommit("t", 0, 5),))
     assert _codes(_apply([request], None)) == [(0, "t", 0, 0)]
@@ -355,3 +370,14 @@ def test_a_tenant_batch_applies_exactly_what_its_acls_allow(
             assert _allowed_part(request, auth) is None
         elif row["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             assert not auth.authorize(TOPIC, row["topic"], READ)
+    # The rule open-transaction reads use agrees: a TxnOffsetCommit's partitions that pass the
+    # ACLs are exactly ``authorized_txn_partitions``.
+    refusals = {53, 30, 29}
+    for i, request in enumerate(requests):
+        if isinstance(request, TxnOffsetCommitRequest) and request.partitions:
+            passed = {
+                TopicPartition(row["topic"], row["partition"])
+                for row in checked.responses.to_pylist()
+                if row["ingest_offset"] == i and row["error_code"] not in refusals
+            }
+            assert passed == authorized_txn_partitions(auth, request)

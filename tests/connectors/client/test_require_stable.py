@@ -22,6 +22,7 @@ from connectors.client.offsets_reader import OffsetsReader
 from connectors.client.sink_currency import SinkNotCurrentError
 from connectors.client.spark.resume import stable_starting_offsets
 from connectors.sinks import Sink, open_sink
+from state.coordinator.acls import AclBinding, Authorizer
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from state.coordinator.partitioner import partition_for
@@ -253,6 +254,64 @@ def test_a_tenants_ingest_topic_is_checked_too(setup: Setup, topic_factory: Topi
     ) as reader:
         assert answers(reader.fetch("g", require_stable=True)) == [(0, 5, 0), (1, -1, UNSTABLE)]
     theirs.abort()
+
+
+def test_a_tenants_open_transaction_counts_only_under_acls_that_let_it_commit_there(
+    setup: Setup, topic_factory: TopicFactory
+) -> None:
+    """Tenant B's open transaction names group g's partitions: it holds g's RequireStable
+    fetch only if B's ACLs let it WRITE the transactional id, READ g and the topic, as the job
+    would then apply it; else g's offsets answer as stored."""
+    s, t = setup, setup.topic
+    theirs_topic = topic_factory(partitions=1)
+    theirs = Committer(s.bootstrap, theirs_topic)
+    theirs.begin()
+    theirs.txn_offset_commit("g", 0, {(t, 1): 8})
+
+    def rule(resource: str, pattern: str, name: str, operation: str) -> AclBinding:
+        return AclBinding.parse(
+            {
+                "resource_type": resource,
+                "pattern_type": pattern,
+                "resource_name": name,
+                "operation": operation,
+                "permission_type": "ALLOW",
+            }
+        )
+
+    txn_id = rule("TRANSACTIONAL_ID", "PREFIXED", "committer-", "WRITE")
+    group, topics = rule("GROUP", "LITERAL", "g", "READ"), rule("TOPIC", "LITERAL", "*", "READ")
+    own_groups = rule("GROUP", "PREFIXED", "team-b.", "READ")
+    stored, held = [(0, 5, 0), (1, 7, 0)], [(0, 5, 0), (1, -1, UNSTABLE)]
+    for bindings, expected in (
+        ((txn_id, own_groups, topics), stored),  # may not READ g: its topic is not read
+        ((group, topics), stored),  # may not WRITE the transactional id
+        ((txn_id, group), stored),  # may not READ the topic
+        ((txn_id, group, topics), held),
+    ):
+        with OffsetsReader(
+            s.sink_url,
+            {"bootstrap_servers": s.bootstrap},
+            ingest_topic=s.ingest,
+            tenant_topics=[theirs_topic],
+            tenant_acls={theirs_topic: Authorizer.of(bindings)},
+        ) as reader:
+            assert answers(reader.fetch("g", require_stable=True)) == expected, bindings
+    theirs.abort()
+
+
+def test_records_of_other_groups_do_not_make_a_group_unstable(setup: Setup) -> None:
+    """10,001 records of another group in an open transaction on g's ingest partition: more
+    than a read may count of g's own, yet g's offsets answer as stored."""
+    s = setup
+    committer = s.committer()
+    committer.begin()
+    for n in range(10_001):
+        committer.producer.produce(s.ingest, b"x%d" % n, s.h.encode(), partition=s.shard)
+    committer.producer.flush(30)
+    with s.reader() as reader:
+        assert answers(reader.fetch("g", require_stable=True)) == [(0, 5, 0), (1, 7, 0)]
+    committer.abort()
 
 
 def test_an_ingest_topic_the_cluster_lacks_is_an_error_not_a_stable_answer(setup: Setup) -> None:

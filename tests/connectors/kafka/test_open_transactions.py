@@ -13,6 +13,8 @@ from kafka import KafkaConsumer
 
 from connectors.kafka.open_transactions import OpenTransactions
 from state.coordinator.model import TopicPartition
+from state.coordinator.requests import PartitionCommit, TxnOffsetCommitRequest
+from state.formats.request_codec import encode_request
 from tests.connectors.kafka.transactions import Committer
 from tests.fixtures.kafka import TopicFactory
 
@@ -74,12 +76,15 @@ def test_an_open_transaction_holds_its_partition_and_names_the_groups_partitions
 def test_a_read_past_its_bound_takes_every_partition_as_pending(
     kafka_bootstrap: str, topic_factory: TopicFactory, consumer: KafkaConsumer
 ) -> None:
+    """Only records keyed by the asked group count toward the bounds (records and decoded
+    bytes); past either the read is incomplete and every partition pending."""
     ingest = topic_factory()
     tp = TopicPartition(ingest, 0)
     committer = Committer(kafka_bootstrap, ingest)
     committer.begin()
     for n in range(3):
-        committer.send("other", 0, b"x%d" % n)
+        committer.send("g", 0, b"x%d" % n)
+        committer.send("other", 0, b"y%d" % n)  # another group's: not counted
     committer.txn_offset_commit("g", 0, {("orders", 0): 5})
     options = {"bootstrap_servers": kafka_bootstrap}
     with OpenTransactions(options, consumer, max_records=3) as transactions:
@@ -89,4 +94,28 @@ def test_a_read_past_its_bound_takes_every_partition_as_pending(
     with OpenTransactions(options, consumer, max_records=4) as transactions:
         state = transactions.read([tp], groups={"g"})[tp]
         assert state.complete and state.unstable("g", [ORDERS_1]) == set()
+        assert state.pending == {"g": frozenset({ORDERS_0})}
+    # The bytes decoded: the TxnOffsetCommit does not fit in 50 bytes after the three others.
+    with OpenTransactions(options, consumer, max_decoded_bytes=50) as transactions:
+        state = transactions.read([tp], groups={"g"})[tp]
+        assert not state.complete and state.unstable("g", [ORDERS_1]) == {ORDERS_1}
+    committer.abort()
+
+
+def test_a_txn_offset_commit_not_keyed_by_its_group_is_pending_for_nobody(
+    kafka_bootstrap: str, topic_factory: TopicFactory, consumer: KafkaConsumer
+) -> None:
+    """The job dead-letters a TxnOffsetCommit keyed otherwise than by its group: never applied,
+    so never pending, whichever of the two groups is asked."""
+    ingest = topic_factory()
+    tp = TopicPartition(ingest, 0)
+    committer = Committer(kafka_bootstrap, ingest)
+    committer.begin()
+    request = TxnOffsetCommitRequest(
+        "r", "g", committer.transactional_id, 1, 0, (PartitionCommit("orders", 0, 5),)
+    )
+    committer.send("h", 0, encode_request(request))
+    with OpenTransactions({"bootstrap_servers": kafka_bootstrap}, consumer) as transactions:
+        state = transactions.read([tp], groups={"g", "h"})[tp]
+        assert state.held and state.complete and state.pending == {}
     committer.abort()
