@@ -35,6 +35,7 @@ from connectors.sinks.retention import (
     check_history_retention,
 )
 from state.coordinator.config import DEFAULT_REQUEST_TIMEOUT_MS, CoordinatorConfig
+from streaming import setting_checks as check
 from streaming.tenants import Tenant, load_tenants, parse_tenants
 
 log = logging.getLogger(__name__)
@@ -185,7 +186,10 @@ class JobConfig:
             request_timeout_ms=0,
             lease_ttl_ms=1_000,
             max_offsets_per_trigger=0,
+            metadata_max_bytes=0,
+            min_insync_replicas=1,
         )
+        _check_strings(self)
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             # Kafka refuses acks=all writes when min.insync.replicas exceeds the replica count.
             object.__setattr__(
@@ -251,6 +255,25 @@ class JobConfig:
 
     def __repr__(self) -> str:  # dataclass repr would print secrets
         return f"JobConfig({self.redacted()!r})"
+
+
+def _check_strings(settings: JobConfig | MirrorConfig) -> None:
+    """Every string setting read as Spark or Kafka will read it, so that a bad one is refused
+    naming its field before the lease is taken (``streaming.setting_checks``)."""
+    check.interval_ms("trigger_interval", settings.trigger_interval)
+    check.check_not_empty("sink_url", settings.sink_url)
+    check.check_not_empty("checkpoint_location", settings.checkpoint_location)
+    if isinstance(settings, MirrorConfig):
+        check.check_bootstrap_servers("source_bootstrap_servers", settings.source_bootstrap_servers)
+        check.check_not_empty("cluster_name", settings.cluster_name)
+        return
+    check.check_bootstrap_servers("bootstrap_servers", settings.bootstrap_servers)
+    for name in ("ingest_topic", "offsets_topic", "responses_topic", "dead_letter_topic"):
+        check.check_topic(name, getattr(settings, name))
+    check.check_compression("compression", settings.compression)
+    check.check_starting_offsets("starting_offsets", settings.starting_offsets)
+    if settings.spark_master is not None:
+        check.check_spark_master("spark_master", settings.spark_master)
 
 
 def _check_at_least(settings: object, **lowest: int) -> None:
@@ -409,6 +432,9 @@ class MirrorConfig:
     def __post_init__(self) -> None:
         hide_in_logs(secret_values(self.source_kafka_options))
         _check_at_least(self, sink_write_timeout_s=0, lease_ttl_ms=1_000)
+        if not self.log_end_interval_s > 0:
+            raise ValueError(f"log_end_interval_s must be > 0, got {self.log_end_interval_s}")
+        _check_strings(self)
         check_history_retention(self.history_retention_ms, self.history_retention_check_interval_ms)
 
     def redacted(self) -> dict[str, Any]:
