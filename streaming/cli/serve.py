@@ -21,7 +21,7 @@ from streaming.cli.run import (
     setting_help,
     settings_epilog,
 )
-from streaming.config import load_settings, read_config_file
+from streaming.config import DEFAULT_SINK_URL, load_settings, read_config_file
 from streaming.serve import GRANULARITIES, ServeSettings
 
 log = logging.getLogger("streaming.serve")
@@ -36,7 +36,8 @@ def load_serve_settings(
     overrides: Mapping[str, Any] | None = None,
 ) -> ServeSettings:
     """serve's settings from a TOML file's ``[serve]`` table (the job's top-level ``sink_url``,
-    ``bootstrap_servers`` and ``kafka_options`` fill those it does not set), then
+    else the job's default sink, ``bootstrap_servers`` and ``kafka_options`` fill those it does
+    not set), then
     ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then ``overrides`` (flags)."""
     env = os.environ if env is None else env
     path = path or env.get(f"{SERVE_ENV_PREFIX}CONFIG")
@@ -48,6 +49,8 @@ def load_serve_settings(
         else ("sink_url", "ingest_topic")
     )
     fallbacks = {k: job.get(k) for k in borrowed}
+    if path:  # the sink `run --config` with this file writes: its sink_url, else the default
+        fallbacks["sink_url"] = job.get("sink_url") or DEFAULT_SINK_URL
     return load_settings(
         ServeSettings, SERVE_ENV_PREFIX, path, env, overrides, fallbacks, table="serve"
     )

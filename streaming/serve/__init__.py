@@ -22,8 +22,8 @@ class ServeSettings:
     ``CONSUMER_OFFSETS_SERVE_*`` environment variables, then flags (``--log-end-interval`` and
     ``--evaluation-interval`` set the ``_s`` fields)."""
 
-    #: The sink to serve, the job's or the mirror's; unset: the file's top-level (the job's)
-    #: sink_url.
+    #: The sink to serve, the job's or the mirror's; unset: the --config file's top-level (the
+    #: job's) sink_url, else the job's default sink.
     sink_url: str
     #: The cluster to read log-end offsets (lag) from; unset: the file's top-level (the job's)
     #: bootstrap_servers, else the log-end offsets the sink stores, which a mirror keeps.

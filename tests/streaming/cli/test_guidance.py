@@ -76,6 +76,17 @@ def test_serve_takes_its_settings_from_the_config_files_serve_table(tmp_path: Pa
     assert bad.code == 2 and "log_end_interval_s must be > 0" in bad.err
 
 
+def test_serve_with_the_example_config_serves_the_jobs_default_sink() -> None:
+    # The example sets no sink_url anywhere: the job it configures writes its default sink,
+    # which serve's --help says it falls back to.
+    example = str(Path(__file__).parents[3] / "deploy" / "config.example.toml")
+    args = build_parser().parse_args(["serve", "--config", example])
+    served, _ = serve_config_from_args(args)
+    assert served.sink_url == JobConfig().sink_url
+    help_text = flat(run("serve", "--help").out)
+    assert "top-level (the job's) sink_url, else the job's default sink" in help_text
+
+
 def test_a_wrong_bootstrap_server_fails_commit_in_seconds(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'offsets.db'}"
     write_offsets(url, "ACTIVE", ("g", "t", 0, 5))  # a live job, so the commit is sent
