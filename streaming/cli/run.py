@@ -240,7 +240,7 @@ def warm_up(keeper: LeaseKeeper, master: str | None) -> SparkSession:
     from streaming.spark.processor import warm_python_workers
     from streaming.spark.session import spark_session
 
-    keeper.register("WARMING")
+    keeper.warm()
     spark = spark_session(master=master)
     warm_python_workers(spark)
     return spark
@@ -261,9 +261,10 @@ def hold_lease(
     create: Callable[[SparkSession], W],
 ) -> W | None:
     """``create(spark)`` (the job or the mirror) once this process holds the lease, its sink
-    fenced by it. A standby warms up and creates first (its sink open), then waits; else the
-    lease is taken before the JVM starts, so a second active is refused (LeaseHeld) in a
-    second. None when a signal ended a standby's wait (what it created is closed)."""
+    fenced by it and its status STARTING from then on. A standby warms up and creates first
+    (its sink open, WARMING meanwhile), then waits; else the lease is taken before the JVM
+    starts, so a second active is refused (LeaseHeld) in a second. None when a signal ended a
+    standby's wait (what it created is closed)."""
     from streaming.spark.session import spark_session
 
     # A signal before anything is created ends the process at once: the lease, or the standby's
@@ -275,8 +276,10 @@ def hold_lease(
         if keeper.wait(signals.requested.is_set) is None:
             created.sink.close()
             return None
+        keeper.announce_start()
     else:
         keeper.take()
+        keeper.announce_start()  # STARTING from the first second, not after Spark's start
         spark = spark_session(master=master)
         signals.creating()
         created = create(spark)

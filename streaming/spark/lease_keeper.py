@@ -91,6 +91,10 @@ class LeaseKeeper:
         #: The sinks fenced by the held lease whose writes hold renewals off (SQLite).
         self._writers: list[Sink] = []
         self._renewals_by_write = 0
+        #: Set by :meth:`announce_start`: each renewal also beats the status row's heartbeat.
+        self._beating = False
+        self._warming: threading.Thread | None = None
+        self._warmed = threading.Event()
 
     def take(self) -> Lease:
         """Acquire the lease now (free, expired, or its holder dead) and keep it; LeaseHeld,
@@ -104,6 +108,30 @@ class LeaseKeeper:
         """Refresh this standby's registry row (``WARMING`` or ``READY``); not fenced."""
         self.sink.register_standby(self.name, self.holder, state)
 
+    def warm(self) -> None:
+        """As a standby warming up: its registry row says WARMING now and every second until
+        :meth:`wait` (READY) or :meth:`release`, so it is listed from its first second."""
+        self.register("WARMING")
+
+        def refresh() -> None:
+            while not self._warmed.wait(REGISTER_EVERY_S):
+                self._safely(lambda: self.register("WARMING"), "cannot refresh the standby row")
+
+        self._warming = threading.Thread(target=refresh, name=f"lease-{self.name}-warming")
+        self._warming.daemon = True
+        self._warming.start()
+
+    def announce_start(self) -> None:
+        """Once the lease is held, before anything else starts: the sink's status row says
+        STARTING (a LOADING one, a rebuild to resume, stays LOADING) with a fresh heartbeat,
+        and every renewal from now on beats it too, so the status is true from the first
+        second: not STOPPED, not NOT RESPONDING while Spark starts."""
+        assert self.lease is not None, "take or wait first"
+        if self.sink.status().status != "LOADING":
+            self.sink.set_status("STARTING", "lease taken: starting Spark")
+        self.sink.heartbeat()
+        self._beating = True
+
     def wait(self, stopped: Callable[[], bool]) -> Lease | None:
         """As a ready standby: poll for the lease until it is ours (kept from then on), or None
         once ``stopped()`` holds. The registry row says READY every second meanwhile."""
@@ -114,6 +142,7 @@ class LeaseKeeper:
             (current.holder if current else "") or "nobody",
             current.epoch if current else 0,
         )
+        self._stop_warming()
         registered = float("-inf")
         while not stopped():
             if self._clock() - registered >= REGISTER_EVERY_S:
@@ -153,6 +182,7 @@ class LeaseKeeper:
         """Stop renewing and free the lease (a clean stop: a standby takes it at once), then
         close the keeper's sink. Nothing is freed once the lease was lost."""
         self._stopping.set()
+        self._stop_warming()
         for thread in self._threads:
             thread.join(self.ttl_ms / 1000)
         try:
@@ -184,6 +214,8 @@ class LeaseKeeper:
             try:
                 self.lease = self.sink.renew_lease(self.ttl_ms)
                 self._renewed_at = self._answered_at = self._clock()
+                if self._beating:
+                    self.sink.heartbeat()
             except LeaseLost as lost:
                 self._lose(lost)
             except SinkError as exc:
@@ -214,6 +246,12 @@ class LeaseKeeper:
             if now - self._answered_at >= self._give_up_s:
                 renewed_s = now - self._renewed_at
                 self._lose(LeaseLost(f"not renewed for {renewed_s:.1f} s (TTL {self.ttl_ms} ms)"))
+
+    def _stop_warming(self) -> None:
+        self._warmed.set()
+        warming, self._warming = self._warming, None
+        if warming is not None:
+            warming.join(self.ttl_ms / 1000)  # at most a refresh under way
 
     def _writing(self) -> bool:
         """Whether a fenced sink's write holds renewals off now (it holds the write lock)."""

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from connectors.client.liveness import STALE_AFTER_MS, liveness
 from connectors.sinks import LeaseLost, Sink, open_sink
+from connectors.sinks import lease as lease_module
 from streaming.cli.errors import EXIT_LEASE_LOST
 from streaming.spark.lease_keeper import (
     JOB_LEASE,
@@ -284,3 +286,60 @@ def test_a_workers_rebuilt_shard_is_fenced_by_the_holders_epoch(
     finally:
         active.release()
     assert offsets_of(other, "g") == {("t", 0): 5}
+
+
+def test_a_holder_is_starting_from_its_first_second_and_beats_while_it_starts(
+    url: str, sinks: list[Sink]
+) -> None:
+    reader = open_sink(url)
+    sinks.append(reader)
+    reader.set_status("STOPPED", "stopped cleanly")  # as the last run left it
+    active = keeper(url, Exits(), "active")
+    active.take()
+    try:
+        active.announce_start()
+        first = reader.status()
+        assert (first.status, first.detail) == ("STARTING", "lease taken: starting Spark")
+        assert liveness(first).responding
+        # No other heartbeat runs yet (Spark starts): the renewals keep the status alive.
+        time.sleep(STALE_AFTER_MS / 1000 / 10)
+        later = reader.status()
+        assert later.heartbeat_at_ms is not None and first.heartbeat_at_ms is not None
+        assert later.heartbeat_at_ms > first.heartbeat_at_ms
+    finally:
+        active.release()
+
+
+def test_a_rebuild_to_resume_stays_loading_when_its_holder_starts(
+    url: str, sinks: list[Sink]
+) -> None:
+    reader = open_sink(url)
+    sinks.append(reader)
+    reader.set_status("LOADING", "rebuilding state from the offsets topic")
+    active = keeper(url, Exits(), "active")
+    active.take()
+    try:
+        active.announce_start()
+        assert reader.status().status == "LOADING"  # the start plan resumes the rebuild by it
+    finally:
+        active.release()
+
+
+def test_a_warming_standby_is_listed_all_through_its_warm_up(
+    url: str, holder: Holder, sinks: list[Sink], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lease_module, "STANDBY_FRESH_MS", 2_500)  # refreshed every second
+    reader = open_sink(url)
+    sinks.append(reader)
+    standby = keeper(url, Exits(), "standby")
+    try:
+        standby.warm()
+        for _ in range(5):  # Spark and its Python workers start meanwhile: tens of seconds
+            time.sleep(0.75)
+            assert [s.state for s in reader.standbys(JOB_LEASE)] == ["WARMING"]
+        stop = threading.Event()
+        threading.Timer(1.0, stop.set).start()
+        assert standby.wait(stop.is_set) is None  # READY while it waits, WARMING no more
+    finally:
+        standby.release()
+    assert reader.standbys(JOB_LEASE) == []
