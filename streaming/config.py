@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from connectors.client.offsets_reader import LOG_END_INTERVAL_S
 from connectors.kafka.admin import (
     DEFAULT_BOOTSTRAP_SERVERS,
     DEFAULT_DEAD_LETTER_TOPIC,
     DEFAULT_INGEST_TOPIC,
     DEFAULT_OFFSETS_TOPIC,
     DEFAULT_RESPONSES_TOPIC,
+    LOG_END_INTERVAL_S,
 )
 from connectors.kafka.client_options import kafka_python_options
 from connectors.secrets import hide_in_logs, redacted_options, secret_values
@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 ENV_PREFIX = "CONSUMER_OFFSETS_"
 #: Environment variables of the mirror's settings: ``CONSUMER_OFFSETS_MIRROR_SINK_URL``…
 MIRROR_ENV_PREFIX = "CONSUMER_OFFSETS_MIRROR_"
+#: Suffix of an environment variable naming a file that holds the setting's value:
+#: ``CONSUMER_OFFSETS_SINK_URL_FILE`` (:func:`environment_value`).
+FILE_ENV_SUFFIX = "_FILE"
 #: Tables of a configuration file that hold another command's settings than the job's.
 COMMAND_TABLES = ("mirror", "serve")
 
@@ -326,6 +329,25 @@ def read_config_file(path: str | Path, table: str | None = None) -> dict[str, An
     return section
 
 
+def environment_value(env: Mapping[str, str], variable: str) -> str | None:
+    """``variable``'s value in ``env``, else the content of the file that ``<variable>_FILE``
+    names (a Kubernetes Secret or a systemd credential mounted as a file keeps a password out
+    of the process environment), one trailing newline dropped; ``None`` when neither is set.
+    ``ValueError`` when both are set, or naming the file when it cannot be read."""
+    file_variable = variable + FILE_ENV_SUFFIX
+    path = env.get(file_variable)
+    if path is None:
+        return env.get(variable)
+    if variable in env:
+        raise ValueError(f"{variable} and {file_variable} are both set: keep one")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise ValueError(f"{file_variable}: cannot read {path} ({reason})") from None
+    return text.removesuffix("\n").removesuffix("\r")
+
+
 def load_settings(
     kind: type[Settings],
     env_prefix: str,
@@ -336,7 +358,8 @@ def load_settings(
     table: str | None = None,
 ) -> Settings:
     """Build the dataclass ``kind`` from a TOML file (``path``, else ``<env_prefix>CONFIG``),
-    ``<env_prefix><FIELD>`` environment variables and overrides (CLI flags), later sources
+    ``<env_prefix><FIELD>`` environment variables (or ``<env_prefix><FIELD>_FILE``, a file
+    holding the value: :func:`environment_value`) and overrides (CLI flags), later sources
     winning; ``fallbacks`` fill what neither file nor environment set. ``ValueError`` names
     unknown keys and missing required fields."""
     known = {f.name: f for f in fields(kind)}  # type: ignore[arg-type]
@@ -354,7 +377,7 @@ def load_settings(
             raise ValueError(f"unknown config keys in {where}: {sorted(unknown)}")
         values.update({k: _coerce(kind, k, v) for k, v in data.items()})
     for name in known:
-        raw = env.get(env_prefix + name.upper())
+        raw = environment_value(env, env_prefix + name.upper())
         if raw is not None:
             values[name] = _coerce(kind, name, raw)
     for name, raw in (fallbacks or {}).items():

@@ -203,3 +203,49 @@ def test_serve_settings_from_its_table_the_jobs_keys_environment_and_flags(
         load_serve_settings(toml, env={}, overrides={"sink_url": "sqlite:///x.db"})
     with pytest.raises(ValueError, match="missing config: --sink-url"):
         load_serve_settings(env={})
+
+
+def test_a_setting_read_from_the_file_its_file_variable_names(tmp_path: Path) -> None:
+    """``<PREFIX><FIELD>_FILE`` names a file holding the value (a Kubernetes Secret mounted
+    as files), for the job, the mirror and serve alike; one trailing newline is not part of
+    it. The value never has to be in the environment."""
+    url = tmp_path / "writer-url"
+    url.write_text("postgresql://writer:pw@db:5432/offsets\n", encoding="utf-8")
+    options = tmp_path / "kafka-options"
+    options.write_text("sasl.mechanism=PLAIN,security.protocol=SASL_SSL", encoding="utf-8")
+    job = load_config(
+        env={
+            "CONSUMER_OFFSETS_SINK_URL_FILE": str(url),
+            "CONSUMER_OFFSETS_KAFKA_OPTIONS_FILE": str(options),
+        }
+    )
+    assert job.sink_url == "postgresql://writer:pw@db:5432/offsets"
+    assert job.kafka_options == {"sasl.mechanism": "PLAIN", "security.protocol": "SASL_SSL"}
+    mirror = load_mirror_config(
+        env={
+            "CONSUMER_OFFSETS_MIRROR_SINK_URL_FILE": str(url),
+            "CONSUMER_OFFSETS_MIRROR_SOURCE_BOOTSTRAP_SERVERS": "kafka:9092",
+            "CONSUMER_OFFSETS_MIRROR_CHECKPOINT_LOCATION": str(tmp_path / "cp"),
+        }
+    )
+    assert mirror.sink_url == job.sink_url
+    serve = load_serve_settings(env={"CONSUMER_OFFSETS_SERVE_SINK_URL_FILE": str(url)})
+    assert serve.sink_url == job.sink_url
+
+
+def test_a_file_variable_beside_its_value_or_an_unreadable_file_is_refused(
+    tmp_path: Path,
+) -> None:
+    url = tmp_path / "writer-url"
+    url.write_text("sqlite:///a.db", encoding="utf-8")
+    both = {
+        "CONSUMER_OFFSETS_SINK_URL": "sqlite:///b.db",
+        "CONSUMER_OFFSETS_SINK_URL_FILE": str(url),
+    }
+    with pytest.raises(
+        ValueError, match="CONSUMER_OFFSETS_SINK_URL and CONSUMER_OFFSETS_SINK_URL_FILE"
+    ):
+        load_config(env=both)
+    missing = tmp_path / "absent"
+    with pytest.raises(ValueError, match=f"CONSUMER_OFFSETS_SINK_URL_FILE: cannot read {missing}"):
+        load_config(env={"CONSUMER_OFFSETS_SINK_URL_FILE": str(missing)})
