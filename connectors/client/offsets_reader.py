@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any
 
 from kafka.errors import KafkaError, UnknownTopicOrPartitionError
 
@@ -24,15 +24,11 @@ from connectors.sinks import (
     Sink,
     open_sink,
 )
-from connectors.sinks.log_end_samples import lag_ms, record_lag
+from connectors.sinks.log_end_samples import TimeLag, lag_ms, record_lag
 from connectors.sinks.values import now_ms
 from state.coordinator.acls import Authorizer
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
-
-#: Seconds between two reads of the committed topics' log ends (the mirror's and serve's):
-#: Burrow and kafka_exporter poll every 30-60 s; 10 s keeps a dashboard's lag fresh.
-LOG_END_INTERVAL_S: Final = 10.0
 
 
 def lag(committed: int, log_end: int | None) -> int | None:
@@ -252,22 +248,66 @@ class OffsetsReader(CloseOnExit):
         return next((g for g in self.list_groups() if g.group_id == group_id), None)
 
     def max_lag_seconds(
-        self, group_ids: Sequence[str], topics: Callable[[str], bool] | None = None
+        self,
+        group_ids: Sequence[str],
+        topics: Callable[[str], bool] | None = None,
+        *,
+        ask_broker: bool = True,
     ) -> dict[str, float | None]:
         """Each group's largest lag in seconds (None: none known) over the topics ``topics``
-        keeps, from the sink's log-end samples alone (no broker call)."""
-        samples = self.sink.log_end_samples()
-        now = now_ms()
+        keeps, as :meth:`describe` figures each partition's: the log-end samples, else the
+        timestamp of the record at the committed offset (one log-end read and one round of
+        record reads per distinct offset of a partition, for all the groups together);
+        ``ask_broker=False``: the sink's log ends and samples alone."""
+        committed = {
+            g: [o for o in self.sink.fetch_offsets(g) if topics is None or topics(o.topic)]
+            for g in group_ids
+        }
+        every = [o for offsets in committed.values() for o in offsets]
+        ends = self.log_end_offsets({o.topic_partition for o in every}, ask_broker=ask_broker)
+        behinds = iter(self._time_lags(every, ends, ask_broker))
         found: dict[str, float | None] = {}
-        for group_id in group_ids:
-            lags = [
-                behind.lag_ms / 1000
-                for o in self.sink.fetch_offsets(group_id)
-                if (topics is None or topics(o.topic))
-                and (behind := lag_ms(samples.get(o.topic_partition, []), o.offset, None, now))
-            ]
+        for group_id, offsets in committed.items():
+            lags = [b.lag_ms / 1000 for _ in offsets if (b := next(behinds)) is not None]
             found[group_id] = max(lags) if lags else None
         return found
+
+    def _time_lags(
+        self,
+        committed: Sequence[CommittedOffset],
+        ends: Mapping[TopicPartition, int],
+        ask_broker: bool,
+    ) -> list[TimeLag | None]:
+        """Each committed offset's lag in time, in order: from the log-end samples serve and the
+        mirror keep in the sink; where they cannot place an offset behind the log end, from the
+        timestamp of its record (read from the broker when ``ask_broker``)."""
+        samples = self.sink.log_end_samples({o.topic for o in committed})
+        now = now_ms()
+        behinds = [
+            lag_ms(samples.get(o.topic_partition, []), o.offset, ends.get(o.topic_partition), now)
+            for o in committed
+        ]
+        unplaced: dict[tuple[TopicPartition, int], list[int]] = {}
+        for i, (o, behind) in enumerate(zip(committed, behinds, strict=True)):
+            behind_log = (lag(o.offset, ends.get(o.topic_partition)) or 0) > 0
+            if not o.error_code and behind_log and (behind is None or behind.bounded):
+                unplaced.setdefault((o.topic_partition, o.offset), []).append(i)
+        if not (ask_broker and self._broker is not None and unplaced):
+            return behinds
+        pending = list(unplaced)
+        while pending:  # a partition has one position: one of its offsets a round
+            round_: dict[TopicPartition, int] = {}
+            rest = []
+            for tp, offset in pending:
+                if tp in round_:
+                    rest.append((tp, offset))
+                else:
+                    round_[tp] = offset
+            pending = rest
+            for tp, record in self.broker.record_times(round_).items():
+                for i in unplaced[(tp, round_[tp])]:
+                    behinds[i] = record_lag(behinds[i], record, now)
+        return behinds
 
     def describe(
         self, group_id: str, *, ask_broker: bool = True, require_stable: bool = False
@@ -287,26 +327,8 @@ class OffsetsReader(CloseOnExit):
         )
         committed = [_unstable(o) if o.topic_partition in unstable else o for o in committed]
         ends = self.log_end_offsets((o.topic_partition for o in committed), ask_broker=ask_broker)
-        # Lag in seconds from the log-end samples serve and the mirror keep in the sink; where
-        # they cannot place a committed offset behind the log end, from its record's timestamp.
-        samples = self.sink.log_end_samples({o.topic for o in committed})
-        now = now_ms()
-        behinds = {
-            o.topic_partition: lag_ms(
-                samples.get(o.topic_partition, []), o.offset, ends.get(o.topic_partition), now
-            )
-            for o in committed
-        }
-        unplaced = {
-            o.topic_partition: o.offset
-            for o in committed
-            if not o.error_code
-            and (lag(o.offset, ends.get(o.topic_partition)) or 0) > 0
-            and ((behind := behinds[o.topic_partition]) is None or behind.bounded)
-        }
-        if ask_broker and self._broker is not None and unplaced:
-            records = self.broker.record_times(unplaced)
-            behinds |= {tp: record_lag(behinds[tp], record, now) for tp, record in records.items()}
+        times = self._time_lags(committed, ends, ask_broker)
+        behinds = {o.topic_partition: t for o, t in zip(committed, times, strict=True)}
         rows = [
             PartitionLag(
                 o.topic,

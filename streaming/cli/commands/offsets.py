@@ -4,13 +4,13 @@ and ``status``."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from connectors.client import wait_until_applied
 from connectors.client.errors import describe_error
 from connectors.client.liveness import liveness
-from connectors.sinks import Lease, Sink, Standby, redact_url
+from connectors.sinks import Lease, Standby, redact_url
 from state.coordinator.errors import ErrorCode
 from state.coordinator.model import OffsetAndMetadata, TopicPartition
 from streaming.cli.context import Context
@@ -24,6 +24,9 @@ from streaming.cli.errors import (
 )
 from streaming.cli.failures import kafka_unreachable
 from streaming.cli.output import GROUP_ID, attributes, format_timestamp, short_metadata
+
+if TYPE_CHECKING:
+    from connectors.sinks import Sink
 
 #: JSON keys of ``list``, of a ``describe`` group and of each of its partitions.
 LIST_KEYS: Final = ("group", "partitions", "generation", "members")
@@ -58,7 +61,7 @@ STANDBY_KEYS: Final = ("holder", "state", "heartbeat_at_ms", "heartbeat_age_ms")
 
 def cmd_list(ctx: Context) -> int:
     """``list``: the groups the sink knows, their partition and member counts and largest lag
-    in seconds (from the sink's log-end samples); ``--tenant``: what it may DESCRIBE."""
+    in seconds (as ``describe`` figures it); ``--tenant``: what it may DESCRIBE."""
     groups = ctx.reader.list_groups()
     viewer = ctx.viewer
     if viewer is not None:
@@ -68,7 +71,7 @@ def cmd_list(ctx: Context) -> int:
             if viewer.may_see_group(g.group_id)
         ]
     topics = None if viewer is None else viewer.may_see_topic
-    behind = ctx.reader.max_lag_seconds([g.group_id for g in groups], topics)
+    behind = _max_lag_seconds(ctx, [g.group_id for g in groups], topics)
     if ctx.json:
         ctx.emit_json(
             [
@@ -95,6 +98,21 @@ def cmd_list(ctx: Context) -> int:
         ],
     )
     return EXIT_OK
+
+
+def _max_lag_seconds(
+    ctx: Context, groups: list[str], topics: Callable[[str], bool] | None
+) -> dict[str, float | None]:
+    """Each group's largest lag in seconds as ``describe`` figures it; Kafka unreachable: from
+    the sink's log-end samples alone, and a warning."""
+    from kafka.errors import KafkaError
+
+    try:
+        return ctx.reader.max_lag_seconds(groups, topics)
+    except KafkaError as exc:
+        reason = kafka_unreachable(ctx.config.bootstrap_servers, exc)
+        ctx.err(f"warning: {reason}: lag in seconds from the sink's samples alone")
+        return ctx.reader.max_lag_seconds(groups, topics, ask_broker=False)
 
 
 def _seconds(value: float | None, bounded: bool) -> str | None:
@@ -184,6 +202,8 @@ def _starting_offsets(ctx: Context) -> int:
     if reader.sink.source_cluster() is not None:
         ctx.err("note: a mirror's sink: showing the offsets it last copied")
     else:
+        from connectors.client import wait_until_applied  # on use: other commands start faster
+
         wait_until_applied(
             reader,
             group,
