@@ -26,6 +26,9 @@ DEFAULT_INGEST_TOPIC = "consumer-offsets.commits"
 DEFAULT_OFFSETS_TOPIC = "consumer-offsets.offsets"
 DEFAULT_RESPONSES_TOPIC = "consumer-offsets.responses"
 DEFAULT_DEAD_LETTER_TOPIC = "consumer-offsets.dead-letters"
+#: Seconds between two reads of the committed topics' log ends (the mirror's and serve's):
+#: Burrow and kafka_exporter poll every 30-60 s; 10 s keeps a dashboard's lag fresh.
+LOG_END_INTERVAL_S = 10.0
 
 
 class TopicConfigurationError(RuntimeError):

@@ -3,11 +3,10 @@ Modules of this package never import the package itself."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from connectors.sinks.base import Sink
-from connectors.sinks.lease import lease_holder
 from connectors.sinks.url import absolute_sink_url, parse_sink_url, redact_url
 from connectors.sinks.values import (
     NO_OFFSET,
@@ -27,6 +26,23 @@ from connectors.sinks.values import (
     StandbyState,
     now_ms,
 )
+
+if TYPE_CHECKING:
+    from connectors.sinks.base import Sink
+    from connectors.sinks.lease import lease_holder
+
+#: Names whose modules import SQLAlchemy and pyarrow, loaded on first use: a command that
+#: only parses a sink URL or catches SinkError starts without them.
+_LAZY = {"Sink": "connectors.sinks.base", "lease_holder": "connectors.sinks.lease"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "NO_OFFSET",

@@ -9,10 +9,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from connectors.sinks.base import Sink
 from connectors.sinks.values import SinkError, now_ms
+
+if TYPE_CHECKING:
+    from connectors.sinks.base import Sink  # a sink's modules load SQLAlchemy: typing only
 
 log = logging.getLogger(__name__)
 

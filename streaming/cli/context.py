@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from connectors.client import OffsetCommitClient, OffsetsReader
 from connectors.client.liveness import Liveness, liveness
 from connectors.sinks import SinkError
 from connectors.sinks.url import parse_sink_url
@@ -20,6 +19,7 @@ from streaming.cli.output import format_table, print_failure
 from streaming.config import JobConfig, load_config
 
 if TYPE_CHECKING:
+    from connectors.client import OffsetCommitClient, OffsetsReader
     from streaming.serve.tenant_views import Viewer
 
 #: Default wait for the job's answer, in ms (Kafka's admin ``request.timeout.ms``).
@@ -76,6 +76,8 @@ class Context:
     @functools.cached_property
     def reader(self) -> OffsetsReader:
         """Reads committed offsets from the sink and log offsets from the broker."""
+        from connectors.client import OffsetsReader  # on use: --help loads no client
+
         return OffsetsReader(
             self.config.sink_url,
             self.config.kafka_python_options(),
@@ -87,6 +89,8 @@ class Context:
     @functools.cached_property
     def client(self) -> OffsetCommitClient:
         """Commits and deletes through the job, so Kafka's rules hold."""
+        from connectors.client import OffsetCommitClient
+
         try:
             return OffsetCommitClient(
                 self.config,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import inspect
 import logging
 import os
@@ -105,24 +106,31 @@ def field_default(kind: type, name: str) -> Any:
     return found.default
 
 
-def setting_help(kind: type, name: str) -> str:
-    """``--help``'s text for the field ``name`` of ``kind``: the first sentence of its ``#:``
-    comment in the dataclass's source, and its default."""
+@functools.cache
+def _field_comments(kind: type) -> dict[str, str]:
+    """Each field of ``kind`` → its ``#:`` comment in the dataclass's source, read once (the
+    source is parsed once per class, not once per flag: ``--help`` builds ~60 flags)."""
     try:
         lines = inspect.getsource(kind).splitlines()
     except (OSError, TypeError):
-        lines = []
+        return {}
+    found: dict[str, str] = {}
     comment: list[str] = []
     for line in lines:
         if line.strip().startswith("#:"):
             comment.append(line.strip()[2:].strip())
-        elif re.match(rf" {{4}}{name}: ", line):
-            break
-        else:
-            comment = []
-    else:
+            continue
+        if match := re.match(r" {4}(\w+): ", line):
+            found[match.group(1)] = " ".join(comment)
         comment = []
-    doc = re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(comment).replace("``", ""))[0]
+    return found
+
+
+def setting_help(kind: type, name: str) -> str:
+    """``--help``'s text for the field ``name`` of ``kind``: the first sentence of its ``#:``
+    comment in the dataclass's source, and its default."""
+    comment = _field_comments(kind).get(name, "")
+    doc = re.split(r"(?<=\.)\s+(?=[A-Z])", comment.replace("``", ""))[0]
     default = field_default(kind, name)
     if default is dataclasses.MISSING:
         text = f"{doc} (required)"

@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.client.offsets_reader import LOG_END_INTERVAL_S
-from connectors.kafka.admin import DEFAULT_INGEST_TOPIC
+from connectors.kafka.admin import DEFAULT_INGEST_TOPIC, LOG_END_INTERVAL_S
 from connectors.kafka.client_options import kafka_python_options
 from connectors.secrets import hide_in_logs, secret_values
 

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from kafka.errors import KafkaError
 
-from connectors.client.offsets_reader import LOG_END_INTERVAL_S as DEFAULT_INTERVAL_S
 from connectors.client.offsets_reader import BrokerOffsets
+from connectors.kafka.admin import LOG_END_INTERVAL_S as DEFAULT_INTERVAL_S
 from connectors.sinks import Sink, SinkError
 from connectors.sinks.log_end_samples import DEFAULT_KEEP as DEFAULT_KEEP_POINTS
 from connectors.sinks.log_end_samples import LogEndSample, RecordTime, merge_sample, thin

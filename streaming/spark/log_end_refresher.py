@@ -10,7 +10,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.client.offsets_reader import LOG_END_INTERVAL_S, BrokerOffsets
+from connectors.client.offsets_reader import BrokerOffsets
+from connectors.kafka.admin import LOG_END_INTERVAL_S
 from connectors.sinks import Sink, SinkError
 
 log = logging.getLogger(__name__)
