@@ -1,14 +1,18 @@
 """deploy/kubernetes/: every manifest valid against Kubernetes' own OpenAPI schemas (offline, the
-ones kubernetes-validate bundles; strict: an unknown field is an error), and every name one
+ones kubernetes-validate bundles; strict: an unknown field is an error), every name one
 manifest refers to — Secret keys, ConfigMap keys, claims, the ServiceAccount, the image —
-defined by another. No cluster runs here: what Kubernetes does with them is not tested."""
+defined by another in the same namespace, and every pod (the executor pod template too) as a
+platform team admits it: Pod Security "restricted", a read-only root, secrets as files, a
+NetworkPolicy of its own. No cluster runs here: what Kubernetes does with them is not tested."""
 
 from __future__ import annotations
 
 import copy
+import functools
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import kubernetes_validate
 import pytest
@@ -17,18 +21,27 @@ import yaml
 MANIFESTS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 #: The minor releases Kubernetes supports at the time of writing.
 VERSIONS = ("1.35.0", "1.36.0", "1.37.0")
-IMAGE = "localhost/spark-consumer-offsets:latest"
+IMAGE = "registry.example/spark-consumer-offsets:0.1.0"
+#: Where Spark's executors run: the job's namespace, apart from serve's and the mirror's.
+SPARK_NAMESPACE = "consumer-offsets-spark"
 
 Manifest = dict[str, Any]
 
 
 def manifests() -> list[Manifest]:
+    """Every object of the manifests, in file order (a fresh copy: tests may change it)."""
+    return copy.deepcopy(_parsed(MANIFESTS))
+
+
+@functools.cache  # parsed once: every test reads them
+def _parsed(folder: Path) -> list[Manifest]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     docs = [
         doc
-        for path in sorted(MANIFESTS.glob("*.yaml"))
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+        for path in sorted(folder.glob("*.yaml"))
+        for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader)
     ]
-    assert docs, f"no manifests in {MANIFESTS}"
+    assert docs, f"no manifests in {folder}"
     return docs
 
 
@@ -42,9 +55,27 @@ def executor_pod_template() -> Manifest:
     return dict(yaml.safe_load(data["executor-pod-template.yaml"]))
 
 
-def pod_specs() -> Iterator[tuple[str, Manifest]]:
+class Pod(NamedTuple):
+    """A pod the manifests make run: a Deployment's template, or Spark's executor template."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    spec: Manifest
+
+
+def pods() -> Iterator[Pod]:
     for name, deployment in named("Deployment").items():
-        yield name, deployment["spec"]["template"]["spec"]
+        template = deployment["spec"]["template"]
+        namespace = deployment["metadata"].get("namespace", "default")
+        yield Pod(name, namespace, template["metadata"]["labels"], template["spec"])
+    executor = executor_pod_template()
+    yield Pod("executor", SPARK_NAMESPACE, executor["metadata"]["labels"], executor["spec"])
+
+
+def pod_specs() -> Iterator[tuple[str, Manifest]]:
+    for pod in pods():
+        yield pod.name, pod.spec
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -60,25 +91,51 @@ def test_a_misspelt_field_fails_the_validation() -> None:
         kubernetes_validate.validate(deployment, VERSIONS[-1], strict=True)
 
 
+def namespace_of(manifest: Manifest) -> str:
+    return str(manifest["metadata"].get("namespace", "default"))
+
+
 def test_every_reference_names_an_object_of_the_manifests() -> None:
+    """Each Secret, ConfigMap, claim and account a pod names exists in the pod's namespace,
+    with the keys it mounts; each ``*_FILE`` variable names a file a Secret volume holds."""
     secrets, configs = named("Secret"), named("ConfigMap")
     claims, accounts = named("PersistentVolumeClaim"), named("ServiceAccount")
-    for name, spec in pod_specs():
-        assert spec.get("serviceAccountName", "default") in {*accounts, "default"}, name
-        for volume in spec.get("volumes", []):
+    namespaces = named("Namespace")
+
+    def defined(objects: dict[str, Manifest], name: str, pod: Pod) -> Manifest:
+        assert name in objects, (pod.name, name)
+        assert namespace_of(objects[name]) == pod.namespace, (pod.name, name)
+        return objects[name]
+
+    for pod in pods():
+        assert pod.namespace in namespaces, pod.name
+        account = pod.spec.get("serviceAccountName")
+        if account:
+            defined(accounts, account, pod)
+        files: set[str] = set()
+        mounts = {
+            m["name"]: m["mountPath"] for c in pod.spec["containers"] for m in c["volumeMounts"]
+        }
+        for volume in pod.spec.get("volumes", []):
             if "configMap" in volume:
-                assert volume["configMap"]["name"] in configs, name
+                defined(configs, volume["configMap"]["name"], pod)
             if "persistentVolumeClaim" in volume:
-                assert volume["persistentVolumeClaim"]["claimName"] in claims, name
-        for container in spec["containers"]:
-            assert container["image"] == IMAGE, name
+                defined(claims, volume["persistentVolumeClaim"]["claimName"], pod)
+            if "secret" in volume:
+                secret = defined(secrets, volume["secret"]["secretName"], pod)
+                items = volume["secret"].get("items")
+                keys = [i["key"] for i in items] if items else list(secret["stringData"])
+                assert set(keys) <= secret["stringData"].keys(), (pod.name, volume)
+                files |= {f"{mounts[volume['name']]}/{key}" for key in keys}
+        for container in pod.spec["containers"]:
+            assert container.get("image", IMAGE) == IMAGE, pod.name
             for env in container.get("env", []):
-                ref = env.get("valueFrom", {}).get("secretKeyRef")
-                if ref:
-                    assert ref["key"] in secrets[ref["name"]]["stringData"], (name, env)
+                if env["name"].endswith("_FILE"):
+                    assert env["value"] in files, (pod.name, env)
     (binding,) = named("RoleBinding").values()
     assert binding["roleRef"]["name"] in named("Role")
     assert {s["name"] for s in binding["subjects"]} <= accounts.keys()
+    assert {s["namespace"] for s in binding["subjects"]} == {namespace_of(binding)}
 
 
 def test_spark_executors_use_the_image_the_template_the_claim_and_the_account() -> None:
@@ -126,14 +183,180 @@ def test_the_job_and_the_mirror_run_an_active_and_a_warm_standby() -> None:
                 assert claim["spec"]["accessModes"] == ["ReadWriteMany"], name
 
 
-def test_serve_is_scraped_where_it_listens() -> None:
+def test_serve_is_scraped_where_it_listens_and_probed_whatever_tls_and_users_ask() -> None:
+    """Prometheus' annotations name the port serve's configuration listens on, over HTTPS
+    (its web config is mounted); the probes open that port and send no request, so neither
+    TLS nor a password can fail them, and they reveal nothing."""
     service = named("Service")["consumer-offsets-serve"]
     (container,) = named("Deployment")["consumer-offsets-serve"]["spec"]["template"]["spec"][
         "containers"
     ]
-    port = container["ports"][0]["containerPort"]
+    (port,) = container["ports"]
     annotations = service["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
-    assert annotations["prometheus.io/port"] == str(port)
-    assert container["args"][container["args"].index("--port") + 1] == str(port)
-    assert container["readinessProbe"]["httpGet"]["path"] == annotations["prometheus.io/path"]
+    assert annotations["prometheus.io/port"] == str(port["containerPort"])
+    assert annotations["prometheus.io/scheme"] == "https"
+    config = named("ConfigMap")["consumer-offsets-serve-config"]["data"]["consumer-offsets.toml"]
+    serve = tomllib.loads(config)["serve"]
+    assert serve["port"] == port["containerPort"]
+    web_config = Path(serve["web_config_file"])
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    (volume,) = (
+        v
+        for v in named("Deployment")["consumer-offsets-serve"]["spec"]["template"]["spec"][
+            "volumes"
+        ]
+        if v["name"] == mounts[str(web_config.parent)]
+    )
+    secret = named("Secret")[volume["secret"]["secretName"]]["stringData"]
+    web = yaml.safe_load(secret[web_config.name])
+    assert web["basic_auth_users"] and web["tls_server_config"]["cert_file"] in secret
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["tcpSocket"]["port"] == port["name"], probe
+
+
+def containers(pod: Pod) -> list[Manifest]:
+    return [*pod.spec.get("initContainers", []), *pod.spec["containers"]]
+
+
+def test_every_pod_meets_pod_security_restricted_with_a_read_only_root() -> None:
+    """Pod Security Standards "restricted", field by field, for every pod the manifests run
+    (Spark's executor template too), in namespaces that enforce it; every container's root
+    read-only, writing only to volumes."""
+    namespaces = named("Namespace")
+    for pod in pods():
+        labels = namespaces[pod.namespace]["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "restricted", pod.namespace
+        context = pod.spec.get("securityContext", {})
+        assert context.get("runAsNonRoot") is True, pod.name
+        assert context.get("seccompProfile", {}).get("type") == "RuntimeDefault", pod.name
+        for key in ("hostNetwork", "hostPID", "hostIPC"):
+            assert not pod.spec.get(key), (pod.name, key)
+        for volume in pod.spec.get("volumes", []):
+            assert "hostPath" not in volume, (pod.name, volume)
+        for container in containers(pod):
+            where = (pod.name, container["name"])
+            own = container.get("securityContext", {})
+            assert own.get("allowPrivilegeEscalation") is False, where
+            assert own.get("capabilities", {}).get("drop") == ["ALL"], where
+            assert not own.get("capabilities", {}).get("add"), where
+            assert own.get("privileged") is not True, where
+            assert own.get("runAsNonRoot", context.get("runAsNonRoot")) is True, where
+            assert own.get("runAsUser", context.get("runAsUser")) != 0, where
+            seccomp = own.get("seccompProfile", context.get("seccompProfile", {}))
+            assert seccomp.get("type") == "RuntimeDefault", where
+            assert own.get("readOnlyRootFilesystem") is True, where
+            mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
+            assert "/tmp" in mounts, where  # Spark's local dirs, the JVM's and Python's files
+
+
+def test_no_secret_reaches_a_container_as_an_environment_variable() -> None:
+    for pod in pods():
+        for container in containers(pod):
+            for env in container.get("env", []):
+                assert "secretKeyRef" not in env.get("valueFrom", {}), (pod.name, env["name"])
+            for source in container.get("envFrom", []):
+                assert "secretRef" not in source, (pod.name, source)
+
+
+def selects(selector: Manifest, labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, selector  # matchExpressions: not used here
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def test_every_pod_has_a_network_policy_of_its_own_behind_a_default_deny() -> None:
+    """Each namespace denies all traffic unless allowed; each pod is selected by a policy
+    that names it (not only the namespace-wide ones), for both directions."""
+    policies = [p for p in manifests() if p["kind"] == "NetworkPolicy"]
+    for pod in pods():
+        here = [p for p in policies if namespace_of(p) == pod.namespace]
+        assert any(
+            p["spec"]["podSelector"] == {}
+            and sorted(p["spec"]["policyTypes"]) == ["Egress", "Ingress"]
+            and not p["spec"].get("ingress")
+            and not p["spec"].get("egress")
+            for p in here
+        ), pod.namespace
+        own = [
+            p
+            for p in here
+            if p["spec"]["podSelector"] and selects(p["spec"]["podSelector"], pod.labels)
+        ]
+        assert own, pod.name
+        assert {"Ingress", "Egress"} <= {t for p in own for t in p["spec"]["policyTypes"]}
+
+
+def test_only_the_driver_holds_a_token_and_its_role_touches_pods_alone() -> None:
+    """The driver's Role: what Spark's client-mode driver does to its executor pods, nothing
+    else (no ConfigMaps, Services, claims or Secrets, no wildcards); every other pod runs
+    without a service-account token."""
+    (role,) = named("Role").values()
+    (rule,) = role["rules"]
+    assert rule["apiGroups"] == [""] and rule["resources"] == ["pods"]
+    assert set(rule["verbs"]) <= {"create", "get", "list", "watch", "delete", "deletecollection"}
+    assert not named("ClusterRole") and not named("ClusterRoleBinding")
+    for pod in pods():
+        if pod.name == "consumer-offsets-job":
+            assert pod.namespace == SPARK_NAMESPACE
+            continue
+        assert pod.spec.get("automountServiceAccountToken") is False, pod.name
+    job = named("Deployment")["consumer-offsets-job"]["spec"]["template"]["spec"]
+    (container,) = job["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    args = env["PYSPARK_SUBMIT_ARGS"].split()
+    conf = dict(arg.split("=", 1) for arg in args if "=" in arg)
+    # What would need ConfigMaps, Services or claims in the Role, off.
+    assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"
+    assert conf["spark.kubernetes.driver.service.deleteOnTermination"] == "false"
+    assert conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"
+
+
+def test_spark_authenticates_and_encrypts_and_shows_no_ui() -> None:
+    """Spark's own security on between the driver and its executors, the secret a file both
+    mount at the same path (so it is not put into the executors' pod spec); no UI."""
+    job = named("Deployment")["consumer-offsets-job"]["spec"]["template"]["spec"]
+    (container,) = job["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    conf = dict(a.split("=", 1) for a in env["PYSPARK_SUBMIT_ARGS"].split() if "=" in a)
+    for key in ("authenticate", "network.crypto.enabled", "io.encryption.enabled"):
+        assert conf[f"spark.{key}"] == "true", key
+    assert conf["spark.ui.enabled"] == "false"
+    secret_file = Path(conf["spark.authenticate.secret.file"])
+    for pod in pods():
+        if pod.namespace != SPARK_NAMESPACE:
+            continue
+        (spark,) = pod.spec["containers"]
+        mounts = {m["mountPath"]: m["name"] for m in spark["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod.spec["volumes"]}
+        volume = volumes[mounts[str(secret_file.parent)]]
+        assert volume["secret"]["secretName"] == "consumer-offsets-spark-auth", pod.name
+    mirror = named("Deployment")["consumer-offsets-mirror"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in mirror["containers"][0]["env"]}
+    assert "--conf spark.ui.enabled=false" in env["PYSPARK_SUBMIT_ARGS"]
+
+
+def test_liveness_never_asks_the_sink() -> None:
+    """A PostgreSQL outage must not restart the job's and the mirror's pods (they wait it
+    out): their liveness and start-up probes check the Spark JVM, never the health check that
+    reads the sink's heartbeat; readiness may."""
+    for name in ("consumer-offsets-job", "consumer-offsets-mirror"):
+        spec = named("Deployment")[name]["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        for probe in ("startupProbe", "livenessProbe"):
+            command = container[probe].get("exec", {}).get("command", [])
+            assert not any("healthcheck" in part for part in command), (name, probe)
+        assert "healthcheck" in " ".join(container["readinessProbe"]["exec"]["command"])
+
+
+def test_each_pod_has_a_disruption_budget_that_keeps_one() -> None:
+    budgets = [m for m in manifests() if m["kind"] == "PodDisruptionBudget"]
+    for name in ("consumer-offsets-job", "consumer-offsets-mirror"):
+        deployment = named("Deployment")[name]
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        (budget,) = [
+            b
+            for b in budgets
+            if namespace_of(b) == namespace_of(deployment)
+            and selects(b["spec"]["selector"], labels)
+        ]
+        assert budget["spec"].get("maxUnavailable") == 1 or budget["spec"].get("minAvailable") == 1
