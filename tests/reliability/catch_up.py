@@ -162,6 +162,8 @@ def catch_up(
                 break
         query_started = _log_time(active, "query started")
         catch_up_s = time.monotonic() - (query_started or started)
+        rate = len(model) / catch_up_s
+        print(f"answered {len(seen):,} in {catch_up_s:.1f} s: {rate:,.0f} offsets/s", flush=True)
         if len(seen) < groups:
             problems.append(f"{groups - len(seen):,} requests not answered in time")
         if standby:
@@ -176,7 +178,7 @@ def catch_up(
         sink = sink_offsets(sink_url)
         if sink != model:
             problems.append("sink != model: " + diff(model, sink))
-        topic = offsets_topic_offsets(bootstrap, config.offsets_topic)
+        topic = offsets_topic_offsets(bootstrap, config.offsets_topic, deadline_s=900)
         if topic != model:
             problems.append("offsets topic != model: " + diff(model, topic))
     finally:

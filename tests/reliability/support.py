@@ -139,9 +139,10 @@ def wait_for_sink(
     return seen["sink"]
 
 
-def offsets_topic_offsets(bootstrap: str, topic: str) -> OffsetState:
-    """What compaction leaves of the offsets topic's committed records, as committed offsets."""
-    latest = compacted(read_offsets_topic(bootstrap, topic, READ_COMMITTED))
+def offsets_topic_offsets(bootstrap: str, topic: str, deadline_s: float = 30) -> OffsetState:
+    """What compaction leaves of the offsets topic's committed records, as committed offsets
+    (read within ``deadline_s``)."""
+    latest = compacted(read_offsets_topic(bootstrap, topic, READ_COMMITTED, deadline_s))
     return {
         (key.group, key.topic, key.partition): value.offset
         for key, value in latest.items()

@@ -73,9 +73,12 @@ def produce_raw(bootstrap: str, topic: str, messages: Iterable[tuple[int, bytes 
         producer.close()
 
 
-def read_all(bootstrap: str, topic: str, isolation_level: str = "read_committed") -> list[Any]:
-    """Every record of every partition of ``topic`` up to its current end, in partition order;
-    read_committed by default, as the job's readers and clients read what the job writes."""
+def read_all(
+    bootstrap: str, topic: str, isolation_level: str = "read_committed", deadline_s: float = 30
+) -> list[Any]:
+    """Every record of every partition of ``topic`` up to its current end, in partition order,
+    within ``deadline_s``; read_committed by default, as the job's readers and clients read
+    what the job writes."""
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation_level
     )
@@ -86,7 +89,7 @@ def read_all(bootstrap: str, topic: str, isolation_level: str = "read_committed"
         ends = consumer_end_offsets(consumer, tps)
         consumer.seek_to_beginning(*tps)
         out: list[Any] = []
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + deadline_s
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} did not reach its end offsets")
@@ -98,10 +101,10 @@ def read_all(bootstrap: str, topic: str, isolation_level: str = "read_committed"
 
 
 def read_offsets_topic(
-    bootstrap: str, topic: str, isolation_level: str = "read_committed"
+    bootstrap: str, topic: str, isolation_level: str = "read_committed", deadline_s: float = 30
 ) -> list[tuple[int, Record]]:
     """(partition, decoded record) for every record of the offsets topic."""
-    records = read_all(bootstrap, topic, isolation_level)
+    records = read_all(bootstrap, topic, isolation_level, deadline_s)
     return [(r.partition, decode_record(r.key, r.value)) for r in records]
 
 
