@@ -145,3 +145,20 @@ def test_every_command_takes_kafkas_spellings_and_the_old_ones(
         assert getattr(both, options) == [("a", "1"), ("b", "2"), ("c", "3")]
     bad = run(*argv, "--kafka-option", "novalue")
     assert bad.code == 2 and "expected KEY=VALUE" in bad.err
+
+
+def test_help_loads_no_library_it_does_not_use() -> None:
+    """``--help`` (and every command's parser) starts without the sink's SQL toolkit, Arrow,
+    pandas, Spark or the Kafka clients: they cost seconds of a 2-core machine's start."""
+    probe = (
+        "import contextlib, io, sys\n"
+        "from streaming.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "heavy = ('sqlalchemy', 'pyarrow', 'pandas', 'pyspark', 'confluent_kafka', 'psycopg')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
