@@ -27,7 +27,9 @@ class GroupSummary:
 
     group_id: str
     partitions: int
-    members: int | None
+    #: Members of its generation: 0 for a group that never joined (standalone commits, as
+    #: Kafka counts an Empty group's), as kafka_consumergroup_members says.
+    members: int
     total_lag: int
     #: The largest lag in seconds of the group's partitions; None when none is known.
     max_lag_seconds: float | None
@@ -64,7 +66,7 @@ def summarise(
             GroupSummary(
                 listing.group_id,
                 listing.partitions,
-                listing.members,
+                listing.members or 0,
                 lag,
                 seconds,
                 bounded,
