@@ -256,6 +256,7 @@ def warm_up(keeper: LeaseKeeper, master: str | None) -> SparkSession:
 
 class _HasSink(Protocol):
     sink: Any
+    on_alive: Callable[[], None]
 
 
 W = TypeVar("W", bound=_HasSink)
@@ -292,6 +293,7 @@ def hold_lease(
         signals.creating()
         created = create(spark)
     keeper.fence(created.sink)
+    created.on_alive = keeper.started
     return created
 
 

@@ -149,6 +149,9 @@ class OffsetsJob:
     #: The deployment lease (name, epoch, holder) the Python workers' sink writes are fenced
     #: by (``LeaseKeeper.fence_token``); None: no lease.
     lease: tuple[str, int, str] | None = None
+    #: Called once the job's own heartbeat runs, before its query starts (the lease keeper's
+    #: start-up beat stops: ``LeaseKeeper.started``).
+    on_alive: Callable[[], None] = lambda: None
     #: Each ingest topic's partition count, read at start.
     _ingest_layout: dict[str, int] = field(default_factory=dict)
 
@@ -213,6 +216,7 @@ class OffsetsJob:
             self.sink.set_status(plan.status, plan.detail)  # type: ignore[arg-type]
         lifecycle = self.lifecycle = QueryLifecycle(self.spark, config.checkpoint_location)
         lifecycle.keep_alive(self.sink, config.bootstrap_servers, "job")
+        self.on_alive()
         # Every shard is called in the first micro-batch, which runs at once: loads and warm-up
         # happen before ACTIVE.
         own_partitions = self._ingest_layout[config.ingest_topic]

@@ -91,8 +91,9 @@ class LeaseKeeper:
         #: The sinks fenced by the held lease whose writes hold renewals off (SQLite).
         self._writers: list[Sink] = []
         self._renewals_by_write = 0
-        #: Set by :meth:`announce_start`: each renewal also beats the status row's heartbeat.
-        self._beating = False
+        #: The status row's heartbeat while the process starts (:meth:`announce_start`).
+        self._beat: threading.Thread | None = None
+        self._started = threading.Event()
         self._warming: threading.Thread | None = None
         self._warmed = threading.Event()
 
@@ -124,13 +125,29 @@ class LeaseKeeper:
     def announce_start(self) -> None:
         """Once the lease is held, before anything else starts: the sink's status row says
         STARTING (a LOADING one, a rebuild to resume, stays LOADING) with a fresh heartbeat,
-        and every renewal from now on beats it too, so the status is true from the first
-        second: not STOPPED, not NOT RESPONDING while Spark starts."""
+        beaten every TTL/5 until :meth:`started`, so the status is true from the first second:
+        not STOPPED, not NOT RESPONDING while Spark starts. The beat is a thread of its own:
+        the status row is also a batch's, and a renewal must never wait for one."""
         assert self.lease is not None, "take or wait first"
         if self.sink.status().status != "LOADING":
             self.sink.set_status("STARTING", "lease taken: starting Spark")
         self.sink.heartbeat()
-        self._beating = True
+
+        def beat() -> None:
+            while not self._started.wait(self.ttl_ms / 5000):
+                self._safely(self.sink.heartbeat, "cannot beat the starting status")
+
+        self._beat = threading.Thread(target=beat, name=f"lease-{self.name}-start-beat")
+        self._beat.daemon = True
+        self._beat.start()
+
+    def started(self) -> None:
+        """The process's own heartbeat runs (its query started): stop the start-up beat, and
+        wait for one under way, before any batch writes the status row."""
+        self._started.set()
+        beat, self._beat = self._beat, None
+        if beat is not None:
+            beat.join(self.ttl_ms / 1000)
 
     def wait(self, stopped: Callable[[], bool]) -> Lease | None:
         """As a ready standby: poll for the lease until it is ours (kept from then on), or None
@@ -183,6 +200,7 @@ class LeaseKeeper:
         close the keeper's sink. Nothing is freed once the lease was lost."""
         self._stopping.set()
         self._stop_warming()
+        self.started()
         for thread in self._threads:
             thread.join(self.ttl_ms / 1000)
         try:
@@ -214,8 +232,6 @@ class LeaseKeeper:
             try:
                 self.lease = self.sink.renew_lease(self.ttl_ms)
                 self._renewed_at = self._answered_at = self._clock()
-                if self._beating:
-                    self.sink.heartbeat()
             except LeaseLost as lost:
                 self._lose(lost)
             except SinkError as exc:

@@ -176,6 +176,9 @@ class OffsetsMirror:
     sink: Sink
     writer: MirrorWriter | None = None
     lifecycle: QueryLifecycle | None = None
+    #: Called once the mirror's own heartbeat runs, before its query starts (the lease keeper's
+    #: start-up beat stops: ``LeaseKeeper.started``).
+    on_alive: Callable[[], None] = lambda: None
 
     @property
     def query(self) -> StreamingQuery | None:
@@ -266,6 +269,7 @@ class OffsetsMirror:
         settings = {"spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "true"}
         query = lifecycle.start(writer, settings)
         lifecycle.keep_alive(self.sink, config.source_bootstrap_servers, "mirror")
+        self.on_alive()
         log_end = LogEndRefresher(
             self.sink, config.kafka_python_options(), config.log_end_interval_s
         )

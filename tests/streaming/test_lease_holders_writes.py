@@ -48,9 +48,11 @@ def test_a_batch_write_three_ttls_long_keeps_the_holders_lease(
     lost: list[LeaseLost] = []
     active = LeaseKeeper(open_sink(url), JOB_LEASE, TTL_MS, holder="active", on_lost=lost.append)
     taken = active.take()
+    active.announce_start()  # as run does: STARTING, beaten until the job's heartbeat runs
     writer = open_sink(url)
     sinks.append(writer)
     active.fence(writer)
+    active.started()
     write_state = writer._write_state
 
     def write_state_slowly(tx: Any, *args: Any) -> None:

@@ -306,6 +306,10 @@ def test_a_holder_is_starting_from_its_first_second_and_beats_while_it_starts(
         later = reader.status()
         assert later.heartbeat_at_ms is not None and first.heartbeat_at_ms is not None
         assert later.heartbeat_at_ms > first.heartbeat_at_ms
+        active.started()  # the job's own heartbeat runs: the keeper's beat stops
+        stopped = reader.status().heartbeat_at_ms
+        time.sleep(3 * TTL_MS / 5000)
+        assert reader.status().heartbeat_at_ms == stopped
     finally:
         active.release()
 
