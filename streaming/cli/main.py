@@ -69,7 +69,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="MS",
         default=DEFAULT_TIMEOUT_MS,
-        help=f"how long to wait for the job's answers (default {DEFAULT_TIMEOUT_MS})",
+        help=f"milliseconds to wait for the job's answers (default {DEFAULT_TIMEOUT_MS})",
     )
     group.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     job_runner.add_log_level_argument(group, default="warning")

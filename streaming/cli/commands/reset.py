@@ -339,4 +339,6 @@ def cmd_reset_offsets(ctx: Context) -> int:
         raise CommandFailed
     if not args.execute:
         ctx.dry_run_note()
+    elif not ctx.json:
+        ctx.err(f"committed: {len(plan)} partition(s) of group {group!r} reset, as above")
     return EXIT_OK

@@ -168,6 +168,7 @@ def test_reset_offsets_dry_run_changes_nothing_and_execute_changes_the_listed_pa
     shifted = reset(job_args, group, "--all-topics", "--shift-by", "-5", "--execute")
     assert shifted.code == 0, shifted
     assert "is before the log start offset 0: using 0" in shifted.err
+    assert f"committed: 3 partition(s) of group {group!r} reset, as above" in shifted.err
     assert committed(running_job, group) == per_partition(data_topic, 2, 0, 0)
 
     earliest = reset(job_args, group, "--topic", data_topic, "--to-earliest", "--execute")
