@@ -1,7 +1,9 @@
 """deploy/kubernetes/: every manifest valid against Kubernetes' own OpenAPI schemas (offline, the
 ones kubernetes-validate bundles; strict: an unknown field is an error), every name one
 manifest refers to — Secret keys, ConfigMap keys, claims, the ServiceAccount, the image —
-defined by another in the same namespace, and every pod (the executor pod template too) as a
+defined by another in the same namespace, every path a container names mounted or in the image
+(as deploy/container/Containerfile reads), every port a probe, Service or NetworkPolicy names
+declared by its pods, and every pod (the executor pod template too) as a
 platform team admits it: Pod Security "restricted", a read-only root, secrets as files, a
 NetworkPolicy of its own. No cluster runs here: what Kubernetes does with them is not tested."""
 
@@ -9,8 +11,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
+import re
+import sysconfig
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -360,3 +365,340 @@ def test_each_pod_has_a_disruption_budget_that_keeps_one() -> None:
             and selects(b["spec"]["selector"], labels)
         ]
         assert budget["spec"].get("maxUnavailable") == 1 or budget["spec"].get("minAvailable") == 1
+
+
+CONTAINERFILE = MANIFESTS.parent / "container" / "Containerfile"
+#: Debian's Python by release: the image's venv is made by the base's python3.
+DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
+#: A path in a command, an environment value, a Spark setting or a mounted TOML (URLs removed).
+PATH_PATTERN = re.compile(r"(?<![\w.$/])/[\w.@+-]+(?:/[\w.@*+-]*)*")
+URL_PATTERN = re.compile(r"\w+://\S+")
+
+
+class ImageLayout(NamedTuple):
+    """What deploy/container/Containerfile puts into its image, as far as reading it tells."""
+
+    #: Paths the final stage makes: its COPY destinations (a file, or a folder copied from
+    #: the build stage), WORKDIR and VOLUME.
+    files: set[str]
+    folders: set[str]
+    #: The build stage's venv (copied whole) and the folders it fills (COPY DEST/).
+    venv: str
+    filled: set[str]
+    python: str
+    text: str
+
+
+@functools.cache
+def image_layout() -> ImageLayout:
+    text = CONTAINERFILE.read_text(encoding="utf-8")
+    base = re.search(r"ARG BASE_IMAGE=\S+:(\w+)", text)
+    assert base and base.group(1).split("-")[0] in DEBIAN_PYTHON, "the base's Debian release"
+    *_, build, final = re.split(r"^FROM ", text, flags=re.MULTILINE)
+    files, folders = set(), set()
+    for source, destination in re.findall(r"^COPY (--from=\w+ \S+|\S+) (\S+)", final, re.M):
+        (folders if source.startswith("--from=") else files).add(destination.rstrip("/"))
+    folders |= set(re.findall(r"^(?:WORKDIR|VOLUME) (\S+)", final, re.MULTILINE))
+    venv = re.search(r"python3 -m venv (\S+?);", build)
+    assert venv, "the build stage's venv"
+    filled = {d.rstrip("/") for d in re.findall(r"^COPY \S+/ (\S+)", build, re.MULTILINE)}
+    return ImageLayout(
+        files, folders, venv.group(1), filled, DEBIAN_PYTHON[base.group(1).split("-")[0]], text
+    )
+
+
+def in_image(path: str) -> bool:
+    """``path`` is in the image: a file it copies, a folder it makes, inside the venv a
+    package of the lock installed there (found in this test's own environment, which the
+    same lock installed), or a folder the build stage fills that the Containerfile names."""
+    layout = image_layout()
+    path = path.rstrip("*").rstrip("/")
+    if path in layout.files or path in layout.folders:
+        return True
+    folder = next((f for f in layout.folders if path.startswith(f + "/")), None)
+    if folder is None:
+        return False
+    site = f"{layout.venv}/lib/python{layout.python}/site-packages/"
+    if folder == layout.venv:
+        here = Path(sysconfig.get_paths()["purelib"])
+        return path.startswith(site) and (here / path.removeprefix(site)).exists()
+    filled = next((f for f in layout.filled if path.startswith(f + "/")), None)
+    return filled is not None and path in layout.text
+
+
+def pod_objects(objects: list[Manifest]) -> Iterator[Pod]:
+    """The pods of ``objects``: each Deployment's template and Spark's executor template."""
+    for m in objects:
+        if m["kind"] == "Deployment":
+            template = m["spec"]["template"]
+            yield Pod(m["metadata"]["name"], namespace_of(m), template["metadata"]["labels"],
+                      template["spec"])  # fmt: skip
+    for m in objects:
+        if m["kind"] == "ConfigMap" and "executor-pod-template.yaml" in m["data"]:
+            executor = yaml.safe_load(m["data"]["executor-pod-template.yaml"])
+            yield Pod("executor", namespace_of(m), executor["metadata"]["labels"], executor["spec"])
+
+
+def spark_conf(container: Manifest) -> dict[str, str]:
+    env = {e["name"]: e.get("value") or "" for e in container.get("env", [])}
+    args = env.get("PYSPARK_SUBMIT_ARGS", "").split()
+    return dict(arg.split("=", 1) for arg in args if "=" in arg)
+
+
+def declared_ports(pod: Pod, objects: list[Manifest]) -> set[str | int]:
+    """Names and numbers of the ports ``pod``'s containers declare; for an executor, also the
+    block manager's, which Spark's executor pods declare (spark.blockManager.port)."""
+    ports: set[str | int] = set()
+    for container in containers(pod):
+        for port in container.get("ports", []):
+            ports |= {port["containerPort"], *([port["name"]] if "name" in port else [])}
+    if pod.labels.get("app.kubernetes.io/component") == "executor":
+        for driver in pod_objects(objects):
+            for container in driver.spec["containers"]:
+                if "spark.kubernetes.executor.podTemplateFile" in spark_conf(container):
+                    ports.add(int(spark_conf(container).get("spark.blockManager.port", 7079)))
+    return ports
+
+
+class Mounts(NamedTuple):
+    """A container's view of its files: mount paths to volumes, and the objects behind them."""
+
+    pod: Pod
+    volumes: dict[str, Manifest | None]
+    objects: dict[tuple[str, str, str], Manifest]
+
+    def content(self, path: str) -> str | None:
+        """The text of the Secret's or ConfigMap's key mounted at ``path``; "" for a folder, a
+        path in an emptyDir or a claim (written at run time) or in the image; None when nothing
+        is there."""
+        mount = max(
+            (m for m in self.volumes if path == m or path.startswith(m + "/")),
+            key=len,
+            default=None,
+        )
+        if mount is None:
+            return "" if in_image(path) else None
+        volume = self.volumes[mount]
+        if volume is None or path == mount:
+            return None if volume is None else ""
+        source = volume.get("secret") or volume.get("configMap")
+        if source is None:
+            return ""
+        kind = "Secret" if "secret" in volume else "ConfigMap"
+        name = source.get("secretName") or source.get("name")
+        found = self.objects.get((kind, self.pod.namespace, name), {})
+        data = {**found.get("data", {}), **found.get("stringData", {})}
+        items = {i["path"]: i["key"] for i in source.get("items", [])} or {k: k for k in data}
+        key = items.get(path.removeprefix(mount + "/"))
+        return None if key is None else data.get(key)
+
+
+def paths_in(text: str) -> list[str]:
+    return PATH_PATTERN.findall(URL_PATTERN.sub("", text))
+
+
+def missing_files(container: Manifest, mounts: Mounts) -> Iterator[str]:
+    """Paths ``container`` names (command, environment, Spark settings, probes, and the paths
+    in the TOML files and serve's web config it reads) that no volume or the image holds."""
+    texts = [*container.get("command", []), *container.get("args", [])]
+    texts += [e.get("value", "") for e in container.get("env", [])]
+    texts += list(spark_conf(container).values())
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        texts += container.get(probe, {}).get("exec", {}).get("command", [])
+    paths = [path for text in texts for path in paths_in(text)]
+    for path in paths:  # grows with the paths the files read name
+        text = mounts.content(path)
+        if text is None:
+            yield f"{path} is neither mounted nor in the image"
+        elif path.endswith(".toml") and text:
+            settings = tomllib.loads(text)
+            paths += paths_in(json.dumps(settings))
+            web_config = settings.get("serve", {}).get("web_config_file")
+            web = mounts.content(web_config) if web_config else None
+            if web:
+                folder = web_config.rsplit("/", 1)[0]
+                tls = yaml.safe_load(web).get("tls_server_config", {})
+                paths += [
+                    tls[key] if tls[key].startswith("/") else f"{folder}/{tls[key]}"
+                    for key in ("cert_file", "key_file", "client_ca_file")
+                    if key in tls
+                ]
+
+
+def undeclared_probe_ports(container: Manifest, ports: set[str | int]) -> Iterator[str]:
+    """Ports ``container``'s probes open that it does not declare (an exec probe may open a
+    port its Spark settings fix)."""
+    fixed = {int(v) for k, v in spark_conf(container).items() if k.endswith(".port")}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        spec = container.get(probe, {})
+        for kind in ("tcpSocket", "httpGet", "grpc"):
+            if kind in spec and spec[kind]["port"] not in ports:
+                yield f"{probe} opens port {spec[kind]['port']}, not declared"
+        command = " ".join(spec.get("exec", {}).get("command", []))
+        for port in re.findall(r"create_connection\(\(\"[^\"]+\", (\d+)\)", command):
+            if int(port) not in ports | fixed:
+                yield f"{probe} opens port {port}, not declared"
+
+
+def undeclared_target_ports(objects: list[Manifest]) -> Iterator[str]:
+    """Ports a Service sends to, or a NetworkPolicy lets in to (or out to) pods of its own
+    namespace, that those pods do not declare."""
+    pods = list(pod_objects(objects))
+
+    def selected(namespace: str, selector: Manifest) -> list[Pod]:
+        return [p for p in pods if p.namespace == namespace and selects(selector, p.labels)]
+
+    for m in objects:
+        what = f"{m['kind']} {m['metadata']['name']}"
+        targets: list[tuple[list[Pod], list[str | int]]] = []
+        if m["kind"] == "Service":
+            chosen = selected(namespace_of(m), {"matchLabels": m["spec"]["selector"]})
+            if not chosen:
+                yield f"{what} selects no pod"
+            targets.append((chosen, [p.get("targetPort", p["port"]) for p in m["spec"]["ports"]]))
+        if m["kind"] == "NetworkPolicy":
+            peers = [(m["spec"]["podSelector"], r) for r in m["spec"].get("ingress", [])]
+            peers += [
+                (peer["podSelector"], r)
+                for r in m["spec"].get("egress", [])
+                for peer in r.get("to", [])
+                if set(peer) == {"podSelector"}  # a pod of the same namespace
+            ]
+            for selector, rule in peers:
+                ports = [p["port"] for p in rule.get("ports", [])]
+                targets.append((selected(namespace_of(m), selector) if selector else [], ports))
+        for chosen, ports in targets:
+            for pod in chosen:
+                for port in set(ports) - declared_ports(pod, objects):
+                    yield f"{what}: {pod.name} declares no port {port}"
+
+
+def dangling(objects: list[Manifest]) -> list[str]:
+    """Every reference in ``objects`` that nothing defines: a Secret or ConfigMap key behind a
+    path a container names, a path in the image, a port a probe, Service or NetworkPolicy names
+    that the pods do not declare."""
+    by_name = {(m["kind"], namespace_of(m), m["metadata"]["name"]): m for m in objects}
+    problems = []
+    for pod in pod_objects(objects):
+        volumes = {v["name"]: v for v in pod.spec.get("volumes", [])}
+        for container in containers(pod):
+            where = f"{pod.name}/{container['name']}"
+            mounts = Mounts(
+                pod,
+                {m["mountPath"]: volumes.get(m["name"]) for m in container["volumeMounts"]},
+                by_name,
+            )
+            problems += [f"{where}: {p}" for p in missing_files(container, mounts)]
+            ports = declared_ports(pod, objects)
+            problems += [f"{where}: {p}" for p in undeclared_probe_ports(container, ports)]
+    return problems + list(undeclared_target_ports(objects))
+
+
+def test_every_key_port_and_image_path_the_manifests_name_exists() -> None:
+    assert dangling(manifests()) == []
+
+
+def _find(objects: list[Manifest], kind: str, name: str) -> Manifest:
+    (found,) = [m for m in objects if m["kind"] == kind and m["metadata"]["name"] == name]
+    return found
+
+
+def _container(objects: list[Manifest], deployment: str) -> Manifest:
+    return dict(
+        _find(objects, "Deployment", deployment)["spec"]["template"]["spec"]["containers"][0]
+    )
+
+
+def _rename_key(data: Manifest, old: str, new: str) -> None:
+    data[new] = data.pop(old)
+
+
+def _edit_spark_args(objects: list[Manifest], deployment: str, old: str, new: str) -> None:
+    (env,) = [
+        e for e in _container(objects, deployment)["env"] if e["name"] == "PYSPARK_SUBMIT_ARGS"
+    ]
+    assert old in env["value"]
+    env["value"] = env["value"].replace(old, new)
+
+
+def _edit_executor_template(objects: list[Manifest], old: str, new: str) -> None:
+    data = _find(objects, "ConfigMap", "consumer-offsets-config")["data"]
+    assert old in data["executor-pod-template.yaml"]
+    data["executor-pod-template.yaml"] = data["executor-pod-template.yaml"].replace(old, new)
+
+
+#: A deliberate break of a copy of the manifests, and what the complaint must name.
+BREAKAGES: dict[str, tuple[Callable[[list[Manifest]], object], str]] = {
+    "Spark's secret key": (
+        lambda o: _rename_key(
+            _find(o, "Secret", "consumer-offsets-spark-auth")["stringData"], "auth-secret", "key"
+        ),
+        "/run/secrets/spark/auth-secret",
+    ),
+    "the executor template's key": (
+        lambda o: _rename_key(
+            _find(o, "ConfigMap", "consumer-offsets-config")["data"],
+            "executor-pod-template.yaml",
+            "executor.yaml",
+        ),
+        "executor-pod-template.yaml",
+    ),
+    "serve's certificate": (
+        lambda o: _find(o, "Secret", "consumer-offsets-serve-web")["stringData"].pop("tls.crt"),
+        "/etc/consumer-offsets-web/tls.crt",
+    ),
+    "serve's TOML": (
+        lambda o: _rename_key(
+            _find(o, "ConfigMap", "consumer-offsets-serve-config")["data"],
+            "consumer-offsets.toml",
+            "serve.toml",
+        ),
+        "/etc/consumer-offsets/consumer-offsets.toml",
+    ),
+    "serve's port name": (
+        lambda o: _container(o, "consumer-offsets-serve")["ports"][0].update(name="http"),
+        "port https",
+    ),
+    "the driver's port": (
+        lambda o: _container(o, "consumer-offsets-job")["ports"][0].update(containerPort=7077),
+        "port 7078",
+    ),
+    "the mirror's Spark port": (
+        lambda o: _edit_spark_args(
+            o, "consumer-offsets-mirror", "spark.driver.port=7078", "spark.driver.port=7077"
+        ),
+        "port 7078",
+    ),
+    "the health check's path": (
+        lambda o: _container(o, "consumer-offsets-job")["readinessProbe"]["exec"].update(
+            command=["python3", "/opt/consumer-offsets/health.py"]
+        ),
+        "/opt/consumer-offsets/health.py",
+    ),
+    "the executor's Python": (
+        lambda o: _edit_executor_template(o, "python3.11", "python3.12"),
+        "python3.12",
+    ),
+    "the executor's jars": (
+        lambda o: _edit_executor_template(o, "jars/spark/", "jars/kafka/"),
+        "jars/kafka",
+    ),
+    "the executor's block manager": (
+        lambda o: _edit_spark_args(
+            o,
+            "consumer-offsets-job",
+            "spark.blockManager.port=7079",
+            "spark.blockManager.port=7080",
+        ),
+        "executor declares no port 7079",
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+def test_a_broken_copy_of_the_manifests_is_caught(breakage: str) -> None:
+    objects = manifests()
+    breaks, named_in_complaint = BREAKAGES[breakage]
+    breaks(objects)
+    problems = dangling(objects)
+    assert any(named_in_complaint in p for p in problems), problems
