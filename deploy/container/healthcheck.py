@@ -1,6 +1,7 @@
 """The image's HEALTHCHECK: exit 0 when the container's command is healthy, else 1 with a line.
 
-``serve``: its ``/metrics`` answers (any HTTP status: a web config may ask for a password).
+``serve``: its ``/metrics`` answers, over HTTP or HTTPS (any HTTP status: a web config may ask
+for a password), on its port as its flags, environment or configuration file set it.
 ``run`` and ``mirror``: the heartbeat they write into their sink says STARTING, LOADING or ACTIVE
 (``consumer-offsets status`` exits 0 whatever the status); with ``--standby``, also while the
 sink lists this container's process as a standby waiting for the lease (its heartbeat there is
@@ -15,8 +16,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -41,20 +44,50 @@ def flag_values(args: list[str], *flags: str) -> list[str]:
     return kept
 
 
-def serve_answers(args: list[str]) -> str | None:
-    """None when serve's ``/metrics`` (its ``--port``, else the environment's, else 8000)
-    answers with any HTTP status, else why not."""
+def serve_port(args: list[str]) -> str:
+    """serve's port: its ``--port``, else ``CONSUMER_OFFSETS_SERVE_PORT``, else the ``[serve]``
+    table's of its configuration file (``--config``, else ``CONSUMER_OFFSETS_SERVE_CONFIG``),
+    else 8000."""
     ports = flag_values(args, "--port")
-    port = (
-        ports[-1].split("=")[-1] if ports else os.environ.get("CONSUMER_OFFSETS_SERVE_PORT", "8000")
-    )
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15).close()
-    except urllib.error.HTTPError:
-        pass
-    except OSError as error:
-        return f"serve's /metrics on port {port}: {error}"
-    return None
+    if ports:
+        return ports[-1].split("=")[-1]
+    if os.environ.get("CONSUMER_OFFSETS_SERVE_PORT"):
+        return os.environ["CONSUMER_OFFSETS_SERVE_PORT"]
+    configs = flag_values(args, "--config")
+    config = configs[-1].removeprefix("--config=") if configs else None
+    config = config or os.environ.get("CONSUMER_OFFSETS_SERVE_CONFIG")
+    if config:
+        try:
+            port = tomllib.loads(Path(config).read_text(encoding="utf-8")).get("serve", {})
+        except (OSError, tomllib.TOMLDecodeError):
+            port = {}
+        if port.get("port"):
+            return str(port["port"])
+    return "8000"
+
+
+def serve_answers(args: list[str]) -> str | None:
+    """None when serve's ``/metrics`` answers with any HTTP status (a web config may ask for a
+    password), over HTTP or, where its web config asks for TLS, HTTPS; else why not. Its
+    certificate is not checked: it names the host clients reach, and this asks only whether
+    serve answers."""
+    port = serve_port(args)
+    answers_tls = ssl.create_default_context()
+    answers_tls.check_hostname = False
+    answers_tls.verify_mode = ssl.CERT_NONE
+    problem = None
+    for scheme, context in (("http", None), ("https", answers_tls)):
+        try:
+            urllib.request.urlopen(
+                f"{scheme}://127.0.0.1:{port}/metrics", timeout=15, context=context
+            ).close()
+        except urllib.error.HTTPError:
+            return None
+        except OSError as error:
+            problem = problem or f"serve's /metrics on port {port}: {error}"
+            continue
+        return None
+    return problem
 
 
 def job_alive(args: list[str]) -> str | None:
