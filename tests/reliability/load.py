@@ -28,6 +28,7 @@ from state.coordinator.partitioner import partition_for
 from state.coordinator.requests import OffsetCommitRequest, PartitionCommit
 from state.formats.request_codec import encode_request
 from streaming.config import JobConfig
+from tests.bench.memory import descendants
 from tests.reliability.support import (
     CommitModel,
     OffsetState,
@@ -181,6 +182,7 @@ class DriverProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.starts = 0
+        self._paused: set[int] = set()
 
     def start(self, args: Sequence[str] | None = None) -> None:
         """Start the driver, with ``args`` instead of the constructor's when given."""
@@ -208,19 +210,35 @@ class DriverProcess:
             raise AssertionError(f"the driver exited; log tail:\n{self.log_tail()}")
 
     def kill(self) -> None:
-        """SIGKILL the whole process group: driver, JVM and Python workers at once."""
+        """SIGKILL the driver's whole process tree: driver, JVM and Python workers at once, as
+        a crashed machine (the JVM runs in a process group of its own)."""
         self._signal_group(signal.SIGKILL, timeout_s=30)
 
     def pause(self) -> None:
-        """SIGSTOP the whole process group: a long GC pause or a frozen machine."""
+        """SIGSTOP the driver's whole process tree: a long GC pause or a frozen machine."""
         if self.process is not None:
-            os.killpg(self.process.pid, signal.SIGSTOP)
+            for group in self._groups():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGSTOP)
+            self._paused = self._groups()
 
     def resume(self) -> None:
-        """SIGCONT the process group after :meth:`pause`."""
-        if self.process is not None:
+        """SIGCONT the process tree after :meth:`pause`."""
+        for group in self._paused | self._groups():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGCONT)
+                os.killpg(group, signal.SIGCONT)
+        self._paused = set()
+
+    def _groups(self) -> set[int]:
+        """The process groups of the driver and of its descendants (its JVM's own, with the
+        Python workers)."""
+        if self.process is None:
+            return set()
+        groups = set()
+        for pid in (self.process.pid, *descendants(self.process.pid)):
+            with contextlib.suppress(ProcessLookupError):
+                groups.add(os.getpgid(pid))
+        return groups
 
     def current_log(self) -> str:
         """The log of the current (last) start only."""
@@ -266,13 +284,15 @@ class DriverProcess:
         process = self.process
         if process is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
+        groups = self._groups() | {process.pid}  # found before the leader dies
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout_s)
         # Children (the JVM, Python workers) may outlive the leader for a moment.
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and _group_alive(process.pid):
+        while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
             time.sleep(0.1)
         if self._log is not None and process.poll() is not None:
             self._log.close()
