@@ -92,10 +92,9 @@ class LeaseKeeper:
         self._writers: list[Sink] = []
         self._renewals_by_write = 0
         #: The status row's heartbeat while the process starts (:meth:`announce_start`).
-        self._beat: threading.Thread | None = None
-        self._started = threading.Event()
-        self._warming: threading.Thread | None = None
-        self._warmed = threading.Event()
+        self._beat: _Repeat | None = None
+        #: The WARMING row's refresh while a standby warms up (:meth:`warm`).
+        self._warming: _Repeat | None = None
 
     def take(self) -> Lease:
         """Acquire the lease now (free, expired, or its holder dead) and keep it; LeaseHeld,
@@ -113,14 +112,13 @@ class LeaseKeeper:
         """As a standby warming up: its registry row says WARMING now and every second until
         :meth:`wait` (READY) or :meth:`release`, so it is listed from its first second."""
         self.register("WARMING")
-
-        def refresh() -> None:
-            while not self._warmed.wait(REGISTER_EVERY_S):
-                self._safely(lambda: self.register("WARMING"), "cannot refresh the standby row")
-
-        self._warming = threading.Thread(target=refresh, name=f"lease-{self.name}-warming")
-        self._warming.daemon = True
-        self._warming.start()
+        self._warming = _Repeat(
+            lambda: self._safely(
+                lambda: self.register("WARMING"), "cannot refresh the standby row"
+            ),
+            REGISTER_EVERY_S,
+            f"lease-{self.name}-warming",
+        )
 
     def announce_start(self) -> None:
         """Once the lease is held, before anything else starts: the sink's status row says
@@ -132,22 +130,18 @@ class LeaseKeeper:
         if self.sink.status().status != "LOADING":
             self.sink.set_status("STARTING", "lease taken: starting Spark")
         self.sink.heartbeat()
-
-        def beat() -> None:
-            while not self._started.wait(self.ttl_ms / 5000):
-                self._safely(self.sink.heartbeat, "cannot beat the starting status")
-
-        self._beat = threading.Thread(target=beat, name=f"lease-{self.name}-start-beat")
-        self._beat.daemon = True
-        self._beat.start()
+        self._beat = _Repeat(
+            lambda: self._safely(self.sink.heartbeat, "cannot beat the starting status"),
+            self.ttl_ms / 5000,
+            f"lease-{self.name}-start-beat",
+        )
 
     def started(self) -> None:
         """The process's own heartbeat runs (its query started): stop the start-up beat, and
         wait for one under way, before any batch writes the status row."""
-        self._started.set()
         beat, self._beat = self._beat, None
         if beat is not None:
-            beat.join(self.ttl_ms / 1000)
+            beat.stop(self.ttl_ms / 1000)
 
     def wait(self, stopped: Callable[[], bool]) -> Lease | None:
         """As a ready standby: poll for the lease until it is ours (kept from then on), or None
@@ -264,10 +258,9 @@ class LeaseKeeper:
                 self._lose(LeaseLost(f"not renewed for {renewed_s:.1f} s (TTL {self.ttl_ms} ms)"))
 
     def _stop_warming(self) -> None:
-        self._warmed.set()
         warming, self._warming = self._warming, None
         if warming is not None:
-            warming.join(self.ttl_ms / 1000)  # at most a refresh under way
+            warming.stop(self.ttl_ms / 1000)
 
     def _writing(self) -> bool:
         """Whether a fenced sink's write holds renewals off now (it holds the write lock)."""
@@ -298,3 +291,22 @@ class LeaseKeeper:
         except SinkError as exc:
             log.warning("lease %s: %s: %s", self.name, what, exc)
             return None
+
+
+class _Repeat:
+    """``call()`` every ``every_s`` on a daemon thread named ``name`` until :meth:`stop`."""
+
+    def __init__(self, call: Callable[[], object], every_s: float, name: str) -> None:
+        self._stopped = threading.Event()
+
+        def run() -> None:
+            while not self._stopped.wait(every_s):
+                call()
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop, waiting up to ``timeout_s`` for a call under way."""
+        self._stopped.set()
+        self._thread.join(timeout_s)
