@@ -38,6 +38,7 @@ from tests.reliability.support import (
     OffsetState,
     diff,
     last_batch_id,
+    log_line_time,
     offsets_topic_offsets,
     producer,
     reliability_config,
@@ -200,8 +201,6 @@ def catch_up(
 
 def _log_time(driver: DriverProcess, text: str) -> float | None:
     """The monotonic time of the current start's first log line containing ``text``."""
-    from tests.reliability.support import log_line_time
-
     for line in driver.current_log().splitlines():
         if text in line:
             return time.monotonic() - (time.time() - log_line_time(line))
