@@ -233,11 +233,13 @@ class SinkCore(ABC, CloseOnExit):
             self.lease_renewals_by_write += 1
 
     def _renew_in(self, tx: Statements, fence: Fence) -> None:
-        """Renew ``fence``'s lease to its TTL from now inside ``tx``; LeaseLost when the row
-        does not carry its epoch and holder."""
+        """Renew ``fence``'s lease to its TTL from now inside ``tx``; LeaseLost, naming the
+        row's holder and epoch now, when the row does not carry its epoch and holder."""
         params = (fence.ttl_ms, fence.name, fence.epoch, fence.holder)
         if tx.execute(self._sql["renew_lease"], params).rowcount != 1:
-            raise LeaseLost(lost_message(self.url, fence, None))
+            row = tx.execute(self._sql["read_lease"], (fence.name,)).fetchone()
+            found = Lease(fence.name, *row) if row else None
+            raise LeaseLost(lost_message(self.url, fence, found))
 
     def _write_one(self, name: str, params: Sequence[Any], action: str) -> None:
         """Statement ``name`` on its own: in a fenced transaction while a lease is held."""

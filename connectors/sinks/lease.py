@@ -28,7 +28,7 @@ import secrets
 import socket
 from typing import Final, get_args
 
-from connectors.sinks.core import Fence, SinkCore, Statements, lost_message
+from connectors.sinks.core import Fence, SinkCore, Statements
 from connectors.sinks.values import Lease, LeaseLost, SinkError, Standby, StandbyState
 
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -154,22 +154,17 @@ class Leases(SinkCore):
         lost connection, cannot be taken again (a contender holds it: it found this holder
         dead and is taking over)."""
         fence = self._held_fence()
-        renewed = 0
 
         def renew(tx: Statements) -> bool:
-            nonlocal renewed
             if not self._lock_epoch(tx, fence.name, fence.epoch):  # after a reconnection
                 raise LeaseLost(
                     f"{self.url}: lease {fence.name} epoch {fence.epoch}: its epoch lock is"
                     " held by another process (taking over): stop writing"
                 )
-            params = (ttl_ms, fence.name, fence.epoch, fence.holder)
-            renewed = tx.execute(self._sql["renew_lease"], params).rowcount
+            self._renew_in(tx, fence._replace(ttl_ms=ttl_ms))
             return True
 
         self._on_connection(lambda conn: self._transaction(conn, renew), "cannot renew lease")
-        if renewed != 1:
-            self._raise_lost(fence)
         found = self.lease(fence.name)
         assert found is not None
         return found
@@ -202,6 +197,3 @@ class Leases(SinkCore):
         if self._fence is None:
             raise SinkError(f"{self.url}: no lease is held")
         return self._fence
-
-    def _raise_lost(self, fence: Fence) -> None:
-        raise LeaseLost(lost_message(self.url, fence, self.lease(fence.name)))
