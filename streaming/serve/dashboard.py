@@ -17,9 +17,11 @@ from starlette.routing import Route
 
 from connectors.client.liveness import liveness
 from connectors.sinks import Sink, SinkError, redact_url
-from connectors.sinks.log_end_samples import LogEndSample, offset_time_ms
+from connectors.sinks.log_end_samples import LogEndSample, RecordTime, offset_time_ms
+from streaming.serve.evaluation import ConsumerOffset
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView, PartitionView
+from streaming.serve.log_end_cache import RecordKey
 from streaming.serve.snapshot import GroupEvaluator, summarise
 from streaming.serve.tenant_views import viewer_in, visible
 
@@ -49,21 +51,27 @@ def chart_legend(series: Mapping[str, object]) -> list[tuple[str, str]]:
     return [(label, COLOURS[i % len(COLOURS)]) for i, label in enumerate(sorted(series))]
 
 
-def lag_chart(series: Mapping[str, Sequence[tuple[int, int]]], title: str) -> str:
-    """An SVG line chart of each series' (time ms, lag) points; a note when there are none."""
+def lag_chart(
+    series: Mapping[str, Sequence[tuple[int, int]]],
+    title: str,
+    span: tuple[int, int] | None = None,
+) -> str:
+    """An SVG line chart of each series' (time ms, lag) points; a note when there are none.
+    ``span``: the first and last time of the x axis (charts side by side share one), which
+    must hold every point; else the points' own."""
     points = [p for values in series.values() for p in values]
     if not points:
         return (
             f'<svg role="img" aria-label="{html.escape(title)}" width="{WIDTH}" height="40">'
             '<text x="8" y="24">no lag history yet</text></svg>'
         )
-    t0, t1 = min(t for t, _ in points), max(t for t, _ in points)
+    t0, t1 = span or (min(t for t, _ in points), max(t for t, _ in points))
     top = max(max(lag for _, lag in points), 1)
-    span = max(t1 - t0, 1)
+    width_ms = max(t1 - t0, 1)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def x(t: int) -> float:
-        return LEFT + (t - t0) / span * plot_w
+        return LEFT + (t - t0) / width_ms * plot_w
 
     def y(lag: int) -> float:
         return TOP + plot_h - lag / top * plot_h
@@ -105,19 +113,63 @@ def _committed_at(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _table_seconds(
+    commit: ConsumerOffset, points: list[LogEndSample], offsets: list[int]
+) -> int | None:
+    """The lag in seconds the commit had by the sampled table: its time minus when the log end
+    passed its offset, 0 when the newest point, seen after it, had not passed it (the log end
+    was at most the commit then); None when the table cannot place it (older than its oldest
+    point, or committed after its newest)."""
+    found = offset_time_ms(points, commit.offset, offsets)
+    if found is not None and not found[1]:
+        return max(0, commit.timestamp_ms - found[0]) // 1000
+    if found is None and points and commit.timestamp_ms <= points[-1].last_seen_ms:
+        return 0
+    return None
+
+
 def _seconds_series(
-    p: PartitionView, points: list[LogEndSample], now: int
+    p: PartitionView, points: list[LogEndSample], now: int, records: Mapping[RecordKey, RecordTime]
 ) -> list[tuple[int, int]]:
-    """The partition's lag in seconds at each of its commits (from the sampled log ends) and now."""
+    """The partition's lag in seconds at each of its commits and now, each exact or left out
+    (a bound is never drawn as a figure): by the sampled table, else, for a commit the table
+    cannot place, its time minus its record's timestamp (``records``, as ``describe`` times
+    the committed offset)."""
     series = {}
     offsets = [point.offset for point in points]
     for commit in p.window:
-        found = offset_time_ms(points, commit.offset, offsets)
-        if found is not None:
-            series[commit.timestamp_ms] = max(0, commit.timestamp_ms - found[0]) // 1000
-    if p.time_lag is not None:
+        seconds = _table_seconds(commit, points, offsets)
+        record = records.get(_record_key(p, commit.offset))
+        if seconds is None and record is not None and not record.gone:
+            seconds = max(0, commit.timestamp_ms - record.timestamp_ms) // 1000
+        if seconds is not None:
+            series[commit.timestamp_ms] = seconds
+    if p.time_lag is not None and not p.time_lag.bounded:
         series[now] = p.time_lag.lag_ms // 1000
     return sorted(series.items())
+
+
+def _record_key(p: PartitionView, offset: int) -> RecordKey:
+    return (p.committed.topic, p.committed.partition, offset)
+
+
+def _unplaced(p: PartitionView, points: list[LogEndSample]) -> list[RecordKey]:
+    """The partition's commits the sampled table cannot place and whose record exists (behind
+    the log end): what :func:`_seconds_series` times by their records."""
+    offsets = [point.offset for point in points]
+    return [
+        _record_key(p, commit.offset)
+        for commit in p.window
+        if _table_seconds(commit, points, offsets) is None
+        and p.log_end_offset is not None
+        and commit.offset < p.log_end_offset
+    ]
+
+
+def _time_range(*charts: Mapping[str, Sequence[tuple[int, int]]]) -> tuple[int, int] | None:
+    """The first and last time of every point of ``charts``: the span they all draw over."""
+    times = [t for series in charts for values in series.values() for t, _ in values]
+    return (min(times), max(times)) if times else None
 
 
 def failover_lines(sink: Sink) -> list[str]:
@@ -231,10 +283,19 @@ class Dashboard:
         by_partition = {(s.topic, s.partition): s for s in status.partitions}
         labelled = {f"{p.committed.topic}-{p.committed.partition}": p for p in partitions}
         series = {label: self._lag_series(p, now) for label, p in labelled.items()}
-        seconds = {
-            label: _seconds_series(p, self.view.log_ends.points(p.topic_partition), now)
-            for label, p in labelled.items()
+        points = {
+            label: self.view.log_ends.points(p.topic_partition) for label, p in labelled.items()
         }
+        # The records of commits older than the table: read by the refresh thread (the ones
+        # not read yet are left out of the chart until they are).
+        records = self.view.log_ends.record_times(
+            (key for label, p in labelled.items() for key in _unplaced(p, points[label])),
+            charted=True,
+        )
+        seconds = {
+            label: _seconds_series(p, points[label], now, records) for label, p in labelled.items()
+        }
+        span = _time_range(series, seconds)  # both charts over the same time
         rows = [(p, by_partition[(p.committed.topic, p.committed.partition)]) for p in partitions]
         return self._page(
             "group.html",
@@ -243,8 +304,8 @@ class Dashboard:
             status=status,
             partitions=partitions,
             rows=rows,
-            chart=lag_chart(series, f"lag of {group_id} over time"),
+            chart=lag_chart(series, f"lag of {group_id} over time", span),
             legend=chart_legend(series),
-            seconds_chart=lag_chart(seconds, f"lag in seconds of {group_id} over time"),
+            seconds_chart=lag_chart(seconds, f"lag in seconds of {group_id} over time", span),
             committed_at=_committed_at,
         )

@@ -47,6 +47,9 @@ RECORD_READ_ROUND = 500
 RECORD_READ_TIMEOUT_S = 2.0
 #: Seconds before an offset whose record could not be read is tried again.
 RECORD_RETRY_S = 60.0
+#: Seconds an offset a group's page charts (a past commit of it) stays wanted through the
+#: passes over every group, which want only the committed offsets.
+RECORD_ASKED_KEEP_S = 600.0
 
 #: A committed offset whose record is read: (topic, partition, offset).
 RecordKey = tuple[str, int, int]
@@ -114,6 +117,8 @@ class LogEndCache:
         self._record_times: dict[RecordKey, RecordTime] = {}
         self._wanted: set[RecordKey] = set()
         self._missed: dict[RecordKey, float] = {}
+        #: Offsets a page charts, with when it last asked (monotonic).
+        self._asked: dict[RecordKey, float] = {}
         self._wake = threading.Event()
         self._seen: dict[TopicPartition, deque[tuple[int, int]]] = {}
         #: The newest reading of each partition, by topic (what lag is computed against).
@@ -258,24 +263,33 @@ class LogEndCache:
             }
 
     def record_times(
-        self, keys: Iterable[RecordKey], every: bool = False
+        self, keys: Iterable[RecordKey], every: bool = False, charted: bool = False
     ) -> dict[RecordKey, RecordTime]:
         """The timestamps read of the records at these committed offsets; the others are read
         by the refresh thread, woken for offsets not asked for before. ``every``: ``keys`` are
-        all the offsets wanted now (a pass over every group), the others are forgotten: the
-        cache holds one entry per committed offset the sampled table cannot place. {} when the
-        server does not read the cluster."""
+        all the committed offsets wanted now (a pass over every group), the others are
+        forgotten but for those asked for ``charted`` (a page's past commits) in the last
+        :data:`RECORD_ASKED_KEEP_S`: the cache holds one entry per committed offset the sampled
+        table cannot place, and the commits pages chart. {} when the server does not read the
+        cluster."""
         if self._broker is None:
             return {}
         wanted = set(keys)
+        now = time.monotonic()
         with self._lock:
             fresh = wanted - self._wanted - self._record_times.keys()
             if every:
-                self._wanted = wanted
-                self._record_times = {k: v for k, v in self._record_times.items() if k in wanted}
-                self._missed = {k: t for k, t in self._missed.items() if k in wanted}
+                self._asked = {
+                    k: t for k, t in self._asked.items() if now - t < RECORD_ASKED_KEEP_S
+                }
+                kept = wanted | self._asked.keys()
+                self._wanted = kept
+                self._record_times = {k: v for k, v in self._record_times.items() if k in kept}
+                self._missed = {k: t for k, t in self._missed.items() if k in kept}
             else:
                 self._wanted |= wanted
+                if charted:
+                    self._asked.update(dict.fromkeys(wanted, now))
             found = {k: self._record_times[k] for k in wanted if k in self._record_times}
         if fresh:
             self._wake.set()

@@ -11,6 +11,7 @@ is known to within one interval), plus a second for the producer's batching and 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -232,6 +233,51 @@ def test_lag_seconds_is_the_age_of_the_committed_record_from_the_first_sample(
         page = _get(f"{url}/group/deleted") or ""
         assert "&gt;=" in page and "(record deleted)" in page
         assert "the record at offset 2 is gone (deleted by retention" in page
+
+
+def _chart_lags(page: str, title: str) -> list[int]:
+    """The lags the chart ``title`` draws, oldest first (each point's tooltip)."""
+    chart = page.split(f'aria-label="{title}', 1)[1].split("</svg>", 1)[0]
+    return [int(lag.replace(",", "")) for lag in re.findall(r": lag ([\d,]+)</title>", chart)]
+
+
+def _chart_span(page: str, title: str) -> list[str]:
+    """The first and last time on the chart ``title``'s x axis."""
+    chart = page.split(f'aria-label="{title}', 1)[1].split("</svg>", 1)[0]
+    return re.findall(r'font-size="11">(\d\d:\d\d:\d\d)(?: UTC)?</text>', chart)
+
+
+def test_the_seconds_chart_is_exact_from_its_first_point_after_a_restart(
+    kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
+) -> None:
+    """Commits made before the server started are older than its sampled table: each is charted
+    at its lag in seconds then (commit time minus its record's timestamp, as ``describe`` times
+    the committed offset), never a bound of 0 s; the charts in messages and in seconds span the
+    same time."""
+    topic = topic_factory(partitions=1)
+    now_ms = int(time.time() * 1000)
+    # Offset i produced 400 s ago plus 20 s an offset.
+    _produce(kafka_bootstrap, topic, [now_ms - 400_000 + 20_000 * i for i in range(10)])
+    sink_url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    # (offset, seconds ago): its lag then is 60, 80, 140 s; now 240 s (offset 8 is 240 s old).
+    commits = [(2, 300), (6, 200), (8, 100)]
+    with open_sink(sink_url, keep_history=True) as sink:
+        for batch, (offset, ago) in enumerate(commits):
+            at = now_ms - ago * 1000
+            records = frame(commit(GROUP, topic, 0, offset, commit_timestamp_ms=at))
+            sink.write_batch(batch, records, BatchProgress(batch_id=batch, input_rows=1))
+    seconds_chart = f"lag in seconds of {GROUP} over time"
+    with _serve(sink_url, kafka_bootstrap) as url:
+        page = wait_for(
+            lambda: _get(f"{url}/group/{GROUP}") or "",
+            lambda page: seconds_chart in page and len(_chart_lags(page, seconds_chart)) == 4,
+            30,
+        )
+        *then, current = _chart_lags(page, seconds_chart)
+        assert then == [60, 80, 140]
+        assert abs(current - (time.time() * 1000 - (now_ms - 240_000)) / 1000) <= 3
+        # The lag in messages starts at the server's first reading; drawn over the same span.
+        assert _chart_span(page, f"lag of {GROUP} over time") == _chart_span(page, seconds_chart)
 
 
 def test_record_reads_keep_to_their_budget_and_the_cache_to_the_offsets_wanted(
