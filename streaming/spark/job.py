@@ -45,10 +45,15 @@ QUERY_NAME = "consumer-offsets"
 SOURCE_GROUP_ID_PREFIX = "consumer-offsets-job"
 #: Consumer settings of the ingest source, under the user's ``kafka_options`` (which win). Each
 #: task's consumer waits ``fetch.max.wait.ms`` at the end of its offset range, once per
-#: partition: Kafka's 500 ms would hold every small batch.
+#: partition: Kafka's 500 ms would hold every small batch. Planning a batch asks Kafka for the
+#: ingest topics' end offsets: Spark tries 3 times, then fails the query; with Kafka down it
+#: tries on (each try up to the admin client's ``default.api.timeout.ms``, 60 s), so an outage
+#: between batches costs no restart, as one inside a batch does not (``streaming.spark.writer``).
 SOURCE_CONSUMER_DEFAULTS = {
     "kafka.fetch.max.wait.ms": "1",
     "groupIdPrefix": SOURCE_GROUP_ID_PREFIX,
+    "fetchOffset.numRetries": str(2**31 - 1),
+    "fetchOffset.retryIntervalMs": "1000",
 }
 #: Consumer settings of the ingest source over the user's: a request produced in a Kafka
 #: transaction is read once the transaction commits, never if it aborts (a batch ends at the
@@ -273,6 +278,8 @@ class OffsetsJob:
             tenant_offsets={t: dict(o) for t, o in plan.tenant_offsets.items()},
             loading_shards=set(range(plan.shards)) if plan.loading else set(),
         )
+        if self.lifecycle is not None:
+            writer.stopping = self.lifecycle.stopping
         writer.producer.flush(0)
         return writer
 

@@ -12,16 +12,20 @@ replicated and readable (every reader of what the job writes reads read_committe
 4. responses → the requester's responses topic, undecodable input → the dead-letter topic;
 5. commit: records, answers and dead letters become readable together.
 A failed step aborts the transaction (none of its messages is ever read) and fails the query; the
-restart replays the batch. A replayed batch reproduces the same records and responses: the
-offsets topic compacts them, the sink skips the batch id, clients ignore a second response. A
-zombie (a holder paused while a standby took over) writes nothing readable: the new holder's
-``init_transactions`` aborted its open transaction, and its next send or commit raises
-``ProducerFenced``.
+restart replays the batch. Kafka not taking the batch (unreachable, no in-sync replicas) is the
+exception: the batch waits it out, trying again in a new transaction with backoff up to
+``KAFKA_RETRY_MAX_BACKOFF_S``, for as long as the lease holds and no stop was asked for (an
+outage of the whole cluster costs no restart, no takeover: the standby could not do better).
+A replayed batch reproduces the same records and responses: the offsets topic compacts them, the
+sink skips the batch id, clients ignore a second response. A zombie (a holder paused while a
+standby took over) writes nothing readable: the new holder's ``init_transactions`` aborted its
+open transaction, and its next send or commit raises ``ProducerFenced``.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from connectors.kafka.producer import DurableProducer, ProducerFenced
+from connectors.kafka.producer import DeliveryError, DurableProducer, ProducerFenced
 from connectors.sinks import BatchProgress, Sink
 from connectors.sinks.retry import with_sink_retries
 from state.formats.frames import RECORD_FRAME_SCHEMA
@@ -42,6 +46,9 @@ log = logging.getLogger("consumer_offsets.batches")
 TRANSACTION_MARGIN_S = 30.0
 #: The broker's default ``transaction.max.timeout.ms``: init_transactions refuses a longer one.
 MAX_TRANSACTION_TIMEOUT_MS = 900_000
+#: A batch Kafka did not take is tried again after 1 s, then after twice as long each time, up
+#: to this.
+KAFKA_RETRY_MAX_BACKOFF_S = 30.0
 
 
 def transactional_id(offsets_topic: str) -> str:
@@ -102,6 +109,8 @@ class BatchWriter:
     loading_shards: set[int] = field(default_factory=set)
     #: A newer job of the deployment fenced this one's producer: it took over.
     fenced: bool = False
+    #: Set when the job stops: a batch waiting for Kafka gives up (its query is being stopped).
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     _producer: DurableProducer | None = None
 
@@ -161,16 +170,36 @@ class BatchWriter:
     def write_table(self, local: pa.Table, batch_id: int, started: float) -> None:
         """Make one micro-batch's output (``OUTPUT_TABLE_SCHEMA`` rows) durable, then answer, in
         one transaction: aborted when a step fails, which fails the query (``ProducerFenced``
-        when another job of the deployment took over)."""
-        producer = self.producer
-        producer.begin()
-        try:
-            progress, records = self._write_batch(local, batch_id, started)
-            producer.commit(self.settings.delivery_timeout_s)
-        except BaseException as failure:
-            self.fenced = self.fenced or isinstance(failure, ProducerFenced)
-            producer.abort(self.settings.delivery_timeout_s)
-            raise
+        when another job of the deployment took over), unless Kafka did not take it: then the
+        batch is tried again in a new transaction until Kafka does, or the job stops."""
+        waiting_since: float | None = None
+        backoff_s = 1.0
+        while True:
+            try:
+                progress, records = self._in_transaction(local, batch_id, started)
+                break
+            except ProducerFenced:
+                raise
+            except DeliveryError as failure:
+                if self.stopping.is_set():
+                    raise
+                now = time.monotonic()
+                waiting_since = now if waiting_since is None else waiting_since
+                log.warning(
+                    "batch %d: Kafka did not take it (%s); nothing of it is readable or "
+                    "answered. Trying again in a new transaction in %.0f s (waiting for %.0f s)",
+                    batch_id,
+                    failure,
+                    backoff_s,
+                    now - waiting_since,
+                )
+                if self.stopping.wait(backoff_s):
+                    raise
+                backoff_s = min(backoff_s * 2, KAFKA_RETRY_MAX_BACKOFF_S)
+        if waiting_since is not None:
+            log.warning(
+                "batch %d: Kafka took it after %.0f s", batch_id, time.monotonic() - waiting_since
+            )
         log.info(
             "batch %d: %d input rows, %d commits applied, %d rejected, %d tombstones, "
             "%d records, %d keys in state, %d ms",
@@ -183,6 +212,21 @@ class BatchWriter:
             progress.state_keys,
             int((time.monotonic() - started) * 1000),
         )
+
+    def _in_transaction(
+        self, local: pa.Table, batch_id: int, started: float
+    ) -> tuple[BatchProgress, int]:
+        """One attempt at the batch in a transaction of its own, aborted when a step fails."""
+        producer = self.producer
+        try:
+            producer.begin()
+            result = self._write_batch(local, batch_id, started)
+            producer.commit(self.settings.delivery_timeout_s)
+        except BaseException as failure:
+            self.fenced = self.fenced or isinstance(failure, ProducerFenced)
+            producer.abort(self.settings.delivery_timeout_s)
+            raise
+        return result
 
     def _write_batch(
         self, local: pa.Table, batch_id: int, started: float

@@ -1,11 +1,13 @@
 """The batch writer's Kafka transactions (real broker, real SQLite, no Spark): a batch's records,
 answers and dead letters are readable read_committed only once it commits, a failed batch leaves
-none readable, and a writer fenced by a newer one of the same ``transactional.id`` writes nothing
-readable and fails."""
+none readable, a batch Kafka does not take waits the outage out, and a writer fenced by a newer
+one of the same ``transactional.id`` writes nothing readable and fails."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,7 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 
+from connectors.kafka.local import LocalKafkaCluster
 from connectors.kafka.producer import DurableProducer, ProducerFenced
 from connectors.sinks import Sink, SinkError, open_sink
 from streaming.spark.output import output_table
@@ -191,3 +195,63 @@ def test_a_fenced_writer_writes_nothing_readable_and_fails(
     assert sorted(after["response"]) == sorted(values_of(table, "response"))
     zombie.close()
     successor[0].close()
+
+
+def test_a_batch_waits_out_a_kafka_outage_in_new_transactions(
+    sink: Sink, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A broker of its own, stopped mid-batch for several delivery timeouts: the batch is not
+    # failed (which would end the job) but tried again until Kafka is back, then written once.
+    cluster = LocalKafkaCluster(tmp_path / "kafka")
+    bootstrap = cluster.start(nodes=1, port=None, echo=lambda _: None).config.bootstrap_servers
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        names = {"offsets": SHARD + 1, "responses": 2, "dead-letters": 1}
+        admin.create_topics([NewTopic(n, p, 1) for n, p in names.items()])
+        admin.close()
+        settings = WriterSettings(
+            bootstrap_servers=bootstrap,
+            kafka_options={},
+            ingest_topic=INGEST_TOPIC,
+            offsets_topic="offsets",
+            responses_topic="responses",
+            dead_letter_topic="dead-letters",
+            compression="none",
+            partitions=SHARD + 1,
+            sink_write_timeout_s=0,
+            delivery_timeout_s=1,
+            transactional_id=transactional_id("offsets"),
+        )
+        one = writer(settings, sink)
+        table = batch()
+        failures: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                one.write_table(table, 0, time.monotonic())
+            except BaseException as failure:
+                failures.append(failure)
+
+        cluster.stop_node(1)
+        caplog.set_level(logging.WARNING, "consumer_offsets.batches")
+        batch_thread = threading.Thread(target=write)
+        batch_thread.start()
+        deadline = time.monotonic() + 60
+        while "Kafka did not take it" not in caplog.text[caplog.text.find("batch 0") :]:
+            assert not failures, f"the batch failed instead of waiting: {failures[0]!r}"
+            assert time.monotonic() < deadline, "no retry logged"
+            time.sleep(0.2)
+        time.sleep(5)  # several attempts, each of the delivery timeout
+        assert batch_thread.is_alive() and not failures
+        cluster.start_node(1)
+        batch_thread.join(180)
+        assert not batch_thread.is_alive() and not failures
+        assert "Kafka took it after" in caplog.text
+        after = written(settings, "read_committed")
+        assert after["record"] == values_of(table, "record")
+        assert sorted(after["response"]) == sorted(values_of(table, "response"))
+        assert after["dead_letter"] == values_of(table, "dead_letter")
+        assert sink.status().last_batch_id == 0
+        one.close()
+    finally:
+        cluster.stop()
