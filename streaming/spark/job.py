@@ -26,7 +26,7 @@ from streaming.spark.checkpoint_files import (
     planned_positions_reader,
 )
 from streaming.spark.ingest import LOAD_MARKER, ingest_messages
-from streaming.spark.lifecycle import QueryLifecycle
+from streaming.spark.lifecycle import SOURCE_WAITS_FOR_KAFKA, QueryLifecycle
 from streaming.spark.output import OUTPUT_SCHEMA
 from streaming.spark.processor import ProcessorSettings
 from streaming.spark.start_plan import CheckpointFacts, SinkFacts, StartPlan, plan_start
@@ -45,15 +45,11 @@ QUERY_NAME = "consumer-offsets"
 SOURCE_GROUP_ID_PREFIX = "consumer-offsets-job"
 #: Consumer settings of the ingest source, under the user's ``kafka_options`` (which win). Each
 #: task's consumer waits ``fetch.max.wait.ms`` at the end of its offset range, once per
-#: partition: Kafka's 500 ms would hold every small batch. Planning a batch asks Kafka for the
-#: ingest topics' end offsets: Spark tries 3 times, then fails the query; with Kafka down it
-#: tries on (each try up to the admin client's ``default.api.timeout.ms``, 60 s), so an outage
-#: between batches costs no restart, as one inside a batch does not (``streaming.spark.writer``).
+#: partition: Kafka's 500 ms would hold every small batch. A Kafka outage is waited out.
 SOURCE_CONSUMER_DEFAULTS = {
     "kafka.fetch.max.wait.ms": "1",
     "groupIdPrefix": SOURCE_GROUP_ID_PREFIX,
-    "fetchOffset.numRetries": str(2**31 - 1),
-    "fetchOffset.retryIntervalMs": "1000",
+    **SOURCE_WAITS_FOR_KAFKA,
 }
 #: Consumer settings of the ingest source over the user's: a request produced in a Kafka
 #: transaction is read once the transaction commits, never if it aborts (a batch ends at the

@@ -20,6 +20,15 @@ from streaming.spark.heartbeat import Heartbeat, jvm_log_quieter
 
 log = logging.getLogger(__name__)
 
+#: Options of a Kafka source that waits a Kafka outage out. Planning a batch asks Kafka for the
+#: end offsets: Spark tries 3 times, then fails the query; these try on (each try takes up to
+#: the admin client's ``default.api.timeout.ms``, 60 s), so an outage between batches costs no
+#: restart, as one inside a batch does not (``streaming.spark.writer``).
+SOURCE_WAITS_FOR_KAFKA = {
+    "fetchOffset.numRetries": str(2**31 - 1),
+    "fetchOffset.retryIntervalMs": "1000",
+}
+
 
 class Companion(Protocol):
     """A thread that runs beside the query and stops with it."""

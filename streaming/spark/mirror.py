@@ -38,7 +38,7 @@ from state.shard import (
 )
 from streaming.config import MirrorConfig
 from streaming.spark.checkpoint_files import planned_positions_reader
-from streaming.spark.lifecycle import QueryLifecycle
+from streaming.spark.lifecycle import SOURCE_WAITS_FOR_KAFKA, QueryLifecycle
 from streaming.spark.log_end_refresher import LogEndRefresher
 
 log = logging.getLogger("consumer_offsets.mirror")
@@ -241,7 +241,7 @@ class OffsetsMirror:
             self.writer.loading = False
             self.sink.set_status("ACTIVE", f"mirroring {config.cluster_name}: caught up")
         reader = self.spark.readStream.format("kafka")
-        for key, value in config.spark_kafka_options().items():
+        for key, value in (SOURCE_WAITS_FOR_KAFKA | config.spark_kafka_options()).items():
             reader = reader.option(key, value)
         source = (
             # Assigned, not subscribed: Spark finds subscribed topics by listing them, and a
