@@ -41,6 +41,52 @@ class CommitHistory(SinkCore):
         self._write(purge, "cannot delete expired history")
         return deleted
 
+    def thinnable_history(
+        self, spacing_ms: int, since_ms: int, before_ms: int, limit: int
+    ) -> list[tuple[int, int]]:
+        """At most ``limit`` keys (batch id, seq) of commits timed in [``since_ms``,
+        ``before_ms``) that a later commit of their group-partition shares a bucket of
+        ``spacing_ms`` with (``state.commit_history``): the rows thinning deletes."""
+        _at_least_one("spacing_ms", spacing_ms)
+        _at_least_one("limit", limit)
+        params = (int(since_ms), int(before_ms), int(spacing_ms), int(spacing_ms), int(limit))
+        return [(int(b), int(s)) for b, s in self._run("thinnable_history", params)]
+
+    def delete_history(self, keys: Sequence[tuple[int, int]]) -> int:
+        """Delete the history rows of ``keys`` (batch id, seq) in one short transaction,
+        fenced as every write; the number deleted."""
+        self._check_writable()
+        deleted = 0
+        if not keys:
+            return deleted
+
+        def delete(tx: Statements) -> bool:
+            nonlocal deleted
+            # sqlite3 answers with a cursor; psycopg's cursor (``tx``) holds the total.
+            cursor = tx.executemany(self._sql["delete_history_row"], list(keys)) or tx
+            deleted = max(int(getattr(cursor, "rowcount", 0) or 0), 0)
+            return True
+
+        self._write(delete, "cannot thin history")
+        return deleted
+
+    def history_since_batch(self, batch_id: int) -> tuple[int | None, int | None]:
+        """Of the commits applied after ``batch_id``: the oldest commit time and the newest
+        batch id (None, None when there are none)."""
+        ((oldest, newest),) = self._run("history_since_batch", (int(batch_id),))
+        return (
+            None if oldest is None else int(oldest),
+            None if newest is None else int(newest),
+        )
+
+    def history_as_of(self, group_id: str, at_ms: int) -> list[CommitHistoryEntry]:
+        """Each partition's commit of the group in force at ``at_ms`` as the history keeps
+        it: its last at or before ``at_ms`` (commit time, then log order), by topic and
+        partition; partitions without one are absent."""
+        return [
+            _entry(row) for row in self._run("history_as_of", (stored_text(group_id), int(at_ms)))
+        ]
+
     def reclaim_space(self) -> None:
         """Return free pages to the file system where the backend needs asking (SQLite)."""
 

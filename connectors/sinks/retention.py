@@ -1,17 +1,20 @@
 """History retention: commits older than ``history_retention_ms`` (-1: never, as Kafka's
-``retention.ms``) leave the history table, a chunk per short transaction, so a micro-batch never
-waits behind more than one chunk."""
+``retention.ms``) leave the history table, and younger ones are thinned as they age
+(``state.commit_history``), a chunk per short transaction, so a micro-batch never waits behind
+more than one chunk."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from connectors.sinks.values import SinkError, now_ms
+from state.commit_history import DEFAULT_HISTORY_RETENTION_MS as SEVEN_DAYS
+from state.commit_history import TIERS, Tier, check_tiers, thinned_before
 
 if TYPE_CHECKING:
     from connectors.sinks.base import Sink  # a sink's modules load SQLAlchemy: typing only
@@ -20,11 +23,14 @@ log = logging.getLogger(__name__)
 
 #: Keep history forever.
 KEEP_FOREVER: Final = -1
-#: One day: Burrow's 10 commits a partition even for consumers that commit every two hours.
-DEFAULT_HISTORY_RETENTION_MS: Final = 24 * 60 * 60 * 1000
+#: Seven days: the thinned history's last tier (one commit an hour), enough to put a group back
+#: where it was at any time of the last week.
+DEFAULT_HISTORY_RETENTION_MS: Final = SEVEN_DAYS
 DEFAULT_CHECK_INTERVAL_MS: Final = 60_000
 #: Rows per delete transaction (~10-30 ms of SQLite's write lock on 2 cores).
 DEFAULT_CHUNK_ROWS: Final = 5_000
+#: The commit times one thinning read covers (whole buckets; at least one).
+_WINDOW_MS: Final = 15 * 60 * 1000
 
 
 def check_history_retention(retention_ms: int, check_interval_ms: int) -> None:
@@ -81,6 +87,85 @@ def purge_expired_history(
     return PurgeResult(deleted, time.monotonic() - started, complete)
 
 
+@dataclass
+class ThinningMarks:
+    """How far each tier has been thinned, kept between passes by the thread that runs them:
+    a pass looks only at commits timed after its tier's mark, or applied after ``batch_id``
+    (a catch-up's commits, timed in ranges thinned already). New marks: a first pass looks at
+    the whole history."""
+
+    thinned_to: dict[int, int] = field(default_factory=dict)
+    batch_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ThinResult:
+    """What one thinning pass did."""
+
+    deleted: int
+    seconds: float
+    #: False when the pass stopped at its time budget (the next pass goes on from its marks).
+    complete: bool
+
+
+def thin_history(
+    sink: Sink,
+    now: int,
+    marks: ThinningMarks,
+    *,
+    tiers: Sequence[Tier] = TIERS,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    pause_s: float = 0.02,
+    budget_s: float = 30.0,
+    stop: threading.Event | None = None,
+) -> ThinResult:
+    """Thin the history as of ``now`` (``state.commit_history``): per tier, coarsest first,
+    the commits in its range that a later one of their bucket supersedes are deleted,
+    ``chunk_rows`` per fenced transaction, until none is left, ``budget_s`` has passed or
+    ``stop`` is set. ``marks`` advance as ranges are done."""
+    check_tiers(tiers)
+    started = time.monotonic()
+    deleted = 0
+    # Commits applied since the last pass and timed before a tier's mark (a catch-up's; on a
+    # first pass every commit) take the mark back to them.
+    oldest, newest_batch = sink.history_since_batch(marks.batch_id)
+    if newest_batch is not None:
+        marks.batch_id = newest_batch
+    if oldest is not None:
+        for i, tier in enumerate(tiers):
+            back = oldest - oldest % tier.spacing_ms
+            marks.thinned_to[i] = min(marks.thinned_to.get(i, back), back)
+    ends = [thinned_before(tier, now) for tier in tiers]
+
+    def out_of_time() -> bool:
+        return time.monotonic() - started >= budget_s or (stop is not None and stop.is_set())
+
+    for i in reversed(range(len(tiers))):
+        tier, before = tiers[i], ends[i]
+        # The coarser tier takes what is older than its end; buckets nest, so its kept
+        # commits are the last of their finer buckets too.
+        floor = ends[i + 1] if i + 1 < len(tiers) else 0
+        since = max(floor, marks.thinned_to.get(i, before))
+        # Whole buckets at a time, a window per read, so a long range (a first pass) moves
+        # its mark on as it goes and a pass cut short by its budget is not started over.
+        step = tier.spacing_ms * max(1, _WINDOW_MS // tier.spacing_ms)
+        while since < before:
+            end = min(before, since - since % tier.spacing_ms + step)
+            while True:
+                keys = sink.thinnable_history(tier.spacing_ms, since, end, chunk_rows)
+                deleted += sink.delete_history(keys)
+                if len(keys) < chunk_rows:
+                    break
+                if out_of_time():
+                    return ThinResult(deleted, time.monotonic() - started, False)
+                time.sleep(pause_s)  # lets a waiting micro-batch take the write lock
+            marks.thinned_to[i] = since = end
+            if since < before and out_of_time():
+                return ThinResult(deleted, time.monotonic() - started, False)
+        marks.thinned_to[i] = max(since, before)
+    return ThinResult(deleted, time.monotonic() - started, True)
+
+
 class HistoryRetention(threading.Thread):
     """A daemon thread applying the retention every ``check_interval_ms`` on a sink of its own
     (``open_writer``). A failed run is logged once per outage and retried: the retention never
@@ -103,10 +188,10 @@ class HistoryRetention(threading.Thread):
         self._stop_event = threading.Event()
         self._sink: Sink | None = None
         self._failing = False
+        self._marks = ThinningMarks()
 
     def run(self) -> None:
-        if self.retention_ms == KEEP_FOREVER:
-            return
+        # Keeping history forever still thins it: one commit an hour past the last tier.
         while not self._stop_event.is_set():
             self.run_once()
             self._stop_event.wait(self.check_interval_ms / 1000)
@@ -118,12 +203,11 @@ class HistoryRetention(threading.Thread):
         try:
             if self._sink is None:
                 self._sink = self._open_writer()
+            now = self._clock()
             result = purge_expired_history(
-                self._sink,
-                self.retention_ms,
-                self._clock(),
-                stop=self._stop_event,
+                self._sink, self.retention_ms, now, stop=self._stop_event
             )
+            thinned = thin_history(self._sink, now, self._marks, stop=self._stop_event)
         except SinkError as exc:
             if not self._failing:
                 log.warning("history retention: %s (retrying every interval)", exc)
@@ -132,6 +216,13 @@ class HistoryRetention(threading.Thread):
         if self._failing:
             log.info("history retention: the sink is reachable again")
             self._failing = False
+        if thinned.deleted:
+            log.info(
+                "history thinning: deleted %d commits superseded in their bucket in %.2f s%s",
+                thinned.deleted,
+                thinned.seconds,
+                "" if thinned.complete else " (more left for the next run)",
+            )
         if result.deleted:
             log.info(
                 "history retention: deleted %d commits older than %d ms in %.2f s%s",

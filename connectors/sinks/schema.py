@@ -19,6 +19,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from connectors.sinks.core import SinkCore, Statements
 from connectors.sinks.statements import compile_sql, dialect
 from connectors.sinks.tables import (
+    HISTORY_AS_OF_INDEX,
     HISTORY_KEY_INDEX,
     HISTORY_TIME_INDEX,
     STATES_V1,
@@ -55,6 +56,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         6,
         "deployment lease (one writer per deployment, its epoch fences writes) and standbys",
     ),
+    Migration(7, "history indexed by key and commit time (thinning, offsets as of a time)"),
 )
 
 #: The status row of a new sink, up to ``updated_at_ms``: STOPPED, before any batch.
@@ -116,6 +118,8 @@ def step_ddl(version: int, dialect_name: str, prefix: str, schema: str | None) -
         return [create(t[{3: "samples", 4: "commits"}[version]])]
     if version == 6:
         return [create(t["lease"]), create(t["standbys"])]
+    if version == 7:
+        return [index(HISTORY_AS_OF_INDEX)]
     if version == 5:
         (check,) = t["status"].c.status.constraints
         if dialect_name == "postgresql":

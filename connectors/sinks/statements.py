@@ -165,6 +165,19 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         .subquery("k")
     )
     hh = h.alias("h")
+    as_of = (
+        sa.select(
+            *h.c,
+            sa.func.row_number()
+            .over(
+                partition_by=(h.c.topic, h.c[PARTITION]),
+                order_by=(h.c.commit_timestamp_ms.desc(), h.c.batch_id.desc(), h.c.seq.desc()),
+            )
+            .label("newest"),
+        )
+        .where(h.c.group_id == _p("group_id"), h.c.commit_timestamp_ms <= _p("at"))
+        .subquery("h")
+    )
     expired = sa.select(h.c.batch_id, h.c.seq).where(h.c.commit_timestamp_ms < _p("before"))
     # Groups with offsets or metadata, their partitions and, for metadata, members.
     listed = sa.union(sa.select(o.c.group_id), sa.select(g.c.group_id)).subquery("k")
@@ -294,6 +307,40 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
             ),
             ("before", "limit"),
         ),
+        # Thinning (``state.commit_history``): rows in [since, before) with a later commit
+        # (commit time, then log order) in their bucket of ``spacing`` ms; the bucket's rows
+        # are found on the as-of index (key, commit time).
+        "thinnable_history": (
+            sa.select(h.c.batch_id, h.c.seq)
+            .where(
+                h.c.commit_timestamp_ms >= _p("since"),
+                h.c.commit_timestamp_ms < _p("before"),
+                sa.exists().where(
+                    hh.c.group_id == h.c.group_id,
+                    hh.c.topic == h.c.topic,
+                    hh.c[PARTITION] == h.c[PARTITION],
+                    hh.c.commit_timestamp_ms >= h.c.commit_timestamp_ms,
+                    hh.c.commit_timestamp_ms
+                    < h.c.commit_timestamp_ms
+                    - h.c.commit_timestamp_ms % _p("spacing")
+                    + _p("spacing"),
+                    sa.tuple_(hh.c.commit_timestamp_ms, hh.c.batch_id, hh.c.seq)
+                    > sa.tuple_(h.c.commit_timestamp_ms, h.c.batch_id, h.c.seq),
+                ),
+            )
+            .limit(_p("limit"))
+            .offset(_ZERO),
+            ("since", "before", "spacing", "spacing", "limit"),
+        ),
+        "delete_history_row": _delete(h, "batch_id", "seq"),
+        # Commits applied since a batch: the oldest commit time among them (a catch-up's
+        # commits land in ranges thinned already) and the newest batch.
+        "history_since_batch": (
+            sa.select(sa.func.min(h.c.commit_timestamp_ms), sa.func.max(h.c.batch_id)).where(
+                h.c.batch_id > _p("batch_id")
+            ),
+            ("batch_id",),
+        ),
         # --- reads
         "fetch_group": _select(
             o, *OFFSET_VALUE_COLUMNS, by=("group_id",), order=("topic", PARTITION)
@@ -341,6 +388,14 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
                 order=("topic", PARTITION, recent.c.batch_id.desc(), recent.c.seq.desc()),
             )[0].where(recent.c.newest <= _p("per_partition")),
             ("group_id", "per_partition"),
+        ),
+        # The commit in force at a time of each partition of a group: its last at or before
+        # it (commit time, then log order), read on the as-of index.
+        "history_as_of": (
+            _select(as_of, *HISTORY_READ_COLUMNS, order=("topic", PARTITION))[0].where(
+                as_of.c.newest == _ONE
+            ),
+            ("group_id", "at"),
         ),
         "groups_recent_commits": (
             _select(

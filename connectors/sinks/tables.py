@@ -17,9 +17,11 @@ _PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # PostgreSQL truncates identifiers at 63 bytes; the longest derived name is
 # "<prefix>offset_commit_history_key_idx" (30 characters).
 _MAX_PREFIX_LEN: Final = 32
-#: The history's indexes, before the prefix: by key (schema 1) and by commit time (schema 2).
+#: The history's indexes, before the prefix: by key (schema 1), by commit time (schema 2) and
+#: by key then commit time (schema 7: thinning's bucket lookups and the as-of reads).
 HISTORY_KEY_INDEX: Final = "offset_commit_history_key_idx"
 HISTORY_TIME_INDEX: Final = "offset_commit_history_time_idx"
+HISTORY_AS_OF_INDEX: Final = "offset_commit_history_asof_idx"
 
 
 #: Kafka's int64 fields: ``bigint``; SQLite's ``INTEGER`` is 64-bit already.
@@ -111,6 +113,14 @@ def define_tables(prefix: str, schema: str | None = None) -> dict[str, sa.Table]
     )
     sa.Index(prefix + HISTORY_KEY_INDEX, "group_id", "topic", PARTITION, "batch_id", _table=history)
     sa.Index(prefix + HISTORY_TIME_INDEX, "commit_timestamp_ms", _table=history)
+    sa.Index(
+        prefix + HISTORY_AS_OF_INDEX,
+        "group_id",
+        "topic",
+        PARTITION,
+        "commit_timestamp_ms",
+        _table=history,
+    )
     return {
         "offsets": sa.Table(
             prefix + "consumer_offsets",
