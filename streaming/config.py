@@ -146,10 +146,12 @@ class JobConfig:
     #: The queryable sink: sqlite:///relative.db, sqlite:////absolute.db or
     #: postgresql://user:password@host/database.
     sink_url: str = DEFAULT_SINK_URL
-    #: Keep every commit in the sink's history table (``offset_commit_history``).
-    keep_history: bool = False
-    #: How long a commit stays in the history table (-1: forever); older ones are deleted in
-    #: small steps every ``history_retention_check_interval_ms`` (``connectors.sinks.retention``).
+    #: Keep the commits in the sink's history table (``offset_commit_history``), thinned as
+    #: they age (``state.commit_history``): offsets as of a past time, resets back to them.
+    keep_history: bool = True
+    #: How long a commit stays in the history table (-1: forever); older ones are deleted and
+    #: younger ones thinned in small steps every ``history_retention_check_interval_ms``
+    #: (``connectors.sinks.retention``).
     history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
     #: How often, in ms, history older than ``history_retention_ms`` is deleted.
     history_retention_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS

@@ -166,6 +166,13 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
             add_kafka_options(settings, f"one of kafka_options, repeatable: {text}")
         elif f.name == "keep_history":
             settings.add_argument(flag, action="store_const", const=True, default=None, help=text)
+            settings.add_argument(
+                "--no-history",
+                dest="keep_history",
+                action="store_const",
+                const=False,
+                help="keep only the latest offsets, no history (keep_history = false)",
+            )
         else:
             settings.add_argument(flag, dest=f.name, default=None, metavar=_metavar(f), help=text)
 

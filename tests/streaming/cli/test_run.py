@@ -44,6 +44,15 @@ def test_flags_override_the_config_and_embedded_defaults_to_one_replica(
     assert config.keep_history is True
 
 
+def test_history_is_kept_unless_no_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[object] = []
+    monkeypatch.setattr(job_main, "run", lambda args: seen.append(args) or 0)
+    for flags in ([], ["--no-history"]):
+        assert job_main.main(["--embedded", *flags]) == 0
+    kept = [job_main.config_from_args(args).keep_history for args in seen]  # type: ignore[arg-type]
+    assert kept == [True, False]
+
+
 def test_kafka_options_from_flags_go_over_the_config_files_key_by_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
