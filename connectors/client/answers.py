@@ -229,6 +229,8 @@ def timed_out_reason(timeout_s: float, sent: SentAttempt, refused: bool) -> str:
     """What a REQUEST_TIMED_OUT says of an unanswered attempt: whether it can still be applied
     (``refused``: this client's clock reached its deadline at the job)."""
     head = f"no answer within {timeout_s:g} s"
+    if sent.not_sent:
+        return f"{head}: the request was not sent, so it will not be applied"
     deadline_ms = sent.deadline_ms
     if deadline_ms is None:
         return f"{head}; the broker had not acknowledged the request, so it may still be applied"
@@ -254,7 +256,7 @@ def async_commit_outcome(
         response = attempt.result()
     except AttemptTimeout:
         code = ErrorCode.REQUEST_TIMED_OUT
-        refused = sent.refused_at(now_ms())
+        refused = sent.not_sent or sent.refused_at(now_ms())
         return request_error(
             CommitTimeoutError,
             code,

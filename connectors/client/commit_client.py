@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from functools import partial
 from typing import Any, Final, Protocol
@@ -28,7 +29,9 @@ from connectors.client.answers import (
 )
 from connectors.client.connection import Connection, set_exception, set_result
 from connectors.client.errors import (
+    AttemptTimeout,
     ClientClosedError,
+    NotConnectedInTime,
     OffsetsError,
     TopicsNotAvailable,
 )
@@ -68,6 +71,9 @@ DEFAULT_RETRY_BACKOFF_MAX_S: Final = 1.0
 #: How long close() waits for the response thread and producer; how often it polls in-flight.
 _CLOSE_JOIN_S: Final = 5.0
 _CLOSE_POLL_S: Final = 0.02
+#: How long past its deadline a call waits for a connection still opening: one that fails at
+#: that deadline (a topic that does not exist) says why, rather than "not connected in time".
+_OPEN_MARGIN_S: Final = 0.1
 
 
 class ClientConfig(Protocol):
@@ -157,6 +163,8 @@ class OffsetCommitClient(CloseOnExit):
         self._start_lock = threading.Lock()
         self._closed = threading.Event()
         self._connection: Connection | None = None
+        #: The connection being opened (on a thread of its own), until it is open or failed.
+        self._opening: Future[Connection] | None = None
         # commit_async callbacks, in completion order: the response thread must never block.
         self._callbacks: ThreadPoolExecutor | None = None
         self._attempts = Attempts(
@@ -178,7 +186,11 @@ class OffsetCommitClient(CloseOnExit):
             raise OffsetsError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
 
     def _ensure_started(self, deadline: float) -> Connection:
-        """The connection, opened on first use; TopicsNotAvailable, ClientClosedError."""
+        """The connection, opened on first use on a thread of its own and waited for until
+        ``deadline``: a call's timeout bounds the connecting too (as ``commitSync(timeout)``'s
+        bounds finding the coordinator), so a short one fails in its time, not the seconds a
+        first connection takes. :class:`NotConnectedInTime` (still opening: the next call may
+        find it open), TopicsNotAvailable, ClientClosedError."""
         connection = self._connection
         if connection is not None and not self._closed.is_set():
             return connection
@@ -187,6 +199,25 @@ class OffsetCommitClient(CloseOnExit):
                 raise ClientClosedError("the commit client is closed")
             if self._connection is not None:
                 return self._connection
+            if self._opening is None or self._opening.done():  # none yet, or the last failed
+                self._opening = Future()
+                threading.Thread(
+                    target=self._open,
+                    args=(self._opening, deadline),
+                    name=f"{self.client_id}-connect",
+                    daemon=True,
+                ).start()
+            opening = self._opening
+        try:
+            return opening.result(max(0.0, deadline - time.monotonic()) + _OPEN_MARGIN_S)
+        except FutureTimeout:
+            servers = ",".join(self._options.get("bootstrap_servers", []))
+            raise NotConnectedInTime(f"not connected to Kafka at {servers} yet") from None
+
+    def _open(self, opening: Future[Connection], deadline: float) -> None:
+        """Open the connection (waiting for the topics until ``deadline``) and complete
+        ``opening`` with it or its failure; closed at once if the client was closed meanwhile."""
+        try:
             connection = Connection.open(
                 client_id=self.client_id,
                 options=self._options,
@@ -196,9 +227,19 @@ class OffsetCommitClient(CloseOnExit):
                 closed=self._closed,
                 deadline=deadline,
             )
-            self._callbacks = ThreadPoolExecutor(1, thread_name_prefix=f"{self.client_id}-cb")
-            self._connection = connection
-            return connection
+        except BaseException as exc:
+            opening.set_exception(exc)
+            return
+        with self._start_lock:
+            closed = self._closed.is_set()
+            if not closed:
+                self._callbacks = ThreadPoolExecutor(1, thread_name_prefix=f"{self.client_id}-cb")
+                self._connection = connection
+        if closed:  # the reader stops by itself: it sees the closed event
+            connection.producer.close(timeout=_CLOSE_JOIN_S)
+            opening.set_exception(ClientClosedError("the commit client is closed"))
+            return
+        opening.set_result(connection)
 
     def close(self, timeout_s: float | None = None) -> None:
         """Wait up to ``timeout_s`` (default: the client's timeout) for in-flight requests to be
@@ -210,8 +251,9 @@ class OffsetCommitClient(CloseOnExit):
             if not self._connection.reader.has_pending():
                 break
             time.sleep(_CLOSE_POLL_S)
-        self._closed.set()
-        connection = self._connection
+        with self._start_lock:  # a connection opening now sees the client closed
+            self._closed.set()
+            connection = self._connection
         if connection is not None:
             connection.reader.join(_CLOSE_JOIN_S)
             connection.reader.fail_all(
@@ -233,6 +275,11 @@ class OffsetCommitClient(CloseOnExit):
             future: Future[Response] = Future()
             future.set_exception(exc)
             return future
+        if time.monotonic() >= deadline:  # connecting took the call's time: too late to send
+            sent.not_sent = True
+            late: Future[Response] = Future()
+            late.set_exception(AttemptTimeout())
+            return late
         return connection.submit(message, deadline, sent.appended)
 
     def _run_callback(

@@ -121,5 +121,10 @@ class TopicsNotAvailable(Exception):
     """The job's topics cannot be reached or do not exist (COORDINATOR_NOT_AVAILABLE, 15)."""
 
 
+class NotConnectedInTime(TopicsNotAvailable):
+    """The connection to the job's topics was still opening at the call's deadline: nothing was
+    sent (it goes on opening, for the next call)."""
+
+
 class BrokersNotAvailable(TopicsNotAvailable):
     """No broker answered at the bootstrap servers: a wrong address, or Kafka down."""

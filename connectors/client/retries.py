@@ -174,7 +174,7 @@ def _timed_out(
     if sent_ones:
         reason = timed_out_reason(timeout, sent_ones[-1], refused)
     else:
-        reason = f"no definite answer within {timeout:g} s: it will not be applied"
+        reason = f"not sent within {timeout:g} s: it will not be applied"
     deadlines = [sent.deadline_ms for sent in sent_ones]
     known = [d for d in deadlines if d is not None]
     return request_error(

@@ -518,6 +518,22 @@ def test_answered_retriable_errors_until_the_deadline_are_never_applied_later(
     assert error.deadline_ms is None or error.deadline_ms <= raised_at_ms
 
 
+def test_a_short_timeout_bounds_connecting_too_and_sends_nothing_late(scripted: Any) -> None:
+    """A first call of 10 ms fails in its time (connecting counts against it, as finding the
+    coordinator does for ``commitSync(timeout)``), never sent after its deadline; the
+    connection goes on opening for the next call."""
+    responder, client = scripted(all_ok)
+    started = time.monotonic()
+    with pytest.raises(CommitTimeoutError, match=r"not sent within 0\.01 s") as raised:
+        client.commit("g", {TP0: 1}, timeout_s=0.01)
+    assert time.monotonic() - started < 0.5  # connecting alone takes 0.3-1 s
+    assert raised.value.error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert raised.value.will_not_be_applied
+    assert client.commit("g", {TP0: 2}, timeout_s=10).offsets[TP0].offset == 2
+    # Only the second call's request reached the ingest topic.
+    assert [r.partitions[0].offset for r in responder.requests_of("g")] == [2]
+
+
 def test_missing_topics_mean_no_coordinator(kafka_bootstrap: str) -> None:
     client = OffsetCommitClient(
         bootstrap_servers=kafka_bootstrap,
