@@ -18,7 +18,7 @@ import pytest
 
 from connectors.kafka.local.cli import _parser as local_kafka_parser
 from streaming.cli.main import PROG, build_parser, main
-from streaming.config import JobConfig
+from streaming.config import JobConfig, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -140,6 +140,19 @@ def test_every_job_setting_is_in_the_configuration_table() -> None:
     rows = set(re.findall(r"^\| `(\w+)` \|", README.read_text(encoding="utf-8"), re.MULTILINE))
     missing = [f.name for f in dataclasses.fields(JobConfig) if f.name not in rows]
     assert not missing, f"README's configuration table lacks {missing}"
+
+
+def test_the_readme_python_loads_configuration_files_the_repository_has() -> None:
+    """Each ``load_config(...)`` of the README's Python blocks names a file a fresh clone has,
+    which loads; the blocks compile."""
+    blocks = [body for lang, body in _FENCE.findall(README.read_text("utf-8")) if lang == "python"]
+    paths = [path for body in blocks for path in re.findall(r'load_config\("([^"]+)"\)', body)]
+    assert paths, "the README's client example loads no configuration"
+    for body in blocks:
+        compile(body, "README.md", "exec")
+    for path in paths:
+        assert (ROOT / path).is_file(), f"the README loads {path}, which the repository lacks"
+        load_config(ROOT / path, env={})
 
 
 def test_readme_stays_a_short_guide() -> None:
