@@ -134,6 +134,20 @@ def last_at_or_before(commits: Iterable[Commit], at_ms: int) -> Commit | None:
     return max(found) if found else None
 
 
+def thinned_bucket(
+    at_ms: int, now_ms: int, tiers: Sequence[Tier] = TIERS
+) -> tuple[int, int] | None:
+    """The thinned bucket [start, end) holding ``at_ms`` after a pass at ``now_ms`` (at its
+    coarsest tier), None outside the thinned ranges. Only that bucket's last commit is kept:
+    if it is after ``at_ms``, commits of the bucket at or before ``at_ms`` may have gone; if
+    no commit of the bucket after ``at_ms`` is kept, none before it went."""
+    tier = _thinning_tier(at_ms, tiers, now_ms)
+    if tier is None:
+        return None
+    start = at_ms - at_ms % tier.spacing_ms
+    return start, start + tier.spacing_ms
+
+
 def exact_as_of(at_ms: int, now_ms: int, tiers: Sequence[Tier] = TIERS) -> int:
     """The time up to which an as-of ``at_ms`` answer is exact after a pass at ``now_ms``:
     ``at_ms`` itself outside the thinned ranges; in one, the end of the bucket before

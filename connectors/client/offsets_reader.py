@@ -11,6 +11,7 @@ from typing import Any
 
 from kafka.errors import KafkaError, UnknownTopicOrPartitionError
 
+from connectors.client.as_of import CommittedAsOf, committed_as_of
 from connectors.client.broker_offsets import BrokerOffsets
 from connectors.client.errors import CoordinatorLoadInProgressError, OffsetsError
 from connectors.client.starting_offsets import missing_marker, starting_offsets_json
@@ -446,6 +447,13 @@ class OffsetsReader(CloseOnExit):
         """The group's applied commits, newest first (empty unless the job keeps history)."""
         self._check_loaded()
         return self.sink.history(group_id, topic, partition, limit)
+
+    def committed_as_of(self, group_id: str, at_ms: int) -> list[CommittedAsOf]:
+        """The group's committed offsets as of ``at_ms`` (epoch ms), each with its commit's
+        time and how exact it is (``connectors.client.as_of``); partitions without a commit
+        then are absent (empty unless the job or mirror keeps history)."""
+        self._check_loaded()
+        return committed_as_of(self.sink, group_id, at_ms, now_ms())
 
     def close(self) -> None:
         """Close the sink (unless it was handed in) and the broker connection."""

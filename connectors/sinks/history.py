@@ -87,6 +87,15 @@ class CommitHistory(SinkCore):
             _entry(row) for row in self._run("history_as_of", (stored_text(group_id), int(at_ms)))
         ]
 
+    def history_partitions_between(
+        self, group_id: str, after_ms: int, before_ms: int
+    ) -> set[TopicPartition]:
+        """The group's partitions with a commit kept timed in (``after_ms``, ``before_ms``)."""
+        rows = self._run(
+            "history_partitions_between", (stored_text(group_id), int(after_ms), int(before_ms))
+        )
+        return {TopicPartition(original_text(t), int(p)) for t, p in rows}
+
     def reclaim_space(self) -> None:
         """Return free pages to the file system where the backend needs asking (SQLite)."""
 

@@ -397,6 +397,18 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
             ),
             ("group_id", "at"),
         ),
+        # The partitions of a group with a commit kept in (after, before): an as-of answer
+        # in a thinned bucket is exact when none is (``state.commit_history``).
+        "history_partitions_between": (
+            sa.select(h.c.topic, h.c[PARTITION])
+            .distinct()
+            .where(
+                h.c.group_id == _p("group_id"),
+                h.c.commit_timestamp_ms > _p("after"),
+                h.c.commit_timestamp_ms < _p("before"),
+            ),
+            ("group_id", "after", "before"),
+        ),
         "groups_recent_commits": (
             _select(
                 hh,

@@ -210,6 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer UNSTABLE_OFFSET_COMMIT (88) for a partition a transaction holds an offset "
         "of (open, or committed and not applied yet), as Kafka's OffsetFetch with RequireStable",
     )
+    p.add_argument(
+        "--as-of",
+        metavar="TIME",
+        help="the offsets the group had committed at TIME (ISO 8601 or epoch ms), from the "
+        "history: exact in the last 10 minutes, thinned to one commit a minute, 10 minutes "
+        "and an hour as it ages",
+    )
     _tenant_view(p)
 
     p = command("commit", cmd_commit, "commit one offset (synchronously, through the job)")

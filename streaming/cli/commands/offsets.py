@@ -127,6 +127,10 @@ def cmd_describe(ctx: Context) -> int:
     group missing (GROUP_ID_NOT_FOUND) or hidden from ``--tenant`` is exit 1, the others shown;
     ``--require-stable``: a partition a transaction holds an offset of is UNSTABLE_OFFSET_COMMIT
     (88, offset -1, exit 1), as Kafka's OffsetFetch with RequireStable answers."""
+    if getattr(ctx.args, "as_of", None) is not None:
+        from streaming.cli.commands.as_of import cmd_describe_as_of
+
+        return cmd_describe_as_of(ctx)
     if getattr(ctx.args, "starting_offsets", False):
         if ctx.args.tenant:
             raise UsageError("--tenant does not go with --starting-offsets")
