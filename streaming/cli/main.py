@@ -135,6 +135,23 @@ def _add_reset_arguments(p: argparse.ArgumentParser) -> None:
         metavar="ISO8601",
         help="first offset at or after this time, e.g. 2024-05-01T12:00:00Z (no zone: local)",
     )
+    to.add_argument(
+        "--to-committed-at",
+        metavar="TIME",
+        help="the offsets the group had committed at TIME (ISO 8601 or epoch ms), from the "
+        "history; partitions without a commit then are left alone unless --or-earliest/-latest",
+    )
+    fallback = p.add_mutually_exclusive_group()
+    fallback.add_argument(
+        "--or-earliest",
+        action="store_true",
+        help="with --to-committed-at: the log start offset where there was no commit then",
+    )
+    fallback.add_argument(
+        "--or-latest",
+        action="store_true",
+        help="with --to-committed-at: the log end offset where there was no commit then",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     mode.add_argument("--dry-run", action="store_true", help="only show them (the default)")

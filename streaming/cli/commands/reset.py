@@ -1,5 +1,6 @@
 """``reset-offsets``: move a group's offsets to a log position, a time or a shift, as Kafka's
-``kafka-consumer-groups.sh --reset-offsets`` does (dry run unless ``--execute``)."""
+``kafka-consumer-groups.sh --reset-offsets`` does (dry run unless ``--execute``), or back to
+the offsets it had committed at a time (``--to-committed-at``, from the sink's history)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ from state.coordinator.errors import ErrorCode
 from state.coordinator.model import TopicPartition
 from streaming.cli.context import Context
 from streaming.cli.errors import EXIT_OK, CommandFailed, UsageError, check_group, check_topic
-from streaming.cli.output import Progress, attributes, error_json, error_text
+from streaming.cli.output import (
+    Progress,
+    attributes,
+    error_json,
+    error_text,
+    format_timestamp,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +107,27 @@ def parse_datetime(text: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-ResetKind = Literal["earliest", "latest", "current", "offset", "shift", "datetime"]
+ResetKind = Literal["earliest", "latest", "current", "offset", "shift", "datetime", "committed_at"]
+#: ``--to-committed-at``'s partitions without a commit then: left alone, or a fallback.
+Fallback = Literal["earliest", "latest"] | None
 
 
 @dataclass(frozen=True, slots=True)
 class ResetTarget:
-    """Where ``reset-offsets`` moves each partition: ``value`` is N, or epoch ms (datetime)."""
+    """Where ``reset-offsets`` moves each partition: ``value`` is N, or epoch ms (datetime,
+    committed_at); ``fallback``: committed_at's partitions without a commit then."""
 
     kind: ResetKind
     value: int = 0
+    fallback: Fallback = None
 
 
 def reset_target(args: argparse.Namespace) -> ResetTarget:
     """The target of the one ``--to-*``/``--shift-by`` flag given (argparse requires one)."""
+    for fallback_flag in ("or_earliest", "or_latest"):
+        if getattr(args, fallback_flag, False) and getattr(args, "to_committed_at", None) is None:
+            flag = "--" + fallback_flag.replace("_", "-")
+            raise UsageError(f"{flag} goes with --to-committed-at")
     for kind in ("earliest", "latest", "current"):
         if getattr(args, f"to_{kind}"):
             return ResetTarget(kind)  # type: ignore[arg-type]
@@ -122,6 +137,18 @@ def reset_target(args: argparse.Namespace) -> ResetTarget:
         return ResetTarget("offset", args.to_offset)
     if args.shift_by is not None:
         return ResetTarget("shift", args.shift_by)
+    fallback: Fallback = (
+        "earliest"
+        if getattr(args, "or_earliest", False)
+        else "latest"
+        if getattr(args, "or_latest", False)
+        else None
+    )
+    if getattr(args, "to_committed_at", None) is not None:
+        from streaming.cli.commands.as_of import parse_time
+
+        at = parse_time(args.to_committed_at, "--to-committed-at")
+        return ResetTarget("committed_at", at, fallback)
     return ResetTarget("datetime", parse_datetime(args.to_datetime))
 
 
@@ -129,12 +156,14 @@ def reset_target(args: argparse.Namespace) -> ResetTarget:
 ROW_KEYS = ("topic", "partition", "current_offset", "new_offset")
 #: A ``shift`` row's error without a committed offset (Kafka refuses the whole reset).
 NO_OFFSET_TO_SHIFT = "no committed offset to shift"
+#: A ``committed_at`` row without a commit then and no fallback: not reset.
+NO_COMMIT_THEN = "no commit at or before that time: left alone (--or-earliest, --or-latest)"
 
 
 @dataclass(frozen=True, slots=True)
 class ResetRow:
     """One partition of a reset plan (``error``: it cannot be reset; ``note``: moved into the
-    log's range)."""
+    log's range, or how it was found; ``new_offset`` None without an error: left alone)."""
 
     topic: str
     partition: int
@@ -165,6 +194,13 @@ def plan_reset(
             rows.append(replace(row, error=error))
         elif target.kind == "shift" and now < 0:
             rows.append(replace(row, error=NO_OFFSET_TO_SHIFT))
+        elif target.kind == "committed_at" and (by_time or {}).get(tp) is None:
+            if target.fallback is None:
+                rows.append(replace(row, note=NO_COMMIT_THEN))
+            else:
+                offset = earliest[tp] if target.fallback == "earliest" else latest[tp]
+                note = f"no commit at or before that time: the log {target.fallback} offset"
+                rows.append(replace(row, new_offset=offset, note=note))
         else:
             offset, note = _new_offset(
                 target, now, earliest[tp], latest[tp], (by_time or {}).get(tp)
@@ -187,7 +223,10 @@ def _new_offset(
         if now < 0:
             return high, f"no committed offset: using the log end offset {high}, as Kafka does"
         return now, None
-    requested = target.value if target.kind == "offset" else now + target.value
+    if target.kind == "committed_at":
+        requested = found if found is not None else now
+    else:
+        requested = target.value if target.kind == "offset" else now + target.value
     if requested > high:
         return high, f"{requested} is after the log end offset {high}: using {high}"
     if requested < low:
@@ -201,8 +240,18 @@ def _plan(ctx: Context, group: str, target: ResetTarget) -> list[ResetRow]:
     specs = [parse_topic_spec(t) for t in args.topic or []]
     committed = {o.topic_partition: o.offset for o in ctx.reader.fetch(group)}
     broker = ctx.reader.broker
+    then: dict[TopicPartition, int | None] = {}
+    if target.kind == "committed_at":
+        for answer in ctx.reader.committed_as_of(group, target.value):
+            then[answer.topic_partition] = answer.offset
+            if not answer.exact:
+                ctx.err(
+                    f"note: {answer.topic}-{answer.partition}: the history is thinned there:"
+                    f" offset {answer.offset} is the group's last commit as of"
+                    f" {format_timestamp(answer.exact_as_of_ms)}"
+                )
     if args.all_topics:
-        partitions = sorted(committed)
+        partitions = sorted({*committed, *then})
         if not partitions:
             raise OffsetsError(
                 ErrorCode.GROUP_ID_NOT_FOUND,
@@ -217,8 +266,8 @@ def _plan(ctx: Context, group: str, target: ResetTarget) -> list[ResetRow]:
     progress.update(1)
     latest = broker.end_offsets(partitions)
     progress.update(2)
-    by_time = (
-        broker.offsets_for_time(partitions, target.value) if target.kind == "datetime" else None
+    by_time: Mapping[TopicPartition, int | None] | None = (
+        broker.offsets_for_time(partitions, target.value) if target.kind == "datetime" else then
     )
     progress.update(3)
     progress.finish()
@@ -227,7 +276,9 @@ def _plan(ctx: Context, group: str, target: ResetTarget) -> list[ResetRow]:
 
 def _commit(ctx: Context, group: str, plan: list[ResetRow]) -> CommitFailedError | None:
     """Commit the plan's new offsets in one request; returns the refusal, if any."""
-    offsets = {TopicPartition(r.topic, r.partition): r.new_offset for r in plan}
+    offsets = {
+        TopicPartition(r.topic, r.partition): r.new_offset for r in plan if r.new_offset is not None
+    }
     spinner = Progress(f"committing {len(offsets)} partition(s)", len(offsets), ctx.stderr)
     spinner.update(0)
     try:
@@ -290,6 +341,9 @@ def cmd_reset_offsets(ctx: Context) -> int:
     for r in plan:
         if r.note:
             ctx.err(f"warning: {r.topic}-{r.partition}: {r.note}")
+    if not any(r.new_offset is not None for r in plan) and not errors:
+        ctx.err(f"error: group {group!r}: no partition to reset")
+        raise CommandFailed
     listing = ctx.reader.group(group)
     if listing is not None and listing.members:
         ctx.err(

@@ -79,3 +79,13 @@ def test_as_of_answers_the_commit_in_force_then_and_how_exact(tmp_path: Path) ->
     assert none.code == 1 and "group 'g' has no commit at or before" in none.err
     bad = run("describe", "--sink-url", url, "--group", "g", "--as-of", "yesterday")
     assert bad.code == 2 and "--as-of 'yesterday'" in bad.err
+
+
+def test_a_fallback_without_to_committed_at_is_a_usage_error(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    _write(url)
+    argv = ("reset-offsets", "--sink-url", url, "--group", "g", "--all-topics")
+    done = run(*argv, "--to-latest", "--or-earliest")
+    assert done.code == 2 and "--or-earliest goes with --to-committed-at" in done.err
+    bad = run(*argv, "--to-committed-at", "noon")
+    assert bad.code == 2 and "--to-committed-at 'noon'" in bad.err

@@ -6,6 +6,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,35 @@ def test_reset_to_datetime_uses_the_brokers_timestamps(
     )
     assert result.code == 0, result
     assert committed(running_job, group) == {(topic, 0): 2}
+
+
+@pytest.mark.slow
+def test_reset_to_committed_at_puts_the_group_back_where_it_was(
+    running_job: RunningJob, job_args: list[str], data_topic: str
+) -> None:
+    group = unique_group()
+    assert commit(job_args, group, data_topic, 0, 2).code == 0
+    assert commit(job_args, group, data_topic, 1, 1).code == 0
+    time.sleep(0.2)
+    then = int(time.time() * 1000)
+    time.sleep(0.2)
+    for partition, offset in enumerate((6, 3, 0)):  # the group moves on; p2's first commit
+        assert commit(job_args, group, data_topic, partition, offset).code == 0
+    moved = per_partition(data_topic, 6, 3, 0)
+    assert committed(running_job, group) == moved
+
+    dry = reset(job_args, group, "--all-topics", "--to-committed-at", str(then), "--json")
+    assert dry.code == 0, dry
+    rows = [
+        (p["partition"], p["current_offset"], p["new_offset"]) for p in dry.json()["partitions"]
+    ]
+    assert rows == [(0, 6, 2), (1, 3, 1), (2, 0, None)]
+    assert f"{data_topic}-2: no commit at or before that time: left alone" in dry.err
+    assert committed(running_job, group) == moved
+
+    done = reset(job_args, group, "--all-topics", "--to-committed-at", str(then), "--execute")
+    assert done.code == 0, done
+    assert committed(running_job, group) == per_partition(data_topic, 2, 1, 0)
 
 
 @pytest.mark.slow

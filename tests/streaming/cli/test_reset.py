@@ -126,3 +126,17 @@ def test_reset_to_offset_and_shift_by_are_kept_in_the_log_range() -> None:
 def test_reset_to_datetime_uses_the_log_end_where_no_message_is_that_recent() -> None:
     rows = plan(ResetTarget("datetime", 1_000), {T0: 42, T1: None, T2: None})
     assert new_offsets(rows) == [42, 50, 0, None]
+
+
+def test_reset_to_committed_at_leaves_partitions_without_a_commit_then_alone() -> None:
+    then = {T0: 5, T1: 20}  # T0's offset then is before today's log start: kept in range
+    rows = plan(ResetTarget("committed_at", 1_000), then)  # type: ignore[arg-type]
+    assert new_offsets(rows) == [10, 20, None, None]
+    assert rows[0].note == "5 is before the log start offset 10: using 10"
+    assert rows[2].error is None and rows[2].note is not None
+    assert rows[2].note.startswith("no commit at or before that time: left alone")
+    for fallback, offset in (("earliest", 0), ("latest", 0)):
+        target = ResetTarget("committed_at", 1_000, fallback)  # type: ignore[arg-type]
+        assert new_offsets(plan(target, then))[:3] == [10, 20, offset]  # type: ignore[arg-type]
+    latest = plan(ResetTarget("committed_at", 1_000, "latest"), {T0: 50})
+    assert new_offsets(latest) == [50, 50, 0, None]
