@@ -134,6 +134,13 @@ def last_at_or_before(commits: Iterable[Commit], at_ms: int) -> Commit | None:
     return max(found) if found else None
 
 
+def kept_one_per(timestamp_ms: int, now_ms: int, tiers: Sequence[Tier] = TIERS) -> int | None:
+    """The spacing (ms) of the range a commit timed ``timestamp_ms`` lies in at ``now_ms``: the
+    history keeps one commit per bucket of it there; None where every commit is kept."""
+    tier = _thinning_tier(timestamp_ms, tiers, now_ms)
+    return None if tier is None else tier.spacing_ms
+
+
 def thinned_bucket(
     at_ms: int, now_ms: int, tiers: Sequence[Tier] = TIERS
 ) -> tuple[int, int] | None:

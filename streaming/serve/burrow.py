@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from connectors.client.as_of import committed_as_of
+from connectors.sinks.values import now_ms
 from streaming.serve.lag_view import LagView
 from streaming.serve.tenant_views import group_status, viewer_in
 
@@ -21,6 +24,20 @@ def _answer(request: Request, message: str, status_code: int = 200, **body: Any)
     payload = {"error": status_code >= 400, "message": message, **body}
     payload["request"] = {"url": request.url.path, "host": _HOST}
     return JSONResponse(payload, status_code=status_code)
+
+
+def _time_ms(text: str) -> int | None:
+    """``as_of``'s value as epoch ms: digits, or ISO 8601 (no zone: UTC); None if neither."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
 
 
 def _partition(offsets: list[dict[str, Any] | None], lag: int) -> dict[str, Any]:
@@ -45,6 +62,7 @@ class BurrowApi:
             Route(base + "/{cluster}/consumer/{group}", self.consumer),
             Route(base + "/{cluster}/consumer/{group}/status", self.status),
             Route(base + "/{cluster}/consumer/{group}/lag", self.lag),
+            Route(base + "/{cluster}/consumer/{group}/offsets", self.offsets_as_of),
             Route(base + "/{cluster}/topic", self.topics),
             Route(base + "/{cluster}/topic/{topic}", self.topic),
         ]
@@ -114,6 +132,33 @@ class BurrowApi:
             window = [None] * (intervals - len(offsets)) + offsets
             partitions[p.committed.partition] = _partition(window, p.lag or 0)
         return _answer(request, "consumer detail returned", topics=topics)
+
+    def offsets_as_of(self, request: Request) -> Response:
+        """Not Burrow's: ``?as_of=TIME`` (epoch ms, or ISO 8601; no zone: UTC), the offsets the
+        group had committed then, from the thinned history (``connectors.client.as_of``),
+        each with its commit time and how exact it is."""
+        if missing := self._unknown_group(request):
+            return missing
+        text = request.query_params.get("as_of", "")
+        at_ms = _time_ms(text)
+        if at_ms is None:
+            return _answer(request, f"as_of: expected epoch ms or ISO 8601 time, got {text!r}", 400)
+        viewer = viewer_in(request.scope)
+        found = committed_as_of(self.view.sink, request.path_params["group"], at_ms, now_ms())
+        offsets = [
+            {
+                "topic": a.topic,
+                "partition": a.partition,
+                "offset": a.offset,
+                "metadata": a.metadata,
+                "timestamp": a.commit_timestamp_ms,
+                "exact": a.exact,
+                "exact_as_of": a.exact_as_of_ms,
+            }
+            for a in found
+            if viewer.may_see_topic(a.topic)
+        ]
+        return _answer(request, "consumer offsets as of returned", as_of=at_ms, offsets=offsets)
 
     def _partition_counts(self, committed: Counter[str]) -> dict[str, int]:
         """Each topic's partition count: from its log-end offsets, else (none read yet) the

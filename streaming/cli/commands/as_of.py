@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from connectors.client.as_of import CommittedAsOf
+from streaming.cli.commands.reset import parse_time
 from streaming.cli.context import Context
 from streaming.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError
 from streaming.cli.output import format_timestamp, short_metadata
@@ -30,22 +31,6 @@ AS_OF_HEADERS: Final = (
     "EXACT-AS-OF",
     "METADATA",
 )
-
-
-def parse_time(text: str, flag: str) -> int:
-    """``flag``'s TIME: epoch milliseconds, or an ISO 8601 date-time (no zone: local time,
-    as ``--to-datetime``); a UsageError naming the flag otherwise."""
-    from streaming.cli.commands.reset import parse_datetime
-
-    stripped = text.strip()
-    if stripped.isdigit():
-        return int(stripped)
-    try:
-        return parse_datetime(stripped)
-    except UsageError:
-        raise UsageError(
-            f"{flag} {text!r}: expected epoch milliseconds or ISO 8601, e.g. 2024-05-01T12:00:00Z"
-        ) from None
 
 
 def visible_as_of(ctx: Context, group: str, at_ms: int) -> list[CommittedAsOf]:

@@ -276,7 +276,9 @@ def cmd_commit(ctx: Context) -> int:
 
 
 def cmd_history(ctx: Context) -> int:
-    """``history``: a group's applied commits, newest first (kept only with keep_history)."""
+    """``history``: a group's applied commits, newest first (kept only with keep_history),
+    each with how much of the history around it is kept (KEPT: all, or one per bucket where it
+    is thinned, ``state.commit_history``)."""
     args = ctx.args
     if args.partition is not None and args.topic is None:
         raise UsageError("--partition requires --topic")
@@ -286,12 +288,22 @@ def cmd_history(ctx: Context) -> int:
         check_partition(args.partition)
     if args.limit < 1:
         raise UsageError(f"--limit must be >= 1, got {args.limit}")
+    from connectors.sinks.values import now_ms
+    from state.commit_history import kept_one_per
+
     entries = ctx.reader.history(args.group, args.topic, args.partition, args.limit)
+    now = now_ms()
+    kept = [kept_one_per(e.commit_timestamp_ms, now) for e in entries]
     if ctx.json:
-        ctx.emit_json([attributes(e, HISTORY_KEYS, GROUP_ID) for e in entries])
+        ctx.emit_json(
+            [
+                {**attributes(e, HISTORY_KEYS, GROUP_ID), "kept_one_per_ms": spacing}
+                for e, spacing in zip(entries, kept, strict=True)
+            ]
+        )
         return EXIT_OK
     ctx.table(
-        ("GROUP", "TOPIC", "PARTITION", "OFFSET", "COMMITTED-AT", "BATCH", "METADATA"),
+        ("GROUP", "TOPIC", "PARTITION", "OFFSET", "COMMITTED-AT", "KEPT", "BATCH", "METADATA"),
         [
             (
                 e.group_id,
@@ -299,15 +311,27 @@ def cmd_history(ctx: Context) -> int:
                 e.partition,
                 e.offset,
                 format_timestamp(e.commit_timestamp_ms),
+                _kept(spacing),
                 e.batch_id,
                 short_metadata(e.metadata),
             )
-            for e in entries
+            for e, spacing in zip(entries, kept, strict=True)
         ],
     )
     if not entries:
         ctx.err("no history (the job keeps it only with keep_history enabled)")
     return EXIT_OK
+
+
+def _kept(spacing_ms: int | None) -> str:
+    """How much of the history around a commit is kept: every commit, or one per bucket."""
+    if spacing_ms is None:
+        return "all"
+    for unit, name in ((3_600_000, "h"), (60_000, "min"), (1000, "s")):
+        if spacing_ms % unit == 0:
+            count = spacing_ms // unit
+            return f"1/{'' if count == 1 else count}{name}"
+    return f"1/{spacing_ms}ms"
 
 
 def _leases(sink: Sink) -> list[dict[str, Any]]:

@@ -107,6 +107,20 @@ def parse_datetime(text: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
+def parse_time(text: str, flag: str) -> int:
+    """``flag``'s TIME: epoch milliseconds, or an ISO 8601 date-time (no zone: local time,
+    as ``--to-datetime``); a UsageError naming the flag otherwise."""
+    stripped = text.strip()
+    if stripped.isdigit():
+        return int(stripped)
+    try:
+        return parse_datetime(stripped)
+    except UsageError:
+        raise UsageError(
+            f"{flag} {text!r}: expected epoch milliseconds or ISO 8601, e.g. 2024-05-01T12:00:00Z"
+        ) from None
+
+
 ResetKind = Literal["earliest", "latest", "current", "offset", "shift", "datetime", "committed_at"]
 #: ``--to-committed-at``'s partitions without a commit then: left alone, or a fallback.
 Fallback = Literal["earliest", "latest"] | None
@@ -145,8 +159,6 @@ def reset_target(args: argparse.Namespace) -> ResetTarget:
         else None
     )
     if getattr(args, "to_committed_at", None) is not None:
-        from streaming.cli.commands.as_of import parse_time
-
         at = parse_time(args.to_committed_at, "--to-committed-at")
         return ResetTarget("committed_at", at, fallback)
     return ResetTarget("datetime", parse_datetime(args.to_datetime))

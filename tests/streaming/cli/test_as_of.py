@@ -74,6 +74,15 @@ def test_as_of_answers_the_commit_in_force_then_and_how_exact(tmp_path: Path) ->
     assert answers[0]["exact_as_of_ms"] == bucket - 1
     assert (answers[1]["offset"], answers[1]["exact"]) == (0, True)
 
+    # history says where it is thinned: one commit a second for minutes, a 10 minutes for hours.
+    history = run("history", "--sink-url", url, "--group", "g", "--json").json()
+    kept = {(e["partition"], e["offset"]): e["kept_one_per_ms"] for e in history}
+    assert kept == {(0, 200): 1000, (2, 300): 1000, (0, 100): 1000, (1, 50): 1000,
+                    (0, 2): 600_000, (0, 0): 600_000, (1, 0): 600_000}  # fmt: skip
+    shown = run("history", "--sink-url", url, "--group", "g").out.splitlines()
+    assert shown[0].split()[5] == "KEPT"
+    assert [line.split()[5] for line in shown[1:]].count("1/10min") == 3
+
     # Before any commit: exit 1 naming the group; a bad time is a usage error naming the flag.
     none = run("describe", "--sink-url", url, "--group", "g", "--as-of", "2001-01-01T00:00:00Z")
     assert none.code == 1 and "group 'g' has no commit at or before" in none.err

@@ -147,6 +147,28 @@ def test_burrow_consumer_list_and_detail(client: TestClient) -> None:
     assert gone.json()["message"] == "cluster or consumer not found"
 
 
+def test_offsets_as_of_a_time_from_the_history(client: TestClient) -> None:
+    detail = client.get("/v3/kafka/local/consumer/slow").json()
+    (partition,) = detail["topics"][_topic("slow")]
+    fifth = partition["offsets"][4]  # offset 104
+    url = "/v3/kafka/local/consumer/slow/offsets"
+    for as_of, offset in ((fifth["timestamp"], 104), (fifth["timestamp"] - 5000, 103)):
+        body = _envelope(client.get(url, params={"as_of": str(as_of)}), url)
+        assert body["message"] == "consumer offsets as of returned" and body["as_of"] == as_of
+        (answer,) = body["offsets"]
+        assert (answer["topic"], answer["partition"], answer["offset"]) == (
+            _topic("slow"),
+            0,
+            offset,
+        )
+        assert answer["exact"] is True and answer["timestamp"] <= as_of
+    before = client.get(url, params={"as_of": "2001-01-01T00:00:00"}).json()
+    assert before["offsets"] == []
+    bad = client.get(url, params={"as_of": "noon"})
+    assert bad.status_code == 400 and bad.json()["message"].startswith("as_of: expected")
+    assert client.get("/v3/kafka/local/consumer/nobody/offsets?as_of=1").status_code == 404
+
+
 @pytest.mark.parametrize("group", [*HISTORIES, STOPPED])
 def test_each_status_of_burrows_rules_from_a_crafted_history(
     client: TestClient, group: str
