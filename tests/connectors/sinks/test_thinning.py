@@ -6,13 +6,20 @@ answer is the model's, and the rows per group-partition stay under the bound."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 
 import pytest
 
 from connectors.client.as_of import committed_as_of
 from connectors.sinks import Sink
-from connectors.sinks.retention import ThinningMarks, purge_expired_history, thin_history
+from connectors.sinks.retention import (
+    KEEP_FOREVER,
+    HistoryRetention,
+    ThinningMarks,
+    purge_expired_history,
+    thin_history,
+)
 from state.commit_history import (
     DAY,
     DEFAULT_HISTORY_RETENTION_MS,
@@ -150,3 +157,22 @@ def test_a_pass_repeated_deletes_nothing_more(make_sink: Callable[..., Sink]) ->
     assert [e.offset for e in sink.history("g", limit=100)] == list(range(49, 0, -5))
     assert thin_history(sink, now, marks, pause_s=0).deleted == 0
     assert thin_history(sink, now, ThinningMarks(), pause_s=0).deleted == 0
+
+
+def test_the_retention_thread_thins_even_when_keeping_history_forever(
+    make_sink: Callable[..., Sink],
+) -> None:
+    sink = make_sink(keep_history=True)
+    records = [commit("g", "t", 0, i, commit_timestamp_ms=T0 + i * 250) for i in range(12)]
+    assert sink.write_batch(0, frame(*records), progress(0))
+    retention = HistoryRetention(
+        lambda: make_sink(keep_history=True), KEEP_FOREVER, 50, clock=lambda: T0 + 10 * SECOND
+    )
+    retention.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(sink.history("g")) != 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [e.offset for e in sink.history("g")] == [11, 7, 3]
+    finally:
+        retention.stop()
