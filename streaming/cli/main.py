@@ -231,8 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--as-of",
         metavar="TIME",
         help="the offsets the group had committed at TIME (ISO 8601 or epoch ms), from the "
-        "history: exact in the last 10 minutes, thinned to one commit a minute, 10 minutes "
-        "and an hour as it ages",
+        "history (thinned as it ages: each answer says how exact it is)",
     )
     _tenant_view(p)
 
