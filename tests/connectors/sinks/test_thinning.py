@@ -32,6 +32,7 @@ from state.commit_history import (
     expected_as_of,
     last_at_or_before,
     rows_bound,
+    thin,
     thinned_before,
 )
 from tests.connectors.sinks.backends import Backend
@@ -62,11 +63,16 @@ def _simulate_week(
     sink: Sink, rng: random.Random
 ) -> tuple[dict[tuple[str, str, int], list[Commit]], int]:
     """A week of commits written a batch per simulated 10 minutes, a thinning pass every
-    simulated 3 hours; g2's commits of the third day reach the sink 5 hours late (a
-    catch-up). Every commit as the model sees it, and the last pass's time."""
+    simulated 3 hours; two hours of g2's commits on the last day reach the sink 5 hours
+    late (a catch-up). Every commit as the model sees it, and the last pass's time."""
     end = T0 + 7 * DAY + HOUR
-    late = (T0 + 2 * DAY, T0 + 2 * DAY + 2 * HOUR)
+    # Late into the 10-minute tier, where they still are at the end.
+    late = (T0 + 6 * DAY + 6 * HOUR, T0 + 6 * DAY + 8 * HOUR)
     events = sorted((at, key) for key in KEYS for at in _commit_times(rng, T0 - HOUR, end - MINUTE))
+    # g2 commits every ~20 s through the late window, whatever its random sessions did.
+    events = sorted(
+        events + [(late[0] + i * 20 * SECOND + rng.randrange(SECOND), KEYS[2]) for i in range(360)]
+    )
     model: dict[tuple[str, str, int], list[Commit]] = {key: [] for key in KEYS}
     marks = ThinningMarks()
     batch, offset, pending = 0, 0, list(events)
@@ -109,6 +115,11 @@ def test_as_of_answers_are_the_models_and_rows_stay_bounded(
 
     kept = {key: sink.history(*key, limit=100_000) for key in KEYS}
     for key, rows in kept.items():
+        # Exactly the commits the model keeps, late ones (g2's catch-up) thinned as well.
+        model_kept = [
+            c.offset for c in thin(model[key], now) if c.commit_timestamp_ms >= retention_cutoff
+        ]
+        assert sorted(e.offset for e in rows) == model_kept, key
         assert 0 < len(rows) <= rows_bound(), key
         assert len(rows) < len(model[key]) / 3, key  # thinned, not just purged
     fine = thinned_before(TIERS[0], now)
