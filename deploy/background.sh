@@ -19,12 +19,14 @@ stop_service() {
   fi
 }
 
-# wait_for_service PROBE...: up to $SERVICE_START_TIMEOUT_S (180) s until PROBE succeeds. If the
-# service exits meanwhile, or the time runs out, print the end of its log and fail (exit 1): a
-# service that never came up must not show up later as timeouts of the commands after it.
+# wait_for_service PROBE...: up to $SERVICE_START_TIMEOUT_S (180) s until PROBE succeeds, saying
+# every $SERVICE_PROGRESS_S (15) s how long it has waited. If the service exits meanwhile, or the time runs out, print
+# the end of its log and fail (exit 1): a service that never came up must not show up later as
+# timeouts of the commands after it.
 wait_for_service() {
   local timeout=${SERVICE_START_TIMEOUT_S:-180}
-  local waited=0
+  local every=${SERVICE_PROGRESS_S:-15}
+  local started=$SECONDS waited=0 next_note=$every
   while ((waited < timeout)); do
     if "$@"; then
       return 0
@@ -33,7 +35,11 @@ wait_for_service() {
       service_failed "exited before it was ready"
     fi
     sleep 1
-    waited=$((waited + 1))
+    waited=$((SECONDS - started))
+    if ((waited >= next_note)); then
+      echo "    ... waiting for the $service_name: $waited s (its log: $service_log)"
+      next_note=$((next_note + every))
+    fi
   done
   service_failed "was not ready after ${timeout} s ($*)"
 }

@@ -35,7 +35,7 @@ for i in range(200):
 producer.flush()
 PY
 
-echo "==> quickstart: starting the streaming job (log: $log)"
+echo "==> quickstart: starting the streaming job (log: $log; ACTIVE in about 30-90 s)"
 start_service job "$log" "$cli" run --embedded --trigger-interval "500 milliseconds"
 active() { "$cli" status --json 2>/dev/null | grep -q '"status": "ACTIVE"'; }
 wait_for_service active

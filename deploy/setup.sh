@@ -68,6 +68,21 @@ phase_done() {
   printf '    %s: %d.%01d s%s\n' "$phase_name" $((ms / 1000)) $((ms % 1000 / 100)) "${1:+ ($1)}"
 }
 
+# ticking COMMAND...: run COMMAND, saying every $SETUP_TICK_S (30) s that the phase still runs
+# and for how long: the long steps (pip, Maven, the class archive) are otherwise silent.
+ticking() {
+  (
+    while sleep "${SETUP_TICK_S:-30}"; do
+      printf '    ... %s: %d s so far\n' "$phase_name" $((($(date +%s%N) - phase_t0) / 1000000000))
+    done
+  ) &
+  local ticker=$! status=0
+  "$@" || status=$?
+  kill "$ticker" 2>/dev/null || true
+  wait "$ticker" 2>/dev/null || true
+  return "$status"
+}
+
 hash_of() {
   sha256sum "$@" | sha256sum | cut -c1-16
 }
@@ -176,9 +191,10 @@ py_key=$(hash_of pyproject.toml "$lock")
 if [ "$(cat "$py_stamp" 2>/dev/null)" = "$py_key" ]; then
   phase_done "up to date"
 else
+  echo "    pip install from $lock: pyspark, pandas, pyarrow... (~1 GB; 1-3 min)"
   pip=("$venv/bin/python" -m pip -q --disable-pip-version-check)
   # Hash-checked: every package and its dependencies must be in the lock, at its hashes.
-  "${pip[@]}" install --require-hashes -r "$lock"
+  ticking "${pip[@]}" install --require-hashes -r "$lock"
   "${pip[@]}" install --no-deps -e .
   # The lock must satisfy pyproject.toml's ranges (a range moved without regenerating it fails).
   "${pip[@]}" check >/dev/null || {
@@ -217,8 +233,9 @@ else
   rm -rf "$jars/spark" "$jars/kafka" "$jar_stamp"
   mkdir -p "$jars"
   read -r -a mvn_args <<<"${MVN_ARGS:-}"
+  echo "    from Maven Central into $jars (~50 MB the first time; about a minute)"
   for profile in spark-connector kafka-broker; do
-    mvn_quiet -f deploy/pom.xml -P "$profile" "${mvn_args[@]}" dependency:copy-dependencies
+    ticking mvn_quiet -f deploy/pom.xml -P "$profile" "${mvn_args[@]}" dependency:copy-dependencies
   done
   # A jar pyspark already ships, at whatever version, is a classpath conflict: fail here
   # rather than in a Spark job.
@@ -239,7 +256,8 @@ if "$venv/bin/python" -c \
   'import sys; from streaming.spark.class_archive import archive_path; sys.exit(not archive_path().is_file())'; then
   phase_done "up to date"
 else
-  "$venv/bin/python" -m streaming.cli.archive_classes >/dev/null
+  echo "    Spark started once and its classes recorded, for faster starts (1-3 min)"
+  ticking "$venv/bin/python" -m streaming.cli.archive_classes >/dev/null
   phase_done "built"
 fi
 

@@ -9,12 +9,14 @@ from pathlib import Path
 BACKGROUND = Path(__file__).resolve().parents[2] / "deploy" / "background.sh"
 
 
-def script(tmp_path: Path, service: str, probe: str) -> subprocess.CompletedProcess[str]:
+def script(
+    tmp_path: Path, service: str, probe: str, timeout_s: int = 3
+) -> subprocess.CompletedProcess[str]:
     body = f"""
 set -euo pipefail
 source {BACKGROUND}
 start_service demo {tmp_path / "demo.log"} bash -c {service!r}
-SERVICE_START_TIMEOUT_S=3 wait_for_service {probe}
+SERVICE_START_TIMEOUT_S={timeout_s} SERVICE_PROGRESS_S=1 wait_for_service {probe}
 echo "the script went on"
 """
     return subprocess.run(
@@ -40,3 +42,11 @@ def test_a_service_that_exits_fails_the_script_at_once(tmp_path: Path) -> None:
 def test_a_ready_service_lets_the_script_go_on(tmp_path: Path) -> None:
     done = script(tmp_path, "sleep 30", "true")
     assert done.returncode == 0 and "the script went on" in done.stdout
+
+
+def test_a_slow_service_is_waited_for_out_loud(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    done = script(tmp_path, f"sleep 3; touch {ready}; sleep 30", f"test -e {ready}", 20)
+    assert done.returncode == 0 and "the script went on" in done.stdout
+    # A line a second here (15 s in the quickstart) saying how long, and where its log is.
+    assert f"... waiting for the demo: 1 s (its log: {tmp_path / 'demo.log'})" in done.stdout
