@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connectors.runtime import spark_jars_dir
 from streaming.spark import class_archive
@@ -137,15 +138,52 @@ def launch_jvm_apart(conf: dict[str, str]) -> None:
     spark_conf = SparkConf()
     for key, value in conf.items():
         spark_conf.set(key, value)
-    # The builder's SparkContext takes this gateway rather than launching its own.
-    SparkContext._ensure_initialized(
-        gateway=launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+    popen_kwargs: dict[str, Any] = {"start_new_session": True}
+    chatter = _worker_chatter_filter()
+    popen_kwargs["stderr"] = chatter.stdin
+    try:
+        # The builder's SparkContext takes this gateway rather than launching its own.
+        SparkContext._ensure_initialized(
+            gateway=launch_gateway(spark_conf, popen_kwargs=popen_kwargs)
+        )
+    finally:
+        if chatter.stdin is not None:
+            chatter.stdin.close()  # the JVM holds the pipe now: its exit ends the filter
+
+
+#: The lines Spark's driver-side transformWithState worker prints at each query start (five,
+#: each with a blank line after it): raw on the JVM's stderr, so no log level hides them.
+_WORKER_CHATTER = rb"^(Starting )?Streaming TransformWithStateInPandas Python worker"
+
+#: The filter's program: each line passed on as it comes, but the chatter and its blank lines.
+_FILTER = f"""
+import re, sys
+chatter, skip, out = re.compile({_WORKER_CHATTER!r}), False, sys.stderr.buffer
+for line in sys.stdin.buffer:
+    if chatter.match(line):
+        skip = True
+    elif not (skip and not line.strip()):
+        skip = False
+        out.write(line)
+        out.flush()
+"""
+
+
+def _worker_chatter_filter() -> subprocess.Popen[bytes]:
+    """A filter between the JVM's stderr and this process's: every line passed on at once but
+    :data:`_WORKER_CHATTER` and the blank line after each. In the JVM's session, so a signal
+    to the driver's group leaves it to pass on the JVM's last lines; it ends when the JVM (and
+    the workers it started) closed the pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-u", "-c", _FILTER], stdin=subprocess.PIPE, start_new_session=True
     )
 
 
 #: Loggers of Spark warnings a query logs in normal operation (a batch longer than the trigger,
-#: AQE off in streaming, the state server's end of task): ERROR only.
+#: AQE off in streaming, the state server's end of task, a clean stop's "Failed to cancel job
+#: group ... Cannot find active jobs": the query stopped between batches): ERROR only.
 _EXPECTED_WARNINGS = (
+    "org.apache.spark.scheduler.DAGScheduler",
     "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
     "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
     "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",

@@ -217,6 +217,12 @@ def test_sigterm_to_the_group_right_after_the_first_batch_is_a_clean_stop(
             assert_stopped_cleanly(job, signal.SIGTERM, below, "stopping")
         finally:
             load.stop()
+        # At the default log level: no line of Spark's Python workers (printed at each query
+        # start), no warning of Spark's at a clean stop.
+        log = job.log()
+        stop = log.index("SIGTERM: stopping")
+        assert "Python worker" not in log, log
+        assert " WARN " not in log[stop:], log
 
 
 def test_sigterm_to_every_process_while_running_stops_with_status_and_lease(
