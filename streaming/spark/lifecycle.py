@@ -20,6 +20,15 @@ from streaming.spark.heartbeat import Heartbeat, jvm_log_quieter
 
 log = logging.getLogger(__name__)
 
+#: A query failure Spark's own start-up causes on a loaded machine, not the job's: the first
+#: batch's planning starts a Python worker on the driver (transformWithState's schema check)
+#: that must connect back within a hard-coded 10 s. The query is started again from its
+#: checkpoint (nothing of that batch was written), up to ``MAX_QUERY_RESTARTS`` times a run.
+RESTARTABLE_FAILURES = ("Python worker failed to connect back",)
+MAX_QUERY_RESTARTS = 5
+#: The pause before the n-th restart: n times this.
+RESTART_PAUSE_S = 2.0
+
 #: Options of a Kafka source that waits a Kafka outage out. Planning a batch asks Kafka for the
 #: end offsets: Spark tries 3 times, then fails the query; these try on (each try takes up to
 #: the admin client's ``default.api.timeout.ms``, 60 s), so an outage between batches costs no
@@ -66,7 +75,10 @@ class QueryLifecycle:
     query: StreamingQuery | None = None
     #: Set by :meth:`stop`; the companions' loops end on it.
     stopping: threading.Event = field(default_factory=threading.Event)
+    #: Restarts after a :data:`RESTARTABLE_FAILURES` failure so far.
+    restarts: int = 0
     _companions: list[Companion] = field(default_factory=list)
+    _started_with: tuple[DataStreamWriter, Mapping[str, str]] | None = None
 
     def checkpoint_exists(self) -> bool:
         """Whether the location holds a query checkpoint."""
@@ -79,6 +91,7 @@ class QueryLifecycle:
             **settings,
             **checkpoint_file_settings(self.spark, self.checkpoint_location),
         }
+        self._started_with = (writer, settings)
         self.query = start_with_settings(self.spark, writer, settings)
         return self.query
 
@@ -130,21 +143,53 @@ class QueryLifecycle:
 
     def run_until(self, stop: threading.Event, duration_s: float | None = None) -> object:
         """Wait until ``stop`` is set, ``duration_s`` passed or the query ended; the query's
-        error, or None."""
+        error, or None. A query that failed as :data:`RESTARTABLE_FAILURES` says is started
+        again meanwhile (:meth:`restarted_after`)."""
         assert self.query is not None, "start runs first"
         deadline = None if duration_s is None else time.monotonic() + duration_s
-        while not stop.is_set() and self.query.isActive:
+        while not stop.is_set():
+            if not self.query.isActive and not self.restarted_after(self.query.exception(), stop):
+                break
             stop.wait(0.5)
             if deadline is not None and time.monotonic() >= deadline:
                 break
         return self.query.exception()
 
+    def restarted_after(self, error: object, stop: threading.Event | None = None) -> bool:
+        """Start the query again from its checkpoint when ``error`` is one of
+        :data:`RESTARTABLE_FAILURES` and fewer than :data:`MAX_QUERY_RESTARTS` were made;
+        whether it was (not when ``stop`` or :attr:`stopping` is set during the pause)."""
+        text = str(error or "")
+        if (
+            self._started_with is None
+            or self.stopping.is_set()
+            or self.restarts >= MAX_QUERY_RESTARTS
+        ):
+            return False
+        cause = next((f for f in RESTARTABLE_FAILURES if f in text), None)
+        if cause is None:
+            return False
+        self.restarts += 1
+        log.warning(
+            "the query failed as Spark does on a loaded machine (%s): starting it again from "
+            "its checkpoint in %.0f s (restart %d of %d)",
+            cause,
+            RESTART_PAUSE_S * self.restarts,
+            self.restarts,
+            MAX_QUERY_RESTARTS,
+        )
+        if (stop or self.stopping).wait(RESTART_PAUSE_S * self.restarts) or self.stopping.is_set():
+            return False
+        self.query = start_with_settings(self.spark, *self._started_with)
+        return True
+
     def wait_until(self, predicate: Callable[[], bool], timeout_s: float = 120.0) -> None:
         """Block until ``predicate()`` holds, failing fast if the query died."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.query is not None and self.query.exception() is not None:
-                raise RuntimeError(f"query failed: {self.query.exception()}")
+            error = None if self.query is None else self.query.exception()
+            if error is not None and not self.restarted_after(error):
+                raise RuntimeError(f"query failed: {error}")
             if predicate():
                 return
             time.sleep(0.2)
