@@ -257,7 +257,8 @@ if "$venv/bin/python" -c \
   phase_done "up to date"
 else
   echo "    Spark started once and its classes recorded, for faster starts (1-3 min)"
-  ticking "$venv/bin/python" -m streaming.cli.archive_classes >/dev/null
+  archive_classes() { "$venv/bin/python" -m streaming.cli.archive_classes >/dev/null; }
+  ticking archive_classes # the ticker's lines are not the archiver's: only its are dropped
   phase_done "built"
 fi
 
