@@ -143,7 +143,10 @@ def test_a_wrong_bootstrap_server_fails_in_seconds_before_anything_is_created(
          str(tmp_path / "checkpoint")],
         capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
     )  # fmt: skip
-    assert time.monotonic() - started < 15
+    # Not Kafka's timeouts (a minute and more): refused at once. The bound is loose because the
+    # start of Python alone takes seconds on a loaded machine; that Spark never started is
+    # what the single line shows (its JVM's first stderr line would be a second).
+    assert time.monotonic() - started < 45
     assert done.returncode == 1, done.stderr
     # One line naming the address and what to check; none of kafka-python's own.
     (line,) = done.stderr.splitlines()
