@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from connectors.client.as_of import committed_as_of
-from connectors.sinks.values import now_ms
 from streaming.serve.lag_view import LagView
+from streaming.serve.point_in_time import offsets_as_of, parse_as_of
 from streaming.serve.tenant_views import group_status, viewer_in
 
 _HOST = socket.gethostname()
@@ -24,20 +22,6 @@ def _answer(request: Request, message: str, status_code: int = 200, **body: Any)
     payload = {"error": status_code >= 400, "message": message, **body}
     payload["request"] = {"url": request.url.path, "host": _HOST}
     return JSONResponse(payload, status_code=status_code)
-
-
-def _time_ms(text: str) -> int | None:
-    """``as_of``'s value as epoch ms: digits, or ISO 8601 (no zone: UTC); None if neither."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
 
 
 def _partition(offsets: list[dict[str, Any] | None], lag: int) -> dict[str, Any]:
@@ -135,16 +119,16 @@ class BurrowApi:
 
     def offsets_as_of(self, request: Request) -> Response:
         """Not Burrow's: ``?as_of=TIME`` (epoch ms, or ISO 8601; no zone: UTC), the offsets the
-        group had committed then, from the thinned history (``connectors.client.as_of``),
-        each with its commit time and how exact it is."""
+        group had committed then, from the thinned history (``point_in_time.offsets_as_of``,
+        as the group page shows them), each with its commit time and how exact it is."""
         if missing := self._unknown_group(request):
             return missing
-        text = request.query_params.get("as_of", "")
-        at_ms = _time_ms(text)
-        if at_ms is None:
-            return _answer(request, f"as_of: expected epoch ms or ISO 8601 time, got {text!r}", 400)
-        viewer = viewer_in(request.scope)
-        found = committed_as_of(self.view.sink, request.path_params["group"], at_ms, now_ms())
+        try:
+            at_ms = parse_as_of(request.query_params.get("as_of", ""))
+        except ValueError as exc:
+            return _answer(request, str(exc), 400)
+        group = request.path_params["group"]
+        found = offsets_as_of(self.view.sink, viewer_in(request.scope), group, at_ms)
         offsets = [
             {
                 "topic": a.topic,
@@ -156,7 +140,6 @@ class BurrowApi:
                 "exact_as_of": a.exact_as_of_ms,
             }
             for a in found
-            if viewer.may_see_topic(a.topic)
         ]
         return _answer(request, "consumer offsets as of returned", as_of=at_ms, offsets=offsets)
 
