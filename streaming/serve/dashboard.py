@@ -1,10 +1,12 @@
 """The dashboard: every group with its status and lag at ``/``, and a group's page with lag
-charts; rendered on the server (Jinja2, inline SVG), so it works offline."""
+charts and its committed offsets over the kept history, as of a time (``?as_of=``); rendered on
+the server (Jinja2, inline SVG), so it works offline."""
 
 from __future__ import annotations
 
 import bisect
 import html
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -22,6 +24,15 @@ from streaming.serve.evaluation import ConsumerOffset
 from streaming.serve.lag_frame import LagFrame
 from streaming.serve.lag_view import LagView, PartitionView
 from streaming.serve.log_end_cache import RecordKey
+from streaming.serve.point_in_time import (
+    HISTORY_ROWS,
+    GroupAsOf,
+    KeptRange,
+    group_as_of,
+    group_history,
+    iso_utc,
+    parse_as_of,
+)
 from streaming.serve.snapshot import GroupEvaluator, summarise
 from streaming.serve.tenant_views import viewer_in, visible
 
@@ -103,6 +114,89 @@ def lag_chart(
                 f'<circle cx="{x(t):.1f}" cy="{y(lag):.1f}" r="2.5" fill="{colour}">'
                 f"<title>{html.escape(label)} {_clock(t)}: lag {lag:,}</title></circle>"
             )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _moment(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M")
+
+
+def history_chart(
+    series: Mapping[str, Sequence[tuple[int, int]]],
+    ranges: Sequence[KeptRange],
+    title: str,
+    as_of: int | None = None,
+) -> str:
+    """An SVG step chart of each series' (commit time ms, committed offset) points over
+    ``ranges`` (oldest first, holding every point): each range an equal share of the x axis,
+    marked with how the history keeps commits there (``1/min``), so the last minutes read as
+    well as the last week; each commit a link to the page as of its time; ``as_of`` a line."""
+    points = [p for values in series.values() for p in values]
+    if not points or not ranges:
+        return (
+            f'<svg role="img" aria-label="{html.escape(title)}" width="{WIDTH}" height="40">'
+            '<text x="8" y="24">no commit history kept</text></svg>'
+        )
+    low, high = min(o for _, o in points), max(o for _, o in points)
+    span = max(high - low, 1)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM - 14  # room for the rates
+    share = plot_w / len(ranges)
+    starts = [r.start_ms for r in ranges]
+    now = ranges[-1].end_ms
+
+    def x(t: int) -> float:
+        i = max(0, bisect.bisect_right(starts, t) - 1)
+        r = ranges[i]
+        return LEFT + share * (i + min(max(t - r.start_ms, 0) / max(r.end_ms - r.start_ms, 1), 1))
+
+    def y(offset: int) -> float:
+        return TOP + 14 + plot_h - (offset - low) / span * plot_h
+
+    bottom = TOP + 14 + plot_h
+    parts = [
+        f'<svg role="img" aria-label="{html.escape(title)}" class="history-chart" '
+        f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        'xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{html.escape(title)}</title>",
+        f'<line x1="{LEFT}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" stroke="#888"/>',
+        f'<text x="{LEFT - 6}" y="{TOP + 24}" text-anchor="end" font-size="11">{high:,}</text>',
+        f'<text x="{LEFT - 6}" y="{bottom}" text-anchor="end" font-size="11">{low:,}</text>',
+        f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 12}" text-anchor="end" font-size="11">'
+        "now (UTC)</text>",
+    ]
+    for i, r in enumerate(ranges):
+        left = LEFT + share * i
+        parts.append(
+            f'<line x1="{left:.1f}" y1="{TOP}" x2="{left:.1f}" y2="{bottom}" stroke="#bbb" '
+            'stroke-dasharray="3,3"/>'
+            f'<text x="{left:.1f}" y="{HEIGHT - 12}" font-size="11">{_moment(r.start_ms)}</text>'
+            f'<text class="kept" x="{left + share / 2:.1f}" y="{TOP + 8}" text-anchor="middle" '
+            f'font-size="11" fill="#777">kept {r.label}</text>'
+        )
+    for i, (label, values) in enumerate(sorted(series.items())):
+        colour = COLOURS[i % len(COLOURS)]  # as chart_legend says
+        ordered = sorted(values)
+        # The committed offset holds from its commit until the next one: a step each commit.
+        steps: list[tuple[int, int]] = []
+        for (t, offset), (until, _) in itertools.pairwise([*ordered, (now, 0)]):
+            steps += [(t, offset), (until, offset)]
+        path = " ".join(f"{x(t):.1f},{y(o):.1f}" for t, o in steps)
+        parts.append(
+            f'<polyline class="series" data-series="{html.escape(label)}" fill="none" '
+            f'stroke="{colour}" stroke-width="2" points="{path}"/>'
+        )
+        for t, offset in ordered:
+            parts.append(
+                f'<a href="?as_of={iso_utc(t)}#as-of"><circle cx="{x(t):.1f}" '
+                f'cy="{y(offset):.1f}" r="2.5" fill="{colour}"><title>{html.escape(label)} '
+                f"{_committed_at(t)}: offset {offset:,}</title></circle></a>"
+            )
+    if as_of is not None and ranges[0].start_ms <= as_of <= now:
+        parts.append(
+            f'<line class="as-of" x1="{x(as_of):.1f}" y1="{TOP}" x2="{x(as_of):.1f}" '
+            f'y2="{bottom}" stroke="#222"/>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -272,6 +366,10 @@ class Dashboard:
         return sorted(points.items())
 
     def group(self, request: Request) -> Response:
+        """A group's page: its lag charts and partitions; its committed offsets over the kept
+        history (at most :data:`HISTORY_ROWS` rows read a view); with ``?as_of=TIME`` its
+        offsets then and the command to reset it there (400 for a TIME that is neither epoch ms
+        nor ISO 8601). 404 for a group the viewer may not DESCRIBE, as for an absent one."""
         group_id = request.path_params["group"]
         viewer = viewer_in(request.scope)
         if not (viewer.may_see_group(group_id) and self.view.sink.group_exists(group_id)):
@@ -297,8 +395,12 @@ class Dashboard:
         }
         span = _time_range(series, seconds)  # both charts over the same time
         rows = [(p, by_partition[(p.committed.topic, p.committed.partition)]) for p in partitions]
+        as_of, problem = self._as_of(request, group_id, partitions)
+        # At most HISTORY_ROWS rows of history a view, whatever the group's size.
+        history = group_history(self.view.sink, viewer, group_id, now)
         return self._page(
             "group.html",
+            400 if problem else 200,
             operator=viewer.sees_all,
             group=group_id,
             status=status,
@@ -308,4 +410,30 @@ class Dashboard:
             legend=chart_legend(series),
             seconds_chart=lag_chart(seconds, f"lag in seconds of {group_id} over time", span),
             committed_at=_committed_at,
+            history=history,
+            history_chart=history_chart(
+                history.series,
+                history.ranges,
+                f"committed offsets of {group_id}",
+                None if as_of is None else as_of.at_ms,
+            ),
+            history_legend=chart_legend(history.series),
+            history_rows=HISTORY_ROWS,
+            as_of=as_of,
+            as_of_problem=problem,
         )
+
+    def _as_of(
+        self, request: Request, group_id: str, partitions: Sequence[PartitionView]
+    ) -> tuple[GroupAsOf | None, str]:
+        """The page's ``?as_of=TIME`` (epoch ms, or ISO 8601; no zone: UTC) answered as the
+        ``offsets?as_of=`` route answers it, or the problem with TIME; None when none asked."""
+        text = request.query_params.get("as_of", "")
+        if not text.strip():
+            return None, ""
+        try:
+            at_ms = parse_as_of(text)
+        except ValueError as exc:
+            return None, str(exc)
+        now = (p.topic_partition for p in partitions)
+        return group_as_of(self.view.sink, viewer_in(request.scope), group_id, at_ms, now), ""

@@ -31,6 +31,7 @@ from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.acls import AclBinding
 from streaming.serve import ServeSettings
 from streaming.serve.app import create_app
+from streaming.serve.point_in_time import iso_utc
 from streaming.serve.web_config import load_web_config
 from streaming.tenants import Tenant
 from tests.connectors.sinks.record_frames import commit, frame
@@ -242,6 +243,33 @@ def test_a_group_named_with_a_backslash_n_stays_hidden_by_its_deny(
             assert lag.status_code == (200 if seen else 404)
             page = client.get(f"{url}/group/team-a.bs%5Cn")
             assert page.status_code == (200 if seen else 404)
+
+
+def test_a_group_pages_history_and_as_of_show_a_tenant_only_what_it_may_describe(
+    served: tuple[str, Any],
+) -> None:
+    url, _ = served
+    at = int(time.time() * 1000)
+    with _client("team-a") as team_a, _client("ops") as ops:
+        own = team_a.get(f"{url}/group/team-a.orders", params={"as_of": str(at)}).text
+        history = re.search(r'<svg[^>]*class="history-chart".*?</svg>', own, re.S)
+        assert history and 'data-series="orders.a-0"' in history.group(0), own[-3000:]
+        assert "orders.a" in re.findall(r'<table id="as-of-offsets">(.*?)</table>', own, re.S)[0]
+        assert not [word for word in FORBIDDEN if word in own]
+        # Its reset names its topics: --all-topics would take in the one it may not see.
+        command = re.search(r'<pre id="reset-command">(.*?)</pre>', own)
+        assert command and command.group(1) == (
+            "consumer-offsets reset-offsets --group team-a.orders --topic orders.a --topic"
+            f" orders.unknown --to-committed-at {iso_utc(at)} --execute"
+        )
+        for other in ("team-b.billing", BACKSLASH_N):
+            page = f"{url}/group/{urllib.parse.quote(other, safe='')}"
+            refused = team_a.get(page, params={"as_of": str(at)})
+            assert refused.status_code == 404 and "history-chart" not in refused.text
+            assert not [word for word in FORBIDDEN if word in refused.text]
+            seen = ops.get(page, params={"as_of": str(at)}).text
+            assert "history-chart" in seen and "--all-topics" in seen
+        assert "payroll.salaries" in ops.get(f"{url}/group/team-a.orders").text
 
 
 def test_a_commit_at_partition_2_31_does_not_grow_burrows_answer(

@@ -1,0 +1,165 @@
+"""The group page's point in time over a real SQLite sink (no Kafka, no Spark): the committed
+offsets over the kept history with the thinned ranges marked, bounded per view; the offsets as
+of a time, as the ``offsets?as_of=`` route answers them, with the command that resets the
+group there (which the CLI's own parser reads back to the same time)."""
+
+from __future__ import annotations
+
+import html
+import re
+import shlex
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from connectors.sinks import BatchProgress, open_sink
+from state.commit_history import DAY, HOUR, MINUTE
+from streaming.cli.commands.reset import parse_time
+from streaming.cli.main import build_parser
+from streaming.serve import ServeSettings
+from streaming.serve.app import create_app
+from streaming.serve.dashboard import LEFT, RIGHT, WIDTH
+from streaming.serve.point_in_time import group_history, iso_utc
+from streaming.serve.tenant_views import Viewer
+from tests.connectors.sinks.record_frames import commit, frame
+
+NOW = int(time.time() * 1000)
+#: A minute bucket half an hour ago: thinned one a minute, but not thinned yet in this sink.
+BUCKET = NOW - 30 * MINUTE - (NOW - 30 * MINUTE) % MINUTE
+#: (age or time, partition, offset) of group g's commits of topic orders, in log order.
+COMMITS = (
+    (NOW - 3 * DAY, 0, 10),
+    (NOW - 5 * HOUR, 0, 20),
+    (BUCKET - 20_000, 0, 30),
+    (BUCKET + 50_000, 0, 31),  # a commit before it in its bucket would not be kept
+    (NOW - 2 * MINUTE, 0, 40),
+    (NOW - 1 * MINUTE, 1, 7),  # partition 1 had no commit half an hour ago
+)
+
+
+@pytest.fixture(scope="module")
+def sink_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('history') / 'offsets.db'}"
+    with open_sink(url, keep_history=True) as sink:
+        sink.reset("ACTIVE", "test")
+        for batch, (at, partition, offset) in enumerate(COMMITS):
+            records = frame(commit("g", "orders", partition, offset, commit_timestamp_ms=at))
+            sink.write_batch(batch, records, BatchProgress(batch_id=batch, input_rows=1))
+    return url
+
+
+@pytest.fixture(scope="module")
+def client(sink_url: str) -> Iterator[TestClient]:
+    app = create_app(
+        ServeSettings(sink_url=sink_url, cluster_name="local", log_end_interval_s=3600)
+    )
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def _history_chart(page: str) -> str:
+    found = re.search(r'<svg[^>]*class="history-chart".*?</svg>', page, re.S)
+    assert found, page[-3000:]
+    return found.group(0)
+
+
+def _cells(page: str, table: str) -> list[list[str]]:
+    found = re.search(f'<table id="{table}">(.*?)</table>', page, re.S)
+    assert found, page[-3000:]
+    rows = re.findall(r"<tr>(.*?)</tr>", found.group(1), re.S)[1:]  # not the header
+    return [
+        [html.unescape(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+        for r in rows
+    ]
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms // 1000))
+
+
+def test_the_group_page_draws_the_kept_history_with_its_thinned_ranges(
+    client: TestClient,
+) -> None:
+    page = client.get("/group/g")
+    assert page.status_code == 200
+    chart = _history_chart(page.text)
+    # Every range of the 3 days kept, oldest first, each marked with how it is kept.
+    kept = re.findall(r'class="kept"[^>]*>kept ([^<]+)<', chart)
+    assert kept == ["1/h", "1/10 min", "1/min", "1/s"]
+    assert re.findall(r'data-series="([^"]+)"', chart) == ["orders-0", "orders-1"]
+    # Each commit a point in its own range (each range a quarter of the axis), linked to the
+    # page as of its time.
+    quarter = (WIDTH - LEFT - RIGHT) / 4
+    for at, partition, offset in COMMITS:
+        point = re.search(
+            rf'<a href="\?as_of={re.escape(iso_utc(at))}#as-of"><circle cx="([\d.]+)"[^>]*>'
+            rf"<title>orders-{partition} {_utc(at)}: offset {offset}</title>",
+            chart,
+        )
+        assert point, (at, offset)
+        age = NOW - at
+        expected = 0 if age > DAY else 1 if age > 2 * HOUR else 2 if age > 10 * MINUTE else 3
+        assert int((float(point.group(1)) - LEFT) // quarter) == expected, (at, offset)
+    assert f"{len(COMMITS)} kept commit(s) from {_utc(NOW - 3 * DAY)} UTC" in page.text
+
+
+def test_a_page_view_reads_at_most_its_cap_of_history_rows(sink_url: str) -> None:
+    with open_sink(sink_url, read_only=True) as sink:
+        whole = group_history(sink, Viewer(), "g", NOW)
+        capped = group_history(sink, Viewer(), "g", NOW, limit=3)
+    assert (whole.rows_read, whole.capped) == (len(COMMITS), False)
+    # The newest applied three: a view stops there, and says the range it drew.
+    assert (capped.rows_read, capped.capped) == (3, True)
+    assert capped.series == {"orders-0": [(BUCKET + 50_000, 31), (NOW - 2 * MINUTE, 40)],
+                             "orders-1": [(NOW - MINUTE, 7)]}  # fmt: skip
+    assert [r.label for r in capped.ranges] == ["1/min", "1/s"]
+
+
+def _as_of(client: TestClient, at: Any) -> tuple[Any, list[dict[str, Any]]]:
+    page = client.get("/group/g", params={"as_of": str(at)})
+    route = client.get("/v3/kafka/local/consumer/g/offsets", params={"as_of": str(at)})
+    return page, route.json()["offsets"]
+
+
+def test_the_group_page_as_of_a_time_answers_as_the_route_and_says_how_to_go_back(
+    client: TestClient,
+) -> None:
+    # Before the one commit kept of a thinned bucket: the one before the bucket, exact as of
+    # the bucket's start only (a commit of the bucket before the time would have been thinned).
+    at = BUCKET + 30_000
+    page, route = _as_of(client, at)
+    assert page.status_code == 200
+    assert route == [
+        {"topic": "orders", "partition": 0, "offset": 30, "metadata": "",
+         "timestamp": BUCKET - 20_000, "exact": False, "exact_as_of": BUCKET - 1}
+    ]  # fmt: skip
+    assert _cells(page.text, "as-of-offsets") == [
+        ["orders", "0", "30", _utc(BUCKET - 20_000), f"exact as of {_utc(BUCKET - 1)}"],
+        ["orders", "1", "", "", "no commit then"],
+    ]
+    command = html.unescape(re.search(r'<pre id="reset-command">(.*?)</pre>', page.text).group(1))  # type: ignore[union-attr]
+    assert command == (
+        f"consumer-offsets reset-offsets --group g --all-topics --to-committed-at {iso_utc(at)}"
+        " --execute"
+    )
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert (args.group, args.all_topics, args.execute) == ("g", True, True)
+    assert parse_time(args.to_committed_at, "--to-committed-at") == at
+    assert 'class="as-of"' in _history_chart(page.text)  # the time marked on the chart
+
+    # The time input's own form (ISO 8601, no zone: UTC), at a commit: that one, exact.
+    typed = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((BUCKET + 50_000) // 1000))
+    page, route = _as_of(client, typed)
+    assert [(o["offset"], o["exact"]) for o in route] == [(31, True)]
+    assert _cells(page.text, "as-of-offsets")[0][2:] == ["31", _utc(BUCKET + 50_000), "exact"]
+    assert f'name="as_of" step="1" value="{typed}"' in page.text
+
+    before = client.get("/group/g", params={"as_of": "2001-01-01T00:00:00"})
+    assert "No commit of the group at or before 2001-01-01 00:00:00 UTC" in before.text
+    assert "reset-command" not in before.text
+    bad = client.get("/group/g", params={"as_of": "noon"})
+    assert bad.status_code == 400
+    assert "as_of: expected epoch ms or ISO 8601 time, got 'noon'" in html.unescape(bad.text)
