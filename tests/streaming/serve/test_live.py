@@ -109,8 +109,10 @@ def test_the_dashboard_in_a_headless_browser(served: Served, tmp_path: Path) -> 
     # The DOM as the browser built it: the group, its partitions' lag and the chart.
     dom = _chromium("--dump-dom", page).stdout
     assert f"<h1>{GROUP} " in dom
-    # Two charts (lag in messages, lag in seconds), one series per partition in each.
-    assert dom.count('class="lag-chart"') == 2 and dom.count('class="series"') == 4
+    # Two lag charts (in messages, in seconds) and the committed offsets' history, one series
+    # per partition in each.
+    assert dom.count('class="lag-chart"') == 2 and dom.count('class="history-chart"') == 1
+    assert dom.count('class="series"') == 6
     assert '<td class="num">5</td>' in dom  # partition 0's lag
     index = _chromium("--dump-dom", f"{served.url}/").stdout
     assert f'href="/group/{GROUP}"' in index
