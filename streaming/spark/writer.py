@@ -15,7 +15,8 @@ A failed step aborts the transaction (none of its messages is ever read) and fai
 restart replays the batch. Kafka not taking the batch (unreachable, no in-sync replicas) is the
 exception: the batch waits it out, trying again in a new transaction with backoff up to
 ``KAFKA_RETRY_MAX_BACKOFF_S``, for as long as the lease holds and no stop was asked for (an
-outage of the whole cluster costs no restart, no takeover: the standby could not do better).
+outage of the whole cluster costs no restart, no takeover: the standby could not do better);
+so does reading the batch's requests (:meth:`BatchWriter.collect`).
 A replayed batch reproduces the same records and responses: the offsets topic compacts them, the
 sink skips the batch id, clients ignore a second response. A zombie (a holder paused while a
 standby took over) writes nothing readable: the new holder's ``init_transactions`` aborted its
@@ -49,6 +50,9 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000
 #: A batch Kafka did not take is tried again after 1 s, then after twice as long each time, up
 #: to this.
 KAFKA_RETRY_MAX_BACKOFF_S = 30.0
+#: In a failed Spark job's error: a task's Kafka consumer failed (Kafka unreachable while the
+#: batch reads its requests; Spark's local mode does not retry a task).
+KAFKA_CLIENT_ERROR = "org.apache.kafka.common.errors."
 
 
 def transactional_id(offsets_topic: str) -> str:
@@ -148,8 +152,7 @@ class BatchWriter:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        # The micro-batch's one Spark job: the state function's output comes to the driver.
-        payloads = batch.toArrow()["payload"]
+        payloads = self.collect(batch, batch_id)
         rest = []
         for output in decode_each_output(payloads):
             is_loaded = pc.equal(output["out"], "loaded")
@@ -166,6 +169,33 @@ class BatchWriter:
         del payloads
         local = pa.concat_tables(rest) if rest else OUTPUT_TABLE_SCHEMA.empty_table()
         self.write_table(local, batch_id, started)
+
+    def collect(self, batch: DataFrame, batch_id: int) -> pa.ChunkedArray:
+        """The micro-batch's one Spark job: the state function's output (its ``payload``
+        column) brought to the driver. A job that failed reading Kafka (:data:`KAFKA_CLIENT_ERROR`)
+        runs again, as the batch's transaction would, until Kafka answers or the job stops:
+        the batch's offsets are fixed, and a task that failed committed no state."""
+        backoff_s = 1.0
+        while True:
+            try:
+                return batch.toArrow()["payload"]
+            except Exception as failure:  # py4j's, carrying the task's error as text
+                cause = next(
+                    (line for line in str(failure).splitlines() if KAFKA_CLIENT_ERROR in line),
+                    None,
+                )
+                if cause is None or self.stopping.is_set():
+                    raise
+                log.warning(
+                    "batch %d: reading its requests failed (%s); nothing of it was written. "
+                    "Reading them again in %.0f s",
+                    batch_id,
+                    cause.strip(),
+                    backoff_s,
+                )
+                if self.stopping.wait(backoff_s):
+                    raise
+                backoff_s = min(backoff_s * 2, KAFKA_RETRY_MAX_BACKOFF_S)
 
     def write_table(self, local: pa.Table, batch_id: int, started: float) -> None:
         """Make one micro-batch's output (``OUTPUT_TABLE_SCHEMA`` rows) durable, then answer, in
