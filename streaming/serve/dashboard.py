@@ -104,11 +104,7 @@ def lag_chart(
     for i, (label, values) in enumerate(sorted(series.items())):
         colour = COLOURS[i % len(COLOURS)]  # as chart_legend says
         ordered = sorted(values)
-        path = " ".join(f"{x(t):.1f},{y(lag):.1f}" for t, lag in ordered)
-        parts.append(
-            f'<polyline class="series" data-series="{html.escape(label)}" fill="none" '
-            f'stroke="{colour}" stroke-width="2" points="{path}"/>'
-        )
+        parts.append(_series_line(label, colour, [(x(t), y(lag)) for t, lag in ordered]))
         for t, lag in ordered:
             parts.append(
                 f'<circle cx="{x(t):.1f}" cy="{y(lag):.1f}" r="2.5" fill="{colour}">'
@@ -181,11 +177,7 @@ def history_chart(
         steps: list[tuple[int, int]] = []
         for (t, offset), (until, _) in itertools.pairwise([*ordered, (now, 0)]):
             steps += [(t, offset), (until, offset)]
-        path = " ".join(f"{x(t):.1f},{y(o):.1f}" for t, o in steps)
-        parts.append(
-            f'<polyline class="series" data-series="{html.escape(label)}" fill="none" '
-            f'stroke="{colour}" stroke-width="2" points="{path}"/>'
-        )
+        parts.append(_series_line(label, colour, [(x(t), y(o)) for t, o in steps]))
         for t, offset in ordered:
             parts.append(
                 f'<a href="?as_of={iso_utc(t)}#as-of"><circle cx="{x(t):.1f}" '
@@ -437,3 +429,12 @@ class Dashboard:
             return None, str(exc)
         now = (p.topic_partition for p in partitions)
         return group_as_of(self.view.sink, viewer_in(request.scope), group_id, at_ms, now), ""
+
+
+def _series_line(label: str, colour: str, points: list[tuple[float, float]]) -> str:
+    """One series of a chart: its line through ``points`` (SVG coordinates), named ``label``."""
+    path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
+    return (
+        f'<polyline class="series" data-series="{html.escape(label)}" fill="none" '
+        f'stroke="{colour}" stroke-width="2" points="{path}"/>'
+    )
