@@ -49,8 +49,9 @@ STANDBY = ("--standby", *ACTIVE)
 RATE_PER_S = 50.0
 #: A cold driver (JVM, Spark, Kafka source, RocksDB) is ready within this.
 START_TIMEOUT_S = 180.0
-#: Kill → the standby's first answer: a loose bound (bench_recovery --standby measures it).
-TAKEOVER_BOUND_S = 30.0
+#: Kill → the standby's first answer: what separates a warm takeover from a cold start on a
+#: loaded CI machine (34 s seen there; bench_recovery --standby measures the speed).
+TAKEOVER_BOUND_S = 60.0
 ACQUIRED = "lease job acquired"
 READY = "standby ready"
 

@@ -10,7 +10,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from starlette.testclient import TestClient
@@ -26,26 +26,42 @@ from streaming.serve.point_in_time import group_history, iso_utc
 from streaming.serve.tenant_views import Viewer
 from tests.connectors.sinks.record_frames import commit, frame
 
-NOW = int(time.time() * 1000)
-#: A minute bucket half an hour ago: thinned one a minute, but not thinned yet in this sink.
-BUCKET = NOW - 30 * MINUTE - (NOW - 30 * MINUTE) % MINUTE
-#: (age or time, partition, offset) of group g's commits of topic orders, in log order.
-COMMITS = (
-    (NOW - 3 * DAY, 0, 10),
-    (NOW - 5 * HOUR, 0, 20),
-    (BUCKET - 20_000, 0, 30),
-    (BUCKET + 50_000, 0, 31),  # a commit before it in its bucket would not be kept
-    (NOW - 2 * MINUTE, 0, 40),
-    (NOW - 1 * MINUTE, 1, 7),  # partition 1 had no commit half an hour ago
-)
+
+class Timeline(NamedTuple):
+    """Group g's commits of topic orders, placed relative to when the module's sink is made (not
+    to when the module is imported: a long session runs it minutes later, and the page thins by
+    the age it sees)."""
+
+    now: int
+    #: A minute bucket half an hour ago: thinned one a minute, but not thinned yet in this sink.
+    bucket: int
+    #: (time, partition, offset), in log order.
+    commits: tuple[tuple[int, int, int], ...]
+
+
+def _timeline(now: int) -> Timeline:
+    bucket = now - 30 * MINUTE - (now - 30 * MINUTE) % MINUTE
+    return Timeline(now, bucket, (
+        (now - 3 * DAY, 0, 10),
+        (now - 5 * HOUR, 0, 20),
+        (bucket - 20_000, 0, 30),
+        (bucket + 50_000, 0, 31),  # a commit before it in its bucket would not be kept
+        (now - 2 * MINUTE, 0, 40),
+        (now - 1 * MINUTE, 1, 7),  # partition 1 had no commit half an hour ago
+    ))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def sink_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+def timeline() -> Timeline:
+    return _timeline(int(time.time() * 1000))
+
+
+@pytest.fixture(scope="module")
+def sink_url(tmp_path_factory: pytest.TempPathFactory, timeline: Timeline) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('history') / 'offsets.db'}"
     with open_sink(url, keep_history=True) as sink:
         sink.reset("ACTIVE", "test")
-        for batch, (at, partition, offset) in enumerate(COMMITS):
+        for batch, (at, partition, offset) in enumerate(timeline.commits):
             records = frame(commit("g", "orders", partition, offset, commit_timestamp_ms=at))
             sink.write_batch(batch, records, BatchProgress(batch_id=batch, input_rows=1))
     return url
@@ -81,8 +97,9 @@ def _utc(ms: int) -> str:
 
 
 def test_the_group_page_draws_the_kept_history_with_its_thinned_ranges(
-    client: TestClient,
+    client: TestClient, timeline: Timeline
 ) -> None:
+    now, commits = timeline.now, timeline.commits
     page = client.get("/group/g")
     assert page.status_code == 200
     chart = _history_chart(page.text)
@@ -93,28 +110,31 @@ def test_the_group_page_draws_the_kept_history_with_its_thinned_ranges(
     # Each commit a point in its own range (each range a quarter of the axis), linked to the
     # page as of its time.
     quarter = (WIDTH - LEFT - RIGHT) / 4
-    for at, partition, offset in COMMITS:
+    for at, partition, offset in commits:
         point = re.search(
             rf'<a href="\?as_of={re.escape(iso_utc(at))}#as-of"><circle cx="([\d.]+)"[^>]*>'
             rf"<title>orders-{partition} {_utc(at)}: offset {offset}</title>",
             chart,
         )
         assert point, (at, offset)
-        age = NOW - at
+        age = now - at
         expected = 0 if age > DAY else 1 if age > 2 * HOUR else 2 if age > 10 * MINUTE else 3
         assert int((float(point.group(1)) - LEFT) // quarter) == expected, (at, offset)
-    assert f"{len(COMMITS)} kept commit(s) from {_utc(NOW - 3 * DAY)} UTC" in page.text
+    assert f"{len(commits)} kept commit(s) from {_utc(now - 3 * DAY)} UTC" in page.text
 
 
-def test_a_page_view_reads_at_most_its_cap_of_history_rows(sink_url: str) -> None:
+def test_a_page_view_reads_at_most_its_cap_of_history_rows(
+    sink_url: str, timeline: Timeline
+) -> None:
+    now, bucket, commits = timeline
     with open_sink(sink_url, read_only=True) as sink:
-        whole = group_history(sink, Viewer(), "g", NOW)
-        capped = group_history(sink, Viewer(), "g", NOW, limit=3)
-    assert (whole.rows_read, whole.capped) == (len(COMMITS), False)
+        whole = group_history(sink, Viewer(), "g", now)
+        capped = group_history(sink, Viewer(), "g", now, limit=3)
+    assert (whole.rows_read, whole.capped) == (len(commits), False)
     # The newest applied three: a view stops there, and says the range it drew.
     assert (capped.rows_read, capped.capped) == (3, True)
-    assert capped.series == {"orders-0": [(BUCKET + 50_000, 31), (NOW - 2 * MINUTE, 40)],
-                             "orders-1": [(NOW - MINUTE, 7)]}  # fmt: skip
+    assert capped.series == {"orders-0": [(bucket + 50_000, 31), (now - 2 * MINUTE, 40)],
+                             "orders-1": [(now - MINUTE, 7)]}  # fmt: skip
     assert [r.label for r in capped.ranges] == ["1/min", "1/s"]
 
 
@@ -125,19 +145,20 @@ def _as_of(client: TestClient, at: Any) -> tuple[Any, list[dict[str, Any]]]:
 
 
 def test_the_group_page_as_of_a_time_answers_as_the_route_and_says_how_to_go_back(
-    client: TestClient,
+    client: TestClient, timeline: Timeline
 ) -> None:
+    bucket = timeline.bucket
     # Before the one commit kept of a thinned bucket: the one before the bucket, exact as of
     # the bucket's start only (a commit of the bucket before the time would have been thinned).
-    at = BUCKET + 30_000
+    at = bucket + 30_000
     page, route = _as_of(client, at)
     assert page.status_code == 200
     assert route == [
         {"topic": "orders", "partition": 0, "offset": 30, "metadata": "",
-         "timestamp": BUCKET - 20_000, "exact": False, "exact_as_of": BUCKET - 1}
+         "timestamp": bucket - 20_000, "exact": False, "exact_as_of": bucket - 1}
     ]  # fmt: skip
     assert _cells(page.text, "as-of-offsets") == [
-        ["orders", "0", "30", _utc(BUCKET - 20_000), f"exact as of {_utc(BUCKET - 1)}"],
+        ["orders", "0", "30", _utc(bucket - 20_000), f"exact as of {_utc(bucket - 1)}"],
         ["orders", "1", "", "", "no commit then"],
     ]
     command = html.unescape(re.search(r'<pre id="reset-command">(.*?)</pre>', page.text).group(1))  # type: ignore[union-attr]
@@ -151,10 +172,10 @@ def test_the_group_page_as_of_a_time_answers_as_the_route_and_says_how_to_go_bac
     assert 'class="as-of"' in _history_chart(page.text)  # the time marked on the chart
 
     # The time input's own form (ISO 8601, no zone: UTC), at a commit: that one, exact.
-    typed = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((BUCKET + 50_000) // 1000))
+    typed = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((bucket + 50_000) // 1000))
     page, route = _as_of(client, typed)
     assert [(o["offset"], o["exact"]) for o in route] == [(31, True)]
-    assert _cells(page.text, "as-of-offsets")[0][2:] == ["31", _utc(BUCKET + 50_000), "exact"]
+    assert _cells(page.text, "as-of-offsets")[0][2:] == ["31", _utc(bucket + 50_000), "exact"]
     assert f'name="as_of" step="1" value="{typed}"' in page.text
 
     before = client.get("/group/g", params={"as_of": "2001-01-01T00:00:00"})
