@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from connectors.client.liveness import Liveness, liveness
-from connectors.sinks import SinkError
+from connectors.sinks import SinkError, redact_url
 from connectors.sinks.url import parse_sink_url
 from streaming.cli.errors import CommandFailed, UsageError
 from streaming.cli.failures import one_line
@@ -155,6 +155,7 @@ class Context:
         if getattr(self.args, "force", False):
             return
         try:
+            source = self.reader.sink.source_cluster()
             alive = self.liveness()
         except SinkError as exc:
             message = (
@@ -163,6 +164,18 @@ class Context:
             )
             print_failure(self.stdout, self.stderr, self.json, "SinkError", message)
             raise CommandFailed from None
+        if source is not None:
+            # Its heartbeat is the mirror's: no job reads what would be sent, and on a plain
+            # cluster its ingest topic would be made for nothing.
+            sink = redact_url(self.config.sink_url)
+            message = (
+                f"{sink} is the mirror of cluster {source.cluster_name}, not the offsets job's "
+                "sink: nothing was sent (on plain Kafka, commit the offsets with "
+                "kafka-consumer-groups.sh --reset-offsets --to-offset; --force to send to the "
+                "job anyway)"
+            )
+            print_failure(self.stdout, self.stderr, self.json, "MirrorSink", message)
+            raise CommandFailed
         if alive.status == "STARTING":
             # Sent now, the request waits in the ingest topic for the job's first micro-batch.
             self.err("note: the offsets job is STARTING; waiting for its first micro-batch")

@@ -153,6 +153,31 @@ def test_requests_to_a_stopped_or_silent_job_are_refused_at_once(
     assert as_json.code == 1 and as_json.json()["error"]["name"] == "JobNotResponding"
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        COMMIT,
+        ["reset-offsets", "--group", "g", "--all-topics", "--to-committed-at", "1000",
+         "--execute"],
+    ],
+)  # fmt: skip
+def test_a_mirrors_sink_takes_no_request_for_the_job(tmp_path: Path, argv: list[str]) -> None:
+    """A mirror writes its sink, not the job: a request sent to the job is refused at once
+    (a plain cluster has no job to apply it), naming Kafka's own tool for the offsets."""
+    url = f"sqlite:///{tmp_path / 'mirror.db'}?table_prefix=mirror_"
+    write_offsets(url, "ACTIVE", ("g", "t", 0, 5))
+    with open_sink(url) as sink:
+        sink.bind_source_cluster("cluster-id", "prod")
+    started = time.monotonic()
+    result = run(*argv, "--bootstrap-server", NO_KAFKA, "--sink-url", url)
+    assert time.monotonic() - started < 5
+    assert result.code == 1 and result.err.count("\n") == 1, result.err
+    assert "mirror of cluster prod" in result.err and "nothing was sent" in result.err
+    assert "kafka-consumer-groups.sh" in result.err and "--force" in result.err
+    as_json = run(*argv, "--bootstrap-server", NO_KAFKA, "--sink-url", url, "--json")
+    assert as_json.code == 1 and as_json.json()["error"]["name"] == "MirrorSink"
+
+
 def test_import_refuses_only_when_it_would_send(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'offsets.db'}"
     write_offsets(url, "STOPPED", ("g", "t", 0, 5))
