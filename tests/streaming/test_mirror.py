@@ -21,15 +21,20 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient
+from starlette.testclient import TestClient
 
 from connectors.client import OffsetsReader
 from connectors.client.offsets_reader import end_offsets
 from connectors.sinks import SinkError, open_sink
+from connectors.sinks.values import now_ms
 from state.coordinator.partitioner import partition_for
+from streaming.serve import ServeSettings
+from streaming.serve.app import create_app
 from streaming.spark.mirror import CONSUMER_OFFSETS, MirrorConfig, OffsetsMirror
 from tests.fixtures.admin_commits import admin_commit
 from tests.fixtures.kafka import TopicFactory
 from tests.fixtures.offset_delete import delete_offsets
+from tests.streaming.cli.support import run
 from tests.streaming.helpers import (
     kafka_offsets,
     mirror_command,
@@ -250,11 +255,17 @@ def test_the_sink_follows_kafkas_committed_offsets(
 def test_consumer_offsets_mirror_command(
     kafka_bootstrap: str, topic_factory: TopicFactory, tmp_path: Path
 ) -> None:
-    """The CLI runs the mirror in its own process: the sink then holds an admin commit."""
+    """The CLI runs the mirror in its own process into a table-prefixed sink: the sink then
+    holds an admin commit, and point in time works over the plain cluster's group: after a
+    later commit, ``describe --as-of``, ``reset-offsets --to-committed-at`` (dry run) and
+    serve's ``offsets?as_of=`` over the mirror's sink answer the commit in force then."""
     topic = topic_factory(partitions=1)
+    produce_raw(kafka_bootstrap, topic, ((0, f"m{i}".encode()) for i in range(_MESSAGES)))
     group = f"cli-mirror-{uuid.uuid4().hex[:8]}"
+    before = now_ms()
     _admin_commit(kafka_bootstrap, group, {(topic, 0): 3})
-    sink_url = f"sqlite:///{tmp_path / 'mirror.db'}"
+    # Its tables prefixed, as a mirror's sink in the job's database has them.
+    sink_url = f"sqlite:///{tmp_path / 'mirror.db'}?table_prefix=mirror_"
     command = mirror_command(
         kafka_bootstrap, sink_url, str(tmp_path / "checkpoint"), "500 milliseconds"
     )
@@ -263,6 +274,41 @@ def test_consumer_offsets_mirror_command(
         wait_for(lambda: sink_offsets(sink_url, group), lambda got: got == {(topic, 0): 3})
         with open_sink(sink_url, read_only=True) as sink:
             wait_for(lambda: sink.status().status, lambda s: s == "ACTIVE")
+        between = now_ms()
+        time.sleep(1.1)  # the next commit in a later second: thinning keeps the last of each
+        _admin_commit(kafka_bootstrap, group, {(topic, 0): 12})
+        wait_for(lambda: sink_offsets(sink_url, group), lambda got: got == {(topic, 0): 12})
+
+        described = run(
+            "describe", "--sink-url", sink_url, "--group", group, "--as-of", str(between), "--json"
+        )  # fmt: skip
+        assert described.code == 0, described.err
+        ((answer,),) = (document["partitions"] for document in described.json())
+        assert (answer["topic"], answer["partition"], answer["offset"]) == (topic, 0, 3)
+        assert answer["exact"] is True and before <= answer["commit_timestamp_ms"] <= between
+        reset_args = (
+            "reset-offsets", "--bootstrap-server", kafka_bootstrap, "--sink-url", sink_url,
+            "--group", group, "--all-topics", "--to-committed-at", str(between), "--json",
+        )  # fmt: skip
+        reset = run(*reset_args)
+        assert reset.code == 0, reset.err
+        assert reset.json()["executed"] is False
+        assert [
+            (p["topic"], p["partition"], p["current_offset"], p["new_offset"], p["error"])
+            for p in reset.json()["partitions"]
+        ] == [(topic, 0, 12, 3, None)]
+        # Executed, it would go to a job that a plain cluster does not have: refused.
+        executed = run(*reset_args, "--execute")
+        assert executed.code == 1 and "mirror of cluster source" in executed.err, executed.err
+        assert kafka_offsets(kafka_bootstrap, group) == {(topic, 0): 12}
+        settings = ServeSettings(sink_url=sink_url, cluster_name="prod", log_end_interval_s=3600)
+        with TestClient(create_app(settings)) as client:
+            served = client.get(
+                f"/v3/kafka/prod/consumer/{group}/offsets", params={"as_of": str(between)}
+            ).json()
+        assert [(o["offset"], o["timestamp"], o["exact"]) for o in served["offsets"]] == [
+            (3, answer["commit_timestamp_ms"], True)
+        ]
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=60)
