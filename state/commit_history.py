@@ -78,9 +78,21 @@ def rows_bound(
 ) -> int:
     """The most rows one group-partition keeps after a pass: a bucket per tier's spacing over
     its range (plus one bucket at each edge), whatever the commit rate."""
+    return rows_bound_at(retention_ms, tiers, retention_ms)
+
+
+def rows_bound_at(
+    age_ms: int, tiers: Sequence[Tier] = TIERS, retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
+) -> int:
+    """The most rows a group-partition whose first commit is ``age_ms`` old keeps after a pass
+    (however often it commits): :func:`rows_bound` over the ages it has reached. Committed every
+    second, it holds that many (give or take an edge bucket per tier)."""
+    span = min(age_ms, retention_ms)
     bound = 0
     for i, tier in enumerate(tiers):
-        end = tiers[i + 1].from_age_ms if i + 1 < len(tiers) else retention_ms
+        if tier.from_age_ms > span:
+            break
+        end = min(tiers[i + 1].from_age_ms if i + 1 < len(tiers) else span, span)
         bound += -(-(end - tier.from_age_ms) // tier.spacing_ms) + 1
     return bound
 

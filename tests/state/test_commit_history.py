@@ -17,6 +17,7 @@ from state.commit_history import (
     expected_as_of,
     last_at_or_before,
     rows_bound,
+    rows_bound_at,
     thin,
 )
 
@@ -43,6 +44,28 @@ def test_a_busy_partition_keeps_at_most_the_bound() -> None:
     assert rows_bound() - 10 <= len(kept) <= rows_bound()
     # Thinning again at the same time keeps the same commits.
     assert thin(kept, NOW) == kept
+
+
+@pytest.mark.parametrize(
+    "age_ms", [30 * SECOND, 5 * MINUTE, 10 * MINUTE, 45 * MINUTE, 3 * HOUR, 2 * DAY, 9 * DAY]
+)
+def test_a_partition_committed_every_second_holds_the_bound_for_its_age(age_ms: int) -> None:
+    # Every second for the last 3 hours, every 5 minutes before (finer than those tiers):
+    # each bucket the age reaches has a commit. Past the retention, the purge has taken them.
+    recent = min(age_ms, 3 * HOUR)
+    times = [*_every(5 * MINUTE, recent, age_ms), *_every(SECOND, 0, recent)]
+    times = [at for at in times if at >= NOW - 7 * DAY]
+    kept = thin([Commit(at, i, 0, i) for i, at in enumerate(times)], NOW)
+    bound = rows_bound_at(age_ms)
+    assert bound - len(TIERS) <= len(kept) <= bound
+    assert rows_bound_at(age_ms + MINUTE) >= bound
+
+
+def test_the_bound_for_an_age_grows_to_the_weeks() -> None:
+    assert rows_bound_at(0) == 1
+    assert rows_bound_at(10 * MINUTE) == 602
+    assert rows_bound_at(30 * MINUTE) == 622
+    assert rows_bound_at(7 * DAY) == rows_bound_at(30 * DAY) == rows_bound() == 990
 
 
 def test_in_a_thinned_range_the_answer_is_exact_as_of_the_buckets_start() -> None:
