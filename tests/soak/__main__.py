@@ -21,16 +21,16 @@ from typing import Any
 
 from connectors.kafka.local import LocalKafkaCluster
 from connectors.runtime import runtime_dir
+from state.commit_history import DEFAULT_HISTORY_RETENTION_MS
 from tests.reliability.load import DriverProcess
 from tests.soak.faults import KINDS, FaultRunner, plan, record_dict
 from tests.soak.growth import judge
-from tests.soak.load import LoadHandle, LoadSettings
+from tests.soak.load import NATIVE_COMMIT_INTERVAL_S, LoadHandle, LoadSettings
 from tests.soak.report import render
-from tests.soak.sampling import Sampler
+from tests.soak.sampling import HistoryLoad, Sampler
 from tests.soak.services import (
     STANDBY,
     Services,
-    history_retention_supported,
     wait_for_first_batch,
 )
 from tests.soak.verify import verify
@@ -76,8 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add(
         "--history-retention-ms",
         type=int,
-        default=600_000,
-        help="history retention of the job and the mirror, when they support it (10 minutes)",
+        help="history retention of the job and the mirror (default: theirs, 7 days, thinned)",
     )
     add(
         "--request-timeout-ms",
@@ -106,6 +105,15 @@ def fault_kinds(spec: str, sink: str) -> list[str]:
             raise SystemExit("--faults postgres needs --sink postgres")
         kinds.remove("postgres")
     return kinds
+
+
+def history_commit_rates(args: argparse.Namespace) -> dict[str, float]:
+    """Commits per second of the job's and the mirror's most often committed group-partition:
+    a raw request commits one (group, topic) in turn, a client call one of its groups, and each
+    of Kafka's consumers commits its partitions every ``NATIVE_COMMIT_INTERVAL_S``."""
+    raw = args.rate / max(1, args.groups * args.topics)
+    client = args.client_rate / max(1, args.client_groups)
+    return {"job": max(raw, client), "mirror": 1 / NATIVE_COMMIT_INTERVAL_S}
 
 
 class Supervisor:
@@ -160,16 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     # A fresh run: whatever an earlier run left (its cluster included) goes first.
     LocalKafkaCluster(runtime / "kafka").stop()
     shutil.rmtree(runtime, ignore_errors=True)
-    retention = args.history_retention_ms if history_retention_supported() else None
-    if retention is None:
-        print("history retention: not supported by this build; history is kept forever")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     services = Services(
         runtime,
         args.sink,
         args.shards,
-        retention,
+        args.history_retention_ms,
         args.request_timeout_ms,
         with_standby=args.standby,
     )
@@ -191,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             "fault_rounds": args.fault_rounds,
             "kafka_outage_s": args.kafka_outage_s if "kafka" in kinds else None,
             "sink": args.sink,
-            "history_retention_ms": retention,
+            "history_retention_ms": args.history_retention_ms,
             "request_timeout_ms": args.request_timeout_ms,
             "warmup_fraction": args.warmup_fraction,
             "settle_s": args.settle_s,
@@ -231,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             tag=f"soak-{uuid.uuid4().hex[:8]}",
         )
         load = LoadHandle(settings)
+        history = HistoryLoad(
+            time.time(),
+            args.history_retention_ms or DEFAULT_HISTORY_RETENTION_MS,
+            history_commit_rates(args),
+        )
         load.start()
         first = wait_for_first_batch(services)
         print(f"load started; the job's first batch after {first:.1f} s", flush=True)
@@ -260,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         faults.start()
         supervisor = Supervisor(services, lock, started_wall)
-        sampler = Sampler(services, load.pid, args.settle_s)
+        sampler = Sampler(services, load.pid, args.settle_s, history)
         sampler.written_mb()  # the baseline of bytes written
         windows = max(1, math.ceil(duration_s / args.window_seconds))
         for index in range(1, windows + 1):

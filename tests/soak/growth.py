@@ -26,8 +26,11 @@ first ``warmup_fraction`` of the run, 20% by default):
    32 MB, rows 5% or 1,000, MB written per window 25% or 32 MB, batch time 25% or 0.25 s.
 
 Series that grow by design are exempt, with the reason printed: Kafka's own data (time-based
-topic retention, 7 days) and, when history has no retention, the history tables and the sink's
-size (one row per commit, kept forever).
+topic retention, 7 days) and, with history at the job's defaults (kept 7 days, thinned as it
+ages), the history tables and the sink's size: they grow for days, towards a bound per
+group-partition. That bound is checked instead (``bound``): in every window, the job's and the
+mirror's max history rows per group-partition must not exceed the window's bound for the run's
+age (``tests.soak.sampling.history_bound``); above it, the verdict is ABOVE BOUND.
 """
 
 from __future__ import annotations
@@ -51,10 +54,12 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 class Series:
     name: str
     unit: str
-    #: "keys" (grows with the state), "none", or "exempt: <reason>"
+    #: "keys" (grows with the state), "retention", "none", "bound" (``pick`` must stay at or
+    #: under ``bound`` in every window) or "exempt: <reason>"
     explained_by: str
     pick: Callable[[dict[str, Any]], float | None]
     settled: Callable[[dict[str, Any]], bool] = lambda _w: True
+    bound: Callable[[dict[str, Any]], float | None] = lambda _w: None
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,22 @@ def retention_growth(
     return max(0.0, slope * (end_s - start_s))
 
 
+def check_bound(windows: Sequence[dict[str, Any]], s: Series) -> Verdict:
+    """``s`` against its bound in every window (warm-up included: the bound holds from the
+    start): level = the highest value, allowed = the bound of the window with the least room."""
+    pairs = [
+        (float(value), float(bound))
+        for w in windows
+        if (value := s.pick(w)) is not None and (bound := s.bound(w)) is not None
+    ]
+    if not pairs:
+        return Verdict(s.name, s.unit, 0, None, None, None, None, "too few")
+    value, bound = max(pairs, key=lambda p: p[0] - p[1])
+    verdict = "within bound" if value <= bound else "ABOVE BOUND"
+    level = max(v for v, _ in pairs)
+    return Verdict(s.name, s.unit, len(pairs), level, None, None, bound, verdict)
+
+
 def check(
     windows: Sequence[dict[str, Any]],
     series: Sequence[Series],
@@ -152,6 +173,9 @@ def check(
     after = [w for w in windows if w["t_s"] >= warmup_s]
     verdicts = []
     for s in series:
+        if s.explained_by == "bound":
+            verdicts.append(check_bound(windows, s))
+            continue
         points = []
         for w in after:
             value = s.pick(w)
@@ -218,6 +242,12 @@ def judge(results: dict[str, Any]) -> None:
         if v.verdict == "GROWS"
     ]
     problems += [
+        f"{v.name}: {v.level:,.0f} {v.unit} in a window whose bound for the run's age is "
+        f"{v.allowed:,.0f}"
+        for v in verdicts
+        if v.verdict == "ABOVE BOUND"
+    ]
+    problems += [
         f"fault {f['kind']} #{f['number']}: {f['error']}" for f in results["faults"] if f["error"]
     ]
     results["problems"] = problems
@@ -261,7 +291,7 @@ def default_series(windows: Sequence[dict[str, Any]], history_retention: bool) -
         )
         for role in roles
     ]
-    no_retention = "exempt: history kept without retention (a row per commit, by design)"
+    thinned = "exempt: history kept 7 days, thinned (bounded per group-partition, checked below)"
     out += [
         Series("checkpoint job", "disk MB", "keys", _path("checkpoint_mb", "job")),
         Series("checkpoint mirror", "disk MB", "none", _path("checkpoint_mb", "mirror")),
@@ -271,7 +301,7 @@ def default_series(windows: Sequence[dict[str, Any]], history_retention: bool) -
         Series(
             "sink size",
             "disk MB",
-            "keys" if history_retention else no_retention,
+            "keys" if history_retention else thinned,
             _path("sink", "mb"),
         ),
         Series(
@@ -285,7 +315,7 @@ def default_series(windows: Sequence[dict[str, Any]], history_retention: bool) -
     for table in tables:
         owner, base = table_role(table)
         if base == "offset_commit_history" and not history_retention:
-            explained = no_retention
+            explained = thinned
         elif owner == "job" and base == "offset_commit_history":
             explained = "retention"
         elif owner == "job" and base == "consumer_offsets":
@@ -293,4 +323,15 @@ def default_series(windows: Sequence[dict[str, Any]], history_retention: bool) -
         else:
             explained = "none"
         out.append(Series(f"rows {table}", "rows", explained, _path("sink", "rows", table)))
+    owners = sorted({owner for w in windows for owner in w.get("history", {})})
+    out += [
+        Series(
+            f"history rows per group-partition, {owner} (max)",
+            "rows",
+            "bound",
+            _path("history", owner, "max_rows"),
+            bound=_path("history", owner, "bound"),
+        )
+        for owner in owners
+    ]
     return out

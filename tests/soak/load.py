@@ -106,6 +106,8 @@ REQUEST_TIMED_OUT = 7
 _LOG_LEVEL = 2
 #: Answers remembered after the first, to catch a replay answering a request differently.
 _ANSWERED_MEMORY = 30_000
+#: How often each of Kafka's own consumers commits its partitions (for the mirror).
+NATIVE_COMMIT_INTERVAL_S = 1.0
 
 
 @dataclass
@@ -461,7 +463,7 @@ class LoadChild:
                 messages = consumer.consume(num_messages=500, timeout=0.5)
                 with self.lock:
                     self.window.native_messages += len(messages)
-                if time.monotonic() - last_commit >= 1.0:
+                if time.monotonic() - last_commit >= NATIVE_COMMIT_INTERVAL_S:
                     last_commit = time.monotonic()
                     try:
                         consumer.commit(asynchronous=False)

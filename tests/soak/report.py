@@ -6,8 +6,9 @@ read; commit client: the ``commit`` call), micro-batches and their p50/max time,
 RSS in MB (the job's JVM / driver Python / Python workers summed; the mirror's the same; serve;
 the load; the largest broker; PostgreSQL), the checkpoint's size and the MB the driver's
 processes wrote, the sink's size and rows (job's offsets / history; mirror's offsets /
-history), and how long serve's /metrics took. Per fault: when, what, the outage and the
-recovery times. Then the growth verdicts and the end checks.
+history), the history's rows per group-partition (max / mean / the bound for the run's age; the
+job's and the mirror's), and how long serve's /metrics took. Per fault: when, what, the outage
+and the recovery times. Then the growth verdicts and the end checks.
 """
 
 from __future__ import annotations
@@ -43,13 +44,21 @@ def _rows(window: dict[str, Any], owner: str, base: str) -> int | None:
     return None
 
 
+def _per_group_partition(window: dict[str, Any], owner: str) -> str:
+    h = window.get("history", {}).get(owner)
+    if not h:
+        return "-"
+    return f"{_f(h.get('max_rows'))}/{_f(h.get('mean_rows'), 0)}/{_f(h.get('bound'))}"
+
+
 def window_table(windows: Sequence[dict[str, Any]]) -> str:
     head = (
         "| win | end min | faults | sent/answered/timed out | ack p50/p99/max s "
         "| client p50/p99/max s | batches | batch p50/max s | keys | RSS JVM/driver/workers "
         "| RSS mirror JVM/py/workers "
         "| RSS serve/load | RSS broker max/PG | ckpt MB | written MB | sink MB "
-        "| rows offsets/history | mirror rows offsets/history | /metrics s |"
+        "| rows offsets/history | mirror rows offsets/history "
+        "| history/group-partition max/mean/bound | mirror's | /metrics s |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for w in windows:
@@ -84,6 +93,8 @@ def window_table(windows: Sequence[dict[str, Any]]) -> str:
                     f"{_f(_rows(w, 'job', 'offset_commit_history'))}",
                     f"{_f(_rows(w, 'mirror', 'consumer_offsets'))}/"
                     f"{_f(_rows(w, 'mirror', 'offset_commit_history'))}",
+                    _per_group_partition(w, "job"),
+                    _per_group_partition(w, "mirror"),
                     _f(serve.get("seconds"), 2) if serve.get("ok") else "no answer",
                 ]
             )
@@ -132,7 +143,12 @@ def render(results: dict[str, Any]) -> str:
         f"{s['partitions_per_request']} partitions ({offsets_per_s:,.0f} offsets/s), "
         f"{s['groups']:,} groups x {s['topics']} topics, commit client "
         f"{s['client_rate']:g} calls/s, {s['native_groups']} Kafka consumer groups; sink "
-        f"{s['sink']}, history retention {s['history_retention_ms']} ms",
+        f"{s['sink']}, "
+        + (
+            "history at the job's defaults (7 days, thinned)"
+            if s.get("history_retention_ms") is None
+            else f"history retention {s['history_retention_ms']} ms"
+        ),
         "",
         window_table(results["windows"]),
         "",
@@ -145,7 +161,8 @@ def render(results: dict[str, Any]) -> str:
         f"{s['warmup_fraction']:.0%}): growth = the fitted slope x the span of settled samples; "
         "allowed = what the keys' growth explains (for history under retention: the growth of "
         "the commits applied within the retention period) + max(absolute, relative x level); "
-        "see tests/soak/growth.py.",
+        "history rows per group-partition: level = the highest max of a window, allowed = that "
+        "window's bound for the run's age; see tests/soak/growth.py.",
         "",
         growth_table(results["growth"]),
         "",

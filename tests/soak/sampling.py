@@ -14,22 +14,74 @@
   done when ``commits/N`` is, so its time is the difference of the two files' mtimes.
 - **The sink**: its size (SQLite: the database with its WAL; PostgreSQL: each table with its
   indexes and TOAST) and the rows of every table of the job and of the mirror.
+- **History per group-partition**, the job's and the mirror's: group-partitions with history,
+  their max and mean rows (one GROUP BY each, timed), and the bound they must stay under at the
+  run's age (:func:`history_bound`).
 - ``serve``'s ``/metrics``: answered or not, seconds, bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from state.commit_history import rows_bound_at
 from tests.bench.memory import descendants, status_kb
+from tests.soak.growth import table_role
 from tests.soak.services import MIRROR_PREFIX, Services
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+#: Seconds of a group-partition's newest commits no thinning pass may have seen yet: a pass
+#: runs every check interval (60 s), its purge and its thinning up to 30 s each, and thins what
+#: was applied by its start; the job applies a commit up to its request deadline (60 s) after
+#: the commit's time, the mirror up to its restart (about 2 minutes) after it.
+UNTHINNED_S = 300.0
+#: Rows per group-partition of one history table: (group-partitions, max, mean).
+_PER_GROUP_PARTITION = (
+    "SELECT count(*), max(n), avg(n) FROM"
+    ' (SELECT count(*) AS n FROM {} GROUP BY group_id, topic, "partition") AS per_key'
+)
+
+
+def history_bound(age_s: float, commits_per_s: float, retention_ms: int) -> int:
+    """The most history rows a group-partition committed at most ``commits_per_s`` may hold
+    ``age_s`` into the run: what thinning keeps for that age
+    (:func:`state.commit_history.rows_bound_at`) and every commit of the last
+    :data:`UNTHINNED_S`, which no pass has thinned yet."""
+    age_ms = int(age_s * 1000)
+    # Kept forever (-1): still thinned, one commit an hour past the last tier.
+    kept = rows_bound_at(age_ms, retention_ms=retention_ms if retention_ms > 0 else age_ms)
+    return kept + math.ceil(commits_per_s * UNTHINNED_S)
+
+
+@dataclass(frozen=True)
+class HistoryLoad:
+    """What bounds a group-partition's history in this run."""
+
+    #: When the load started (time.time()): no commit is older.
+    started_wall: float
+    retention_ms: int
+    #: "job" / "mirror" → commits per second of their most often committed group-partition.
+    commits_per_s: dict[str, float]
+
+
+def _per_group_partition(run: Callable[[], tuple[Any, ...] | None]) -> dict[str, Any]:
+    started = time.monotonic()
+    row = run() or (0, None, None)
+    return {
+        "group_partitions": int(row[0]),
+        "max_rows": None if row[1] is None else int(row[1]),
+        "mean_rows": None if row[2] is None else float(row[2]),
+        "query_s": time.monotonic() - started,
+    }
 
 
 def _comm(pid: int) -> str:
@@ -87,10 +139,17 @@ def spark_tree(pid: int) -> dict[str, list[int]]:
 class Sampler:
     """Takes a window's sample of everything but the load (which reports for itself)."""
 
-    def __init__(self, services: Services, load_pid: int | None, settle_s: float) -> None:
+    def __init__(
+        self,
+        services: Services,
+        load_pid: int | None,
+        settle_s: float,
+        history: HistoryLoad | None = None,
+    ) -> None:
         self.services = services
         self.load_pid = load_pid
         self.settle_s = settle_s
+        self.history_load = history
         self._written: dict[str, dict[int, int]] = {"driver": {}, "mirror": {}}
         self._last_batch = -1
         #: pid → when its first micro-batch was seen (the driver's and the mirror's).
@@ -184,8 +243,9 @@ class Sampler:
 
     # -- the sink ----------------------------------------------------------------------------
     def sink(self) -> dict[str, Any]:
-        """Size in MB and rows of each table (job's and mirror's); an ``error`` while the
-        database cannot be read (a PostgreSQL outage)."""
+        """Size in MB, rows of each table (job's and mirror's) and of each history table its
+        rows per group-partition; an ``error`` while the database cannot be read (a PostgreSQL
+        outage)."""
         try:
             if self.services.database_url is not None:
                 return self._postgres_sink(self.services.database_url)
@@ -207,9 +267,18 @@ class Sampler:
             rows = {
                 name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in names
             }
+            history = {
+                name: _per_group_partition(
+                    lambda name=name: conn.execute(
+                        _PER_GROUP_PARTITION.format(f'"{name}"')
+                    ).fetchone()
+                )
+                for name in names
+                if table_role(name)[1] == "offset_commit_history"
+            }
         finally:
             conn.close()
-        return {"mb": size / 1e6, "rows": rows}
+        return {"mb": size / 1e6, "rows": rows, "history": history}
 
     @staticmethod
     def _postgres_sink(url: str) -> dict[str, Any]:
@@ -227,6 +296,7 @@ class Sampler:
                 )
             ]
             rows: dict[str, int] = {}
+            history: dict[str, dict[str, Any]] = {}
             size = 0
             for name in names:
                 table = sql.Identifier(name)
@@ -234,7 +304,27 @@ class Sampler:
                 rows[name] = int(count[0]) if count else 0
                 total = conn.execute("SELECT pg_total_relation_size(%s)", (name,)).fetchone()
                 size += int(total[0]) if total else 0
-        return {"mb": size / 1e6, "rows": rows}
+                if table_role(name)[1] == "offset_commit_history":
+                    query = sql.SQL(_PER_GROUP_PARTITION).format(table)
+                    history[name] = _per_group_partition(
+                        lambda query=query: conn.execute(query).fetchone()
+                    )
+        return {"mb": size / 1e6, "rows": rows, "history": history}
+
+    def history(self, sink: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The job's and the mirror's history per group-partition from ``sink``'s sample, each
+        with the run's age and its bound (:func:`history_bound`)."""
+        load = self.history_load
+        age_s = None if load is None else time.time() - load.started_wall
+        out: dict[str, dict[str, Any]] = {}
+        for table, stats in sink.get("history", {}).items():
+            owner = table_role(table)[0]
+            bound = None
+            if load is not None and age_s is not None:
+                rate = load.commits_per_s.get(owner, 0.0)
+                bound = history_bound(age_s, rate, load.retention_ms)
+            out[owner] = {**stats, "age_s": age_s, "bound": bound}
+        return out
 
     # -- one window --------------------------------------------------------------------------
     def sample(self, since_wall: float) -> dict[str, Any]:
@@ -251,6 +341,7 @@ class Sampler:
         status = self.services.job_status()
         progress = getattr(status, "last_progress", None)
         started = time.monotonic()
+        sink = self.sink()
         return {
             "rss_mb": rss,
             "settled": settled,
@@ -263,7 +354,8 @@ class Sampler:
             "kafka_mb": dir_bytes(runtime / "kafka") / 1e6,
             "batches": batches,
             "state_keys": getattr(progress, "state_keys", None),
-            "sink": self.sink(),
+            "sink": sink,
+            "history": self.history(sink),
             "serve": self.services.scrape_metrics(),
             "sample_s": time.monotonic() - started,
         }

@@ -74,18 +74,6 @@ class ServiceProcess(DriverProcess):
         self.starts += 1
 
 
-def history_retention_supported() -> bool:
-    """Whether ``consumer-offsets run`` and ``mirror`` take ``--history-retention-ms``."""
-    cli = str(Path(sys.executable).parent / "consumer-offsets")
-    for command in ("run", "mirror"):
-        text = subprocess.run(
-            [cli, command, "--help"], capture_output=True, text=True, timeout=120
-        ).stdout
-        if "--history-retention-ms" not in text:
-            return False
-    return True
-
-
 @dataclass
 class Services:
     """Every service of one soak run; :meth:`close` stops all of them."""
@@ -93,6 +81,7 @@ class Services:
     runtime: Path
     sink_kind: str
     shards: int
+    #: The job's and the mirror's ``--history-retention-ms``; None: their default (7 days).
     history_retention_ms: int | None
     request_timeout_ms: int = 60_000
     sink_write_timeout_s: int = 60
@@ -158,7 +147,9 @@ class Services:
         os.environ["CONSUMER_OFFSETS_KEEP_HISTORY"] = "true"
         os.environ["CONSUMER_OFFSETS_SINK_WRITE_TIMEOUT_S"] = str(self.sink_write_timeout_s)
         os.environ["CONSUMER_OFFSETS_REQUEST_TIMEOUT_MS"] = str(self.request_timeout_ms)
-        if self.history_retention_ms is not None:
+        if self.history_retention_ms is None:  # the job's own default, whatever the shell says
+            os.environ.pop("CONSUMER_OFFSETS_HISTORY_RETENTION_MS", None)
+        else:
             os.environ["CONSUMER_OFFSETS_HISTORY_RETENTION_MS"] = str(self.history_retention_ms)
         self.job = DriverProcess(self.config, self.runtime / "driver.log")
         self._exits.callback(self.job.stop)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.soak.faults import plan
-from tests.soak.growth import Series, check, default_series
+from tests.soak.growth import Series, check, default_series, judge
+from tests.soak.sampling import history_bound
 
 
 def windows(
@@ -101,3 +102,48 @@ def test_history_under_retention_may_follow_the_commit_rate_but_not_outgrow_it()
         w["sink"]["rows"]["soak_offset_commit_history"] += 3_000 * i
     (leaking,) = check(ws, [series], 120.0, retention_s=180.0, partitions_per_request=10)
     assert leaking.verdict == "GROWS"
+
+
+def test_history_rows_per_group_partition_above_the_bound_fail_the_run() -> None:
+    # The job's history at its defaults: its table may grow (towards days of thinned commits),
+    # but no group-partition may hold more rows than the window's bound for the run's age.
+    ws = [
+        {
+            "t_s": 60.0 * i,
+            "sink": {"rows": {"soak_offset_commit_history": 40_000 * i}},
+            "history": {"job": {"max_rows": 60 * i, "mean_rows": 50.0 * i, "bound": 60 * i + 300}},
+        }
+        for i in range(1, 21)
+    ]
+    results: dict[str, Any] = {
+        "settings": {
+            "history_retention_ms": None,
+            "minutes": 20,
+            "warmup_fraction": 0.2,
+            "partitions_per_request": 10,
+        },
+        "windows": ws,
+        "verification": {"problems": []},
+        "faults": [],
+    }
+    judge(results)
+    verdicts = {v["name"]: v["verdict"] for v in results["growth"]}
+    assert verdicts["rows soak_offset_commit_history"].startswith("exempt")
+    assert verdicts["history rows per group-partition, job (max)"] == "within bound"
+    assert results["passed"]
+    # Thinning stopped at minute 11: every commit stays, past the bound.
+    for w in ws:
+        w["history"]["job"]["bound"] = min(w["history"]["job"]["bound"], 960)
+    judge(results)
+    (above,) = [v for v in results["growth"] if v["name"].startswith("history rows")]
+    assert above["verdict"] == "ABOVE BOUND"
+    assert (above["level"], above["allowed"]) == (1200, 960)
+    assert not results["passed"] and "bound for the run's age is 960" in results["problems"][0]
+
+
+def test_the_window_bound_is_the_thinning_s_for_the_run_s_age_and_the_unthinned_commits() -> None:
+    # 30 minutes: 622 rows after a pass; a group-partition committed every 2 s adds 150 more
+    # until the passes catch up with them.
+    assert history_bound(30 * 60, 0.5, 7 * 24 * 3_600_000) == 622 + 150
+    assert history_bound(30 * 60, 0.5, 10 * 60_000) == 602 + 150
+    assert history_bound(30 * 60, 0.5, -1) == 622 + 150  # kept forever: thinned all the same
