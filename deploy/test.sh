@@ -5,9 +5,10 @@
 #
 # Every test runs on Python 3.11 (.venv). Without pytest arguments the other supported Pythons
 # (OTHER_PYTHONS, default "3.12 3.13"; each in its own .venv-X.Y from the same lock, installed
-# beside the main setup) run one end-to-end job test each, the newest also every test that starts
-# no Spark (-m "not spark"), those between the domain's tests (tests/state); all in a lane beside
-# 3.11's Spark tests (each session has its own broker and PostgreSQL). A missing interpreter
+# beside the main setup) run one end-to-end job test each (Spark's workers and the Kafka clients on
+# that Python), the newest also every test that needs neither Spark nor Kafka and is not marked
+# slow, those between the domain's tests (tests/state); all in a lane beside 3.11's Spark tests
+# (each session has its own broker and PostgreSQL). A missing interpreter
 # fails the run (deploy/setup.sh says where it looked); OTHER_PYTHONS="" leaves them out. The
 # image (deploy/container/) builds in the background; its tests (marker container: run it with
 # podman) run in that lane too.
@@ -177,7 +178,7 @@ else
     container_pid=$!
     if [ -n "$newest" ]; then
       run_parallel \
-        no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container"' \
+        no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container and not kafka and not slow"' \
         -- "$newest"
       lane_failed+=("${parallel_failed[@]}")
     fi
