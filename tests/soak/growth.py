@@ -50,6 +50,9 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
+THIRTY_DAYS_S = 30 * 86_400.0
+
+
 @dataclass(frozen=True)
 class Series:
     name: str
@@ -72,6 +75,9 @@ class Verdict:
     explained: float | None
     allowed: float | None
     verdict: str
+    #: The fitted slope carried over 30 days (unit per 30 days): what the run's trend would come
+    #: to if it held that long; noise for a flat series, the figure to watch for a growing one.
+    per_30_days: float | None = None
 
 
 def fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -215,6 +221,7 @@ def check(
                 explained,
                 allowed,
                 "flat" if growth <= allowed else "GROWS",
+                slope * THIRTY_DAYS_S,
             )
         )
     return verdicts

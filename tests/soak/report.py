@@ -122,13 +122,14 @@ def fault_table(faults: Sequence[dict[str, Any]]) -> str:
 def growth_table(verdicts: Sequence[dict[str, Any]]) -> str:
     lines = [
         "| resource | unit | samples | level | growth after warm-up | explained | allowed "
-        "| verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| verdict | at this rate for 30 days |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
         lines.append(
             f"| {v['name']} | {v['unit']} | {v['samples']} | {_f(v['level'])} | {_f(v['growth'])} "
-            f"| {_f(v['explained'])} | {_f(v['allowed'])} | {v['verdict']} |"
+            f"| {_f(v['explained'])} | {_f(v['allowed'])} | {v['verdict']} "
+            f"| {_f(v.get('per_30_days'))} |"
         )
     return "\n".join(lines)
 

@@ -44,6 +44,13 @@ def test_memory_that_keeps_growing_is_caught() -> None:
     assert jvm_verdict(windows([1000 + 20 * i for i in range(10)])) == "GROWS"
 
 
+def test_a_series_trend_is_carried_over_30_days() -> None:
+    # +1 MB a minute (one window), after the warm-up: 43,200 MB in 30 days.
+    series = Series("RSS driver_jvm", "MB", "none", lambda w: w["rss_mb"]["driver_jvm"])
+    (verdict,) = check(windows([1000.0 + i for i in range(10)]), [series], warmup_s=120.0)
+    assert verdict.per_30_days == 30 * 24 * 60
+
+
 def test_growth_the_keys_explain_is_allowed() -> None:
     keys = [10_000 * (1 + 0.05 * i) for i in range(10)]
     values = [1000 * (1 + 0.05 * i) for i in range(10)]
