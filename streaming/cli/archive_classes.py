@@ -89,22 +89,32 @@ def _exercise(path: Path) -> None:
     process.wait(timeout=300)
 
 
+#: Tries of the exercise: its Python workers are forked by Spark, which waits for them 10 s (a
+#: fixed bound), so a loaded machine can fail one start and pass the next.
+ATTEMPTS = 3
+
+
 def build() -> float:
-    """Build the archive at :func:`archive_path` through a temporary file; seconds taken."""
+    """Build the archive at :func:`archive_path` through a temporary file, trying the exercise up
+    to :data:`ATTEMPTS` times; seconds taken."""
     target = archive_path()
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="class-archive-", dir=target.parent) as folder:
         partial = Path(folder) / target.name
-        result = subprocess.run(
-            [sys.executable, "-m", "streaming.cli.archive_classes", "--exercise", str(partial)],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, PYTHONWARNINGS="ignore"),
-        )
-        if result.returncode != 0 or not partial.is_file():
+        for attempt in range(1, ATTEMPTS + 1):
+            result = subprocess.run(
+                [sys.executable, "-m", "streaming.cli.archive_classes", "--exercise", str(partial)],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONWARNINGS="ignore"),
+            )
+            if result.returncode == 0 and partial.is_file():
+                break
             tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
-            raise RuntimeError(f"the class archive was not written:\n{tail}")
+            if attempt == ATTEMPTS:
+                raise RuntimeError(f"the class archive was not written ({attempt} tries):\n{tail}")
+            partial.unlink(missing_ok=True)
         shutil.move(partial, target)
     return time.monotonic() - started
 
