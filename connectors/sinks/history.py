@@ -43,14 +43,15 @@ class CommitHistory(SinkCore):
 
     def thinnable_history(
         self, spacing_ms: int, since_ms: int, before_ms: int, limit: int
-    ) -> list[tuple[int, int]]:
-        """At most ``limit`` keys (batch id, seq) of commits timed in [``since_ms``,
-        ``before_ms``) that a later commit of their group-partition shares a bucket of
-        ``spacing_ms`` with (``state.commit_history``): the rows thinning deletes."""
+    ) -> list[tuple[int, int, int]]:
+        """The first ``limit`` in commit time (batch id, seq, commit time) of the commits timed
+        in [``since_ms``, ``before_ms``) that a later commit of their group-partition shares a
+        bucket of ``spacing_ms`` with (``state.commit_history``): the rows thinning deletes. The
+        last one's time is where the next read of the range goes on from."""
         _at_least_one("spacing_ms", spacing_ms)
         _at_least_one("limit", limit)
         params = (int(since_ms), int(before_ms), int(spacing_ms), int(spacing_ms), int(limit))
-        return [(int(b), int(s)) for b, s in self._run("thinnable_history", params)]
+        return [(int(b), int(s), int(t)) for b, s, t in self._run("thinnable_history", params)]
 
     def delete_history(self, keys: Sequence[tuple[int, int]]) -> int:
         """Delete the history rows of ``keys`` (batch id, seq) in one short transaction,

@@ -1,7 +1,7 @@
 """History retention: commits older than ``history_retention_ms`` (-1: never, as Kafka's
 ``retention.ms``) leave the history table, and younger ones are thinned as they age
 (``state.commit_history``), a chunk per short transaction, so a micro-batch never waits behind
-more than one chunk."""
+more than one chunk, and a pause after each as long as it took."""
 
 from __future__ import annotations
 
@@ -27,8 +27,12 @@ KEEP_FOREVER: Final = -1
 #: where it was at any time of the last week.
 DEFAULT_HISTORY_RETENTION_MS: Final = SEVEN_DAYS
 DEFAULT_CHECK_INTERVAL_MS: Final = 60_000
-#: Rows per delete transaction (~10-30 ms of SQLite's write lock on 2 cores).
-DEFAULT_CHUNK_ROWS: Final = 5_000
+#: Rows per delete transaction: a micro-batch waits behind one at most (tens of ms of SQLite's
+#: write lock on 2 cores, loaded).
+DEFAULT_CHUNK_ROWS: Final = 500
+#: The least pause between chunks; each pause is also at least as long as its chunk took, so
+#: retention holds the sink at most half the time while it has work.
+DEFAULT_PAUSE_S: Final = 0.02
 #: The commit times one thinning read covers (whole buckets; at least one).
 _WINDOW_MS: Final = 15 * 60 * 1000
 
@@ -55,13 +59,19 @@ class PurgeResult:
     complete: bool
 
 
+def _pause_after(chunk_started: float, pause_s: float) -> None:
+    """Let the micro-batches have the sink: at least ``pause_s``, and at least as long as the
+    chunk started at ``chunk_started`` took."""
+    time.sleep(max(pause_s, time.monotonic() - chunk_started))
+
+
 def purge_expired_history(
     sink: Sink,
     retention_ms: int,
     now: int,
     *,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    pause_s: float = 0.02,
+    pause_s: float = DEFAULT_PAUSE_S,
     budget_s: float = 30.0,
     stop: threading.Event | None = None,
 ) -> PurgeResult:
@@ -73,6 +83,7 @@ def purge_expired_history(
     if not complete:
         cutoff = now - retention_ms
         while True:
+            chunk_started = time.monotonic()
             count = sink.purge_history(cutoff, chunk_rows)
             deleted += count
             if count < chunk_rows:
@@ -80,8 +91,7 @@ def purge_expired_history(
                 break
             if time.monotonic() - started >= budget_s or (stop is not None and stop.is_set()):
                 break
-            # Lets a waiting micro-batch take the write lock between chunks.
-            time.sleep(pause_s)
+            _pause_after(chunk_started, pause_s)
     if deleted:
         sink.reclaim_space()
     return PurgeResult(deleted, time.monotonic() - started, complete)
@@ -115,7 +125,7 @@ def thin_history(
     *,
     tiers: Sequence[Tier] = TIERS,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
-    pause_s: float = 0.02,
+    pause_s: float = DEFAULT_PAUSE_S,
     budget_s: float = 30.0,
     stop: threading.Event | None = None,
 ) -> ThinResult:
@@ -151,14 +161,19 @@ def thin_history(
         step = tier.spacing_ms * max(1, _WINDOW_MS // tier.spacing_ms)
         while since < before:
             end = min(before, since - since % tier.spacing_ms + step)
+            # Each read goes on from the last row deleted (rows are read in commit time), not
+            # from the window's start again past the rows kept.
+            read_from = since
             while True:
-                keys = sink.thinnable_history(tier.spacing_ms, since, end, chunk_rows)
-                deleted += sink.delete_history(keys)
-                if len(keys) < chunk_rows:
+                chunk_started = time.monotonic()
+                rows = sink.thinnable_history(tier.spacing_ms, read_from, end, chunk_rows)
+                deleted += sink.delete_history([(batch_id, seq) for batch_id, seq, _ in rows])
+                if len(rows) < chunk_rows:
                     break
                 if out_of_time():
                     return ThinResult(deleted, time.monotonic() - started, False)
-                time.sleep(pause_s)  # lets a waiting micro-batch take the write lock
+                read_from = rows[-1][2]
+                _pause_after(chunk_started, pause_s)
             marks.thinned_to[i] = since = end
             if since < before and out_of_time():
                 return ThinResult(deleted, time.monotonic() - started, False)

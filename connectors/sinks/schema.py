@@ -3,7 +3,7 @@
 A writable sink migrates on open in one transaction, from no tables (0: a new sink takes every
 step), the first release's tables (1, no versions recorded) or an older version; it refuses a
 newer one. A read-only sink runs no DDL: it refuses an older sink and reads a newer one (steps
-only add). Each step's DDL is rendered from ``tables`` for the sink's dialect.
+add, or drop an index only). Each step's DDL is rendered from ``tables`` for the sink's dialect.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class Migration:
 #: Schema 1: the tables as created before schema versions existed (the baseline).
 BASELINE: Final = Migration(1, "baseline: offsets, groups, status, history, log-end offsets")
 
-#: Every step after the baseline, in order; each only adds, so older readers keep working.
+#: Every step after the baseline, in order; each adds (or drops an index), so older readers
+#: keep working.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         2,
@@ -57,6 +58,8 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "deployment lease (one writer per deployment, its epoch fences writes) and standbys",
     ),
     Migration(7, "history indexed by key and commit time (thinning, offsets as of a time)"),
+    # Drops an index: older readers read on schema 7's instead.
+    Migration(8, "history no longer indexed by key and batch (schema 7's index serves its reads)"),
 )
 
 #: The status row of a new sink, up to ``updated_at_ms``: STOPPED, before any batch.
@@ -93,8 +96,9 @@ def step_ddl(version: int, dialect_name: str, prefix: str, schema: str | None) -
         return [
             *(create(t[role]) for role in ("offsets", "groups")),
             create(v1_status),
+            # The baseline's history index by key and batch: schema 8 drops it, so a new sink
+            # never builds it.
             create(t["history"]),
-            index(HISTORY_KEY_INDEX),
             *(create(t[role]) for role in ("log_end", "members", "source")),
         ]
     if version == 2:
@@ -120,6 +124,11 @@ def step_ddl(version: int, dialect_name: str, prefix: str, schema: str | None) -
         return [create(t["lease"]), create(t["standbys"])]
     if version == 7:
         return [index(HISTORY_AS_OF_INDEX)]
+    if version == 8:
+        return [
+            f"DROP INDEX IF EXISTS {quote.quote_schema(schema) + '.' if schema else ''}"
+            f"{quote.quote(prefix + HISTORY_KEY_INDEX)}"
+        ]
     if version == 5:
         (check,) = t["status"].c.status.constraints
         if dialect_name == "postgresql":

@@ -153,7 +153,7 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
     # What a pass over every group reads of an offset or a commit.
     offset_at = ("group_id", "topic", PARTITION, "committed_offset", "commit_timestamp_ms")
     # History: one group's newest rows per partition; many groups' newest, numbered over the
-    # key index alone (it holds the primary key) before those rows are read from the table.
+    # as-of index alone (it holds the primary key) before those rows are read from the table.
     recent = (
         sa.select(*h.c, _newest_first(h, h.c.topic, h.c[PARTITION]))
         .where(h.c.group_id == _p("group_id"))
@@ -311,7 +311,7 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
         # (commit time, then log order) in their bucket of ``spacing`` ms; the bucket's rows
         # are found on the as-of index (key, commit time).
         "thinnable_history": (
-            sa.select(h.c.batch_id, h.c.seq)
+            sa.select(h.c.batch_id, h.c.seq, h.c.commit_timestamp_ms)
             .where(
                 h.c.commit_timestamp_ms >= _p("since"),
                 h.c.commit_timestamp_ms < _p("before"),
@@ -328,6 +328,7 @@ def _build(t: dict[str, sa.Table], dialect_name: str) -> dict[str, Built]:
                     > sa.tuple_(h.c.commit_timestamp_ms, h.c.batch_id, h.c.seq),
                 ),
             )
+            .order_by(h.c.commit_timestamp_ms)
             .limit(_p("limit"))
             .offset(_ZERO),
             ("since", "before", "spacing", "spacing", "limit"),

@@ -17,8 +17,10 @@ _PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # PostgreSQL truncates identifiers at 63 bytes; the longest derived name is
 # "<prefix>offset_commit_history_key_idx" (30 characters).
 _MAX_PREFIX_LEN: Final = 32
-#: The history's indexes, before the prefix: by key (schema 1), by commit time (schema 2) and
-#: by key then commit time (schema 7: thinning's bucket lookups and the as-of reads).
+#: The history's indexes, before the prefix: by key then batch (schema 1, dropped by schema 8:
+#: each key-led index costs a batch a page write per group-partition it commits), by commit
+#: time (schema 2) and by key then commit time (schema 7: the as-of reads, thinning's bucket
+#: lookups and every per-group read).
 HISTORY_KEY_INDEX: Final = "offset_commit_history_key_idx"
 HISTORY_TIME_INDEX: Final = "offset_commit_history_time_idx"
 HISTORY_AS_OF_INDEX: Final = "offset_commit_history_asof_idx"
@@ -111,7 +113,6 @@ def define_tables(prefix: str, schema: str | None = None) -> dict[str, sa.Table]
         sa.PrimaryKeyConstraint("batch_id", "seq"),
         **_NO_ROWID,
     )
-    sa.Index(prefix + HISTORY_KEY_INDEX, "group_id", "topic", PARTITION, "batch_id", _table=history)
     sa.Index(prefix + HISTORY_TIME_INDEX, "commit_timestamp_ms", _table=history)
     sa.Index(
         prefix + HISTORY_AS_OF_INDEX,
