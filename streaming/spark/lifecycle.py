@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 #: A query failure Spark's own start-up causes on a loaded machine, not the job's: the first
 #: batch's planning starts a Python worker on the driver (transformWithState's schema check)
 #: that must connect back within a hard-coded 10 s. The query is started again from its
-#: checkpoint (nothing of that batch was written), up to ``MAX_QUERY_RESTARTS`` times a run.
+#: checkpoint (nothing of that batch was written), up to ``MAX_QUERY_RESTARTS`` times in a row:
+#: a query that completed a batch before it failed starts the count again.
 RESTARTABLE_FAILURES = ("Python worker failed to connect back",)
 MAX_QUERY_RESTARTS = 5
 #: The pause before the n-th restart: n times this.
@@ -160,17 +161,15 @@ class QueryLifecycle:
 
     def restarted_after(self, error: object, stop: threading.Event | None = None) -> bool:
         """Start the query again from its checkpoint when ``error`` is one of
-        :data:`RESTARTABLE_FAILURES` and fewer than :data:`MAX_QUERY_RESTARTS` were made;
-        whether it was (not when ``stop`` or :attr:`stopping` is set during the pause)."""
+        :data:`RESTARTABLE_FAILURES` and fewer than :data:`MAX_QUERY_RESTARTS` were made in a
+        row; whether it was (not when ``stop`` or :attr:`stopping` is set during the pause)."""
         text = str(error or "")
-        if (
-            self._started_with is None
-            or self.stopping.is_set()
-            or self.restarts >= MAX_QUERY_RESTARTS
-        ):
-            return False
         cause = next((f for f in RESTARTABLE_FAILURES if f in text), None)
-        if cause is None:
+        if self._started_with is None or self.stopping.is_set() or cause is None:
+            return False
+        if self.query is not None and self.query.lastProgress is not None:
+            self.restarts = 0  # it completed a batch: a loaded moment, not a start that fails
+        if self.restarts >= MAX_QUERY_RESTARTS:
             return False
         self.restarts += 1
         log.warning(

@@ -17,18 +17,19 @@ pytestmark = pytest.mark.spark
 
 
 def run_failing(
-    spark: SparkSession, tmp_path: Path, failures: list[str], batches: int
+    spark: SparkSession, tmp_path: Path, failures: list[str | None], batches: int
 ) -> tuple[QueryLifecycle, object, list[int]]:
-    """Run a query whose batches raise ``failures`` in turn, then succeed, until ``batches``
-    batches were written or the run ended; the lifecycle, the run's error and the batch ids
-    written."""
+    """Run a query whose batches raise ``failures`` in turn (None: that batch succeeds), then
+    succeed, until ``batches`` batches were written or the run ended; the lifecycle, the run's
+    error and the batch ids written."""
     written: list[int] = []
     enough = threading.Event()
     left = list(failures)
 
     def write(_batch: DataFrame, batch_id: int) -> None:
-        if left:
-            raise RuntimeError(left.pop(0))
+        failure = left.pop(0) if left else None
+        if failure is not None:
+            raise RuntimeError(failure)
         written.append(batch_id)
         if len(written) >= batches:
             enough.set()
@@ -69,6 +70,14 @@ def test_restarts_are_bounded_and_other_failures_end_the_run(
     runs, error, written = run_failing(spark, tmp_path, failures, batches=1)
     assert runs.restarts == lifecycle.MAX_QUERY_RESTARTS
     assert error is not None and written == []
+
+    # A query that completed a batch before failing again starts the count again.
+    again: list[str | None] = [
+        "Python worker failed to connect back."
+    ] * lifecycle.MAX_QUERY_RESTARTS
+    runs, error, written = run_failing(spark, tmp_path / "again", [*again, None, *again], batches=2)
+    assert error is None and len(written) == 2
+    assert runs.restarts == lifecycle.MAX_QUERY_RESTARTS
 
     runs, error, written = run_failing(spark, tmp_path / "other", ["a bug"], batches=1)
     assert runs.restarts == 0
