@@ -361,7 +361,9 @@ def main(argv: list[str] | None = None) -> None:
         help="thin with this many rows per delete transaction instead of the retention's default",
     )
     parser.add_argument(
-        "--pause-ms", type=float, help="and this pause between chunks (default 20 ms)"
+        "--pause-ms",
+        type=float,
+        help="and at least this pause between chunks (default 20 ms, or as long as the chunk)",
     )
     args = parser.parse_args(argv)
     if args.batch_commits > args.keys:
