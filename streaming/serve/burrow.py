@@ -120,15 +120,21 @@ class BurrowApi:
     def offsets_as_of(self, request: Request) -> Response:
         """Not Burrow's: ``?as_of=TIME`` (epoch ms, or ISO 8601; no zone: UTC), the offsets the
         group had committed then, from the thinned history (``point_in_time.offsets_as_of``,
-        as the group page shows them), each with its commit time and how exact it is."""
-        if missing := self._unknown_group(request):
+        as the group page shows them), each with its commit time and how exact it is. A group
+        deleted since (or whose offsets expired) is found by its history."""
+        if missing := self._unknown_cluster(request):
             return missing
+        group = request.path_params["group"]
+        viewer = viewer_in(request.scope)
+        if not viewer.may_see_group(group):
+            return _answer(request, "cluster or consumer not found", 404)
         try:
             at_ms = parse_as_of(request.query_params.get("as_of", ""))
         except ValueError as exc:
             return _answer(request, str(exc), 400)
-        group = request.path_params["group"]
-        found = offsets_as_of(self.view.sink, viewer_in(request.scope), group, at_ms)
+        found = offsets_as_of(self.view.sink, viewer, group, at_ms)
+        if not found and not self.view.sink.group_exists(group):
+            return _answer(request, "cluster or consumer not found", 404)
         offsets = [
             {
                 "topic": a.topic,

@@ -19,7 +19,7 @@ from connectors.sinks import BatchProgress, open_sink
 from state.coordinator.model import TopicPartition
 from streaming.serve import ServeSettings
 from streaming.serve.app import create_app
-from tests.connectors.sinks.record_frames import commit, frame, group_metadata
+from tests.connectors.sinks.record_frames import commit, frame, group_metadata, tombstone
 
 #: Group -> ten commits of its topic's partition 0 as (offset, log-end offset at the time), 10 s
 #: apart with the last 5 s ago; the log-end offset now; the status Burrow's rules give.
@@ -167,6 +167,21 @@ def test_offsets_as_of_a_time_from_the_history(client: TestClient) -> None:
     bad = client.get(url, params={"as_of": "noon"})
     assert bad.status_code == 400 and bad.json()["message"].startswith("as_of: expected")
     assert client.get("/v3/kafka/local/consumer/nobody/offsets?as_of=1").status_code == 404
+
+
+def test_offsets_as_of_a_time_of_a_group_deleted_since(client: TestClient, sink_url: str) -> None:
+    """ "Put the group back" is asked most after its offsets are gone: its history finds it."""
+    (partition,) = client.get("/v3/kafka/local/consumer/slow").json()["topics"][_topic("slow")]
+    fifth = partition["offsets"][4]  # offset 104
+    sink = open_sink(sink_url, keep_history=True)
+    try:
+        _write(sink, sink.status().last_batch_id + 1, [tombstone("slow", _topic("slow"), 0)])
+    finally:
+        sink.close()
+    assert client.get("/v3/kafka/local/consumer/slow").status_code == 404
+    url = "/v3/kafka/local/consumer/slow/offsets"
+    (answer,) = client.get(url, params={"as_of": str(fifth["timestamp"])}).json()["offsets"]
+    assert answer["offset"] == 104
 
 
 @pytest.mark.parametrize("group", [*HISTORIES, STOPPED])
