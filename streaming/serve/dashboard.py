@@ -26,6 +26,7 @@ from streaming.serve.lag_view import LagView, PartitionView
 from streaming.serve.log_end_cache import RecordKey
 from streaming.serve.point_in_time import (
     HISTORY_ROWS,
+    RESET_PLAN_FILE,
     GroupAsOf,
     KeptRange,
     group_as_of,
@@ -412,6 +413,7 @@ class Dashboard:
             history_legend=chart_legend(history.series),
             history_rows=HISTORY_ROWS,
             as_of=as_of,
+            reset_plan_file=RESET_PLAN_FILE,
             as_of_problem=problem,
         )
 

@@ -61,12 +61,16 @@ def offsets_as_of(sink: Sink, viewer: Viewer, group_id: str, at_ms: int) -> list
 class GroupAsOf:
     """The group page's answer for ``at_ms``: each visible partition's commit then
     (``answers``), the visible partitions committed now but not then (``no_commit_then``,
-    which the reset leaves alone), and the reset's command (empty: nothing to go back to)."""
+    which the reset leaves alone), and the reset's command (empty: nothing to go back to).
+    Over a mirror's sink (``mirror_of``: the cluster's name) the reset is Kafka's own, with
+    ``reset_plan`` as its ``--from-file`` (``topic,partition,offset`` lines)."""
 
     at_ms: int
     answers: list[CommittedAsOf]
     no_commit_then: list[TopicPartition]
     command: str
+    mirror_of: str | None = None
+    reset_plan: str = ""
 
     @property
     def input_value(self) -> str:
@@ -78,14 +82,38 @@ def group_as_of(
     sink: Sink, viewer: Viewer, group_id: str, at_ms: int, now: Iterable[TopicPartition]
 ) -> GroupAsOf:
     """:func:`offsets_as_of` with the partitions of ``now`` (the visible ones committed now)
-    that had no commit then, and the command that resets the group to ``at_ms``."""
+    that had no commit then, and the command that resets the group to ``at_ms``: the offsets
+    job's, or Kafka's own over a mirror's sink (no job reads a reset sent there)."""
     answers = offsets_as_of(sink, viewer, group_id, at_ms)
     then = {a.topic_partition for a in answers}
     later = sorted(tp for tp in now if tp not in then)
+    source = sink.source_cluster()
+    if source is not None:
+        plan = "".join(f"{a.topic},{a.partition},{a.offset}\n" for a in answers)
+        command = kafka_reset_command(group_id) if answers else ""
+        return GroupAsOf(at_ms, answers, later, command, source.cluster_name, plan)
     # A tenant resets the topics it sees, by name: --all-topics would take in hidden ones.
     topics = None if viewer.sees_all else {*(a.topic for a in answers), *(t for t, _ in later)}
     command = reset_command(group_id, at_ms, topics) if answers else ""
     return GroupAsOf(at_ms, answers, later, command)
+
+
+#: The file name :func:`kafka_reset_command` reads the reset plan from.
+RESET_PLAN_FILE: Final = "offsets.csv"
+
+
+def kafka_reset_command(group_id: str) -> str:
+    """Kafka's ``kafka-consumer-groups.sh`` resetting ``group_id`` to the offsets of
+    :data:`RESET_PLAN_FILE`, executed; ``BROKERS`` stands for the cluster's bootstrap servers."""
+    words = [
+        "kafka-consumer-groups.sh",
+        *("--bootstrap-server", "BROKERS"),
+        *_option("--group", group_id),
+        "--reset-offsets",
+        *("--from-file", RESET_PLAN_FILE),
+        "--execute",
+    ]
+    return shlex.join(words)
 
 
 def _option(flag: str, value: str) -> list[str]:

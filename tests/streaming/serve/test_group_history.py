@@ -10,6 +10,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -184,3 +185,30 @@ def test_the_group_page_as_of_a_time_answers_as_the_route_and_says_how_to_go_bac
     bad = client.get("/group/g", params={"as_of": "noon"})
     assert bad.status_code == 400
     assert "as_of: expected epoch ms or ISO 8601 time, got 'noon'" in html.unescape(bad.text)
+
+
+def test_over_a_mirrors_sink_the_page_gives_kafkas_own_reset(
+    tmp_path: Path, timeline: Timeline
+) -> None:
+    """A mirror's sink has no job to send a reset to: the page gives the plan as Kafka's
+    ``--from-file`` reads it and Kafka's command."""
+    url = f"sqlite:///{tmp_path / 'mirror.db'}"
+    with open_sink(url, keep_history=True) as sink:
+        sink.bind_source_cluster("cluster-id", "prod")
+        sink.reset("ACTIVE", "test")
+        for batch, (at, partition, offset) in enumerate(timeline.commits):
+            records = frame(commit("g", "orders", partition, offset, commit_timestamp_ms=at))
+            sink.write_batch(batch, records, BatchProgress(batch_id=batch, input_rows=1))
+    app = create_app(ServeSettings(sink_url=url, cluster_name="prod", log_end_interval_s=3600))
+    with TestClient(app) as mirror:
+        page = mirror.get("/group/g", params={"as_of": str(timeline.bucket + 30_000)})
+    assert page.status_code == 200
+    assert "This sink mirrors cluster prod" in page.text
+    plan = re.search(r'<pre id="reset-plan">(.*?)</pre>', page.text, re.DOTALL)
+    assert plan is not None and html.unescape(plan.group(1)) == "orders,0,30\n"
+    command = re.search(r'<pre id="reset-command">(.*?)</pre>', page.text)
+    assert command is not None
+    assert shlex.split(html.unescape(command.group(1))) == [
+        "kafka-consumer-groups.sh", "--bootstrap-server", "BROKERS", "--group", "g",
+        "--reset-offsets", "--from-file", "offsets.csv", "--execute",
+    ]  # fmt: skip
