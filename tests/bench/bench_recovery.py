@@ -3,6 +3,7 @@
     python -m tests.bench.bench_recovery [--kills 3] [--rate 20] [--bootstrap HOST:PORT]
                                          [--json FILE]
     python -m tests.bench.bench_recovery --standby [--kills 5] [--rate 100] [--partitions 10]
+                                         [--standby-waits S]
 
 Runs the job as its own driver process (``python -m streaming``, as the reliability tests do)
 under a steady commit load, SIGKILLs its process group inside a micro-batch, restarts it at
@@ -141,9 +142,10 @@ def measure(bootstrap: str, folder: Path, kills: int, rate: float) -> list[Recov
 
 
 def measure_failover(
-    bootstrap: str, folder: Path, kills: int, rate: float, partitions: int
+    bootstrap: str, folder: Path, kills: int, rate: float, partitions: int, waits_s: float = 0
 ) -> list[Takeover]:
-    """``kills`` SIGKILLs of the active, each taken over by the warm standby."""
+    """``kills`` SIGKILLs of the active, each taken over by the warm standby once it waited
+    ``waits_s`` ready."""
     config = reliability_config(bootstrap, folder)
     prepare_topics(config)
     load = CommitLoad(
@@ -164,6 +166,7 @@ def measure_failover(
         try:
             for kill in range(1, kills + 1):
                 standby.wait_for_log("standby ready", 300)
+                time.sleep(waits_s)
                 _kill_inside_a_batch(active, config.sink_url)
                 killed_at = time.time()
                 active.kill()
@@ -332,6 +335,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rate", type=float, default=None, help="commit requests/s (20, 100 with --standby)"
     )
     parser.add_argument("--partitions", type=int, default=10, help="per request (--standby)")
+    parser.add_argument(
+        "--standby-waits",
+        type=float,
+        default=0,
+        metavar="S",
+        help="seconds the standby waits, ready, before each kill (a real one waits for hours)",
+    )
     parser.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
@@ -343,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.standby:
             runs: Sequence[Recovery | Takeover] = measure_failover(
-                bootstrap, folder, kills, rate, args.partitions
+                bootstrap, folder, kills, rate, args.partitions, args.standby_waits
             )
         else:
             runs = measure(bootstrap, folder, kills, rate)
@@ -355,6 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_average_start": load_average_start,
         "load_average_end": os.getloadavg(),
         "standby": args.standby,
+        "standby_waits_s": args.standby_waits,
         "rate_per_s": rate,
         "kills": [asdict(r) for r in runs],
         "ack_s_median": statistics.median(r.ack_s for r in runs),
