@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from streaming.spark.job import OffsetsJob
     from streaming.spark.lease_keeper import LeaseKeeper
+    from streaming.spark.processor import WarmWorkers
 
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -250,15 +251,15 @@ def release_stopped(keeper: LeaseKeeper) -> None:
         keeper.release()
 
 
-def warm_up(keeper: LeaseKeeper, master: str | None) -> SparkSession:
-    """A standby's start: its registry row WARMING, the Spark session and Python workers up."""
-    from streaming.spark.processor import warm_python_workers
+def warm_up(keeper: LeaseKeeper, master: str | None) -> tuple[SparkSession, WarmWorkers]:
+    """A standby's start: its registry row WARMING, the Spark session and Python workers up
+    (kept warm until stopped)."""
+    from streaming.spark.processor import keep_python_workers_warm
     from streaming.spark.session import spark_session
 
     keeper.warm()
     spark = spark_session(master=master)
-    warm_python_workers(spark)
-    return spark
+    return spark, keep_python_workers_warm(spark)
 
 
 class _HasSink(Protocol):
@@ -287,9 +288,14 @@ def hold_lease(
     # registry row, is given back first.
     signals.before_creating(lambda: release_stopped(keeper))
     if standby:
-        created = create(warm_up(keeper, master))
-        signals.creating()  # from now on a signal ends the wait below
-        if keeper.wait(signals.requested.is_set) is None:
+        spark, warm = warm_up(keeper, master)
+        try:
+            created = create(spark)
+            signals.creating()  # from now on a signal ends the wait below
+            held = keeper.wait(signals.requested.is_set)
+        finally:
+            warm.stop()  # its workers idle in Spark's pool: the job's query takes them
+        if held is None:
             created.sink.close()
             return None
         keeper.announce_start()

@@ -39,6 +39,7 @@ from streaming.spark.worker_imports import install as install_worker_imports
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -202,21 +203,49 @@ class _WarmUp(StatefulProcessor):  # type: ignore[misc]
         pass
 
 
-def warm_python_workers(spark: SparkSession, timeout_s: float = 120.0) -> None:
+#: How often a waiting standby's warm-up query runs a batch: under the minute after which
+#: Spark's worker factory kills idle Python workers (``IDLE_WORKER_TIMEOUT_NS``, not
+#: configurable), so a standby that waits for hours still hands warm workers to the job.
+WARM_UP_EVERY_S = 20
+
+
+@dataclass
+class WarmWorkers:
+    """A running warm-up query (:func:`keep_python_workers_warm`); :meth:`stop` ends it."""
+
+    query: StreamingQuery | None
+    folder: str
+
+    def stop(self) -> None:
+        """Stop the query (idle between its batches: at once) and delete its checkpoint; a
+        JVM ended (a stop signal reached it too) has stopped it already."""
+        try:
+            if self.query is not None:
+                self.query.stop()
+        except Exception as exc:  # py4j: the JVM's end
+            log.debug("the warm-up query ended with Spark's JVM: %s", exc)
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def keep_python_workers_warm(spark: SparkSession, timeout_s: float = 120.0) -> WarmWorkers:
     """For a standby in local mode: run a tiny ``transformWithStateInPandas`` query, so that
     the job's query finds its Python workers started (Spark reuses the idle workers of a query
     of the same kind, not those of a ``mapInArrow`` job) with this module (``state.shard``,
-    pandas, pyarrow, the sinks) imported, and the JVM's stateful path loaded. Measured: a
-    second such query's first batch takes 3.7 s where the first took 10.3 s."""
+    pandas, pyarrow, the sinks) imported, and the JVM's stateful path loaded; returns once its
+    first batch ran, the query running on (a batch every :data:`WARM_UP_EVERY_S`) until
+    stopped, so the workers are never idle long enough to be killed. Measured: a second such
+    query's first batch takes 3.7 s where the first took 10.3 s."""
+    warm = WarmWorkers(None, tempfile.mkdtemp(prefix="consumer-offsets-warm-up-"))
     if not str(spark.sparkContext.master).startswith("local"):
-        return  # a cluster's executors start their own workers
+        return warm  # a cluster's executors start their own workers
     ran = threading.Event()
-    folder = tempfile.mkdtemp(prefix="consumer-offsets-warm-up-")
     tasks = spark.sparkContext.defaultParallelism
+    # The query keeps the value its first batch saw; the session's own is restored after it.
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(tasks))
     try:
-        query = (
+        warm.query = (
             spark.readStream.format("rate-micro-batch")
             .option("rowsPerBatch", tasks * 4)
             .load()
@@ -225,13 +254,14 @@ def warm_python_workers(spark: SparkSession, timeout_s: float = 120.0) -> None:
             .transformWithStateInPandas(_WarmUp(), "k long", "update", "None")
             .writeStream.outputMode("update")
             .foreachBatch(lambda batch, _: (batch.collect(), ran.set()))
-            .option("checkpointLocation", folder)
+            .trigger(processingTime=f"{WARM_UP_EVERY_S} seconds")
+            .option("checkpointLocation", warm.folder)
             .start()
         )
-        try:
-            ran.wait(timeout_s)
-        finally:
-            query.stop()
+        ran.wait(timeout_s)
+    except BaseException:
+        warm.stop()
+        raise
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
-        shutil.rmtree(folder, ignore_errors=True)
+    return warm
