@@ -213,8 +213,8 @@ WARM_UP_EVERY_S = 20
 class WarmWorkers:
     """A running warm-up query (:func:`keep_python_workers_warm`); :meth:`stop` ends it."""
 
-    query: StreamingQuery | None
-    folder: str
+    query: StreamingQuery | None = None
+    folder: str | None = None
 
     def stop(self) -> None:
         """Stop the query (idle between its batches: at once) and delete its checkpoint; a
@@ -225,7 +225,8 @@ class WarmWorkers:
         except Exception as exc:  # py4j: the JVM's end
             log.debug("the warm-up query ended with Spark's JVM: %s", exc)
         finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            if self.folder is not None:
+                shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def keep_python_workers_warm(spark: SparkSession, timeout_s: float = 120.0) -> WarmWorkers:
@@ -236,9 +237,9 @@ def keep_python_workers_warm(spark: SparkSession, timeout_s: float = 120.0) -> W
     first batch ran, the query running on (a batch every :data:`WARM_UP_EVERY_S`) until
     stopped, so the workers are never idle long enough to be killed. Measured: a second such
     query's first batch takes 3.7 s where the first took 10.3 s."""
-    warm = WarmWorkers(None, tempfile.mkdtemp(prefix="consumer-offsets-warm-up-"))
     if not str(spark.sparkContext.master).startswith("local"):
-        return warm  # a cluster's executors start their own workers
+        return WarmWorkers()  # a cluster's executors start their own workers
+    warm = WarmWorkers(folder=tempfile.mkdtemp(prefix="consumer-offsets-warm-up-"))
     ran = threading.Event()
     tasks = spark.sparkContext.defaultParallelism
     # The query keeps the value its first batch saw; the session's own is restored after it.

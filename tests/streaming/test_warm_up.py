@@ -30,4 +30,4 @@ def test_the_warm_up_query_runs_on_until_stopped(spark: SparkSession) -> None:
     finally:
         warm.stop()
     assert not warm.query.isActive
-    assert not Path(warm.folder).exists()
+    assert warm.folder is not None and not Path(warm.folder).exists()
