@@ -39,9 +39,10 @@ class _Checkpointer(threading.Thread):
     """Copies a writer's WAL into the database after each write it is told of
     (:meth:`written`), on a connection of its own; writes during a checkpoint make one more."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, busy_timeout_ms: int) -> None:
         super().__init__(name=f"sqlite-checkpoint {path}", daemon=True)
         self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
         self._due = threading.Event()
         self._closing = False
 
@@ -51,10 +52,11 @@ class _Checkpointer(threading.Thread):
     def run(self) -> None:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             while self._due.wait() and not self._closing:
                 self._due.clear()
-                # PASSIVE: never waits for the writer or readers (nor calls a busy handler);
-                # what it cannot copy now, the next one does.
+                # PASSIVE: never waits for the writer or readers; what it cannot copy now, the
+                # next one does.
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         finally:
@@ -181,7 +183,7 @@ class SqliteSink(Sink):
     def _written(self) -> None:
         """Tell the checkpoint thread (started with the first write) a write committed."""
         if self._checkpointer is None:
-            self._checkpointer = _Checkpointer(self.path)
+            self._checkpointer = _Checkpointer(self.path, self._busy_timeout_ms)
             self._checkpointer.start()
         self._checkpointer.written()
 
