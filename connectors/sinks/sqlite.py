@@ -4,12 +4,6 @@ WAL mode: readers (in other processes, on the same local filesystem, not NFS) an
 never block each other, and a reader sees whole batches. ``synchronous=NORMAL`` (the default)
 may lose the last committed batches to a power loss, which Spark will not replay: pass
 ``synchronous="FULL"`` where that matters more than write latency.
-
-A writer's commits do not copy the WAL back into the database themselves: that checkpoint
-syncs the file, most of a large batch's commit (a batch of 2,000 commits with history: ~100
-of ~170 ms). A thread of the sink's own runs it after each write, off the batch's path; a WAL
-grown past :data:`_WAL_BACKSTOP_PAGES` (the thread stalled, a reader holding an old snapshot)
-is checkpointed by the committing writer as SQLite does by default.
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ import fcntl
 import json
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -31,42 +24,6 @@ from connectors.sinks.values import SinkError, now_ms
 _SYNCHRONOUS: Final = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 # Pages (4 KiB) one incremental vacuum frees: 8 MiB, a few milliseconds of the write lock.
 _VACUUM_PAGES: Final = 2048
-#: WAL pages (4 KiB) past which a writer's commit checkpoints itself: 40 MiB, 5 large batches.
-_WAL_BACKSTOP_PAGES: Final = 10_000
-
-
-class _Checkpointer(threading.Thread):
-    """Copies a writer's WAL into the database after each write it is told of
-    (:meth:`written`), on a connection of its own; writes during a checkpoint make one more."""
-
-    def __init__(self, path: str, busy_timeout_ms: int) -> None:
-        super().__init__(name=f"sqlite-checkpoint {path}", daemon=True)
-        self.path = path
-        self._busy_timeout_ms = busy_timeout_ms
-        self._due = threading.Event()
-        self._closing = False
-
-    def written(self) -> None:
-        self._due.set()
-
-    def run(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-            while self._due.wait() and not self._closing:
-                self._due.clear()
-                # PASSIVE: never waits for the writer or readers; what it cannot copy now, the
-                # next one does.
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self._closing = True
-        self._due.set()
-        if self.is_alive():
-            self.join(10)
 
 
 class SqliteSink(Sink):
@@ -93,7 +50,6 @@ class SqliteSink(Sink):
         self._synchronous = synchronous.upper()
         self._busy_timeout_ms = int(busy_timeout_ms)
         self._lease_files: dict[str, int] = {}  # lease name → descriptor of its lock file
-        self._checkpointer: _Checkpointer | None = None
         super().__init__(
             f"sqlite:///{self.path}",  # an absolute path gives sqlite:////abs/path
             table_prefix=table_prefix,
@@ -129,7 +85,6 @@ class SqliteSink(Sink):
                 if str(mode).lower() != "wal":
                     conn.close()
                     raise SinkError(f"{self.url}: cannot enable WAL journal mode (got {mode})")
-                conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_BACKSTOP_PAGES}")
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         except sqlite3.Error as exc:
             raise SinkError(f"cannot open sink {self.url}: {exc}") from exc
@@ -146,11 +101,7 @@ class SqliteSink(Sink):
         """``BEGIN IMMEDIATE`` takes the write lock first, so two writers serialise."""
         try:
             conn.execute("BEGIN IMMEDIATE")
-            if body(conn):
-                conn.execute("COMMIT")
-                self._written()
-            else:
-                conn.execute("ROLLBACK")
+            conn.execute("COMMIT" if body(conn) else "ROLLBACK")
         except BaseException:
             try:
                 if conn.in_transaction:
@@ -180,20 +131,9 @@ class SqliteSink(Sink):
         if fd is not None:
             fcntl.lockf(fd, fcntl.LOCK_UN, 1, epoch)
 
-    def _written(self) -> None:
-        """Tell the checkpoint thread (started with the first write) a write committed."""
-        if self._checkpointer is None:
-            self._checkpointer = _Checkpointer(self.path, self._busy_timeout_ms)
-            self._checkpointer.start()
-        self._checkpointer.written()
-
     def close(self) -> None:
-        """Close the connection, the checkpoint thread and the lease files (dropping their
-        locks)."""
+        """Close the connection and the lease files (dropping their locks)."""
         super().close()
-        if self._checkpointer is not None:
-            self._checkpointer.close()
-            self._checkpointer = None
         with self._lock:
             for fd in self._lease_files.values():
                 with contextlib.suppress(OSError):

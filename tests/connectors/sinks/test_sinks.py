@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -877,19 +876,3 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
         assert sink._conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert sink._conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
         assert sink._conn.execute("PRAGMA busy_timeout").fetchone()[0] > 0
-
-
-def test_a_sqlite_writer_leaves_its_checkpoints_to_a_thread(tmp_path: Path) -> None:
-    """A large batch's commit does not copy the WAL into the file itself (under the backstop);
-    the sink's thread does, soon after."""
-    path = tmp_path / "x.db"
-    with SqliteSink(path, keep_history=True) as sink:
-        assert sink._conn is not None
-        assert sink._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] > 1_000
-        empty = path.stat().st_size
-        rows = [commit("g", "t", p, p, metadata="m" * 200) for p in range(10_000)]
-        assert sink.write_batch(0, frame(*rows), progress(0))
-        deadline = time.monotonic() + 10
-        while path.stat().st_size < empty + 2_000_000:  # the offsets and history copied
-            assert time.monotonic() < deadline, "the WAL was not checkpointed"
-            time.sleep(0.05)
