@@ -206,6 +206,16 @@ else
   phase_done "installed from $lock"
 fi
 
+# Spark puts $SPARK_HOME/python/lib/pyspark.zip and py4j's zip (SPARK_HOME: the pip package) first
+# on every Python worker's path. They hold sources only: each worker, and the Python process every
+# query start runs for transformWithState's schemas, compiled pyspark again (~1.5 s of CPU each).
+# Without them, the workers import the same pyspark from site-packages, compiled at install; the
+# project's own modules are compiled here too, for environments that write no bytecode.
+phase "python bytecode"
+rm -f "$venv"/lib/python3*/site-packages/pyspark/python/lib/{pyspark.zip,py4j-*-src.zip}
+"$venv/bin/python" -m compileall -q -j 0 connectors state streaming >/dev/null
+phase_done "pyspark's source zips removed; project compiled"
+
 if $venv_only; then
   printf '==> setup: done in %d s (virtualenv only)\n' $((($(date +%s%N) - setup_t0) / 1000000000))
   exit 0

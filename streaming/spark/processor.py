@@ -35,16 +35,12 @@ from state.shard import (
 )
 from streaming.spark.output import encode_output, output_table
 from streaming.spark.shard_cache import DEFAULT_MAX_BYTES, DecodedShards
-from streaming.spark.worker_imports import install as install_worker_imports
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
-
-# Imported in every Python worker that runs the state function.
-install_worker_imports()
 
 
 @dataclass(frozen=True)
