@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from streaming.spark.job import OffsetsJob
     from streaming.spark.lease_keeper import LeaseKeeper
-    from streaming.spark.processor import WarmWorkers
+    from streaming.spark.warm_up import WarmWorkers
 
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -254,8 +254,8 @@ def release_stopped(keeper: LeaseKeeper) -> None:
 def warm_up(keeper: LeaseKeeper, master: str | None) -> tuple[SparkSession, WarmWorkers]:
     """A standby's start: its registry row WARMING, the Spark session and Python workers up
     (kept warm until stopped)."""
-    from streaming.spark.processor import keep_python_workers_warm
     from streaming.spark.session import spark_session
+    from streaming.spark.warm_up import keep_python_workers_warm
 
     keeper.warm()
     spark = spark_session(master=master)

@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-import shutil
-import tempfile
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql.streaming import StatefulProcessor
 
 from state.shard import (
     Authorizer,
@@ -35,10 +31,6 @@ from state.shard import (
 )
 from streaming.spark.output import encode_output, output_table
 from streaming.spark.shard_cache import DEFAULT_MAX_BYTES, DecodedShards
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -182,83 +174,3 @@ def make_shard_call(settings: ProcessorSettings) -> ShardCall:
         yield pd.DataFrame({"shard": [shard], "payload": [encode_output(output_table(shard, out))]})
 
     return call
-
-
-class _WarmUp(StatefulProcessor):  # type: ignore[misc]
-    """The warm-up query's state function: one row per key, no state."""
-
-    def init(self, handle: object) -> None:
-        pass
-
-    def handleInputRows(
-        self, key: tuple[int], rows: Iterator[pd.DataFrame], timerValues: object
-    ) -> Iterator[pd.DataFrame]:
-        yield pd.DataFrame({"k": [int(key[0])]})
-
-    def close(self) -> None:
-        pass
-
-
-#: How often a waiting standby's warm-up query runs a batch: under the minute after which
-#: Spark's worker factory kills idle Python workers (``IDLE_WORKER_TIMEOUT_NS``, not
-#: configurable), so a standby that waits for hours still hands warm workers to the job.
-WARM_UP_EVERY_S = 20
-
-
-@dataclass
-class WarmWorkers:
-    """A running warm-up query (:func:`keep_python_workers_warm`); :meth:`stop` ends it."""
-
-    query: StreamingQuery | None = None
-    folder: str | None = None
-
-    def stop(self) -> None:
-        """Stop the query (idle between its batches: at once) and delete its checkpoint; a
-        JVM ended (a stop signal reached it too) has stopped it already."""
-        try:
-            if self.query is not None:
-                self.query.stop()
-        except Exception as exc:  # py4j: the JVM's end
-            log.debug("the warm-up query ended with Spark's JVM: %s", exc)
-        finally:
-            if self.folder is not None:
-                shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def keep_python_workers_warm(spark: SparkSession, timeout_s: float = 120.0) -> WarmWorkers:
-    """For a standby in local mode: run a tiny ``transformWithStateInPandas`` query, so that
-    the job's query finds its Python workers started (Spark reuses the idle workers of a query
-    of the same kind, not those of a ``mapInArrow`` job) with this module (``state.shard``,
-    pandas, pyarrow, the sinks) imported, and the JVM's stateful path loaded; returns once its
-    first batch ran, the query running on (a batch every :data:`WARM_UP_EVERY_S`) until
-    stopped, so the workers are never idle long enough to be killed. Measured: a second such
-    query's first batch takes 3.7 s where the first took 10.3 s."""
-    if not str(spark.sparkContext.master).startswith("local"):
-        return WarmWorkers()  # a cluster's executors start their own workers
-    warm = WarmWorkers(folder=tempfile.mkdtemp(prefix="consumer-offsets-warm-up-"))
-    ran = threading.Event()
-    tasks = spark.sparkContext.defaultParallelism
-    # The query keeps the value its first batch saw; the session's own is restored after it.
-    previous = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(tasks))
-    try:
-        warm.query = (
-            spark.readStream.format("rate-micro-batch")
-            .option("rowsPerBatch", tasks * 4)
-            .load()
-            .selectExpr(f"value % {tasks * 4} AS k")
-            .groupBy("k")
-            .transformWithStateInPandas(_WarmUp(), "k long", "update", "None")
-            .writeStream.outputMode("update")
-            .foreachBatch(lambda batch, _: (batch.collect(), ran.set()))
-            .trigger(processingTime=f"{WARM_UP_EVERY_S} seconds")
-            .option("checkpointLocation", warm.folder)
-            .start()
-        )
-        ran.wait(timeout_s)
-    except BaseException:
-        warm.stop()
-        raise
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", previous)
-    return warm
