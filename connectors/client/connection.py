@@ -179,7 +179,8 @@ def _wait_for_topic(consumer: KafkaConsumer, topic: str, deadline: float) -> set
                 f"topic {topic!r} does not exist: is the offsets job running with these "
                 "topic names?"
             )
-        time.sleep(_TOPIC_POLL_S)
+        # Not past the deadline: a caller waits for this answer only a moment after it.
+        time.sleep(max(0.0, min(_TOPIC_POLL_S, deadline - time.monotonic())))
 
 
 @dataclass(order=True)
