@@ -32,6 +32,7 @@ from pyspark.sql.streaming import StatefulProcessor, StreamingQuery
 import streaming.spark.value_states  # noqa: F401
 from streaming.spark.checkpoint_files import checkpoint_file_settings
 from streaming.spark.ingest import ingest_messages
+from streaming.spark.lifecycle import start_with_settings
 
 log = logging.getLogger(__name__)
 
@@ -99,19 +100,16 @@ def keep_python_workers_warm(spark: SparkSession, timeout_s: float = 120.0) -> W
                 raise  # a batch the stop interrupted is not an error
 
     tasks = spark.sparkContext.defaultParallelism
-    # Read at the query's start; the session's own values are restored after.
+    # Read at the query's start (the session's own values restored after).
     settings = {
         "spark.sql.shuffle.partitions": str(tasks),
         **checkpoint_file_settings(spark, warm.folder),  # the job's file manager
     }
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
     try:
         for _ in range(2):  # the second from the first's checkpoint
             if warm.query is not None:
                 warm.query.stop()  # waiting for its next trigger: stops at once
-            warm.query = (
+            writer = (
                 spark.readStream.format("rate-micro-batch")
                 .option("rowsPerBatch", tasks * 4)
                 .load()
@@ -122,19 +120,13 @@ def keep_python_workers_warm(spark: SparkSession, timeout_s: float = 120.0) -> W
                 .foreachBatch(on_batch)
                 .trigger(processingTime=f"{WARM_UP_EVERY_S} seconds")
                 .option("checkpointLocation", warm.folder)
-                .start()
             )
+            warm.query = start_with_settings(spark, writer, settings)
             _wait_for_a_batch(warm.query, timeout_s)
         _build_an_ingest_plan(spark)
     except BaseException:
         warm.stop()
         raise
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     return warm
 
 
