@@ -131,13 +131,14 @@ class QueryLifecycle:
         """Stop the query, then its companions; whether a query was started. A query that
         cannot be stopped because Spark's JVM ended (or is ending) first, as when a stop signal
         reached every process, is over already: said at debug, the companions stopped all the
-        same. Spark's warnings of the stop itself (the batch's tasks killed, its shuffle files
-        and a checkpoint file's write interrupted: the next start runs that batch again) are
-        not logged: the stop asked for is one line of the job's own."""
+        same. Spark's warnings and errors of the stop itself (the batch's tasks killed, its
+        shuffle files, a broadcast or a checkpoint file's write interrupted: the next start
+        runs that batch again) are not logged: the stop asked for is one line of the job's
+        own."""
         self.stopping.set()
         try:
             if self.query is not None and self.query.isActive:
-                self.spark.sparkContext.setLogLevel("ERROR")
+                self.spark.sparkContext.setLogLevel("FATAL")
                 self.query.stop()
         except Exception as exc:  # py4j: the JVM's end, as a Java error or a lost connection
             log.debug("the query ended with Spark's JVM: %s", exc)
