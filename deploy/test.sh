@@ -7,11 +7,10 @@
 # (OTHER_PYTHONS, default "3.12 3.13"; each in its own .venv-X.Y from the same lock, installed
 # beside the main setup) run one end-to-end job test each (Spark's workers and the Kafka clients on
 # that Python), the newest also every test that needs neither Spark nor Kafka and is not marked
-# slow, those between the domain's tests (tests/state); all in a lane beside 3.11's Spark tests
-# (each session has its own broker and PostgreSQL). A missing interpreter
-# fails the run (deploy/setup.sh says where it looked); OTHER_PYTHONS="" leaves them out. The
-# image (deploy/container/) builds in the background; its tests (marker container: run it with
-# podman) run in that lane too.
+# slow; all in a lane beside 3.11's Spark tests (each session has its own broker and
+# PostgreSQL). A missing interpreter fails the run (deploy/setup.sh says where it looked);
+# OTHER_PYTHONS="" leaves them out. The image (deploy/container/) builds in the background; its
+# tests (marker container: run it with podman) run in that lane too.
 # The whole suite includes the PostgreSQL sink, so setup also installs PostgreSQL's server
 # binaries (apt) when they are missing.
 # Services start inside the tests: the pytest fixtures start Kafka (tests/fixtures/kafka.py) and
@@ -57,41 +56,29 @@ run_phase() {
   return "$status"
 }
 
-# run_parallel PREFIX TEMPLATE [PREFIX TEMPLATE...] -- VERSION...: one phase per template and
-# version, all at once (the other Pythons' phases share nothing but the machine), each phase's
-# output kept in a file and printed whole when all are done, so logs do not interleave. "{}" in a
-# template is the version. Sets parallel_failed to the failed phases' names (PREFIX-VERSION).
+# run_parallel NAME COMMAND [NAME COMMAND...]: the commands (bash -c) all at once, each one's
+# output kept in a file and printed whole when all are done, so logs do not interleave. Sets
+# parallel_failed to the names of those that failed.
 run_parallel() {
-  local -a prefixes=() templates=()
-  while [ "$1" != "--" ]; do
-    prefixes+=("$1")
-    templates+=("$2")
+  local -a names=() pids=() logs=() started=()
+  while [ $# -gt 0 ]; do
+    names+=("$1")
+    logs+=("$(mktemp)")
+    started+=("$(date +%s%N)")
+    bash -c "$2" >"${logs[-1]}" 2>&1 &
+    pids+=($!)
     shift 2
   done
-  shift
-  local -A pids=() started=() logs=()
-  local i version name
   parallel_failed=()
-  for i in "${!prefixes[@]}"; do
-    for version in "$@"; do
-      name="${prefixes[$i]}-$version"
-      logs[$name]=$(mktemp)
-      started[$name]=$(date +%s%N)
-      bash -c "${templates[$i]//\{\}/$version}" >"${logs[$name]}" 2>&1 &
-      pids[$name]=$!
-    done
-  done
-  for i in "${!prefixes[@]}"; do
-    for version in "$@"; do
-      name="${prefixes[$i]}-$version"
-      local status=0
-      wait "${pids[$name]}" || status=$?
-      record_timing "$name" "${started[$name]}" "$status"
-      echo "==> test: $name (in parallel)"
-      cat "${logs[$name]}"
-      rm -f "${logs[$name]}"
-      [ "$status" -eq 0 ] || parallel_failed+=("$name")
-    done
+  local i status
+  for i in "${!names[@]}"; do
+    status=0
+    wait "${pids[$i]}" || status=$?
+    record_timing "${names[$i]}" "${started[$i]}" "$status"
+    echo "==> test: ${names[$i]} (in parallel)"
+    cat "${logs[$i]}"
+    rm -f "${logs[$i]}"
+    [ "$status" -eq 0 ] || parallel_failed+=("${names[$i]}")
   done
 }
 
@@ -102,7 +89,11 @@ other_setups=""
 if [ ${#other_pythons[@]} -gt 0 ]; then
   other_setups=$(mktemp)
   (
-    run_parallel setup "bash deploy/setup.sh --python {} --venv-only" -- "${other_pythons[@]}"
+    setups=()
+    for version in "${other_pythons[@]}"; do
+      setups+=("setup-$version" "bash deploy/setup.sh --python $version --venv-only")
+    done
+    run_parallel "${setups[@]}"
     printf '%s\n' "${timings[@]}" >"$other_setups.timings"
     printf '%s\n' "${parallel_failed[@]}" >"$other_setups.failed"
   ) >"$other_setups" 2>&1 &
@@ -145,18 +136,12 @@ if [ ${#pytest_args[@]} -gt 0 ]; then
     failed+=(pytest)
 else
   # Two lanes, side by side: this one runs the tests that start Spark on 3.11; the other (in the
-  # background, its output printed when it ends) runs 3.11's tests without Spark, then the
-  # newest other Python's beside the image's tests (once the image is built), then the other
-  # Pythons' end-to-end and domain tests. Every session has its own broker directory and
-  # PostgreSQL; the pytest cache is left to this lane.
-  # What breaks between Python versions breaks at an end: the Pythons between 3.11 and the
-  # newest run the domain's tests, not every test without Spark.
-  newest=""
-  between=()
-  if [ ${#ready_pythons[@]} -gt 0 ]; then
-    newest=${ready_pythons[-1]}
-    between=("${ready_pythons[@]:0:${#ready_pythons[@]}-1}")
-  fi
+  # background, its output printed when it ends) runs 3.11's tests without Spark, then at once
+  # the newest other Python's, every other Python's end-to-end test, the image's tests (once the
+  # image is built) and the Spark tests that bring clusters of their own (spark_beside: they
+  # balance the lanes). Every session has its own broker directory and PostgreSQL; the pytest
+  # cache is left to this lane.
+  spark_beside=(tests/deploy/test_standalone_cluster.py tests/reliability/test_broker_failover.py)
   lane=$(mktemp)
   (
     timings=()
@@ -164,8 +149,8 @@ else
     run_phase no-spark-3.11 env CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-no-spark \
       .venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 \
       -m "not spark and not container" || lane_failed+=(no-spark-3.11)
-    # The image's tests once it is built, beside the other Pythons'. Selected by marker and
-    # file: a test not collected is exit 5, a failure.
+    # The image's tests once it is built. Selected by marker and file: a test not collected is
+    # exit 5, a failure.
     container_log=$(mktemp)
     container_t0=$(date +%s%N)
     (
@@ -176,12 +161,19 @@ else
         .venv/bin/python -m pytest -q -p no:cacheprovider -m container tests/deploy/test_container.py
     ) >"$container_log" 2>&1 &
     container_pid=$!
-    if [ -n "$newest" ]; then
-      run_parallel \
-        no-spark '.venv-{}/bin/python -m pytest -q -p no:cacheprovider -m "not spark and not container and not kafka and not slow"' \
-        -- "$newest"
-      lane_failed+=("${parallel_failed[@]}")
+    beside=(spark-beside "CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-spark-beside \
+      .venv/bin/python -m pytest -q -p no:cacheprovider --durations=5 -m spark ${spark_beside[*]}")
+    if [ ${#ready_pythons[@]} -gt 0 ]; then
+      newest=${ready_pythons[-1]}
+      beside+=("no-spark-$newest" ".venv-$newest/bin/python -m pytest -q -p no:cacheprovider \
+        -m 'not spark and not container and not kafka and not slow'")
+      for version in "${ready_pythons[@]}"; do
+        beside+=("e2e-$version" "CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-e2e-$version \
+          .venv-$version/bin/python -m pytest -q -p no:cacheprovider $e2e_test")
+      done
     fi
+    run_parallel "${beside[@]}"
+    lane_failed+=("${parallel_failed[@]}")
     status=0
     wait "$container_pid" || status=$?
     record_timing container "$container_t0" "$status"
@@ -189,23 +181,12 @@ else
     cat "$container_log"
     rm -f "$container_log"
     [ "$status" -eq 0 ] || lane_failed+=(container)
-    # A Python's end-to-end test after its tests without Spark: a session's broker directory is
-    # its Python's (tests/fixtures/kafka.py). The Pythons between the ends run the domain's tests.
-    if [ ${#ready_pythons[@]} -gt 0 ]; then
-      run_parallel e2e ".venv-{}/bin/python -m pytest -q -p no:cacheprovider $e2e_test" \
-        -- "${ready_pythons[@]}"
-      lane_failed+=("${parallel_failed[@]}")
-    fi
-    if [ ${#between[@]} -gt 0 ]; then
-      run_parallel state ".venv-{}/bin/python -m pytest -q -p no:cacheprovider tests/state" \
-        -- "${between[@]}"
-      lane_failed+=("${parallel_failed[@]}")
-    fi
     printf '%s\n' "${timings[@]}" >"$lane.timings"
     printf '%s\n' "${lane_failed[@]}" >"$lane.failed"
   ) >"$lane" 2>&1 &
   lane_pid=$!
-  run_phase spark-3.11 .venv/bin/python -m pytest -q --durations=20 -m "spark and not container" ||
+  run_phase spark-3.11 .venv/bin/python -m pytest -q --durations=20 -m "spark and not container" \
+    "${spark_beside[@]/#/--ignore=}" ||
     failed+=(spark-3.11)
   wait "$lane_pid" || true
   cat "$lane"
