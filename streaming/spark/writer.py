@@ -254,7 +254,12 @@ class BatchWriter:
             producer.commit(self.settings.delivery_timeout_s)
         except BaseException as failure:
             self.fenced = self.fenced or isinstance(failure, ProducerFenced)
-            producer.abort(self.settings.delivery_timeout_s)
+            try:
+                producer.abort(self.settings.delivery_timeout_s)
+            except ProducerFenced:
+                # A fenced producer's send or flush may fail without saying why: the abort says.
+                self.fenced = True
+                raise
             raise
         return result
 
