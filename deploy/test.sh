@@ -136,12 +136,13 @@ if [ ${#pytest_args[@]} -gt 0 ]; then
     failed+=(pytest)
 else
   # Two lanes, side by side: this one runs the tests that start Spark on 3.11; the other (in the
-  # background, its output printed when it ends) runs 3.11's tests without Spark, then at once
-  # the newest other Python's, every other Python's end-to-end test, the image's tests (once the
-  # image is built) and the Spark tests that bring clusters of their own (spark_beside: they
-  # balance the lanes). Every session has its own broker directory and PostgreSQL; the pytest
-  # cache is left to this lane.
-  spark_beside=(tests/deploy/test_standalone_cluster.py tests/reliability/test_broker_failover.py)
+  # background, its output printed when it ends) runs 3.11's tests without Spark, then the newest
+  # other Python's beside the image's tests (once the image is built), then every other Python's
+  # end-to-end test, then the Spark tests that bring a Kafka cluster of their own (spark_beside:
+  # they balance the lanes). More at once than two sessions and the image's overloads the two
+  # cores (a standalone Spark master then took over a minute to start). Every session has its
+  # own broker directory and PostgreSQL; the pytest cache is left to this lane.
+  spark_beside=(tests/reliability/test_broker_failover.py)
   lane=$(mktemp)
   (
     timings=()
@@ -161,19 +162,12 @@ else
         .venv/bin/python -m pytest -q -p no:cacheprovider -m container tests/deploy/test_container.py
     ) >"$container_log" 2>&1 &
     container_pid=$!
-    beside=(spark-beside "CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-spark-beside \
-      .venv/bin/python -m pytest -q -p no:cacheprovider --durations=5 -m spark ${spark_beside[*]}")
     if [ ${#ready_pythons[@]} -gt 0 ]; then
       newest=${ready_pythons[-1]}
-      beside+=("no-spark-$newest" ".venv-$newest/bin/python -m pytest -q -p no:cacheprovider \
-        -m 'not spark and not container and not kafka and not slow'")
-      for version in "${ready_pythons[@]}"; do
-        beside+=("e2e-$version" "CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-e2e-$version \
-          .venv-$version/bin/python -m pytest -q -p no:cacheprovider $e2e_test")
-      done
+      run_parallel "no-spark-$newest" ".venv-$newest/bin/python -m pytest -q -p no:cacheprovider \
+        -m 'not spark and not container and not kafka and not slow'"
+      lane_failed+=("${parallel_failed[@]}")
     fi
-    run_parallel "${beside[@]}"
-    lane_failed+=("${parallel_failed[@]}")
     status=0
     wait "$container_pid" || status=$?
     record_timing container "$container_t0" "$status"
@@ -181,6 +175,18 @@ else
     cat "$container_log"
     rm -f "$container_log"
     [ "$status" -eq 0 ] || lane_failed+=(container)
+    if [ ${#ready_pythons[@]} -gt 0 ]; then
+      e2e=()
+      for version in "${ready_pythons[@]}"; do
+        e2e+=("e2e-$version" "CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-e2e-$version \
+          .venv-$version/bin/python -m pytest -q -p no:cacheprovider $e2e_test")
+      done
+      run_parallel "${e2e[@]}"
+      lane_failed+=("${parallel_failed[@]}")
+    fi
+    run_phase spark-beside env CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-spark-beside \
+      .venv/bin/python -m pytest -q -p no:cacheprovider --durations=5 -m spark "${spark_beside[@]}" ||
+      lane_failed+=(spark-beside)
     printf '%s\n' "${timings[@]}" >"$lane.timings"
     printf '%s\n' "${lane_failed[@]}" >"$lane.failed"
   ) >"$lane" 2>&1 &
