@@ -139,9 +139,8 @@ else
   # background, its output printed when it ends) runs 3.11's tests without Spark, then the newest
   # other Python's beside the image's tests (once the image is built), then every other Python's
   # end-to-end test, then the Spark tests that bring a Kafka cluster of their own (spark_beside:
-  # they balance the lanes). More at once than two sessions and the image's overloads the two
-  # cores (a standalone Spark master then took over a minute to start). Every session has its
-  # own broker directory and PostgreSQL; the pytest cache is left to this lane.
+  # they balance the lanes). Every session has its own broker directory (a Python's own, unless
+  # named) and PostgreSQL; the pytest cache is left to this lane.
   spark_beside=(tests/reliability/test_broker_failover.py)
   lane=$(mktemp)
   (
@@ -178,8 +177,7 @@ else
     if [ ${#ready_pythons[@]} -gt 0 ]; then
       e2e=()
       for version in "${ready_pythons[@]}"; do
-        e2e+=("e2e-$version" "CONSUMER_OFFSETS_TEST_KAFKA_DIR=.runtime/kafka-test-e2e-$version \
-          .venv-$version/bin/python -m pytest -q -p no:cacheprovider $e2e_test")
+        e2e+=("e2e-$version" ".venv-$version/bin/python -m pytest -q -p no:cacheprovider $e2e_test")
       done
       run_parallel "${e2e[@]}"
       lane_failed+=("${parallel_failed[@]}")
