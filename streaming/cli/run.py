@@ -276,11 +276,13 @@ def hold_lease(
     signals: StartUpSignals,
     master: str | None,
     create: Callable[[SparkSession], W],
+    warm_created: Callable[[W], object] = lambda _created: None,
 ) -> W | None:
     """``create(spark)`` (the job or the mirror) once this process holds the lease, its sink
-    fenced by it and its status STARTING from then on. A standby warms up and creates first
-    (its sink open, WARMING meanwhile), then waits; else the lease is taken before the JVM
-    starts, so a second active is refused (LeaseHeld) in a second. None when a signal ended a
+    fenced by it and its status STARTING from then on. A standby warms up, creates first (its
+    sink open, WARMING meanwhile) and warms that (``warm_created``), then waits; else the
+    lease is taken before the JVM starts, so a second active is refused (LeaseHeld) in a
+    second. None when a signal ended a
     standby's wait (what it created is closed)."""
     from streaming.spark.session import spark_session
 
@@ -292,6 +294,11 @@ def hold_lease(
         try:
             created = create(spark)
             signals.creating()  # from now on a signal ends the wait below
+            try:
+                warm_created(created)
+            except Exception as exc:  # py4j's or Kafka's: the takeover starts colder
+                if not signals.requested.is_set():
+                    log.warning("the standby's warm-up failed (a takeover starts colder): %s", exc)
             held = keeper.wait(signals.requested.is_set)
         finally:
             warm.stop()  # its workers idle in Spark's pool: the job's query takes them
@@ -327,6 +334,7 @@ def _start_and_run(args: argparse.Namespace, signals: StartUpSignals) -> int:
             signals,
             config.spark_master,
             lambda spark: OffsetsJob.create(config, spark),
+            OffsetsJob.warm_up,
         )
         if job is None:
             return signals.exit_status  # a standby stopped while waiting

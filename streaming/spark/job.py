@@ -9,13 +9,16 @@ start, so that batch runs at once and pays the cold query's costs before ACTIVE.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql import DataFrame, DataFrameReader, Row, SparkSession
+from pyspark.sql.streaming import DataStreamReader, DataStreamWriter, StreamingQuery
 
+from connectors.client.broker_offsets import BrokerOffsets
 from connectors.client.offsets_reader import end_offsets
 from connectors.sinks import Sink, absolute_sink_url, open_sink
 from connectors.sinks.retention import HistoryRetention
@@ -115,6 +118,23 @@ def start_query(
 
 class StartInterrupted(Exception):
     """A stop signal came while the job was starting: nothing was acknowledged."""
+
+
+def last_records(
+    client_options: Mapping[str, Any], topics: Iterable[str]
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """Spark's Kafka source's starting and ending offsets (as its JSON) of each partition's
+    last record in ``topics`` up to its last stable offset (read_committed, as the job reads);
+    an empty range where a partition holds none."""
+    with BrokerOffsets({**client_options, "isolation_level": "read_committed"}) as broker:
+        ends = broker.topic_end_offsets(topics)
+        beginnings = broker.beginning_offsets(ends)
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for tp, end in ends.items():
+        starting.setdefault(tp.topic, {})[str(tp.partition)] = max(beginnings[tp], end - 1)
+        ending.setdefault(tp.topic, {})[str(tp.partition)] = end
+    return starting, ending
 
 
 def _stop_if(interrupted: Callable[[], bool], before: str) -> None:
@@ -296,23 +316,12 @@ class OffsetsJob:
             state_cache_bytes=config.state_cache_mb * 1024 * 1024,
             ingest_partitions=tuple(self._ingest_layout[topic] for topic in config.ingest_topics),
         )
-        reader = self.spark.readStream.format("kafka")
-        options = SOURCE_CONSUMER_DEFAULTS | config.spark_kafka_options() | SOURCE_CONSUMER_FIXED
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        reader = reader.option("subscribe", ",".join(config.ingest_topics)).option(
+        reader = self.spark.readStream.format("kafka").option(
             "startingOffsets", plan.starting_offsets
         )
         if config.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
-        # A task per state partition rather than per ingest partition, without a shuffle.
-        output = ingest_messages(
-            reader.load().coalesce(plan.state_partitions),
-            [t.ingest_topic for t in config.tenants],
-            plan.shards,
-            [t for t, count in self._ingest_layout.items() if count != plan.shards],
-            plan.layout.keys(),
-        ).groupBy("shard")
+        output = self._ingest(reader, plan, SOURCE_CONSUMER_DEFAULTS).groupBy("shard")
         return (
             output.transformWithStateInPandas(
                 # No timers: expiry follows the job's ticks.
@@ -325,6 +334,68 @@ class OffsetsJob:
             .outputMode("update")
             .foreachBatch(self.writer)
             .trigger(processingTime=config.trigger_interval)
+        )
+
+    def _ingest(
+        self,
+        reader: DataStreamReader | DataFrameReader,
+        plan: StartPlan,
+        defaults: Mapping[str, str],
+    ) -> DataFrame:
+        """The ingest topics' messages from Kafka ``reader`` as the state function takes them,
+        with a task per state partition rather than per ingest partition, without a shuffle."""
+        config = self.config
+        options = defaults | config.spark_kafka_options() | SOURCE_CONSUMER_FIXED
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return ingest_messages(
+            reader.option("subscribe", ",".join(config.ingest_topics))
+            .load()
+            .coalesce(plan.state_partitions),
+            [t.ingest_topic for t in config.tenants],
+            plan.shards,
+            [t for t, count in self._ingest_layout.items() if count != plan.shards],
+            plan.layout.keys(),
+        )
+
+    def warm_up(self) -> list[Row]:
+        """A standby's warm-up of what the first batch after a takeover would otherwise run
+        cold, read-only: the ingest plan as the checkpoint lays it out, run once as a batch up
+        to the state function's shuffle, over the last record of each ingest partition (the
+        JVM's Kafka consumer and its connection; the plan's generated code, which Spark keeps
+        by its source); the messages read. Measured on that batch's ingest stage: 4.3-4.6 s cold,
+        0.8 s warm."""
+        config = self.config
+        self._ingest_layout = ingest_layout(config)
+        location = config.checkpoint_location
+        layout = (
+            checkpoint_layout(self.spark, location)
+            if QueryLifecycle(self.spark, location).checkpoint_exists()
+            else None
+        )
+        plan = plan_start(
+            config,
+            CheckpointFacts(exists=layout is not None, layout=layout),
+            SinkFacts("STARTING"),
+            {},
+            self._ingest_layout,
+            state_partitions(config, self.spark),
+        )
+        starting, ending = last_records(config.kafka_python_options(), config.ingest_topics)
+        reader = (
+            self.spark.read.format("kafka")
+            .option("startingOffsets", json.dumps(starting))
+            .option("endingOffsets", json.dumps(ending))
+            .option("failOnDataLoss", "false")  # the last offset may be a transaction's marker
+        )
+        # Kafka's answers waited for as Spark does by default: a standby does not hang on them.
+        defaults = {
+            k: v for k, v in SOURCE_CONSUMER_DEFAULTS.items() if k not in SOURCE_WAITS_FOR_KAFKA
+        }
+        return (
+            self._ingest(reader, plan, defaults)
+            .repartition(plan.state_partitions, "shard")
+            .collect()
         )
 
     def _loaded_sink_url(self) -> str | None:

@@ -7,8 +7,7 @@ would otherwise start cold. In local mode only: a cluster's executors start thei
   load from a checkpoint. Its first load in a JVM reads the checkpoint's metadata through
   readers that take ~2 s to build, so the query is started once, stopped after its first batch
   and started again from its checkpoint.
-- The driver's analysis of the job's ingest plan (``streaming.spark.ingest``): built, never
-  started; its first build costs ~1 s on a loaded machine.
+- The job's ingest path: the job's own (``OffsetsJob.warm_up``).
 - Kept warm: Spark kills Python workers idle for a minute (``IDLE_WORKER_TIMEOUT_NS``, not
   configurable), so the query runs a batch every :data:`WARM_UP_EVERY_S` until stopped.
 """
@@ -31,7 +30,6 @@ from pyspark.sql.streaming import StatefulProcessor, StreamingQuery
 # Imported in each Python worker with the warm-up's state function, as with the job's.
 import streaming.spark.value_states  # noqa: F401
 from streaming.spark.checkpoint_files import checkpoint_file_settings
-from streaming.spark.ingest import ingest_messages
 from streaming.spark.lifecycle import start_with_settings
 
 log = logging.getLogger(__name__)
@@ -123,7 +121,6 @@ def keep_python_workers_warm(spark: SparkSession, timeout_s: float = 120.0) -> W
             )
             warm.query = start_with_settings(spark, writer, settings)
             _wait_for_a_batch(warm.query, timeout_s)
-        _build_an_ingest_plan(spark)
     except BaseException:
         warm.stop()
         raise
@@ -142,17 +139,3 @@ def _wait_for_a_batch(query: StreamingQuery, timeout_s: float) -> None:
             timeout_s,
             query.exception() or "still running",
         )
-
-
-def _build_an_ingest_plan(spark: SparkSession) -> None:
-    """Build, and drop, a Kafka source's plan through ``ingest_messages`` with every branch
-    (tenants, keyed topics, shard keys): no broker is contacted before a query starts."""
-    kafka = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", "127.0.0.1:9")
-        .option("subscribe", "warm-up,warm-up-tenant")
-        .load()
-    )
-    ingest_messages(kafka.coalesce(2), ["warm-up-tenant"], 2, ["warm-up-tenant"], [0, 1]).groupBy(
-        "shard"
-    )
