@@ -367,6 +367,10 @@ class OffsetsJob:
         0.8 s warm."""
         config = self.config
         self._ingest_layout = ingest_layout(config)
+        missing = [t for t in config.ingest_topics if t not in self._ingest_layout]
+        if missing:  # no job of the deployment ran yet: nothing to read
+            log.info("the standby's warm-up reads no ingest topic: %s not created yet", missing)
+            return []
         location = config.checkpoint_location
         layout = (
             checkpoint_layout(self.spark, location)

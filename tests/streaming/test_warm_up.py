@@ -87,3 +87,15 @@ def _ends(config: JobConfig) -> dict[tuple[str, int], int]:
         )
         for p, end in end_offsets(config.kafka_python_options(), topic).items()
     }
+
+
+def test_a_standby_started_before_any_job_creates_no_topic(
+    spark: SparkSession, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    config = new_job_config(kafka_bootstrap, tmp_path)
+    job = OffsetsJob.create(config, spark)
+    try:
+        assert job.warm_up() == []
+    finally:
+        job.sink.close()
+    assert end_offsets(config.kafka_python_options(), config.ingest_topic) == {}
