@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow.compute as pc
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
@@ -69,6 +70,10 @@ from tests.bench.profiling.sitecustomize import PROFILE_DIR_ENV
 from tests.bench.report import report
 from tests.bench.results import print_and_save
 from tests.fixtures.job import new_job_config
+
+#: The after-burst phase (:func:`after_burst`): the burst's and the window's seconds.
+BURST_S = 10.0
+AFTER_BURST_S = 20.0
 
 
 def log(message: str) -> None:
@@ -422,6 +427,65 @@ def phase_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
     return result
 
 
+def after_burst(
+    ctx: Context,
+    target: IngestTarget,
+    tag: str,
+    progress: Callable[[], list[dict[str, Any]]],
+    floor: bool = False,
+) -> dict[str, Any]:
+    """Acks at the lowest latency rate for :data:`AFTER_BURST_S`, sent right after a
+    :data:`BURST_S` burst at the highest (requests of ``--latency-partitions``): the transient
+    a burst leaves, as users see it; with the first ten batches that started after the burst
+    (input rows, seconds) from the query's ``progress``. ``floor``: the floor query's
+    requests."""
+    args = ctx.args
+    burst, rate = max(args.latency_rates), min(args.latency_rates)
+    burst_requests = int(burst / args.latency_partitions * BURST_S)
+    count = burst_requests + int(rate / args.latency_partitions * AFTER_BURST_S)
+    log(
+        f"{tag}: {rate:,} offset commits/s for {AFTER_BURST_S:.0f} s right after "
+        f"{BURST_S:.0f} s at {burst:,}/s"
+    )
+    burst_end = time.time() + BURST_S
+    outcomes, _ = in_child(
+        paced_requests,
+        target,
+        ctx.topic,
+        _groups(tag, 1000),
+        args.latency_partitions,
+        rate / args.latency_partitions,
+        count,
+        tag,
+        floor,
+        (burst / args.latency_partitions, burst_requests),
+    )
+    after = outcomes[burst_requests:]
+    acks = [o.answered_at - o.sent_at for o in after if o.answered_at is not None]
+    result = {
+        "offsets_per_s": rate,
+        "after_burst_of": burst,
+        "burst_s": BURST_S,
+        "after_s": AFTER_BURST_S,
+        "requests": len(after),
+        "answered": len(acks),
+        "ack_p50_s": percentile(acks, 50),
+        "ack_p99_s": percentile(acks, 99),
+        "ack_max_s": max(acks) if acks else float("nan"),
+        "first_batches_after": [
+            (p["numInputRows"], p["durationMs"]["triggerExecution"] / 1000)
+            for p in progress()
+            if pd.Timestamp(p["timestamp"]).timestamp() >= burst_end and p.get("numInputRows")
+        ][:10],
+    }
+    log(
+        f"{tag}: ack p50 {result['ack_p50_s']:.3f} s p99 {result['ack_p99_s']:.3f} s "
+        f"({len(acks)}/{len(after)} answered); first batches after the burst (rows, s): "
+        f"{result['first_batches_after']}"
+    )
+    return result
+
+
 def keys_in_state(ctx: Context) -> int:
     """The keys (committed offsets) the job's state holds: the sink's offsets table, one row
     each, once the sink covers the batches so far."""
@@ -516,6 +580,15 @@ def phase_floor(ctx: Context) -> list[dict[str, Any]]:
                 f"({len(acks)}/{count} answered)"
             )
             out.append(result)
+        out.append(
+            after_burst(
+                ctx,
+                target,
+                "floor-after-burst",
+                lambda: [json.loads(p.json) for p in floor.query.recentProgress],
+                floor=True,
+            )
+        )
     finally:
         floor.stop()
     return out
@@ -970,7 +1043,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             (
                 "latency",
                 lambda: [
-                    phase_latency(ctx, rate, args.latency_seconds) for rate in args.latency_rates
+                    *(
+                        phase_latency(ctx, rate, args.latency_seconds)
+                        for rate in args.latency_rates
+                    ),
+                    after_burst(ctx, _target(ctx), "after-burst", lambda: _progress_of(ctx.job)),
                 ],
             ),
             ("floor", lambda: phase_floor(ctx)),

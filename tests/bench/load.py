@@ -166,11 +166,13 @@ def paced_requests(
     count: int,
     tag: str,
     request_id_header: bool = False,
+    burst: tuple[float, int] = (1.0, 0),
 ) -> tuple[list[Outcome], float]:
     """Send ``count`` requests at ``request_rate``/s and wait for each one's answer on the
     responses topic; returns the outcomes and the seconds the sending took. Run it in a child.
     ``request_id_header``: each message carries its request id in a header too (for the floor
-    query of ``tests.bench.floor``, which answers with it and parses nothing)."""
+    query of ``tests.bench.floor``, which answers with it and parses nothing). ``burst``: the
+    first ``burst[1]`` of them at ``burst[0]`` requests/s, the rest right after."""
     parts = partitions_json(range(per_request), 1)
     received: dict[str, float] = {}
     # librdkafka reads read_committed by default: an answer counts once its batch committed.
@@ -206,9 +208,15 @@ def paced_requests(
     positions: dict[str, tuple[int, int]] = {}
     sent: list[tuple[str, float]] = []
 
+    burst_rate, burst_count = burst
     start = time.monotonic()
     for i in range(count):
-        delay = start + i / request_rate - time.monotonic()
+        due = (
+            i / burst_rate
+            if i < burst_count
+            else (burst_count / burst_rate + (i - burst_count) / request_rate)
+        )
+        delay = start + due - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         group = groups[i % len(groups)]
