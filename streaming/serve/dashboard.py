@@ -35,7 +35,7 @@ from streaming.serve.point_in_time import (
     parse_as_of,
 )
 from streaming.serve.snapshot import GroupEvaluator, summarise
-from streaming.serve.tenant_views import viewer_in, visible
+from streaming.serve.tenant_views import Viewer, viewer_in, visible
 
 #: Commits per partition drawn in the chart.
 CHART_COMMITS = 100
@@ -362,14 +362,18 @@ class Dashboard:
         """A group's page: its lag charts and partitions; its committed offsets over the kept
         history (at most :data:`HISTORY_ROWS` rows read a view); with ``?as_of=TIME`` its
         offsets then and the command to reset it there (400 for a TIME that is neither epoch ms
-        nor ISO 8601). 404 for a group the viewer may not DESCRIBE, as for an absent one."""
+        nor ISO 8601). 404 for a group the viewer may not DESCRIBE, as for an absent one; a
+        group deleted since (or whose offsets expired) is found by its history as of a time."""
         group_id = request.path_params["group"]
         viewer = viewer_in(request.scope)
-        if not (viewer.may_see_group(group_id) and self.view.sink.group_exists(group_id)):
-            empty = {"groups": [], "query": "", "page": 1, "pages": 1, "matching": 0, "total": 0}
-            return self._page("index.html", 404, viewer.sees_all, **empty)
+        exists = self.view.sink.group_exists(group_id)
+        if not (viewer.may_see_group(group_id) and (exists or "as_of" in request.query_params)):
+            return self._not_found(viewer)
         now = int(time.time() * 1000)
         partitions = viewer.partitions(self.view.partitions(group_id, window=CHART_COMMITS))
+        as_of, problem = self._as_of(request, group_id, partitions)
+        if not exists and (as_of is None or not as_of.answers):
+            return self._not_found(viewer)  # nothing committed then either
         status = self.view.status_of(group_id, partitions, now)
         by_partition = {(s.topic, s.partition): s for s in status.partitions}
         labelled = {f"{p.committed.topic}-{p.committed.partition}": p for p in partitions}
@@ -388,7 +392,6 @@ class Dashboard:
         }
         span = _time_range(series, seconds)  # both charts over the same time
         rows = [(p, by_partition[(p.committed.topic, p.committed.partition)]) for p in partitions]
-        as_of, problem = self._as_of(request, group_id, partitions)
         # At most HISTORY_ROWS rows of history a view, whatever the group's size.
         history = group_history(self.view.sink, viewer, group_id, now)
         return self._page(
@@ -416,6 +419,10 @@ class Dashboard:
             reset_plan_file=RESET_PLAN_FILE,
             as_of_problem=problem,
         )
+
+    def _not_found(self, viewer: Viewer) -> Response:
+        empty = {"groups": [], "query": "", "page": 1, "pages": 1, "matching": 0, "total": 0}
+        return self._page("index.html", 404, viewer.sees_all, **empty)
 
     def _as_of(
         self, request: Request, group_id: str, partitions: Sequence[PartitionView]

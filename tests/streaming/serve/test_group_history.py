@@ -25,7 +25,7 @@ from streaming.serve.app import create_app
 from streaming.serve.dashboard import LEFT, RIGHT, WIDTH
 from streaming.serve.point_in_time import group_history, iso_utc
 from streaming.serve.tenant_views import Viewer
-from tests.connectors.sinks.record_frames import commit, frame
+from tests.connectors.sinks.record_frames import commit, frame, tombstone
 
 
 class Timeline(NamedTuple):
@@ -212,3 +212,28 @@ def test_over_a_mirrors_sink_the_page_gives_kafkas_own_reset(
         "kafka-consumer-groups.sh", "--bootstrap-server", "BROKERS", "--group", "g",
         "--reset-offsets", "--from-file", "offsets.csv", "--execute",
     ]  # fmt: skip
+
+
+def test_the_page_of_a_group_deleted_since_shows_it_as_of_a_time_before(tmp_path: Path) -> None:
+    """ "Put the group back" is asked most after its offsets are gone: the page finds the group by
+    its history, as the ``offsets?as_of=`` route does, and only as of a time it had commits."""
+    now = int(time.time() * 1000)
+    url = f"sqlite:///{tmp_path / 'offsets.db'}"
+    with open_sink(url, keep_history=True) as sink:
+        sink.reset("ACTIVE", "test")
+        records = frame(commit("gone", "orders", 0, 42, commit_timestamp_ms=now - HOUR))
+        sink.write_batch(0, records, BatchProgress(batch_id=0, input_rows=1))
+        gone = frame(tombstone("gone", "orders", 0))
+        sink.write_batch(1, gone, BatchProgress(batch_id=1, input_rows=1))
+    app = create_app(ServeSettings(sink_url=url, cluster_name="local", log_end_interval_s=3600))
+    with TestClient(app) as client:
+        assert client.get("/group/gone").status_code == 404
+        page = client.get("/group/gone", params={"as_of": str(now - HOUR + 1)})
+        assert page.status_code == 200
+        assert _cells(page.text, "as-of-offsets") == [
+            ["orders", "0", "42", _utc(now - HOUR), "exact"]
+        ]
+        assert "--group gone" in html.unescape(page.text)
+        before = client.get("/group/gone", params={"as_of": str(now - 2 * HOUR)})
+        assert before.status_code == 404
+        assert client.get("/group/nobody", params={"as_of": str(now)}).status_code == 404
