@@ -24,6 +24,11 @@ def _answer(request: Request, message: str, status_code: int = 200, **body: Any)
     return JSONResponse(payload, status_code=status_code)
 
 
+def _no_group(request: Request) -> JSONResponse:
+    """Burrow's answer for a group it does not know (or the viewer may not see)."""
+    return _answer(request, "cluster or consumer not found", 404)
+
+
 def _partition(offsets: list[dict[str, Any] | None], lag: int) -> dict[str, Any]:
     """A consumer's partition as Burrow lists it (no owner: the sink knows no assignment)."""
     return {"offsets": offsets, "owner": "", "client_id": "", "current-lag": lag}
@@ -64,7 +69,7 @@ class BurrowApi:
         group = request.path_params["group"]
         visible = viewer_in(request.scope).may_see_group(group)
         if missing is None and not (visible and self.view.sink.group_exists(group)):
-            missing = _answer(request, "cluster or consumer not found", 404)
+            missing = _no_group(request)
         return missing
 
     def clusters(self, request: Request) -> Response:
@@ -127,14 +132,14 @@ class BurrowApi:
         group = request.path_params["group"]
         viewer = viewer_in(request.scope)
         if not viewer.may_see_group(group):
-            return _answer(request, "cluster or consumer not found", 404)
+            return _no_group(request)
         try:
             at_ms = parse_as_of(request.query_params.get("as_of", ""))
         except ValueError as exc:
             return _answer(request, str(exc), 400)
         found = offsets_as_of(self.view.sink, viewer, group, at_ms)
         if not found and not self.view.sink.group_exists(group):
-            return _answer(request, "cluster or consumer not found", 404)
+            return _no_group(request)
         offsets = [
             {
                 "topic": a.topic,

@@ -199,8 +199,10 @@ def measure_failover(
 def _takeover(kill: int, standby: DriverProcess, killed_at: float) -> Takeover:
     """What the standby's log and the responses topic tell of one takeover."""
     acquired = log_line_time(standby.wait_for_log(ACQUIRED, 120))
+    # The new holder's first answer: one produced after it took the lease (the killed driver
+    # may still have committed a batch between ``killed_at`` and its SIGKILL).
     first_ack = _wait_for_answer(
-        standby, standby.config.bootstrap_servers, standby.config.responses_topic, killed_at
+        standby, standby.config.bootstrap_servers, standby.config.responses_topic, acquired
     )
     batches = [
         at
