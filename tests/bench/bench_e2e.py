@@ -62,6 +62,7 @@ from streaming.spark.job import OffsetsJob
 from streaming.spark.session import spark_session
 from streaming.spark.topics import ensure_topics
 from tests.bench.broker import bench_broker
+from tests.bench.cpu import CpuClock
 from tests.bench.floor import FloorQuery, summarize_batches
 from tests.bench.load import IngestTarget, check_encoding, in_child, paced_requests, produce_rounds
 from tests.bench.memory import MemorySampler
@@ -228,6 +229,8 @@ class Context:
     topic: str = "orders"
     next_offset: int = 1
     progress: list[dict[str, Any]] = field(default_factory=list)
+    #: The processes' CPU clock (throughput's CPU per offset); None: not measured.
+    cpu: CpuClock | None = None
 
     def start_job(self, config: JobConfig | None = None) -> tuple[OffsetsJob, float]:
         """Start a job on ``config`` (default: the run's); returns it and its start time."""
@@ -303,6 +306,7 @@ def phase_throughput(ctx: Context, work: Work) -> dict[str, Any]:
         f"throughput {work.name}: {n:,} offset commits ({rounds} rounds x {work.groups} groups "
         f"x {work.partitions} partitions)"
     )
+    cpu_before = ctx.cpu.read() if ctx.cpu else None
     start = time.monotonic()
     requests = in_child(
         produce_rounds,
@@ -318,6 +322,7 @@ def phase_throughput(ctx: Context, work: Work) -> dict[str, Any]:
     targets = ctx.ingest_ends()
     assert ctx.job is not None
     done = ctx.tap.wait_covered(ctx.job, targets, start, timeout_s=args.timeout)
+    job_cpu = ctx.cpu.since(cpu_before) if ctx.cpu and cpu_before else {}
     seconds = done - start
     batches = ctx.tap.batches(start, done)
     log(
@@ -330,9 +335,16 @@ def phase_throughput(ctx: Context, work: Work) -> dict[str, Any]:
 
     native_groups = _groups(f"native{work.name}-{ctx.topic.split('.')[0]}", work.groups)
     log(f"native {work.name}: committing {n:,} offsets through Kafka's coordinator")
+    cpu_before = ctx.cpu.read() if ctx.cpu else None
     native = commit_through_kafka(
         ctx.bootstrap, ctx.topic, native_groups, work.partitions, rounds, ctx.next_offset
     )
+    native_cpu = ctx.cpu.since(cpu_before) if ctx.cpu and cpu_before else {}
+    cpu_us = {
+        "job": {part: 1e6 * s / n for part, s in job_cpu.items()},
+        "kafka": {"broker": 1e6 * native_cpu["broker"] / n} if "broker" in native_cpu else {},
+    }
+    log(f"CPU per offset (µs): job {cpu_us['job']}, Kafka's coordinator {cpu_us['kafka']}")
     log(
         f"native {work.name}: {n:,} offsets in {native.seconds:.1f} s "
         f"({native.offsets_per_s:,.0f}/s), request p99 {native.request_p99_s:.3f} s, "
@@ -356,6 +368,7 @@ def phase_throughput(ctx: Context, work: Work) -> dict[str, Any]:
         else 0,
         "native": native.as_dict(),
         "ratio_vs_native": ours / native.offsets_per_s,
+        "cpu_us_per_offset": cpu_us,
         "window": [start, done],
     }
 
@@ -1004,6 +1017,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sampler = MemorySampler(jvm_pid)
         sampler.start()
         ctx = Context(args, bootstrap, config, spark, folder, profile_dir, topic=f"{prefix}.orders")
+        ctx.cpu = CpuClock(jvm_pid)
 
         log(f"starting the job on {bootstrap} (topics {prefix}.*)")
         job, started_at = ctx.start_job()

@@ -92,6 +92,20 @@ def report(results: dict[str, Any]) -> str:
                 _verdict(tp["ratio_vs_native"] >= target),
             )
         )
+        cpu = tp.get("cpu_us_per_offset", {})
+        if cpu.get("job") and cpu.get("kafka"):
+            job_cpu, kafka_cpu = cpu["job"], cpu["kafka"]["broker"]
+            rows.append(
+                (
+                    f"work {name}, CPU per offset, job (JVM + Python workers + driver + broker) "
+                    "; Kafka's coordinator (broker) (µs)",
+                    f"{sum(job_cpu.values()):.1f} ("
+                    + " + ".join(f"{v:.1f}" for v in job_cpu.values())
+                    + f"); {kafka_cpu:.1f} ({sum(job_cpu.values()) / kafka_cpu:.1f}x)",
+                    "",
+                    "",
+                )
+            )
         rows.append(
             (
                 f"work {name}, batches (median rows, writer s)",
