@@ -282,8 +282,7 @@ def hold_lease(
     fenced by it and its status STARTING from then on. A standby warms up, creates first (its
     sink open, WARMING meanwhile) and warms that (``warm_created``), then waits; else the
     lease is taken before the JVM starts, so a second active is refused (LeaseHeld) in a
-    second. None when a signal ended a
-    standby's wait (what it created is closed)."""
+    second. None when a signal ended a standby's wait (what it created is closed)."""
     from streaming.spark.session import spark_session
 
     # A signal before anything is created ends the process at once: the lease, or the standby's

@@ -371,12 +371,7 @@ class OffsetsJob:
         if missing:  # no job of the deployment ran yet: nothing to read
             log.info("the standby's warm-up reads no ingest topic: %s not created yet", missing)
             return []
-        location = config.checkpoint_location
-        layout = (
-            checkpoint_layout(self.spark, location)
-            if QueryLifecycle(self.spark, location).checkpoint_exists()
-            else None
-        )
+        layout = checkpoint_layout(self.spark, config.checkpoint_location)  # None: no checkpoint
         plan = plan_start(
             config,
             CheckpointFacts(exists=layout is not None, layout=layout),

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.bench.memory import command_line, descendants
+from tests.bench.memory import command_line, python_workers
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -43,9 +43,7 @@ class CpuClock:
     broker: int | None = field(default_factory=broker_pid)
 
     def read(self) -> dict[str, dict[int, float]]:
-        jvm_command = command_line(self.jvm_pid)
-        # A child the JVM is spawning shows its command line until its exec: not a worker.
-        workers = [p for p in descendants(self.jvm_pid) if command_line(p) != jvm_command]
+        workers = python_workers(self.jvm_pid, command_line(self.jvm_pid))
         return {
             "jvm": {self.jvm_pid: cpu_s(self.jvm_pid)},
             "python_workers": {p: cpu_s(p) for p in workers},

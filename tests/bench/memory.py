@@ -50,6 +50,13 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def python_workers(jvm_pid: int, jvm_command: bytes) -> list[int]:
+    """The JVM's Python workers (its descendants). A child the JVM is spawning (a new worker
+    before its exec) still shows the JVM's command line ``jvm_command`` and, sharing its pages,
+    the JVM's resident memory and CPU: not a worker yet."""
+    return [p for p in descendants(jvm_pid) if command_line(p) != jvm_command]
+
+
 class MemorySampler(threading.Thread):
     """Peak resident memory (VmHWM, /proc) of the JVM, its Python workers and this process, and
     the largest Python worker's resident memory (VmRSS, sampled) in each ``phase``."""
@@ -72,11 +79,7 @@ class MemorySampler(threading.Thread):
         self.peaks["bench_python"] = max(self.peaks["bench_python"], status_kb(os.getpid())[0])
         rss_sum = 0
         phase = self.phase
-        for pid in descendants(self.jvm_pid):
-            # A child the JVM is spawning (a new Python worker before its exec) still shows the
-            # JVM's command line and, sharing its pages, the JVM's resident memory: not a worker.
-            if command_line(pid) == self._jvm_command:
-                continue
+        for pid in python_workers(self.jvm_pid, self._jvm_command):
             hwm, rss = status_kb(pid)
             self.peaks["python_worker_max"] = max(self.peaks["python_worker_max"], hwm)
             self.worker_rss_by_phase[phase] = max(self.worker_rss_by_phase.get(phase, 0), rss)
