@@ -33,9 +33,14 @@ def numpy_column(
     return values if dtype is None else values.astype(dtype, copy=False)
 
 
+#: Types whose values numpy's object conversion gives as Python's own (``str``, ``bytes``).
+_VIA_NUMPY = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+
+
 def python_list(column: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """``column.to_pylist()``, much faster for integer and string columns (no pyarrow scalar per
-    value; integers with nulls never pass through float64)."""
+    """``column.to_pylist()``, much faster for integer, string and binary columns (no pyarrow
+    scalar per value; integers with nulls never pass through float64): 200k binary values
+    0.25 s → 0.02 s."""
     n = len(column)
     if column.null_count == n:
         return [None] * n
@@ -45,7 +50,7 @@ def python_list(column: pa.Array | pa.ChunkedArray) -> list[Any]:
         values = pc.fill_null(column, 0).to_numpy().astype(object)
         values[pc.is_null(column).to_numpy(zero_copy_only=False)] = None
         return values.tolist()
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+    if column.type in _VIA_NUMPY:
         return column.to_numpy(zero_copy_only=False).tolist()  # None stays None
     return column.to_pylist()
 

@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame
 from connectors.kafka.producer import DeliveryError, DurableProducer, ProducerFenced
 from connectors.sinks import BatchProgress, Sink
 from connectors.sinks.retry import with_sink_retries
+from state.engine.columns import python_list
 from state.formats.frames import RECORD_FRAME_SCHEMA
 from streaming.spark.output import OUTPUT_TABLE_SCHEMA, decode_each_output
 
@@ -138,9 +139,9 @@ class BatchWriter:
         and wait until Kafka acknowledged all of them."""
         self.producer.send(
             topic,
-            messages["key"].to_pylist(),
-            messages["value"].to_pylist(),
-            None if partitions is None else messages[partitions].to_pylist(),
+            python_list(messages["key"]),
+            python_list(messages["value"]),
+            None if partitions is None else python_list(messages[partitions]),
         )
         self.producer.flush(self.settings.delivery_timeout_s)
 
@@ -289,13 +290,13 @@ class BatchWriter:
             name: int(pc.sum(stats[name]).as_py() or 0)
             for name in ("input_rows", "commits_applied", "rejected", "tombstones", "state_keys")
         }
-        groups = commits["group_id"].to_pylist()
+        groups = python_list(commits["group_id"])
         progress = BatchProgress(
             batch_id=batch_id,
             ingest_offsets=dict(self.ingest_offsets),
             tenant_offsets={t: dict(by_p) for t, by_p in self.tenant_offsets.items()},
             # A group lives on one shard: one row each.
-            group_commits=dict(zip(groups, commits["commits_applied"].to_pylist(), strict=True)),
+            group_commits=dict(zip(groups, python_list(commits["commits_applied"]), strict=True)),
             **counters,
             duration_ms=int((time.monotonic() - started) * 1000),
             timestamp_ms=int(time.time() * 1000),
@@ -319,9 +320,9 @@ class BatchWriter:
                 topic = self.settings.tenant_responses_topics[index]
                 theirs = pc.equal(tenant, index)
             answers = responses.filter(theirs)
-            self.producer.send(topic, answers["key"].to_pylist(), answers["value"].to_pylist())
+            self.producer.send(topic, python_list(answers["key"]), python_list(answers["value"]))
         if dead_letters.num_rows:
-            keys, values = dead_letters["key"].to_pylist(), dead_letters["value"].to_pylist()
+            keys, values = python_list(dead_letters["key"]), python_list(dead_letters["value"])
             self.producer.send(self.settings.dead_letter_topic, keys, values)
         # Acknowledged and committed by the caller's commit.
         return progress, records.num_rows

@@ -106,17 +106,22 @@ def test_numpy_column_empty() -> None:
         ([None, None], pa.int64()),
         (["a", None, "ü", ""], pa.string()),
         (["a", None], pa.large_string()),
-        ([b"x", None], pa.binary()),
+        ([b"x", None, b""], pa.binary()),
+        ([b"\x00\xff", None], pa.large_binary()),
         ([True, None, False], pa.bool_()),
         ([], pa.int64()),
         ([], pa.string()),
+        ([], pa.binary()),
     ],
 )
 def test_python_list_equals_to_pylist(values: list[object], type_: pa.DataType) -> None:
     array = pa.array(values, type_)
-    assert python_list(array) == array.to_pylist()
     both = pa.chunked_array([array, array], type_)
-    assert python_list(both) == both.to_pylist()
+    for column in (array, both):
+        found = python_list(column)
+        assert found == column.to_pylist()
+        # Python's own types (a memoryview would compare equal to bytes, and fail a producer).
+        assert [type(v) for v in found] == [type(v) for v in column.to_pylist()]
 
 
 def test_python_list_keeps_int64_exact() -> None:
