@@ -89,17 +89,11 @@ def open_sink(
         "read_only": target.read_only,
         "clock": clock,
     }
-    sink: Sink
     # Imported on use: a SQLite user needs no PostgreSQL driver loaded.
     if target.backend == "sqlite":
         from connectors.sinks.sqlite import SqliteSink
 
-        sink = SqliteSink(target.address, **common, **options)
-    else:
-        from connectors.sinks.postgres import PostgresSink
+        return SqliteSink(target.address, **common, **options)
+    from connectors.sinks.postgres import PostgresSink
 
-        sink = PostgresSink(target.address, schema=target.schema, **common, **options)
-    if clock is now_ms:
-        keywords = {"table_prefix": table_prefix, "keep_history": keep_history}
-        sink.opened_with = (url, {**keywords, "read_only": read_only, **options})
-    return sink
+    return PostgresSink(target.address, schema=target.schema, **common, **options)

@@ -8,8 +8,6 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from multiprocessing.context import BaseContext
-from types import SimpleNamespace
 from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 from connectors.closing import CloseOnExit
@@ -45,24 +43,6 @@ def lost_message(url: str, fence: Fence, found: Lease | None) -> str:
     """Why ``fence`` no longer holds: the lease row's holder and epoch now."""
     now = f"epoch {found.epoch}, holder {found.holder or '(none)'}" if found else "no lease row"
     return f"{url}: lease {fence.name} epoch {fence.epoch} lost (now {now}): stop writing"
-
-
-class WriteSignals:
-    """What a fenced sink's writes tell its lease keeper: ``writing.value`` is 1 while one,
-    past its fencing check, holds the write lock; ``renewals.value`` counts those that renewed
-    the lease as they committed. Plain cells, or shared memory (:meth:`shared`) when a sink in
-    a child process writes for this one (``connectors.sinks.process``)."""
-
-    def __init__(self, writing: Any = None, renewals: Any = None) -> None:
-        self.writing = writing if writing is not None else SimpleNamespace(value=0)
-        self.renewals = renewals if renewals is not None else SimpleNamespace(value=0)
-
-    def shared(self, context: BaseContext) -> WriteSignals:
-        """These signals in shared memory of ``context``'s processes, values kept."""
-        return WriteSignals(
-            context.Value("b", self.writing.value, lock=False),
-            context.Value("q", self.renewals.value, lock=False),
-        )
 
 
 class SinkCore(ABC, CloseOnExit):
@@ -106,28 +86,11 @@ class SinkCore(ABC, CloseOnExit):
         self._conn: Any = None
         #: Set while this sink holds a deployment lease (``connectors.sinks.lease``).
         self._fence: Fence | None = None
-        #: What this sink's fenced writes (or a child's for it) tell the lease keeper.
-        self.write_signals = WriteSignals()
-        #: ``open_sink``'s URL and keywords, which open this sink again in another process;
-        #: None when it was not opened by ``open_sink`` with its default clock.
-        self.opened_with: tuple[str, dict[str, Any]] | None = None
-
-    @property
-    def lease_writing(self) -> bool:
-        """Whether a fenced write, past its fencing check, is in progress where writes hold
-        renewals off: it holds the write lock, so no takeover can commit meanwhile."""
-        return bool(self.write_signals.writing.value)
-
-    @property
-    def lease_renewals_by_write(self) -> int:
-        """How many fenced writes renewed the lease as they committed."""
-        return int(self.write_signals.renewals.value)
-
-    def share_write_signals(self, context: BaseContext) -> WriteSignals:
-        """Move this sink's :class:`WriteSignals` to ``context``'s shared memory, for a sink in
-        a child process that writes for it; returns them."""
-        self.write_signals = self.write_signals.shared(context)
-        return self.write_signals
+        #: Whether a fenced write, past its fencing check, is in progress where writes hold
+        #: renewals off: it holds the write lock, so no takeover can commit meanwhile.
+        self.lease_writing = False
+        #: How many fenced writes renewed the lease as they committed.
+        self.lease_renewals_by_write = 0
 
     @property
     def fence(self) -> Fence | None:
@@ -247,13 +210,12 @@ class SinkCore(ABC, CloseOnExit):
         :attr:`lease_writing` says meanwhile that the holder is at work."""
         renews = self.writes_hold_off_renewals
         renewed = False
-        signals = self.write_signals
 
         def fenced(tx: Statements) -> bool:
             nonlocal renewed
             fence = self._check_fence(tx)
             if renews and fence is not None:
-                signals.writing.value = 1
+                self.lease_writing = True
             if not body(tx):
                 return False
             if renews and fence is not None and fence.ttl_ms is not None:
@@ -266,9 +228,9 @@ class SinkCore(ABC, CloseOnExit):
                 lambda conn: self._transaction(conn, fenced), action, retry=retry, error=error
             )
         finally:
-            signals.writing.value = 0
+            self.lease_writing = False
         if renewed:
-            signals.renewals.value += 1
+            self.lease_renewals_by_write += 1
 
     def _renew_in(self, tx: Statements, fence: Fence) -> None:
         """Renew ``fence``'s lease to its TTL from now inside ``tx``; LeaseLost, naming the

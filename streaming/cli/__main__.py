@@ -2,6 +2,4 @@
 
 from streaming.cli.main import console_main
 
-# Guarded: a child process spawned by the job (the sink's writer) imports this module again.
-if __name__ == "__main__":
-    console_main()
+console_main()

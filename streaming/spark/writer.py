@@ -7,12 +7,9 @@ replicated and readable (every reader of what the job writes reads read_committe
 0. rebuilt shards' states → sink, one shard at a time (when the driver writes them), before;
 1. begin the batch's transaction;
 2. records → offsets topic, at their group's partition; wait for every acknowledgement;
-3. beside 2, records + progress → sink, one transaction skipped if the batch id was written
-   (fenced by the lease's epoch): a large batch's in the sink's child process
-   (``connectors.sinks.process``), a small one's after 2; a sink outage is retried for
-   ``sink_write_timeout_s``, then fails the query;
-4. once 2 and 3 are done, responses → the requester's responses topic, undecodable input → the
-   dead-letter topic;
+3. records + progress → sink, one transaction skipped if the batch id was written (fenced by the
+   lease's epoch); a sink outage is retried for ``sink_write_timeout_s``, then fails the query;
+4. responses → the requester's responses topic, undecodable input → the dead-letter topic;
 5. commit: records, answers and dead letters become readable together.
 A failed step aborts the transaction (none of its messages is ever read) and fails the query; the
 restart replays the batch. Kafka not taking the batch (unreachable, no in-sync replicas) is the
@@ -28,7 +25,6 @@ open transaction, and its next send or commit raises ``ProducerFenced``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -41,7 +37,6 @@ from pyspark.sql import DataFrame
 
 from connectors.kafka.producer import DeliveryError, DurableProducer, ProducerFenced
 from connectors.sinks import BatchProgress, Sink
-from connectors.sinks.process import SinkProcess
 from connectors.sinks.retry import with_sink_retries
 from state.engine.columns import python_list
 from state.formats.frames import RECORD_FRAME_SCHEMA
@@ -56,10 +51,6 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000
 #: A batch Kafka did not take is tried again after 1 s, then after twice as long each time, up
 #: to this.
 KAFKA_RETRY_MAX_BACKOFF_S = 30.0
-#: A batch of this many sink records or more is written by the sink's child process, beside the
-#: records' send (200k records: the send's 0.3-0.4 s off a 2.0-2.5 s step); a smaller one gains
-#: less than the hand-over costs.
-SINK_PROCESS_MIN_RECORDS = 20_000
 #: In a failed Spark job's error: a task's Kafka consumer failed (Kafka unreachable while the
 #: batch reads its requests; Spark's local mode does not retry a task).
 KAFKA_CLIENT_ERROR = "org.apache.kafka.common.errors."
@@ -127,7 +118,6 @@ class BatchWriter:
     stopping: threading.Event = field(default_factory=threading.Event)
 
     _producer: DurableProducer | None = None
-    _sink_process: SinkProcess | None = None
 
     @property
     def producer(self) -> DurableProducer:
@@ -156,13 +146,10 @@ class BatchWriter:
         self.producer.flush(self.settings.delivery_timeout_s)
 
     def close(self) -> None:
-        """Let queued messages go out and release the producer; end the sink's child."""
+        """Let queued messages go out and release the producer."""
         if self._producer is not None:
             self._producer.close()
             self._producer = None
-        if self._sink_process is not None:
-            self._sink_process.close()
-            self._sink_process = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -290,8 +277,11 @@ class BatchWriter:
         dead_letters = local.filter(pc.equal(kinds, "dead_letter"))
         commits = local.filter(pc.equal(kinds, "group_commits"))
 
-        # In apply order within a partition of the offsets topic (a record's ``shard``).
-        records = records.sort_by([("shard", "ascending"), ("seq", "ascending")])
+        if records.num_rows:
+            # In apply order within a partition of the offsets topic (a record's ``shard``).
+            records = records.sort_by([("shard", "ascending"), ("seq", "ascending")])
+            self.send(self.settings.offsets_topic, records, partitions="shard")
+
         sink_records = _sink_records(pa.concat_tables([loaded, records]))
         self.cover(self.planned_ends(batch_id))
         # A called shard holds its state: a shard without state loads it on its first call.
@@ -312,18 +302,12 @@ class BatchWriter:
             timestamp_ms=int(time.time() * 1000),
         )
 
-        # The sink's write (in the child for a large batch) beside the records' send: both
-        # done before any answer.
-        child = self._start_sink_write(batch_id, sink_records, progress)
-        try:
-            if records.num_rows:
-                self.send(self.settings.offsets_topic, records, partitions="shard")
-        except BaseException:
-            if child is not None:  # ended before the next attempt's, whatever it did
-                with contextlib.suppress(Exception):
-                    child.result()
-            raise
-        self._wait_sink_write(batch_id, sink_records, progress, child)
+        def write_sink() -> None:
+            self.sink.write_batch(batch_id, sink_records, progress)
+            if not self.loading_shards:
+                self.sink.set_status("ACTIVE")
+
+        self._with_sink_retries(batch_id, write_sink)
 
         # Answers after the sink, readable with the records at the commit: a commit is
         # acknowledged only once its record is durable and readable.
@@ -342,40 +326,6 @@ class BatchWriter:
             self.producer.send(self.settings.dead_letter_topic, keys, values)
         # Acknowledged and committed by the caller's commit.
         return progress, records.num_rows
-
-    def _start_sink_write(
-        self, batch_id: int, records: pa.Table, progress: BatchProgress
-    ) -> SinkProcess | None:
-        """The child writing the batch to the sink when it has :data:`SINK_PROCESS_MIN_RECORDS`
-        or more (and the sink can be reopened there); else None: written when waited for."""
-        if records.num_rows < SINK_PROCESS_MIN_RECORDS or self.sink.opened_with is None:
-            return None
-        if self._sink_process is None:
-            self._sink_process = SinkProcess(self.sink)
-        self._sink_process.submit(batch_id, records, progress, not self.loading_shards)
-        return self._sink_process
-
-    def _wait_sink_write(
-        self, batch_id: int, records: pa.Table, progress: BatchProgress, child: SinkProcess | None
-    ) -> None:
-        """Step 3: the write started in ``child`` (or here, without) done, tried again while the
-        sink fails (:meth:`_with_sink_retries`)."""
-        activate = not self.loading_shards
-        started = child is not None
-
-        def write() -> None:
-            nonlocal started
-            if child is None:
-                self.sink.write_batch(batch_id, records, progress)
-                if activate:
-                    self.sink.set_status("ACTIVE")
-                return
-            if not started:
-                child.submit(batch_id, records, progress, activate)
-            started = False
-            child.result()
-
-        self._with_sink_retries(batch_id, write)
 
     def cover(self, ends: Mapping[str, Mapping[int, int]]) -> None:
         """Advance the progress to a batch's planned ``ends``, never back. Spark's planned end,

@@ -62,7 +62,6 @@ from streaming.config import JobConfig
 from streaming.spark.job import OffsetsJob
 from streaming.spark.session import spark_session
 from streaming.spark.topics import ensure_topics
-from streaming.spark.writer import BatchWriter
 from tests.bench.broker import bench_broker
 from tests.bench.cpu import CpuClock
 from tests.bench.floor import FloorQuery, summarize_batches
@@ -110,7 +109,7 @@ class BatchEvent:
 
 @dataclass
 class Tap:
-    """Wraps the job's sink writes and the writer's Kafka writes to time them."""
+    """Wraps the job's ``sink.write_batch`` and the writer's Kafka writes to time them."""
 
     events: list[BatchEvent] = field(default_factory=list)
     kafka_writes: list[tuple[float, str, float]] = field(default_factory=list)
@@ -120,6 +119,7 @@ class Tap:
     snapshot_writes: list[tuple[float, float]] = field(default_factory=list)
 
     def attach_sink(self, job: OffsetsJob) -> None:
+        original = job.sink.write_batch
         original_snapshot = job.sink.write_snapshot
 
         def write_snapshot(batch_id: int, records: Any) -> Any:
@@ -129,28 +129,31 @@ class Tap:
             return done
 
         job.sink.write_snapshot = write_snapshot  # type: ignore[method-assign]
-        _time_sink_writes(self)
 
-    def sink_written(self, progress: BatchProgress, sink_s: float) -> None:
-        """A batch's sink write ended after ``sink_s`` (its wall time, beside the send or not)."""
-        self.events.append(
-            BatchEvent(
-                at=time.monotonic(),
-                batch_id=progress.batch_id,
-                input_rows=progress.input_rows,
-                state_keys=progress.state_keys,
-                writer_ms=progress.duration_ms,
-                sink_ms=sink_s * 1000,
-                ingest_offsets=dict(progress.ingest_offsets),
+        def write_batch(batch_id: int, records: Any, progress: BatchProgress) -> bool:
+            started = time.perf_counter()
+            done = original(batch_id, records, progress)
+            self.events.append(
+                BatchEvent(
+                    at=time.monotonic(),
+                    batch_id=batch_id,
+                    input_rows=progress.input_rows,
+                    state_keys=progress.state_keys,
+                    writer_ms=progress.duration_ms,
+                    sink_ms=(time.perf_counter() - started) * 1000,
+                    ingest_offsets=dict(progress.ingest_offsets),
+                )
             )
-        )
-        if progress.input_rows:
-            writes = [f"{t.rsplit('.', 1)[-1]} {s:.2f}" for at, t, s in self.kafka_writes[-3:]]
-            log(
-                f"  batch {progress.batch_id}: {progress.input_rows:,} rows, "
-                f"{progress.state_keys:,} keys, writer {progress.duration_ms / 1000:.2f} s "
-                f"+ sink {sink_s:.2f} s; last kafka writes {writes}"
-            )
+            if progress.input_rows:
+                writes = [f"{t.rsplit('.', 1)[-1]} {s:.2f}" for at, t, s in self.kafka_writes[-3:]]
+                log(
+                    f"  batch {batch_id}: {progress.input_rows:,} rows, "
+                    f"{progress.state_keys:,} keys, writer {progress.duration_ms / 1000:.2f} s "
+                    f"+ sink {self.events[-1].sink_ms / 1000:.2f} s; last kafka writes {writes}"
+                )
+            return done
+
+        job.sink.write_batch = write_batch  # type: ignore[method-assign]
 
     def attach_writer(self, job: OffsetsJob) -> None:
         writer = job.writer
@@ -196,39 +199,6 @@ class Tap:
 
     def batches(self, start: float, end: float) -> list[BatchEvent]:
         return [e for e in self.events if start <= e.at <= end and e.input_rows > 0]
-
-
-_TAPPED: list[Tap] = []
-
-
-def _time_sink_writes(tap: Tap) -> None:
-    """Every BatchWriter's sink writes reported to ``tap`` (wrapped on the class, once: from a
-    job's first batch, whether the sink's child writes it or the driver)."""
-    if _TAPPED:
-        _TAPPED[0] = tap
-        return
-    _TAPPED.append(tap)
-    start, wait = BatchWriter._start_sink_write, BatchWriter._wait_sink_write
-    started: dict[int, float] = {}
-
-    def start_sink_write(
-        writer: BatchWriter, batch_id: int, records: Any, progress: BatchProgress
-    ) -> Any:
-        started[batch_id] = time.perf_counter()
-        return start(writer, batch_id, records, progress)
-
-    def wait_sink_write(
-        writer: BatchWriter, batch_id: int, records: Any, progress: BatchProgress, child: Any
-    ) -> None:
-        waited = time.perf_counter()
-        wait(writer, batch_id, records, progress, child)
-        began = started.pop(batch_id, waited)
-        if child is None:  # written here, after the send
-            began = waited
-        _TAPPED[0].sink_written(progress, time.perf_counter() - began)
-
-    BatchWriter._start_sink_write = start_sink_write  # type: ignore[method-assign]
-    BatchWriter._wait_sink_write = wait_sink_write  # type: ignore[method-assign]
 
 
 def read_sections(profile_dir: Path) -> list[dict[str, float]]:

@@ -25,7 +25,6 @@ from kafka import KafkaConsumer, TopicPartition
 
 from connectors.kafka.producer import DurableProducer, ProducerFenced
 from connectors.sinks import Sink, SinkError, open_sink
-from streaming.spark import writer as writer_module
 from streaming.spark.output import output_table
 from streaming.spark.writer import BatchWriter, WriterSettings, transactional_id
 from tests.fixtures.kafka import session_cluster
@@ -108,31 +107,19 @@ def written(settings: WriterSettings, isolation_level: str) -> dict[str, list[by
     return {k: read(settings.bootstrap_servers, t, isolation_level) for k, t in topics.items()}
 
 
-def after_the_send(sink: Sink, monkeypatch: pytest.MonkeyPatch, then: Callable[[], None]) -> None:
-    """``then()`` at the sink's write of a small batch: inside its transaction, its records
-    acknowledged (a small batch's sink write follows their send)."""
-    write_batch = sink.write_batch
-
-    def write(*args: Any) -> bool:
-        then()
-        return write_batch(*args)
-
-    monkeypatch.setattr(sink, "write_batch", write)
-
-
 def test_a_batch_is_readable_committed_only_once_it_commits(
-    settings: WriterSettings, sink: Sink, monkeypatch: pytest.MonkeyPatch
+    settings: WriterSettings, sink: Sink
 ) -> None:
     table = batch()
     during: dict[str, dict[str, list[bytes | None]]] = {}
 
-    def look() -> None:
+    def planned(_batch_id: int) -> dict[str, dict[int, int]]:
         # Inside the batch's transaction, its records acknowledged: in the log, not readable.
         during["uncommitted"] = written(settings, "read_uncommitted")
         during["committed"] = written(settings, "read_committed")
+        return {INGEST_TOPIC: {0: 10}}
 
-    after_the_send(sink, monkeypatch, look)
-    writer(settings, sink).write_table(table, 0, time.monotonic())
+    writer(settings, sink, planned).write_table(table, 0, time.monotonic())
 
     assert during["uncommitted"]["record"] == values_of(table, "record")
     assert during["committed"]["record"] == []
@@ -158,16 +145,8 @@ def test_answers_are_not_readable_committed_before_the_commit(
         producer.close()
 
 
-@pytest.fixture(params=["here", "in the sink's child"])
-def where(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Where a batch's sink write runs: in the driver, or (as a large batch's) in its child."""
-    if request.param != "here":
-        monkeypatch.setattr(writer_module, "SINK_PROCESS_MIN_RECORDS", 1)
-    return str(request.param)
-
-
 def test_a_batch_whose_sink_write_fails_is_aborted(
-    settings: WriterSettings, sink: Sink, tmp_path: Path, where: str
+    settings: WriterSettings, sink: Sink, tmp_path: Path
 ) -> None:
     table = batch()
     one = writer(settings, sink)
@@ -186,25 +165,20 @@ def test_a_batch_whose_sink_write_fails_is_aborted(
     assert len(read(settings.bootstrap_servers, settings.offsets_topic, "read_uncommitted")) == (
         2 * len(values_of(table, "record"))
     )
-    assert sink.status().last_batch_id == 0
-    child = one._sink_process
-    assert (child is not None and child.pid not in (None, os.getpid())) == (where != "here")
-    one.close()
 
 
 def test_a_fenced_writer_writes_nothing_readable_and_fails(
-    settings: WriterSettings, sink: Sink, monkeypatch: pytest.MonkeyPatch
+    settings: WriterSettings, sink: Sink
 ) -> None:
     table = batch()
     successor: list[BatchWriter] = []
 
-    def take_over() -> None:
+    def take_over(_batch_id: int) -> dict[str, dict[int, int]]:
         # Mid-batch, records sent: a standby takes over and initialises the same id.
-        if not successor:
-            successor.append(writer(settings, sink))
+        successor.append(writer(settings, sink))
+        return {INGEST_TOPIC: {0: 10}}
 
-    zombie = writer(settings, sink)
-    after_the_send(sink, monkeypatch, take_over)
+    zombie = writer(settings, sink, take_over)
     assert not zombie.fenced
     with pytest.raises(ProducerFenced, match="another job of this deployment took over"):
         zombie.write_table(table, 0, time.monotonic())
