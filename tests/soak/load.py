@@ -173,6 +173,8 @@ class LoadChild:
         self.conflicting_answers: list[str] = []
         self.sent_total = 0
         self.answered_total = 0
+        #: Requests delivered without a known log position (see ``_delivered``).
+        self.unplaced = 0
         self.timed_out_total = 0
         self.error_answers: list[str] = []
         self.delivery_failures: list[str] = []
@@ -266,7 +268,15 @@ class LoadChild:
                 return
             if pending is None:
                 return
-            pending.offset = message.offset()
+            offset = message.offset()
+            if offset is None:
+                # Written at a position librdkafka did not learn: a retry, after an outage, of
+                # a batch the broker already had (DUPLICATE_SEQUENCE_NUMBER). Placed before every
+                # known position of its key: a later request of the key wins in the model (if it
+                # was the key's last, sink = model fails, which shows rather than hides it).
+                self.unplaced += 1
+                offset = -1
+            pending.offset = offset
             if pending.ok is not None:  # answered before this report came
                 self._settle(request_id, pending)
 
@@ -556,6 +566,7 @@ class LoadChild:
             "conflicting_answers": self.conflicting_answers[:20],
             "unanswered": len(unanswered),
             "unanswered_sample": unanswered[:20],
+            "unplaced": self.unplaced,
             "error_answers": self.error_answers[:20],
             "error_answer_count": len(self.error_answers),
             "delivery_failures": self.delivery_failures[:20],

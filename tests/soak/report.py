@@ -169,6 +169,7 @@ def render(results: dict[str, Any]) -> str:
         "",
         f"End: {final['sent']:,} raw requests sent, {final['answered']:,} answered, "
         f"{final['timed_out']:,} timed out (nothing applied), {final['unanswered']} unanswered, "
+        f"{final.get('unplaced', 0)} delivered at a position the producer did not learn, "
         f"{final['error_answer_count']} error answers, "
         f"{final['delivery_failure_count']} not delivered; {final['client_calls']:,} commit-client "
         f"calls, {final['client_timeout_count']} timed out, "
