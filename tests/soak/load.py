@@ -270,10 +270,10 @@ class LoadChild:
                 return
             offset = message.offset()
             if offset is None:
-                # Written at a position librdkafka did not learn: a retry, after an outage, of
-                # a batch the broker already had (DUPLICATE_SEQUENCE_NUMBER). Placed before every
-                # known position of its key: a later request of the key wins in the model (if it
-                # was the key's last, sink = model fails, which shows rather than hides it).
+                # Written at a position librdkafka did not learn (its report for a retried batch
+                # the broker already had). Placed before every known position of its key: a
+                # later request of the key wins in the model (if it was the key's last, sink =
+                # model fails, which shows rather than hides it).
                 self.unplaced += 1
                 offset = -1
             pending.offset = offset
