@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import bcrypt
-import httpx
+import httpx2
 import pytest
 
 from connectors.kafka.local import free_port_block
@@ -130,8 +130,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]
         yield url, app
 
 
-def _client(user: str) -> httpx.Client:
-    return httpx.Client(timeout=30, auth=(user, PASSWORDS[user]))
+def _client(user: str) -> httpx2.Client:
+    return httpx2.Client(timeout=30, auth=(user, PASSWORDS[user]))
 
 
 def _paths(app: Any) -> list[tuple[str, dict[str, str]]]:
@@ -152,8 +152,8 @@ def _paths(app: Any) -> list[tuple[str, dict[str, str]]]:
     return found
 
 
-def _shown(response: httpx.Response) -> str:
-    """The body as a reader sees it (gzip undone by httpx), without Burrow's echo of the
+def _shown(response: httpx2.Response) -> str:
+    """The body as a reader sees it (gzip undone by httpx2), without Burrow's echo of the
     request's own path (which names what was asked, not what exists)."""
     if response.headers.get("content-type", "").startswith("application/json"):
         body = response.json()

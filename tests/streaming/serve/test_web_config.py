@@ -1,5 +1,5 @@
 """``serve --web-config-file``: TLS and users as Prometheus exporters take them, checked for real —
-uvicorn on a port with certificates made by openssl, httpx as the client, a real Prometheus
+uvicorn on a port with certificates made by openssl, httpx2 as the client, a real Prometheus
 scraping with ``basic_auth`` and ``tls_config``."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import bcrypt
-import httpx
+import httpx2
 import pytest
 
 from connectors.kafka.local import free_port_block
@@ -244,7 +244,7 @@ def test_the_cli_refuses_bad_tenants_in_one_line(tmp_path: Path) -> None:
 def test_tls_and_users(tmp_path: Path, certificates: Certificates) -> None:
     web = load_web_config(_write_config(tmp_path, certificates))
     with _serving(tmp_path, web) as url:
-        with httpx.Client(
+        with httpx2.Client(
             verify=ssl.create_default_context(cafile=certificates.ca), timeout=30
         ) as client:
             anonymous = client.get(f"{url}/metrics")
@@ -264,9 +264,9 @@ def test_tls_and_users(tmp_path: Path, certificates: Certificates) -> None:
             assert refused.status_code == 403
         # Plain HTTP on the TLS port gets no answer, and an unknown CA is refused.
         plain = url.replace("https://", "http://")
-        with pytest.raises(httpx.HTTPError), httpx.Client(timeout=10) as client:
+        with pytest.raises(httpx2.HTTPError), httpx2.Client(timeout=10) as client:
             client.get(f"{plain}/metrics", auth=("ops", PASSWORD)).raise_for_status()
-        with pytest.raises(httpx.ConnectError), httpx.Client(timeout=10) as client:
+        with pytest.raises(httpx2.ConnectError), httpx2.Client(timeout=10) as client:
             client.get(f"{url}/metrics", auth=("ops", PASSWORD))
 
 
@@ -274,13 +274,13 @@ def test_client_certificates_when_required(tmp_path: Path, certificates: Certifi
     web = load_web_config(_write_config(tmp_path, certificates, "RequireAndVerifyClientCert"))
     with _serving(tmp_path, web) as url:
         with (
-            pytest.raises(httpx.HTTPError),
-            httpx.Client(verify=ssl.create_default_context(cafile=certificates.ca)) as client,
+            pytest.raises(httpx2.HTTPError),
+            httpx2.Client(verify=ssl.create_default_context(cafile=certificates.ca)) as client,
         ):
             client.get(f"{url}/metrics", auth=("ops", PASSWORD)).raise_for_status()
         context = ssl.create_default_context(cafile=str(certificates.ca))
         context.load_cert_chain(str(certificates.client_cert), str(certificates.client_key))
-        with httpx.Client(verify=context, timeout=30) as client:
+        with httpx2.Client(verify=context, timeout=30) as client:
             assert client.get(f"{url}/metrics", auth=("ops", PASSWORD)).status_code == 200
 
 
@@ -391,14 +391,14 @@ def test_a_user_named_like_a_tenant_sees_only_its_groups(
     web = load_web_config(_write_config(tmp_path, certificates))
     context = ssl.create_default_context(cafile=certificates.ca)
     with _serving(tmp_path, web, _sink_of_two_teams(tmp_path), (ALICE,)) as url:
-        alice = httpx.Client(verify=context, timeout=30, auth=("alice", "alice-secret"))
-        ops = httpx.Client(verify=context, timeout=30, auth=("ops", PASSWORD))
+        alice = httpx2.Client(verify=context, timeout=30, auth=("alice", "alice-secret"))
+        ops = httpx2.Client(verify=context, timeout=30, auth=("ops", PASSWORD))
         with alice, ops:
-            assert httpx.get(f"{url}/metrics", verify=context).status_code == 401
-            wrong = httpx.get(f"{url}/metrics", verify=context, auth=("alice", "nope"))
+            assert httpx2.get(f"{url}/metrics", verify=context).status_code == 401
+            wrong = httpx2.get(f"{url}/metrics", verify=context, auth=("alice", "nope"))
             assert wrong.status_code == 401
 
-            def wait_for_groups(client: httpx.Client) -> str:
+            def wait_for_groups(client: httpx2.Client) -> str:
                 return wait_for(
                     lambda: client.get(f"{url}/metrics").text,
                     lambda text: 'consumergroup="alice.reader"' in text,
@@ -443,21 +443,21 @@ def test_a_user_named_like_a_tenant_sees_only_its_groups(
 # --- basic auth as exporter-toolkit does it; the file read again; the start line ---------------
 
 
-def _client(certificates: Certificates, **options: Any) -> httpx.Client:
+def _client(certificates: Certificates, **options: Any) -> httpx2.Client:
     context = ssl.create_default_context(cafile=certificates.ca)
-    return httpx.Client(verify=context, timeout=30, **options)
+    return httpx2.Client(verify=context, timeout=30, **options)
 
 
 #: 60 logins with wrong passwords at once, from another process (as an attacker would be: not
 #: sharing the server's interpreter); prints their statuses.
 _FLOOD = """
-import ssl, sys, httpx
+import ssl, sys, httpx2
 from concurrent.futures import ThreadPoolExecutor
 url, ca = sys.argv[1:]
 def wrong(attempt):
     user = "ops" if attempt % 2 else "nobody"  # a known and an unknown user alike
     verify = ssl.create_default_context(cafile=ca)
-    with httpx.Client(verify=verify, timeout=60, auth=(user, f"guess {attempt}")) as client:
+    with httpx2.Client(verify=verify, timeout=60, auth=(user, f"guess {attempt}")) as client:
         return client.get(url + "/metrics").status_code
 with ThreadPoolExecutor(60) as pool:
     print(sorted(set(pool.map(wrong, range(60)))))
