@@ -21,12 +21,23 @@ jars="$(ls .runtime/jars/spark/*.jar | paste -sd, -)"
 
 mkdir -p .runtime/submit
 rm -f .runtime/submit/consumer_offsets.zip
+# Each module goes in as its source and its bytecode (name.pyc beside name.py, unchecked hash):
+# a Python worker cannot cache what it compiles from a zip, so with sources alone every worker
+# compiled what it imports at its start. An executor on another Python (another magic number)
+# skips the bytecode and compiles the source.
 "$python" - <<'PY'
-import zipfile, pathlib
-with zipfile.ZipFile(".runtime/submit/consumer_offsets.zip", "w", zipfile.ZIP_DEFLATED) as z:
+import pathlib, py_compile, tempfile, zipfile
+mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(
+    ".runtime/submit/consumer_offsets.zip", "w", zipfile.ZIP_DEFLATED
+) as z:
     for package in ("state", "streaming", "connectors"):
-        for path in pathlib.Path(package).rglob("*.py"):
+        for path in sorted(pathlib.Path(package).rglob("*.py")):
             z.write(path)
+            pyc = py_compile.compile(
+                str(path), f"{tmp}/m.pyc", str(path), doraise=True, invalidation_mode=mode
+            )
+            z.write(pyc, str(path.with_suffix(".pyc")))
 PY
 
 # Driver and Python workers run the project's interpreter (it has pyarrow and pandas).

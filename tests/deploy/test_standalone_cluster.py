@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,6 +116,13 @@ def test_spark_submit_on_a_standalone_cluster(
         # Executors ran in the worker's JVMs, not in the driver.
         work = ROOT / ".runtime" / "standalone" / "work"
         assert any(work.glob("app-*/*/stderr")), "no executor ran on the standalone worker"
+        # The project went to them with its bytecode: each module's .pyc beside its .py, for
+        # this Python (a Python worker cannot cache what it compiles from a zip).
+        with zipfile.ZipFile(ROOT / ".runtime" / "submit" / "consumer_offsets.zip") as z:
+            sources = {name for name in z.namelist() if name.endswith(".py")}
+            assert "state/shard.py" in sources
+            for source in sources:
+                assert z.read(source[:-3] + ".pyc")[:4] == importlib.util.MAGIC_NUMBER, source
     finally:
         os.killpg(job.pid, signal.SIGTERM)
         try:
