@@ -23,6 +23,18 @@ def status_kb(pid: int) -> tuple[int, int]:
     return values.get("VmHWM", 0), values.get("VmRSS", 0)
 
 
+def pss_kb(pid: int) -> int:
+    """Proportional set size in kB of a live process (0 when it is gone): its private pages,
+    and each page it shares with N processes as 1/N, so a sum over processes that share memory
+    (PostgreSQL's backends and their shared buffers, forked Python workers) counts each page
+    once, where a sum of RSS counts it in every process that touched it."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:")), 0)
+
+
 def command_line(pid: int) -> bytes:
     """A live process's command line (b"" when it is gone)."""
     try:

@@ -86,7 +86,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "e.g. behind a restart, is answered REQUEST_TIMED_OUT and applies nothing)",
     )
     add("--warmup-fraction", type=float, default=0.2)
-    add("--settle-s", type=float, default=120.0, help="a restarted process's warm-up for RSS")
+    add("--settle-s", type=float, default=120.0, help="a restarted process's warm-up for PSS")
     add("--json", type=Path, help="write the results here (also after every window)")
     add("--markdown", type=Path, help="write the report's tables here")
     add("--runtime-dir", type=Path, help="default: .runtime/soak")
@@ -319,15 +319,15 @@ def main(argv: list[str] | None = None) -> int:
 def progress_line(window: dict[str, Any]) -> str:
     load = window["load"]
     ack = load["ack_s"]
-    rss = window["rss_mb"]
+    pss = window["pss_mb"]
     sink = window["sink"]
     return (
         f"[{window['t_s'] / 60:5.1f} min] sent {load['sent']}, answered {load['answered']} "
         f"({load['timed_out']} timed out), "
         f"ack p50/p99/max {ack['p50'] or 0:.2f}/{ack['p99'] or 0:.2f}/{ack['max'] or 0:.2f} s, "
         f"batches {window['batches']['count']}, keys {window['state_keys']}, "
-        f"JVM {rss.get('driver_jvm') or 0:.0f} MB, "
-        f"workers {rss.get('driver_workers') or 0:.0f} MB, "
+        f"JVM {pss.get('driver_jvm') or 0:.0f} MB, "
+        f"workers {pss.get('driver_workers') or 0:.0f} MB, "
         f"ckpt {window['checkpoint_mb']['job']:.1f} MB, sink {sink.get('mb') or 0:.1f} MB"
         f"{' ' + ', '.join(window['faults']) if window['faults'] else ''}"
     )

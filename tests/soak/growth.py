@@ -1,7 +1,7 @@
 """The resource-growth rule: does anything keep growing after warm-up beyond what the state's
 growth explains?
 
-For every resource series (RSS per process role, checkpoint sizes, the sink's size and rows per
+For every resource series (PSS per process role, checkpoint sizes, the sink's size and rows per
 table, MB written per window, the median micro-batch time), over the windows after warm-up (the
 first ``warmup_fraction`` of the run, 20% by default):
 
@@ -22,7 +22,7 @@ first ``warmup_fraction`` of the run, 20% by default):
    same way): history holds one row per commit of that period, so a faster or slower stretch
    of the run moves it without anything leaking; for the rest, none.
 4. The resource **grows** when growth > explained + max(absolute tolerance, relative tolerance x
-   level), the level being the median sample. Tolerances per unit: RSS 10% or 64 MB, disk 10% or
+   level), the level being the median sample. Tolerances per unit: PSS 10% or 64 MB, disk 10% or
    32 MB, rows 5% or 1,000, MB written per window 25% or 32 MB, batch time 25% or 0.25 s.
 
 Series that grow by design are exempt, with the reason printed: Kafka's own data (time-based
@@ -286,14 +286,14 @@ def table_role(name: str) -> tuple[str, str]:
 
 def default_series(windows: Sequence[dict[str, Any]], history_retention: bool) -> list[Series]:
     """Every series the soak checks, from what the windows hold."""
-    roles = sorted({role for w in windows for role in w.get("rss_mb", {})})
+    roles = sorted({role for w in windows for role in w.get("pss_mb", {})})
     keyed_roles = {"driver_jvm", "driver_workers", "serve"}
     out = [
         Series(
-            f"RSS {role}",
+            f"PSS {role}",
             "MB",
             "keys" if role in keyed_roles else "none",
-            _path("rss_mb", role),
+            _path("pss_mb", role),
             _settled(role),
         )
         for role in roles

@@ -3,7 +3,7 @@ JSON; ``python -m tests.soak.report results.json`` prints a saved run again.
 
 Per window: the faults in it, requests sent, ack p50/p99/max (raw requests: produced → answer
 read; commit client: the ``commit`` call), micro-batches and their p50/max time, keys in state,
-RSS in MB (the job's JVM / driver Python / Python workers summed; the mirror's the same; serve;
+PSS in MB (the job's JVM / driver Python / Python workers summed; the mirror's the same; serve;
 the load; the largest broker; PostgreSQL), the checkpoint's size and the MB the driver's
 processes wrote, the sink's size and rows (job's offsets / history; mirror's offsets /
 history), the history's rows per group-partition (max / mean / the bound for the run's age; the
@@ -54,18 +54,18 @@ def _per_group_partition(window: dict[str, Any], owner: str) -> str:
 def window_table(windows: Sequence[dict[str, Any]]) -> str:
     head = (
         "| win | end min | faults | sent/answered/timed out | ack p50/p99/max s "
-        "| client p50/p99/max s | batches | batch p50/max s | keys | RSS JVM/driver/workers "
-        "| RSS mirror JVM/py/workers "
-        "| RSS serve/load | RSS broker max/PG | ckpt MB | written MB | sink MB "
+        "| client p50/p99/max s | batches | batch p50/max s | keys | PSS JVM/driver/workers "
+        "| PSS mirror JVM/py/workers "
+        "| PSS serve/load | PSS broker max/PG | ckpt MB | written MB | sink MB "
         "| rows offsets/history | mirror rows offsets/history "
         "| history/group-partition max/mean/bound | mirror's | /metrics s |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for w in windows:
         load = w.get("load", {})
-        rss = w.get("rss_mb", {})
+        pss = w.get("pss_mb", {})
         batches = w.get("batches", {})
-        brokers = [v for k, v in rss.items() if k.startswith("broker")]
+        brokers = [v for k, v in pss.items() if k.startswith("broker")]
         sink = w.get("sink", {})
         serve = w.get("serve", {})
         lines.append(
@@ -82,10 +82,10 @@ def window_table(windows: Sequence[dict[str, Any]]) -> str:
                     _f(batches.get("count")),
                     f"{_f(batches.get('p50_s'), 2)}/{_f(batches.get('max_s'), 2)}",
                     _f(w.get("state_keys")),
-                    "/".join(_f(rss.get(f"driver_{p}"), 0) for p in ("jvm", "python", "workers")),
-                    "/".join(_f(rss.get(f"mirror_{p}"), 0) for p in ("jvm", "python", "workers")),
-                    f"{_f(rss.get('serve'), 0)}/{_f(rss.get('load'), 0)}",
-                    f"{_f(max(brokers) if brokers else None, 0)}/{_f(rss.get('postgres'), 0)}",
+                    "/".join(_f(pss.get(f"driver_{p}"), 0) for p in ("jvm", "python", "workers")),
+                    "/".join(_f(pss.get(f"mirror_{p}"), 0) for p in ("jvm", "python", "workers")),
+                    f"{_f(pss.get('serve'), 0)}/{_f(pss.get('load'), 0)}",
+                    f"{_f(max(brokers) if brokers else None, 0)}/{_f(pss.get('postgres'), 0)}",
                     _f(w.get("checkpoint_mb", {}).get("job")),
                     _f(w.get("written_mb", {}).get("driver")),
                     _f(sink.get("mb")) if "error" not in sink else "down",

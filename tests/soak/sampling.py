@@ -1,6 +1,7 @@
 """One sample per window: memory of every process, disk, the sink, micro-batches, ``serve``.
 
-- **RSS** (``VmRSS`` from /proc) by role: the driver's Python and its JVM, the Python workers
+- **PSS** (``Pss`` of /proc/<pid>/smaps_rollup: shared pages split among their sharers, so a sum
+  over processes counts each page once) by role: the driver's Python and its JVM, the Python workers
   (sum), the same three for the mirror, ``serve``, the load process, this harness, each broker
   and PostgreSQL (the postmaster and its backends, summed). A role whose top process started
   less than ``settle_s`` ago (a restart after a fault) is marked unsettled, and the driver's and
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from state.commit_history import rows_bound_at
-from tests.bench.memory import descendants, status_kb
+from tests.bench.memory import descendants, pss_kb
 from tests.soak.growth import table_role
 from tests.soak.services import MIRROR_PREFIX, Services
 
@@ -112,11 +113,11 @@ def _write_bytes(pid: int) -> int | None:
     return None
 
 
-def _rss_mb(pids: list[int]) -> float | None:
-    """Summed RSS of ``pids``; None when there are none (a JVM not started yet)."""
+def pss_mb(pids: list[int]) -> float | None:
+    """Summed PSS of ``pids``; None when there are none (a JVM not started yet)."""
     if not pids:
         return None
-    return sum(status_kb(pid)[1] for pid in pids) / 1024
+    return sum(pss_kb(pid) for pid in pids) / 1024
 
 
 def dir_bytes(path: Path) -> int:
@@ -167,9 +168,9 @@ class Sampler:
     def memory(
         self, last_batch_wall: dict[str, float | None] | None = None
     ) -> tuple[dict[str, float | None], dict[str, bool], dict[str, int]]:
-        """RSS in MB by role, whether each role has settled, and the workers' counts.
+        """PSS in MB by role, whether each role has settled, and the workers' counts.
         ``last_batch_wall``: when the driver's and the mirror's last batch ended (time.time())."""
-        rss: dict[str, float | None] = {}
+        pss: dict[str, float | None] = {}
         settled: dict[str, bool] = {}
         counts: dict[str, int] = {}
         for role, pid in self.services.processes().items():
@@ -182,19 +183,19 @@ class Sampler:
                 tree = spark_tree(pid)
                 for part, pids in tree.items():
                     name = f"{role}_{part}"
-                    rss[name] = _rss_mb(pids)
+                    pss[name] = pss_mb(pids)
                     settled[name] = is_settled
                 counts[f"{role}_workers"] = len(tree["workers"])
             else:
                 pids = [pid, *descendants(pid)]
-                rss[role] = _rss_mb(pids)
+                pss[role] = pss_mb(pids)
                 settled[role] = is_settled
         for role, pid in (("load", self.load_pid), ("harness", os.getpid())):
             if pid is not None:
-                rss[role] = _rss_mb([pid])
+                pss[role] = pss_mb([pid])
                 age = _age_s(pid)
                 settled[role] = age is not None and age >= self.settle_s
-        return rss, settled, counts
+        return pss, settled, counts
 
     def written_mb(self) -> dict[str, float]:
         """MB written to disk since the last sample by the driver's and the mirror's trees."""
@@ -331,7 +332,7 @@ class Sampler:
         batches = self.batches(since_wall)
         mirror = getattr(self.services.mirror_status(), "last_progress", None)
         mirror_ms = getattr(mirror, "timestamp_ms", None)
-        rss, settled, counts = self.memory(
+        pss, settled, counts = self.memory(
             {
                 "driver": batches["last_commit_wall"],
                 "mirror": None if mirror_ms is None else mirror_ms / 1000,
@@ -343,7 +344,7 @@ class Sampler:
         started = time.monotonic()
         sink = self.sink()
         return {
-            "rss_mb": rss,
+            "pss_mb": pss,
             "settled": settled,
             "process_counts": counts,
             "written_mb": self.written_mb(),

@@ -104,7 +104,7 @@ class Services:
     def start(self, echo: Any = print) -> None:
         self.runtime.mkdir(parents=True, exist_ok=True)
         # Every JVM runs with a fixed, pre-touched heap (-Xms = -Xmx), as long-running JVM
-        # services usually do: its RSS is then the heap plus native memory from the start, and
+        # services usually do: its PSS is then the heap plus native memory from the start, and
         # what the growth rule sees growing is native (RocksDB, metaspace, buffers, threads), not
         # the heap expanding towards -Xmx. The heap itself is bounded by -Xmx; a leak there ends
         # in an OutOfMemoryError, an exit the harness reports.

@@ -16,7 +16,7 @@ def windows(
         {
             "t_s": 60.0 * (i + 1),
             "state_keys": (keys or [10_000.0] * len(values))[i],
-            "rss_mb": {"driver_jvm": v},
+            "pss_mb": {"driver_jvm": v},
             "settled": {"driver_jvm": (settled or [True] * len(values))[i]},
         }
         for i, v in enumerate(values)
@@ -25,10 +25,10 @@ def windows(
 
 def jvm_verdict(ws: list[dict[str, Any]], explained_by: str = "keys") -> str:
     series = Series(
-        "RSS driver_jvm",
+        "PSS driver_jvm",
         "MB",
         explained_by,
-        lambda w: w["rss_mb"]["driver_jvm"],
+        lambda w: w["pss_mb"]["driver_jvm"],
         lambda w: w["settled"]["driver_jvm"],
     )
     (verdict,) = check(ws, [series], warmup_s=120.0)
@@ -46,7 +46,7 @@ def test_memory_that_keeps_growing_is_caught() -> None:
 
 def test_a_series_trend_is_carried_over_30_days() -> None:
     # +1 MB a minute (one window), after the warm-up: 43,200 MB in 30 days.
-    series = Series("RSS driver_jvm", "MB", "none", lambda w: w["rss_mb"]["driver_jvm"])
+    series = Series("PSS driver_jvm", "MB", "none", lambda w: w["pss_mb"]["driver_jvm"])
     (verdict,) = check(windows([1000.0 + i for i in range(10)]), [series], warmup_s=120.0)
     assert verdict.per_30_days == 30 * 24 * 60
 
