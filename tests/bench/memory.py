@@ -23,16 +23,23 @@ def status_kb(pid: int) -> tuple[int, int]:
     return values.get("VmHWM", 0), values.get("VmRSS", 0)
 
 
-def pss_kb(pid: int) -> int:
-    """Proportional set size in kB of a live process (0 when it is gone): its private pages,
-    and each page it shares with N processes as 1/N, so a sum over processes that share memory
-    (PostgreSQL's backends and their shared buffers, forked Python workers) counts each page
-    once, where a sum of RSS counts it in every process that touched it."""
+def pss_kb(pid: int) -> tuple[int, int]:
+    """(PSS outside shared memory, PSS of shared memory) in kB of a live process; (0, 0) when
+    it is gone. PSS counts a page that N processes share as 1/N in each, so a sum over
+    processes (PostgreSQL's backends, forked Python workers) counts it once, where a sum of RSS
+    counts it in every process that touched it. Shared memory (``Pss_Shmem``: PostgreSQL's
+    shared buffers) is apart: it fills up to its configured size as the data it caches grows."""
     try:
         text = Path(f"/proc/{pid}/smaps_rollup").read_text()
     except OSError:
-        return 0
-    return next((int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:")), 0)
+        return 0, 0
+    values = {
+        line.split(":")[0]: int(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith(("Pss:", "Pss_Shmem:"))
+    }
+    shmem = values.get("Pss_Shmem", 0)
+    return values.get("Pss", 0) - shmem, shmem
 
 
 def command_line(pid: int) -> bytes:

@@ -1,9 +1,9 @@
 """The resource-growth rule: does anything keep growing after warm-up beyond what the state's
 growth explains?
 
-For every resource series (PSS per process role, checkpoint sizes, the sink's size and rows per
-table, MB written per window, the median micro-batch time), over the windows after warm-up (the
-first ``warmup_fraction`` of the run, 20% by default):
+For every resource series (PSS per process role outside shared memory, checkpoint sizes, the sink's
+size and rows per table, MB written per window, the median micro-batch time), over the windows after
+warm-up (the first ``warmup_fraction`` of the run, 20% by default):
 
 1. Samples of a process that started less than ``settle_s`` ago are left out (a restarted JVM
    climbing back to its plateau is not a leak), as are windows where the value could not be read
@@ -25,12 +25,13 @@ first ``warmup_fraction`` of the run, 20% by default):
    level), the level being the median sample. Tolerances per unit: PSS 10% or 64 MB, disk 10% or
    32 MB, rows 5% or 1,000, MB written per window 25% or 32 MB, batch time 25% or 0.25 s.
 
-Series that grow by design are exempt, with the reason printed: Kafka's own data (time-based
-topic retention, 7 days) and, with history at the job's defaults (kept 7 days, thinned as it
-ages), the history tables and the sink's size: they grow for days, towards a bound per
-group-partition. That bound is checked instead (``bound``): in every window, the job's and the
-mirror's max history rows per group-partition must not exceed the window's bound for the run's
-age (``tests.soak.sampling.history_bound``); above it, the verdict is ABOVE BOUND.
+Series that grow by design are exempt, with the reason printed: Kafka's own data (time-based topic
+retention, 7 days), shared memory (PostgreSQL's shared buffers, filled up to ``shared_buffers`` as
+the sink grows) and, with history at the job's defaults (kept 7 days, thinned as it ages), the
+history tables and the sink's size: they grow for days, towards a bound per group-partition. That
+bound is checked instead (``bound``): in every window, the job's and the mirror's max history rows
+per group-partition must not exceed the window's bound for the run's age
+(``tests.soak.sampling.history_bound``); above it, the verdict is ABOVE BOUND.
 """
 
 from __future__ import annotations
@@ -297,6 +298,15 @@ def default_series(windows: Sequence[dict[str, Any]], history_retention: bool) -
             _settled(role),
         )
         for role in roles
+    ]
+    out += [
+        Series(
+            f"shared memory {role}",
+            "MB",
+            "exempt: shared buffers, filled up to their configured size as the data grows",
+            _path("shmem_mb", role),
+        )
+        for role in sorted({role for w in windows for role in w.get("shmem_mb", {})})
     ]
     thinned = "exempt: history kept 7 days, thinned (bounded per group-partition, checked below)"
     out += [

@@ -1,14 +1,14 @@
 """The soak's tables, in Markdown (printed, and pasteable into the README), from the results
 JSON; ``python -m tests.soak.report results.json`` prints a saved run again.
 
-Per window: the faults in it, requests sent, ack p50/p99/max (raw requests: produced → answer
-read; commit client: the ``commit`` call), micro-batches and their p50/max time, keys in state,
-PSS in MB (the job's JVM / driver Python / Python workers summed; the mirror's the same; serve;
-the load; the largest broker; PostgreSQL), the checkpoint's size and the MB the driver's
-processes wrote, the sink's size and rows (job's offsets / history; mirror's offsets /
-history), the history's rows per group-partition (max / mean / the bound for the run's age; the
-job's and the mirror's), and how long serve's /metrics took. Per fault: when, what, the outage
-and the recovery times. Then the growth verdicts and the end checks.
+Per window: the faults in it, requests sent, ack p50/p99/max (raw requests: produced → answer read;
+commit client: the ``commit`` call), micro-batches and their p50/max time, keys in state, PSS in MB
+(the job's JVM / driver Python / Python workers summed; the mirror's the same; serve; the load; the
+largest broker; PostgreSQL, plus its shared memory), the checkpoint's size and the MB the driver's
+processes wrote, the sink's size and rows (job's offsets / history; mirror's offsets / history), the
+history's rows per group-partition (max / mean / the bound for the run's age; the job's and the
+mirror's), and how long serve's /metrics took. Per fault: when, what, the outage and the recovery
+times. Then the growth verdicts and the end checks.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def window_table(windows: Sequence[dict[str, Any]]) -> str:
         "| win | end min | faults | sent/answered/timed out | ack p50/p99/max s "
         "| client p50/p99/max s | batches | batch p50/max s | keys | PSS JVM/driver/workers "
         "| PSS mirror JVM/py/workers "
-        "| PSS serve/load | PSS broker max/PG | ckpt MB | written MB | sink MB "
+        "| PSS serve/load | PSS broker max/PG (+ shared) | ckpt MB | written MB | sink MB "
         "| rows offsets/history | mirror rows offsets/history "
         "| history/group-partition max/mean/bound | mirror's | /metrics s |"
     )
@@ -85,7 +85,8 @@ def window_table(windows: Sequence[dict[str, Any]]) -> str:
                     "/".join(_f(pss.get(f"driver_{p}"), 0) for p in ("jvm", "python", "workers")),
                     "/".join(_f(pss.get(f"mirror_{p}"), 0) for p in ("jvm", "python", "workers")),
                     f"{_f(pss.get('serve'), 0)}/{_f(pss.get('load'), 0)}",
-                    f"{_f(max(brokers) if brokers else None, 0)}/{_f(pss.get('postgres'), 0)}",
+                    f"{_f(max(brokers) if brokers else None, 0)}/{_f(pss.get('postgres'), 0)}"
+                    f" (+{_f(w.get('shmem_mb', {}).get('postgres'), 0)})",
                     _f(w.get("checkpoint_mb", {}).get("job")),
                     _f(w.get("written_mb", {}).get("driver")),
                     _f(sink.get("mb")) if "error" not in sink else "down",

@@ -1,13 +1,14 @@
 """One sample per window: memory of every process, disk, the sink, micro-batches, ``serve``.
 
 - **PSS** (``Pss`` of /proc/<pid>/smaps_rollup: shared pages split among their sharers, so a sum
-  over processes counts each page once) by role: the driver's Python and its JVM, the Python workers
-  (sum), the same three for the mirror, ``serve``, the load process, this harness, each broker
-  and PostgreSQL (the postmaster and its backends, summed). A role whose top process started
-  less than ``settle_s`` ago (a restart after a fault) is marked unsettled, and the driver's and
-  the mirror's until ``settle_s`` after their first micro-batch (a restart can take minutes on a
-  busy machine before the first): the growth check leaves such samples out, since a fresh JVM
-  climbing back to its plateau is not a leak.
+  over processes counts each page once), outside shared memory, by role, and the shared memory apart
+  (``shmem_mb``: PostgreSQL's shared buffers, sized by its configuration): the driver's Python and
+  its JVM, the Python workers (sum), the same three for the mirror, ``serve``, the load process,
+  this harness, each broker and PostgreSQL (the postmaster and its backends, summed). A role whose
+  top process started less than ``settle_s`` ago (a restart after a fault) is marked unsettled, and
+  the driver's and the mirror's until ``settle_s`` after their first micro-batch (a restart can take
+  minutes on a busy machine before the first): the growth check leaves such samples out, since a
+  fresh JVM climbing back to its plateau is not a leak.
 - **Bytes written** to disk by the driver's and the mirror's process trees in the window
   (``write_bytes`` of /proc/<pid>/io: the checkpoint's RocksDB and changelog files, Spark's
   logs, a SQLite sink), and the **checkpoint sizes** on disk.
@@ -113,11 +114,13 @@ def _write_bytes(pid: int) -> int | None:
     return None
 
 
-def pss_mb(pids: list[int]) -> float | None:
-    """Summed PSS of ``pids``; None when there are none (a JVM not started yet)."""
+def pss_mb(pids: list[int]) -> tuple[float, float] | None:
+    """Summed PSS of ``pids``, outside and in shared memory (``pss_kb``); None when there are
+    none (a JVM not started yet)."""
     if not pids:
         return None
-    return sum(pss_kb(pid) for pid in pids) / 1024
+    outside, shared = (sum(part) / 1024 for part in zip(*map(pss_kb, pids), strict=True))
+    return outside, shared
 
 
 def dir_bytes(path: Path) -> int:
@@ -167,10 +170,11 @@ class Sampler:
 
     def memory(
         self, last_batch_wall: dict[str, float | None] | None = None
-    ) -> tuple[dict[str, float | None], dict[str, bool], dict[str, int]]:
-        """PSS in MB by role, whether each role has settled, and the workers' counts.
-        ``last_batch_wall``: when the driver's and the mirror's last batch ended (time.time())."""
-        pss: dict[str, float | None] = {}
+    ) -> tuple[dict[str, float | None], dict[str, float], dict[str, bool], dict[str, int]]:
+        """PSS in MB by role outside shared memory, the shared memory of the roles that have
+        any, whether each role has settled, and the workers' counts. ``last_batch_wall``: when
+        the driver's and the mirror's last batch ended (time.time())."""
+        measured: dict[str, tuple[float, float] | None] = {}
         settled: dict[str, bool] = {}
         counts: dict[str, int] = {}
         for role, pid in self.services.processes().items():
@@ -183,19 +187,21 @@ class Sampler:
                 tree = spark_tree(pid)
                 for part, pids in tree.items():
                     name = f"{role}_{part}"
-                    pss[name] = pss_mb(pids)
+                    measured[name] = pss_mb(pids)
                     settled[name] = is_settled
                 counts[f"{role}_workers"] = len(tree["workers"])
             else:
                 pids = [pid, *descendants(pid)]
-                pss[role] = pss_mb(pids)
+                measured[role] = pss_mb(pids)
                 settled[role] = is_settled
         for role, pid in (("load", self.load_pid), ("harness", os.getpid())):
             if pid is not None:
-                pss[role] = pss_mb([pid])
+                measured[role] = pss_mb([pid])
                 age = _age_s(pid)
                 settled[role] = age is not None and age >= self.settle_s
-        return pss, settled, counts
+        pss = {role: None if m is None else m[0] for role, m in measured.items()}
+        shmem = {role: m[1] for role, m in measured.items() if m is not None and m[1] >= 1}
+        return pss, shmem, settled, counts
 
     def written_mb(self) -> dict[str, float]:
         """MB written to disk since the last sample by the driver's and the mirror's trees."""
@@ -332,7 +338,7 @@ class Sampler:
         batches = self.batches(since_wall)
         mirror = getattr(self.services.mirror_status(), "last_progress", None)
         mirror_ms = getattr(mirror, "timestamp_ms", None)
-        pss, settled, counts = self.memory(
+        pss, shmem, settled, counts = self.memory(
             {
                 "driver": batches["last_commit_wall"],
                 "mirror": None if mirror_ms is None else mirror_ms / 1000,
@@ -345,6 +351,7 @@ class Sampler:
         sink = self.sink()
         return {
             "pss_mb": pss,
+            "shmem_mb": shmem,
             "settled": settled,
             "process_counts": counts,
             "written_mb": self.written_mb(),
