@@ -171,6 +171,8 @@ class LoadChild:
         #: Recent answers (request id → ok), to catch a later answer that differs.
         self.recent: OrderedDict[str, bool] = OrderedDict()
         self.conflicting_answers: list[str] = []
+        #: Their request ids, in the same order.
+        self.conflicting_ids: list[str] = []
         self.sent_total = 0
         self.answered_total = 0
         #: Requests delivered without a known log position (see ``_delivered``).
@@ -333,6 +335,7 @@ class LoadChild:
             if earlier is not None:  # a replayed batch answers again: the same way
                 if earlier != ok:
                     self.conflicting_answers.append(f"{request_id}: now {value[:300]!r}")
+                    self.conflicting_ids.append(request_id)
                 return
             pending = self.outstanding.get(request_id)
             if pending is None or pending.ok is not None:  # another run's request
@@ -564,6 +567,7 @@ class LoadChild:
             "answered": self.answered_total,
             "timed_out": self.timed_out_total,
             "conflicting_answers": self.conflicting_answers[:20],
+            "conflicting_ids": self.conflicting_ids[:20],
             "unanswered": len(unanswered),
             "unanswered_sample": unanswered[:20],
             "unplaced": self.unplaced,

@@ -1,10 +1,12 @@
 """The end of a soak: nothing lost.
 
 - every request answered: each raw request's answer was read, successful or REQUEST_TIMED_OUT
-  (reached after its deadline, nothing applied; the model leaves it out), never another error,
-  never two different answers; each commit-client call succeeded, timed out (the closing
-  commits settle its group) or was refused with nothing sent (no broker: failed, not lost); no
-  request was given up by the producer (whose queue outlasts a Kafka outage: what waited there
+  (reached after its deadline, nothing applied; the model leaves it out), never another error, never
+  two different answers to one message (a request answered twice differently is looked up in the
+  ingest log: two copies of it, from a producer that sent it again, are two requests, each answered
+  on its own as Kafka's coordinator would); each commit-client call succeeded, timed out (the
+  closing commits settle its group) or was refused with nothing sent (no broker: failed, not lost);
+  no request was given up by the producer (whose queue outlasts a Kafka outage: what waited there
   arrives late and is answered REQUEST_TIMED_OUT);
 - the job's sink equals the model (the last commit per key in ingest log order), key for key;
 - the compacted offsets topic equals the model (read partition by partition through librdkafka,
@@ -17,8 +19,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
 
 from connectors.kafka.offsets_log import read_partition_chunks
 from state.coordinator.model import OffsetCommitKey
@@ -49,6 +53,44 @@ def offsets_topic_state(bootstrap: str, topic: str, partitions: int) -> tuple[Of
     return latest, records
 
 
+def copies_in_log(
+    bootstrap: str, topic: str, request_ids: Collection[str], timeout_s: float = 600.0
+) -> dict[str, int]:
+    """How many messages of ``topic`` carry each of ``request_ids``, read whole to its end."""
+    wanted = {f'"requestId":"{rid}"'.encode(): rid for rid in request_ids}
+    found = dict.fromkeys(request_ids, 0)
+    if not wanted:
+        return found
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "soak-verify", "enable.auto.commit": False}
+    )
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        ends, starts = {}, []
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high > low:
+                ends[p] = high
+                starts.append(TopicPartition(topic, p, low))
+        consumer.assign(starts)
+        deadline = time.monotonic() + timeout_s
+        while ends:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}: not read to its end in {timeout_s:.0f} s")
+            for message in consumer.consume(num_messages=10_000, timeout=1.0):
+                if message.error() is not None:
+                    continue
+                value = message.value() or b""
+                found.update(
+                    {rid: found[rid] + 1 for needle, rid in wanted.items() if needle in value}
+                )
+                if message.offset() + 1 >= ends.get(message.partition(), 0):
+                    ends.pop(message.partition(), None)
+    finally:
+        consumer.close()
+    return found
+
+
 def verify(
     services: Services,
     final: dict[str, Any],
@@ -63,7 +105,13 @@ def verify(
             f"{final['unanswered']} requests never answered: {final['unanswered_sample']}"
         )
     if final["conflicting_answers"]:
-        problems.append(f"requests answered differently twice: {final['conflicting_answers']}")
+        ids = final["conflicting_ids"]
+        copies = copies_in_log(services.bootstrap, services.config.ingest_topic, ids)
+        result["answered_per_copy"] = {rid: n for rid, n in copies.items() if n > 1}
+        answers = zip(ids, final["conflicting_answers"], strict=True)
+        twice = [answer for rid, answer in answers if copies[rid] < 2]
+        if twice:
+            problems.append(f"requests answered differently twice: {twice}")
     if final["error_answer_count"]:
         problems.append(f"{final['error_answer_count']} error answers: {final['error_answers']}")
     if final["delivery_failure_count"]:
