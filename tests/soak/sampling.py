@@ -119,8 +119,8 @@ def pss_mb(pids: list[int]) -> tuple[float, float] | None:
     none (a JVM not started yet)."""
     if not pids:
         return None
-    outside, shared = (sum(part) / 1024 for part in zip(*map(pss_kb, pids), strict=True))
-    return outside, shared
+    measured = [pss_kb(pid) for pid in pids]
+    return sum(m[0] for m in measured) / 1024, sum(m[1] for m in measured) / 1024
 
 
 def dir_bytes(path: Path) -> int:
