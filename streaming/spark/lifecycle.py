@@ -134,11 +134,17 @@ class QueryLifecycle:
         same. Spark's warnings and errors of the stop itself (the batch's tasks killed, its
         shuffle files, a broadcast or a checkpoint file's write interrupted: the next start
         runs that batch again) are not logged: the stop asked for is one line of the job's
-        own."""
+        own. Nor are the stack traces the JVM prints to its standard error for a thread that
+        the stop interrupted (transformWithState's state server, waiting in ``accept``): Spark's
+        own log keeps the stream it opened with."""
         self.stopping.set()
         try:
             if self.query is not None and self.query.isActive:
                 self.spark.sparkContext.setLogLevel("FATAL")
+                jvm = self.spark._jvm  # type: ignore[attr-defined]
+                jvm.java.lang.System.setErr(
+                    jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream())
+                )
                 self.query.stop()
         except Exception as exc:  # py4j: the JVM's end, as a Java error or a lost connection
             log.debug("the query ended with Spark's JVM: %s", exc)
