@@ -9,17 +9,20 @@ from collections import defaultdict
 from pathlib import Path
 
 
+def _proc_kb(path: str, names: tuple[str, ...]) -> dict[str, int]:
+    """The kB fields ``names`` of a /proc file of ``name: value kB`` lines; {} when the process
+    is gone."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return {}
+    fields = (line.partition(":") for line in text.splitlines())
+    return {name: int(rest.split()[0]) for name, _, rest in fields if name in names}
+
+
 def status_kb(pid: int) -> tuple[int, int]:
     """(VmHWM, VmRSS) in kB of a live process; (0, 0) when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0, 0
-    values = {
-        line.split(":")[0]: int(line.split()[1])
-        for line in text.splitlines()
-        if line.startswith(("VmHWM", "VmRSS"))
-    }
+    values = _proc_kb(f"/proc/{pid}/status", ("VmHWM", "VmRSS"))
     return values.get("VmHWM", 0), values.get("VmRSS", 0)
 
 
@@ -29,15 +32,7 @@ def pss_kb(pid: int) -> tuple[int, int]:
     processes (PostgreSQL's backends, forked Python workers) counts it once, where a sum of RSS
     counts it in every process that touched it. Shared memory (``Pss_Shmem``: PostgreSQL's
     shared buffers) is apart: it fills up to its configured size as the data it caches grows."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return 0, 0
-    values = {
-        line.split(":")[0]: int(line.split()[1])
-        for line in text.splitlines()
-        if line.startswith(("Pss:", "Pss_Shmem:"))
-    }
+    values = _proc_kb(f"/proc/{pid}/smaps_rollup", ("Pss", "Pss_Shmem"))
     shmem = values.get("Pss_Shmem", 0)
     return values.get("Pss", 0) - shmem, shmem
 
