@@ -20,11 +20,11 @@ def test_copies_in_log_counts_each_request_ids_messages(
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     # r-1 twice (once in each partition), r-2 and r-10 once; r-3 never.
     for request_id, partition in (("r-1", 0), ("r-2", 0), ("r-10", 1), ("r-1", 1)):
-        producer.produce(topic, value=_request(request_id), partition=partition)
+        producer.produce(topic, key=b"g", value=_request(request_id), partition=partition)
     assert producer.flush(30) == 0
-    assert copies_in_log(kafka_bootstrap, topic, ["r-1", "r-2", "r-3"], timeout_s=60) == {
+    assert copies_in_log(kafka_bootstrap, topic, 2, ["r-1", "r-2", "r-3"]) == {
         "r-1": 2,
         "r-2": 1,
         "r-3": 0,
     }
-    assert copies_in_log(kafka_bootstrap, topic, []) == {}
+    assert copies_in_log(kafka_bootstrap, topic, 2, []) == {}

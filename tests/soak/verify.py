@@ -22,8 +22,6 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
 from connectors.kafka.offsets_log import read_partition_chunks
 from state.coordinator.model import OffsetCommitKey
 from state.formats.records import decode_record
@@ -54,40 +52,16 @@ def offsets_topic_state(bootstrap: str, topic: str, partitions: int) -> tuple[Of
 
 
 def copies_in_log(
-    bootstrap: str, topic: str, request_ids: Collection[str], timeout_s: float = 600.0
+    bootstrap: str, topic: str, partitions: int, request_ids: Collection[str]
 ) -> dict[str, int]:
     """How many messages of ``topic`` carry each of ``request_ids``, read whole to its end."""
     wanted = {f'"requestId":"{rid}"'.encode(): rid for rid in request_ids}
     found = dict.fromkeys(request_ids, 0)
-    if not wanted:
-        return found
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "soak-verify", "enable.auto.commit": False}
-    )
-    try:
-        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        ends, starts = {}, []
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            if high > low:
-                ends[p] = high
-                starts.append(TopicPartition(topic, p, low))
-        consumer.assign(starts)
-        deadline = time.monotonic() + timeout_s
-        while ends:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{topic}: not read to its end in {timeout_s:.0f} s")
-            for message in consumer.consume(num_messages=10_000, timeout=1.0):
-                if message.error() is not None:
-                    continue
-                value = message.value() or b""
-                found.update(
-                    {rid: found[rid] + 1 for needle, rid in wanted.items() if needle in value}
-                )
-                if message.offset() + 1 >= ends.get(message.partition(), 0):
-                    ends.pop(message.partition(), None)
-    finally:
-        consumer.close()
+    for partition in range(partitions if wanted else 0):
+        for _keys, values in read_partition_chunks(bootstrap, {}, topic, partition, 600.0):
+            for value in values.to_pylist():
+                for needle, rid in wanted.items():
+                    found[rid] += needle in (value or b"")
     return found
 
 
@@ -106,7 +80,10 @@ def verify(
         )
     if final["conflicting_answers"]:
         ids = final["conflicting_ids"]
-        copies = copies_in_log(services.bootstrap, services.config.ingest_topic, ids)
+        config = services.config
+        copies = copies_in_log(
+            services.bootstrap, config.ingest_topic, config.ingest_topic_partitions, ids
+        )
         result["answered_per_copy"] = {rid: n for rid, n in copies.items() if n > 1}
         answers = zip(ids, final["conflicting_answers"], strict=True)
         twice = [answer for rid, answer in answers if copies[rid] < 2]
