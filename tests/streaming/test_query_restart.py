@@ -76,7 +76,8 @@ def test_restarts_are_bounded_and_other_failures_end_the_run(
         "Python worker failed to connect back."
     ] * lifecycle.MAX_QUERY_RESTARTS
     runs, error, written = run_failing(spark, tmp_path / "again", [*again, None, *again], batches=2)
-    assert error is None and len(written) == 2
+    # A batch may start between the second write and the stop: only the first two are asserted.
+    assert error is None and written[:2] == [0, 1]
     assert runs.restarts == lifecycle.MAX_QUERY_RESTARTS
 
     runs, error, written = run_failing(spark, tmp_path / "other", ["a bug"], batches=1)
