@@ -131,7 +131,7 @@ class JobConfig:
     #: created; unset: the cluster's cores, at most the state shards.
     state_partitions: int | None = None
     #: States that hold the offsets-topic partitions, each ``partitions / state_shards`` of
-    #: them; unset: the one nearest 5 per state partition
+    #: them; unset: one per state partition
     #: (``streaming.spark.state_shards.choose_state_shards``). A divisor of ``partitions`` and a
     #: multiple of every ingest topic's partition count, fixed when the checkpoint is created
     #: (``CoordinatorConfig.state_shards``).

@@ -2,8 +2,9 @@
 where a checkpoint records it.
 
 A state is one Python call per micro-batch, each with a fixed cost, so a state holds several
-partitions, as a broker leads several of ``__consumer_offsets``. State ``k`` holds partitions
-``p % state_shards == k`` and reads partition ``k % count`` of an ingest topic of ``count``
+partitions, as a broker leads several of ``__consumer_offsets``: by default one state per state
+partition, so a micro-batch makes one call a task. State ``k`` holds partitions ``p %
+state_shards == k`` and reads partition ``k % count`` of an ingest topic of ``count``
 partitions: ``state_shards`` divides the partitions and is a multiple of every ingest count.
 
 Spark's ``pmod(murmur3(key), n)`` spreads a few small integers unevenly (2 shards may share one
@@ -25,10 +26,6 @@ from streaming.spark.checkpoint_files import hadoop_path, read_text
 #: The file in a checkpoint location that records its state layout (Spark leaves it alone).
 STATE_SHARDS_FILE = "consumer-offsets-state-shards"
 
-#: The default state shards: the valid count nearest this many per state partition
-#: (tests/bench/README.md, "The shard count").
-STATES_PER_STATE_PARTITION = 5
-
 
 def choose_state_shards(
     partitions: int,
@@ -37,9 +34,9 @@ def choose_state_shards(
     held: int | None,
     state_partitions: int,
 ) -> int:
-    """The state shards to run: the checkpoint's (``held``), else ``wanted``, else the valid
-    count nearest (by ratio; the larger on a tie) ``STATES_PER_STATE_PARTITION`` per state
-    partition, at least one each. ``ValueError`` saying what to do when they cannot be served."""
+    """The state shards to run: the checkpoint's (``held``), else ``wanted``, else the smallest
+    valid count with at least one per state partition (one Python call a task; tests/bench/
+    README.md, "The shard count"). ``ValueError`` saying what to do when they cannot be served."""
     if held is not None and wanted is not None and wanted != held:
         raise ValueError(
             f"state_shards is {wanted} but the checkpoint's state is held in {held} state "
@@ -50,9 +47,7 @@ def choose_state_shards(
     valid = [d for d in range(step, partitions + 1, step) if partitions % d == 0]
     chosen = held if held is not None else wanted
     if chosen is None:
-        target = STATES_PER_STATE_PARTITION * state_partitions
-        usable = [d for d in valid if d >= state_partitions] or [partitions]
-        return min(usable, key=lambda d: (abs(math.log(d / target)), -d))
+        return min((d for d in valid if d >= state_partitions), default=partitions)
     if chosen not in valid:
         counts = ", ".join(f"{topic} has {count}" for topic, count in ingest_counts.items())
         raise ValueError(

@@ -67,9 +67,9 @@ def start_job(spark: Any) -> Iterator[JobFactory]:
         job.sink.close()
 
 
-#: One state per offsets-topic partition (the default with 4 partitions on a few cores), and
-#: two states of two partitions each (``JobConfig.state_shards``).
-STATE_SHARDS = pytest.mark.parametrize("state_shards", [None, 2])
+#: The default (one state per state partition: two of two offsets-topic partitions each on 2
+#: cores), and one state per offsets-topic partition (``JobConfig.state_shards``).
+STATE_SHARDS = pytest.mark.parametrize("state_shards", [None, 4])
 
 
 def commit(

@@ -37,8 +37,8 @@ def test_a_new_checkpoint_over_an_empty_offsets_topic_starts_new_state() -> None
     assert not plan.resumed and plan.migrate is None
     assert (plan.status, plan.reset_sink, plan.loading) == ("STARTING", True, False)
     assert plan.starting_offsets == CONFIG.starting_offsets
-    # Spread over the state partitions: 4 shards (the valid count nearest 5 per partition).
-    assert plan.layout == StateLayout(4, 2)
+    # Spread over the state partitions: one shard each.
+    assert plan.layout == StateLayout(2, 2)
     assert plan.state_partitions == 2
 
 
@@ -64,7 +64,7 @@ def test_a_checkpoint_resumes_with_its_layout_and_the_sinks_progress() -> None:
 def test_a_checkpoint_without_a_recorded_layout_is_release_1s_and_migrated() -> None:
     plan = _plan(CheckpointFacts(exists=True, committed={"in": {0: 4}}), stored=LOG)
     assert plan.migrate == NO_LAYOUT and not plan.resumed
-    assert plan.layout == StateLayout(4, 2)
+    assert plan.layout == StateLayout(2, 2)
     assert json.loads(plan.starting_offsets) == {"in": {"0": 4, "1": -2}}
 
 
@@ -80,7 +80,7 @@ def test_a_checkpoint_of_an_earlier_release_is_migrated_from_its_committed_posit
     plan = _plan(RELEASE_1, stored=LOG)
     assert plan.migrate == RELEASE_1.earlier_release
     # A new checkpoint: its own layout, the sink view starts over, the state rebuilt.
-    assert not plan.resumed and plan.layout == StateLayout(4, 2)
+    assert not plan.resumed and plan.layout == StateLayout(2, 2)
     assert (plan.status, plan.reset_sink, plan.loading) == ("LOADING", True, True)
     assert json.loads(plan.starting_offsets) == {"in": {"0": 4, "1": 3}}
 

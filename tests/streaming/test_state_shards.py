@@ -19,22 +19,23 @@ INGEST_2 = {"ingest": 2}
 @pytest.mark.parametrize(
     ("partitions", "ingest", "state_partitions", "expected"),
     [
-        # 2 cores, Kafka's 50 partitions, the default ingest topic of 2: 10 states of 5.
-        (50, INGEST_2, 2, 10),
-        # Other cores: the valid count nearest 5 per Spark partition (2, 10 or 50 here).
-        (50, INGEST_2, 1, 10),
+        # 2 cores, Kafka's 50 partitions, the default ingest topic of 2: a state per task.
+        (50, INGEST_2, 2, 2),
+        # Other cores: the smallest valid count (2, 10 or 50 here) with one per Spark partition.
+        (50, INGEST_2, 1, 2),
         (50, INGEST_2, 4, 10),
-        (50, INGEST_2, 6, 50),
+        (50, INGEST_2, 6, 10),
+        (50, INGEST_2, 10, 10),
         (50, INGEST_2, 16, 50),
-        (60, INGEST_2, 3, 12),
-        # At least one per Spark partition: 2 would leave 10 of 12 idle.
-        (50, INGEST_2, 12, 50),
-        (4, INGEST_2, 2, 4),
+        (60, INGEST_2, 3, 4),
+        (4, INGEST_2, 2, 2),
         # An ingest topic of one partition per offsets-topic partition: one state each.
         (50, {"ingest": 50}, 2, 50),
         # Tenants' topics of other counts: a multiple of each.
         (60, {"ingest": 2, "team-a": 3}, 1, 6),
-        (60, {"ingest": 2, "team-a": 3}, 2, 12),
+        (60, {"ingest": 2, "team-a": 3}, 8, 12),
+        # More Spark partitions than any valid count: every partition a state.
+        (50, INGEST_2, 64, 50),
     ],
 )
 def test_default_follows_the_state_partitions(
