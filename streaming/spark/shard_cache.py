@@ -57,15 +57,11 @@ class DecodedShards:
         self.misses += 1
         # The state this worker kept of the shard shares its base with the blob's unless a
         # base rewrite compacted it: decoding then skips the base.
-        return decode_state(blob, lambda shard: (self.kept_of_shard(shard) or (0, None))[1])
+        return decode_state(blob, self._kept_of_shard)
 
-    def kept_of_shard(self, shard: int) -> tuple[int, ShardState] | None:
-        """The state this worker keeps for ``shard`` (one at most) and its stamp, or None."""
+    def _kept_of_shard(self, shard: int) -> ShardState | None:
         with self._lock:
-            return next(
-                ((stamp, s) for stamp, (s, _, _) in self._entries.items() if s.shard_id == shard),
-                None,
-            )
+            return next((s for s, _, _ in self._entries.values() if s.shard_id == shard), None)
 
     def kept(self, stamp: int) -> ShardState | None:
         """The state kept under ``stamp`` (a hit), or None (0 names nothing)."""

@@ -82,34 +82,6 @@ def _version_2(text: str) -> dict[str, Any] | None:
 def time_mode_in(metadata: list[str]) -> str | None:
     """The value-state operator's time mode the metadata texts record (``ProcessingTime``,
     ``NoTime``), or None. ``operatorPropertiesJson`` is JSON inside the JSON."""
-    for properties in _operator_properties(metadata):
-        mode = properties.get("timeMode")
-        if isinstance(mode, str):
-            return mode
-    return None
-
-
-def earlier_release(metadata: list[str]) -> str | None:
-    """In words, the earlier release's state the metadata texts record: the group-state
-    operator (release 1), value states in processing-time mode (release 2) or with the log as a
-    list (release 3); None for the job's own (value states, time mode ``None``, the log as a
-    map) or none."""
-    operator = operator_in(metadata)
-    if operator == "group-state":
-        return "the group-state operator (applyInPandasWithState)"
-    if operator != "value-states":
-        return None
-    mode = time_mode_in(metadata)
-    if mode not in (None, NO_TIME):
-        return f"value states in time mode {mode}"
-    if state_variables_in(metadata).get("log") == "ListState":
-        return "value states with the log as a list (read whole by a worker that missed)"
-    return None
-
-
-def _operator_properties(metadata: list[str]) -> Iterator[dict[str, Any]]:
-    """The value-state operator's properties in the metadata texts (``operatorPropertiesJson``
-    is JSON inside the JSON)."""
     for text in metadata:
         content = _version_2(text)
         if content is None:
@@ -118,22 +90,23 @@ def _operator_properties(metadata: list[str]) -> Iterator[dict[str, Any]]:
             properties = json.loads(content["operatorPropertiesJson"])
         except (ValueError, KeyError, TypeError):
             continue
-        if isinstance(properties, dict):
-            yield properties
+        mode = properties.get("timeMode") if isinstance(properties, dict) else None
+        if isinstance(mode, str):
+            return mode
+    return None
 
 
-def state_variables_in(metadata: list[str]) -> dict[str, str]:
-    """The value-state operator's state variables the metadata texts record, by name: their
-    type (``ValueState``, ``ListState``, ``MapState``)."""
-    for properties in _operator_properties(metadata):
-        variables = properties.get("stateVariables")
-        if isinstance(variables, list):
-            return {
-                v["stateName"]: v.get("stateVariableType")
-                for v in variables
-                if isinstance(v, dict) and isinstance(v.get("stateName"), str)
-            }
-    return {}
+def earlier_release(metadata: list[str]) -> str | None:
+    """In words, the earlier release's state the metadata texts record: the group-state
+    operator (release 1) or value states in processing-time mode (release 2); None for the
+    job's own (value states, time mode ``None``) or none."""
+    operator = operator_in(metadata)
+    if operator == "group-state":
+        return "the group-state operator (applyInPandasWithState)"
+    mode = time_mode_in(metadata)
+    if operator == "value-states" and mode not in (None, NO_TIME):
+        return f"value states in time mode {mode}"
+    return None
 
 
 def relocated(text: str, checkpoint: str, exists: Callable[[str], bool]) -> str | None:

@@ -4,13 +4,10 @@ writes what it changed, not the whole blob. Three state variables per shard key:
 - ``head`` (one row, rewritten at each change): the state's stamp, its base's stamp, the log's
   chunk count and bytes, the base's bytes;
 - ``base`` (the shard state blob): rewritten when the log would outgrow it;
-- ``chunks`` (the log since the base, a map): each chunk under the stamp of the state it
-  applies to, with the stamp of the state it leads to, so the chunks chain from the base's stamp
-  to the head's.
+- ``log`` (one chunk per call since the base, each with the stamp of the state it leads to).
 
 A call uses the state this worker kept under the head's stamp (``streaming.spark.shard_cache``),
-else fetches the chunks that follow the state of the shard it kept, one by one (the other
-worker's calls since its own: usually one), else reads the base and the whole log. A stamp (64
+else replays the log after the latest state it kept, else the base and the whole log. A stamp (64
 random bits, stored signed) names one state; only committed chunks carry one. No timers (time
 mode ``None``): the batch's timestamp comes from the state server (:func:`batch_timestamp_ms`).
 """
@@ -25,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (
-    MapState,
+    ListState,
     StatefulProcessor,
     StatefulProcessorHandle,
     TimerValues,
@@ -53,18 +50,13 @@ HEAD_SCHEMA = T.StructType(
     ]
 )
 BASE_SCHEMA = T.StructType([T.StructField("blob", T.BinaryType(), False)])
-#: A chunk's key: the stamp of the state it applies to (the base's, or the previous chunk's).
-CHUNK_KEY_SCHEMA = T.StructType([T.StructField("after", T.LongType(), False)])
-CHUNK_SCHEMA = T.StructType(
+LOG_SCHEMA = T.StructType(
     [
         T.StructField("chunk", T.BinaryType(), False),
         # The stamp of the state this chunk leads to (the head's stamp when it was appended).
         T.StructField("stamp", T.LongType(), False),
     ]
 )
-#: Chunks a call fetches one at a time from the state its worker kept; past that many it reads
-#: the whole log at once.
-CHUNKS_FETCHED_ALONE = 4
 
 
 def batch_timestamp_ms(handle: StatefulProcessorHandle) -> int:
@@ -116,13 +108,13 @@ class Head:
 
 
 class ValueStateStore:
-    """One call's view of a shard's ``head``, ``base`` and ``chunks`` (``StoredShard``)."""
+    """One call's view of a shard's ``head``, ``base`` and ``log`` (``StoredShard``)."""
 
     def __init__(
-        self, head: ValueState, base: ValueState, chunks: MapState, shard: int, batch_time_ms: int
+        self, head: ValueState, base: ValueState, log: ListState, batch_time_ms: int
     ) -> None:
-        self._head_state, self._base, self._chunks = head, base, chunks
-        self._shard, self._batch_time_ms = shard, batch_time_ms
+        self._head_state, self._base, self._log = head, base, log
+        self._batch_time_ms = batch_time_ms
         self._head: Head | None = None
 
     def batch_time_ms(self) -> int:
@@ -136,53 +128,28 @@ class ValueStateStore:
         kept = shards.kept(head.stamp)
         if kept is not None:
             return kept
-        state, chunks = None, None
-        mine = shards.kept_of_shard(self._shard)
-        if mine is not None and head.log_chunks:
-            chunks = self._chunks_after(mine[0], head)
-            state = mine[1]
-        if chunks is None:
-            state = self._read_base(shards, head)
-            chunks = self._whole_log(head)
-        state = replay_log_chunks_on(state, chunks)
-        shards.keep(head.stamp, state, self._shard)
-        return state
-
-    def _fetch(self, after: int) -> tuple[bytes, int] | None:
-        found = self._chunks.getValue((_signed(after),))
-        return None if found is None else (bytes(found[0]), _unsigned(int(found[1])))
-
-    def _chunks_after(self, stamp: int, head: Head) -> list[bytes] | None:
-        """The chunks from the state ``stamp`` to the head's, or None: ``stamp`` is no state of
-        this log (one before its base, or of a batch that never committed)."""
-        chunks: list[bytes] = []
-        while stamp != head.stamp:
-            if len(chunks) == CHUNKS_FETCHED_ALONE:
-                rest = log_chain(self._log(), stamp, head)
-                return None if rest is None else chunks + rest
-            found = self._fetch(stamp)
-            if found is None or len(chunks) == head.log_chunks:
-                return None
-            chunk, stamp = found
-            chunks.append(chunk)
-        return chunks
-
-    def _log(self) -> dict[int, tuple[bytes, int]]:
-        return {
-            _unsigned(int(key[0])): (bytes(value[0]), _unsigned(int(value[1])))
-            for key, value in self._chunks.iterator()
-        }
-
-    def _whole_log(self, head: Head) -> list[bytes]:
-        log = self._log() if head.log_chunks else {}
-        chunks = log_chain(log, head.base_stamp, head)
-        if chunks is None or len(chunks) != head.log_chunks:
+        log = (
+            [(bytes(chunk), _unsigned(int(stamp))) for chunk, stamp in self._log.get()]
+            if head.log_chunks
+            else []
+        )
+        if len(log) != head.log_chunks or (log and log[-1][1] != head.stamp):
             raise StateFormatError(
-                f"corrupt shard state: the head counts {head.log_chunks} log chunks from base "
-                f"{head.base_stamp:#x} to state {head.stamp:#x}, the store holds {len(log)} that "
-                "do not chain so"
+                f"corrupt shard state: the head counts {head.log_chunks} log chunks up to state "
+                f"{head.stamp:#x}, the store holds {len(log)}"
             )
-        return chunks
+        # Replay only the chunks after the latest state of this log this worker kept.
+        start, state = 0, None
+        for at in range(len(log) - 1, -1, -1):
+            state = shards.kept(log[at][1])
+            if state is not None:
+                start = at + 1
+                break
+        if state is None:
+            state = self._read_base(shards, head)
+        state = replay_log_chunks_on(state, [chunk for chunk, _ in log[start:]])
+        shards.keep(head.stamp, state, state.shard_id)
+        return state
 
     def _read_base(self, shards: DecodedShards, head: Head) -> ShardState:
         kept = shards.kept(head.base_stamp)
@@ -213,11 +180,11 @@ class ValueStateStore:
             stamp = blob_stamp(blob)
             self._base.update((blob,))
             if head is not None and head.log_chunks:
-                self._chunks.clear()
+                self._log.clear()
             self._head = Head(stamp, stamp, 0, 0, len(blob))
         else:
             stamp = new_stamp()
-            self._chunks.updateValue((_signed(head.stamp),), (chunk, _signed(stamp)))
+            self._log.appendValue((chunk, _signed(stamp)))
             shards.keep(stamp, state, shard)
             self._head = Head(
                 stamp,
@@ -227,19 +194,6 @@ class ValueStateStore:
                 head.base_bytes,
             )
         self._head_state.update(self._head.row())
-
-
-def log_chain(log: dict[int, tuple[bytes, int]], stamp: int, head: Head) -> list[bytes] | None:
-    """The chunks of ``log`` (by the stamp each applies to) from ``stamp`` to the head's, or
-    None when they do not reach it."""
-    chunks: list[bytes] = []
-    while stamp != head.stamp:
-        found = log.get(stamp)
-        if found is None or len(chunks) == head.log_chunks:
-            return None
-        chunk, stamp = found
-        chunks.append(chunk)
-    return chunks
 
 
 class ShardProcessor(StatefulProcessor):
@@ -252,7 +206,7 @@ class ShardProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._head = handle.getValueState("head", HEAD_SCHEMA)
         self._base = handle.getValueState("base", BASE_SCHEMA)
-        self._chunks = handle.getMapState("chunks", CHUNK_KEY_SCHEMA, CHUNK_SCHEMA)
+        self._log = handle.getListState("log", LOG_SCHEMA)
         self._call = make_shard_call(self.settings)
         # A handle serves one task, and a task one micro-batch: its timestamp is asked once.
         self._handle = handle
@@ -264,7 +218,7 @@ class ShardProcessor(StatefulProcessor):
         assert self._call is not None, "init runs first"
         if self._batch_time_ms is None:
             self._batch_time_ms = batch_timestamp_ms(self._handle)
+        store = ValueStateStore(self._head, self._base, self._log, self._batch_time_ms)
         # The key is the shard, or the shard plus a multiple of the count (``shard_keys``).
         shard = int(key[0]) % self.settings.coordinator.shard_count
-        store = ValueStateStore(self._head, self._base, self._chunks, shard, self._batch_time_ms)
         yield from self._call(shard, rows, store)

@@ -3,7 +3,7 @@ would otherwise start cold. In local mode only: a cluster's executors start thei
 
 - The Python workers: Spark reuses the idle workers of a query of the same kind (not those of
   a ``mapInArrow`` job), with pandas, pyarrow and the job's state function's modules imported.
-- The JVM's stateful path: the state server's value and map states, and the state store's
+- The JVM's stateful path: the state server's value and list states, and the state store's
   load from a checkpoint. Its first load in a JVM reads the checkpoint's metadata through
   readers that take ~2 s to build, so the query is started once, stopped after its first batch
   and started again from its checkpoint.
@@ -39,20 +39,20 @@ WARM_UP_EVERY_S = 20
 
 
 class _WarmUp(StatefulProcessor):  # type: ignore[misc]
-    """One row per key, after a value state and a map state are read and replaced (as the
+    """One row per key, after a value state and a list state are read and replaced (as the
     job's ``streaming.spark.value_states`` does; bounded: nothing accumulates)."""
 
     def init(self, handle: Any) -> None:
         self.head = handle.getValueState("head", "rows long")
-        self.chunks = handle.getMapState("chunks", "after long", "rows long")
+        self.log = handle.getListState("log", "rows long")
 
     def handleInputRows(
         self, key: tuple[int], rows: Iterator[pd.DataFrame], timerValues: object
     ) -> Iterator[pd.DataFrame]:
         count = sum(len(frame) for frame in rows) + (self.head.get() or (0,))[0]
-        self.chunks.getValue((0,))
+        list(self.log.get())
         self.head.update((count,))
-        self.chunks.updateValue((0,), (count,))
+        self.log.put([(count,)])
         yield pd.DataFrame({"k": [int(key[0])]})
 
     def close(self) -> None:

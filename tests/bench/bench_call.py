@@ -83,40 +83,35 @@ class MemoryValue:
         self.value = value
 
 
-class MemoryMap:
-    """A ``MapState`` in memory, counting the bytes read from it (the state server's)."""
+class MemoryList:
+    """A ``ListState`` in memory, counting the bytes read from it (the state server's)."""
 
     def __init__(self) -> None:
-        self.entries: dict[tuple[Any, ...], tuple[bytes, int]] = {}
+        self.rows: list[tuple[bytes, int]] = []
         self.bytes_read = 0
 
-    def getValue(self, key: tuple[Any, ...]) -> tuple[bytes, int] | None:
-        found = self.entries.get(key)
-        self.bytes_read += len(found[0]) if found else 0
-        return found
+    def get(self) -> Iterator[tuple[bytes, int]]:
+        self.bytes_read += sum(len(chunk) for chunk, _ in self.rows)
+        return iter(list(self.rows))
 
-    def iterator(self) -> Iterator[tuple[tuple[Any, ...], tuple[bytes, int]]]:
-        self.bytes_read += sum(len(chunk) for chunk, _ in self.entries.values())
-        return iter(list(self.entries.items()))
-
-    def updateValue(self, key: tuple[Any, ...], value: tuple[bytes, int]) -> None:
-        self.entries[key] = value
+    def appendValue(self, row: tuple[bytes, int]) -> None:
+        self.rows.append(row)
 
     def clear(self) -> None:
-        self.entries = {}
+        self.rows = []
 
 
 class MemoryShard:
-    """A shard's ``head``, ``base`` and ``chunks`` as the job keeps them, in memory."""
+    """A shard's ``head``, ``base`` and ``log`` as the job keeps them, in memory."""
 
     def __init__(self, blob: bytes) -> None:
         stamp = blob_stamp(blob)
         self.head = MemoryValue(Head(stamp, stamp, 0, 0, len(blob)).row())
         self.base = MemoryValue((blob,))
-        self.chunks = MemoryMap()
+        self.log = MemoryList()
 
     def store(self, call: int) -> ValueStateStore:
-        return ValueStateStore(self.head, self.base, self.chunks, SHARD, NOW_MS + call)  # type: ignore[arg-type]
+        return ValueStateStore(self.head, self.base, self.log, NOW_MS + call)  # type: ignore[arg-type]
 
     def base_stamp(self) -> int:
         assert self.head.value is not None
@@ -154,14 +149,14 @@ def main() -> None:
         messages = ingest_messages(index, args.requests, args.partitions, groups)
         # The worker Spark runs this call in: its kept states are the module's cache.
         worker = processor._decoded = workers[choose(len(workers))]
-        base, misses, read = shard.base_stamp(), worker.misses, shard.chunks.bytes_read
+        base, misses, read = shard.base_stamp(), worker.misses, shard.log.bytes_read
         started, cpu = time.perf_counter(), time.process_time()
         outputs = list(shard_call(SHARD, iter([messages]), shard.store(index)))
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         assert len(outputs) == 1
         counts["base_rewrites"] += shard.base_stamp() != base
         counts["base_decodes"] += worker.misses - misses
-        counts["log_bytes_read"] += shard.chunks.bytes_read - read
+        counts["log_bytes_read"] += shard.log.bytes_read - read
         return elapsed, cpu
 
     for i in range(50):  # warm-up: imports, the workers' kept states

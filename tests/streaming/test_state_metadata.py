@@ -100,22 +100,9 @@ def test_a_checkpoint_under_a_folder_named_state_splits_at_its_own_state_folder(
     assert _paths(new) == [f"file:/srv/state/checkpoint/{SCHEMA}"]
 
 
-#: The state variables of release 3 (the log a list) and of today's job (the log a map of chunks).
-RELEASE_3_VARIABLES = {"head": "ValueState", "log": "ListState", "base": "ValueState"}
-VARIABLES = {"head": "ValueState", "chunks": "MapState", "base": "ValueState"}
-
-
-def _spark_metadata(
-    operator: str, time_mode: str | None, variables: dict[str, str] | None = None
-) -> str:
-    """A state metadata file as Spark 4.2 writes it (``state/0/_metadata/v2/0``)."""
-    properties: dict[str, Any] = {
-        "outputMode": "Update",
-        "stateVariables": [
-            {"stateName": name, "stateVariableType": kind, "ttlEnabled": False}
-            for name, kind in (variables or {}).items()
-        ],
-    }
+def _spark_metadata(operator: str, time_mode: str | None) -> str:
+    """A state metadata file as Spark 4.1 writes it (``state/0/_metadata/v2/0``)."""
+    properties = {"outputMode": "Update", "stateVariables": []}
     if time_mode is not None:
         properties["timeMode"] = time_mode
     return "v2\n" + json.dumps(
@@ -131,19 +118,12 @@ def _spark_metadata(
     ("metadata", "operator", "time_mode", "earlier"),
     [
         ([], None, None, None),
-        # The job's own: value states without timers, the log a map of chunks.
+        # The job's own: value states without timers.
         (
-            [_spark_metadata("transformWithStateInPandasExec", "NoTime", VARIABLES)],
+            [_spark_metadata("transformWithStateInPandasExec", "NoTime")],
             "value-states",
             "NoTime",
             None,
-        ),
-        # Release 3's: the log a list, read whole.
-        (
-            [_spark_metadata("transformWithStateInPandasExec", "NoTime", RELEASE_3_VARIABLES)],
-            "value-states",
-            "NoTime",
-            "value states with the log as a list (read whole by a worker that missed)",
         ),
         # Release 2's: value states in processing-time mode.
         (

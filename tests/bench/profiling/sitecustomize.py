@@ -48,21 +48,15 @@ def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return timed
 
 
-def _bytes(value: Any) -> int:
-    if isinstance(value, bytes | bytearray):
-        return len(value)
-    return sum(map(_bytes, value)) if isinstance(value, tuple | list) else 0
-
-
 def _timed_state_call(method: Callable[..., Any]) -> Callable[..., Any]:
-    """A state variable's method as a ``state_server`` section; an iterator read whole inside
-    it, the bytes of what it returns counted (a map's entries are (key, value) pairs)."""
+    """A state variable's method as a ``state_server`` section; a list read whole inside it."""
 
     def read_whole(*args: Any, **kwargs: Any) -> Any:
         found = method(*args, **kwargs)
         rows = list(found) if isinstance(found, Iterator) else [found] if found else []
         if _sections is not None:
-            _sections["state_bytes_read"] = _sections.get("state_bytes_read", 0.0) + _bytes(rows)
+            read = sum(len(v) for row in rows for v in row if isinstance(v, bytes | bytearray))
+            _sections["state_bytes_read"] = _sections.get("state_bytes_read", 0.0) + read
         return iter(rows) if isinstance(found, Iterator) else found
 
     return _timed("state_server", functools.wraps(method)(read_whole))
@@ -130,14 +124,14 @@ def _profiled_call_maker(make: Callable[..., Any], profile_dir: str) -> Callable
 def install(profile_dir: str, stores: tuple[type, ...] = ()) -> None:
     """Wrap the shard call's functions in this process, and the stores' (beside the job's own,
     ``stores``); each call writes under ``profile_dir``."""
-    from pyspark.sql.streaming.stateful_processor import MapState, ValueState
+    from pyspark.sql.streaming.stateful_processor import ListState, ValueState
 
     from streaming.spark import processor, shard_cache, value_states
 
     if getattr(processor.make_shard_call, "__wrapped__", None) is not None:
         return
-    for state_class in (ValueState, MapState):
-        for name in ("get", "update", "getValue", "updateValue", "iterator", "clear"):
+    for state_class in (ValueState, ListState):
+        for name in ("get", "update", "appendValue", "clear"):
             if hasattr(state_class, name):
                 setattr(state_class, name, _timed_state_call(getattr(state_class, name)))
     shard_cache.decode_state = _timed("decode_base", shard_cache.decode_state)
