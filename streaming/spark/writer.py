@@ -52,8 +52,12 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000
 #: to this.
 KAFKA_RETRY_MAX_BACKOFF_S = 30.0
 #: In a failed Spark job's error: a task's Kafka consumer failed (Kafka unreachable while the
-#: batch reads its requests; Spark's local mode does not retry a task).
-KAFKA_CLIENT_ERROR = "org.apache.kafka.common.errors."
+#: batch reads its requests; Spark's local mode does not retry a task): the client's own errors,
+#: and Spark's source giving up on a record after its poll timeout (``spark.network.timeout``).
+KAFKA_READ_ERRORS = (
+    "org.apache.kafka.common.errors.",
+    "java.util.concurrent.TimeoutException: Cannot fetch record for offset",
+)
 
 
 def transactional_id(offsets_topic: str) -> str:
@@ -173,7 +177,7 @@ class BatchWriter:
 
     def collect(self, batch: DataFrame, batch_id: int) -> pa.ChunkedArray:
         """The micro-batch's one Spark job: the state function's output (its ``payload``
-        column) brought to the driver. A job that failed reading Kafka (:data:`KAFKA_CLIENT_ERROR`)
+        column) brought to the driver. A job that failed reading Kafka (:data:`KAFKA_READ_ERRORS`)
         runs again, as the batch's transaction would, until Kafka answers or the job stops:
         the batch's offsets are fixed, and a task that failed committed no state."""
         backoff_s = 1.0
@@ -182,7 +186,11 @@ class BatchWriter:
                 return batch.toArrow()["payload"]
             except Exception as failure:  # py4j's, carrying the task's error as text
                 cause = next(
-                    (line for line in str(failure).splitlines() if KAFKA_CLIENT_ERROR in line),
+                    (
+                        line
+                        for line in str(failure).splitlines()
+                        if any(error in line for error in KAFKA_READ_ERRORS)
+                    ),
                     None,
                 )
                 if cause is None or self.stopping.is_set():
