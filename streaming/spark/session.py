@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from connectors.runtime import spark_jars_dir
 from streaming.spark import class_archive
@@ -154,28 +154,50 @@ def launch_jvm_apart(conf: dict[str, str]) -> None:
 #: The lines Spark's driver-side transformWithState worker prints at each query start (five,
 #: each with a blank line after it): raw on the JVM's stderr, so no log level hides them.
 _WORKER_CHATTER = rb"^(Starting )?Streaming TransformWithStateInPandas Python worker"
+#: What PySpark's daemon prints when a worker's connection closed under it, as a stop closes
+#: the workers' sockets: a traceback through ``pyspark/daemon.py`` ending in one of these.
+_WORKER_CUT_OFF = rb"^(ConnectionResetError|BrokenPipeError)\b"
 
-#: The filter's program: each line passed on as it comes, but the chatter and its blank lines.
+#: The filter's program: each line passed on as it comes, but the chatter and its blank lines,
+#: and a traceback (held until its last line) of a worker cut off by the JVM.
 _FILTER = f"""
 import re, sys
-chatter, skip, out = re.compile({_WORKER_CHATTER!r}), False, sys.stderr.buffer
+chatter, cut_off = re.compile({_WORKER_CHATTER!r}), re.compile({_WORKER_CUT_OFF!r})
+skip, held, out = False, [], sys.stderr.buffer
 for line in sys.stdin.buffer:
-    if chatter.match(line):
+    if held:
+        held.append(line)
+        if line[:1].isspace():
+            continue
+        if not (cut_off.match(line) and any(b"pyspark/daemon.py" in h for h in held)):
+            out.writelines(held)
+        held = []
+    elif line.startswith(b"Traceback (most recent call last):"):
+        held = [line]
+        continue
+    elif chatter.match(line):
         skip = True
+        continue
     elif not (skip and not line.strip()):
         skip = False
         out.write(line)
-        out.flush()
+    out.flush()
+out.writelines(held)
+out.flush()
 """
 
 
-def _worker_chatter_filter() -> subprocess.Popen[bytes]:
-    """A filter between the JVM's stderr and this process's: every line passed on at once but
-    :data:`_WORKER_CHATTER` and the blank line after each. In the JVM's session, so a signal
-    to the driver's group leaves it to pass on the JVM's last lines; it ends when the JVM (and
-    the workers it started) closed the pipe."""
+def _worker_chatter_filter(stderr: int | IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+    """A filter between the JVM's stderr and this process's (or ``stderr``): every line passed
+    on at once but :data:`_WORKER_CHATTER` with the blank line after each, and a worker's
+    traceback of :data:`_WORKER_CUT_OFF`. In the JVM's session, so a signal to the driver's
+    group leaves it to pass on the JVM's last lines; it ends when the JVM (and the workers it
+    started) closed the pipe."""
     return subprocess.Popen(
-        [sys.executable, "-u", "-c", _FILTER], stdin=subprocess.PIPE, start_new_session=True
+        [sys.executable, "-u", "-c", _FILTER],
+        stdin=subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,
     )
 
 
