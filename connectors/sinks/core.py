@@ -30,8 +30,9 @@ class Statements(Protocol):
 
 class Fence(NamedTuple):
     """The lease this sink holds: its writes commit only while the row carries ``epoch``.
-    With ``ttl_ms``, where writes hold renewals off (SQLite), each write renews the lease to
-    ``ttl_ms`` from its commit."""
+    With the lease's ``ttl_ms``, where writes hold renewals off (SQLite), each write renews the
+    lease to ``ttl_ms`` from its commit; where the store can end a transaction whose client went
+    quiet (PostgreSQL), a write is ended once its client sent nothing for ``ttl_ms``."""
 
     name: str
     epoch: int
@@ -214,6 +215,8 @@ class SinkCore(ABC, CloseOnExit):
         def fenced(tx: Statements) -> bool:
             nonlocal renewed
             fence = self._check_fence(tx)
+            if fence is not None and fence.ttl_ms is not None:
+                self._end_when_quiet(tx, fence.ttl_ms)
             if renews and fence is not None:
                 self.lease_writing = True
             if not body(tx):
@@ -231,6 +234,12 @@ class SinkCore(ABC, CloseOnExit):
             self.lease_writing = False
         if renewed:
             self.lease_renewals_by_write += 1
+
+    def _end_when_quiet(self, tx: Statements, ttl_ms: int) -> None:
+        """Where the store can (PostgreSQL), end ``tx`` and its session once the client sent
+        nothing for ``ttl_ms`` inside it: a holder frozen inside a write (SIGSTOP, a debugger)
+        then lets go of the lease row and is replaced once its lease expires. SQLite cannot:
+        its one write lock stays with the frozen holder until it resumes or dies."""
 
     def _renew_in(self, tx: Statements, fence: Fence) -> None:
         """Renew ``fence``'s lease to its TTL from now inside ``tx``; LeaseLost, naming the

@@ -138,7 +138,7 @@ class Leases(SinkCore):
                     self._unlock_epoch(name, epoch)
         if not taken:
             return None
-        self._fence = Fence(name, taken[0], holder)
+        self._fence = Fence(name, taken[0], holder, ttl_ms)
         return self.lease(name)
 
     def fence_writes(self, name: str, epoch: int, holder: str, ttl_ms: int | None = None) -> None:

@@ -143,6 +143,14 @@ class PostgresSink(Sink):
         with conn.transaction(), conn.cursor() as cur:
             body(cur)
 
+    def _end_when_quiet(self, tx: Statements, ttl_ms: int) -> None:
+        """``SET LOCAL idle_in_transaction_session_timeout``: the server ends the session of a
+        write whose client went quiet, which drops its row lock and its epoch lock. A long write
+        keeps the server busy (statements, COPY), never idle."""
+        tx.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (str(ttl_ms),)
+        )
+
     def _bind_list(self, values: Sequence[Any]) -> list[Any]:
         return list(values)
 

@@ -167,9 +167,9 @@ class OffsetsJob:
     writer: BatchWriter | None = None
     plan: StartPlan | None = None
     lifecycle: QueryLifecycle | None = None
-    #: The deployment lease (name, epoch, holder) the Python workers' sink writes are fenced
-    #: by (``LeaseKeeper.fence_token``); None: no lease.
-    lease: tuple[str, int, str] | None = None
+    #: The deployment lease (name, epoch, holder, TTL) the Python workers' sink writes are
+    #: fenced by (``LeaseKeeper.fence_token``); None: no lease.
+    lease: tuple[str, int, str, int] | None = None
     #: Called once the job's own heartbeat runs, before its query starts (the lease keeper's
     #: start-up beat stops: ``LeaseKeeper.started``).
     on_alive: Callable[[], None] = lambda: None

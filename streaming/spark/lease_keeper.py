@@ -185,9 +185,11 @@ class LeaseKeeper:
         if sink.writes_hold_off_renewals:
             self._writers.append(sink)
 
-    def fence_token(self) -> tuple[str, int, str] | None:
-        """(name, epoch, holder) of the held lease, for Spark workers' sinks; None before."""
-        return (self.name, self.lease.epoch, self.holder) if self.lease else None
+    def fence_token(self) -> tuple[str, int, str, int] | None:
+        """(name, epoch, holder, TTL) of the held lease, for Spark workers' sinks (their writes
+        renew it on SQLite, and end when their client goes quiet on PostgreSQL, as the
+        holder's); None before."""
+        return (self.name, self.lease.epoch, self.holder, self.ttl_ms) if self.lease else None
 
     def release(self) -> None:
         """Stop renewing and free the lease (a clean stop: a standby takes it at once), then

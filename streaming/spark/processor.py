@@ -51,11 +51,11 @@ class ProcessorSettings:
     #: driver writes it after the batch (``JobConfig.rebuild_sink_writes``).
     loaded_sink_url: str | None = None
     sink_write_timeout_s: float = 60.0
-    #: The driver's deployment lease (name, epoch, holder): the worker's sink writes under it,
+    #: The driver's deployment lease (name, epoch, holder, TTL): the worker's sink writes under it,
     #: so a rebuilt shard of a process that lost the lease is not written. None: no lease. A
     #: plain tuple, not ``connectors.sinks``' ``Fence``: unpickling that would import the sinks
     #: (SQLAlchemy) in every Python worker, which imports them only to write a rebuilt shard.
-    lease: tuple[str, int, str] | None = None
+    lease: tuple[str, int, str, int] | None = None
     #: Each tenant's ingest topic and rules, by tenant index (``ShardRules``).
     tenant_topics: tuple[str, ...] = ()
     tenant_authorizers: tuple[Authorizer, ...] = ()
@@ -105,7 +105,7 @@ def write_loaded(
     timeout_s: float,
     shard: int,
     records: pa.Table,
-    lease: tuple[str, int, str] | None = None,
+    lease: tuple[str, int, str, int] | None = None,
 ) -> None:
     """Write a piece of a rebuilt shard's state into the sink at ``sink_url``, retrying for
     ``timeout_s``; fenced by ``lease`` (LeaseLost once another holder took it)."""

@@ -139,16 +139,16 @@ def launch_jvm_apart(conf: dict[str, str]) -> None:
     for key, value in conf.items():
         spark_conf.set(key, value)
     popen_kwargs: dict[str, Any] = {"start_new_session": True}
-    chatter = _worker_chatter_filter()
-    popen_kwargs["stderr"] = chatter.stdin
+    stderr_filter = _worker_output_filter()
+    popen_kwargs["stderr"] = stderr_filter.stdin
     try:
         # The builder's SparkContext takes this gateway rather than launching its own.
         SparkContext._ensure_initialized(
             gateway=launch_gateway(spark_conf, popen_kwargs=popen_kwargs)
         )
     finally:
-        if chatter.stdin is not None:
-            chatter.stdin.close()  # the JVM holds the pipe now: its exit ends the filter
+        if stderr_filter.stdin is not None:
+            stderr_filter.stdin.close()  # the JVM holds the pipe now: its exit ends the filter
 
 
 #: The lines Spark's driver-side transformWithState worker prints at each query start (five,
@@ -187,7 +187,7 @@ out.flush()
 """
 
 
-def _worker_chatter_filter(stderr: int | IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+def _worker_output_filter(stderr: int | IO[bytes] | None = None) -> subprocess.Popen[bytes]:
     """A filter between the JVM's stderr and this process's (or ``stderr``): every line passed
     on at once but :data:`_WORKER_CHATTER` with the blank line after each, and a worker's
     traceback of :data:`_WORKER_CUT_OFF`. In the JVM's session, so a signal to the driver's

@@ -15,6 +15,7 @@ SQLite sink, under sustained commits. The module shares its drivers (each start 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -133,7 +134,7 @@ def test_paused_active_writes_nothing_after_the_standby_took_over(deployment: De
     _answering(deployment, active)
     topics = (config.offsets_topic, config.responses_topic)
     bootstrap = config.bootstrap_servers
-    stable, ends = _pause_inside_a_transaction(active, bootstrap, topics)
+    stable, ends = _pause_inside_a_transaction(active, bootstrap, topics, config.sink_url)
     paused_at = time.time()
     acquired = standby.wait_for_log(ACQUIRED, LEASE_TTL_MS / 1000 + TAKEOVER_BOUND_S)
     # The paused holder is alive (its epoch lock held): taken over by expiry, not at once.
@@ -157,12 +158,15 @@ def test_paused_active_writes_nothing_after_the_standby_took_over(deployment: De
 
 
 def _pause_inside_a_transaction(
-    driver: DriverProcess, bootstrap: str, topics: tuple[str, ...]
+    driver: DriverProcess, bootstrap: str, topics: tuple[str, ...], sink_url: str
 ) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int]]]:
     """SIGSTOP ``driver`` while a batch's transaction is open on the offsets topic (records
-    written, not committed), so that the takeover has to fence it. Returns, per topic, the last
-    stable offsets (where open transactions start) and the log ends, as the pause froze them.
-    A pause that missed is short (well under the holder's 2 s without renewal)."""
+    written, not committed), so that the takeover has to fence it, and outside its SQLite
+    write: a holder frozen inside one keeps the file's only write lock, and is taken over
+    once it dies, not once its lease expires (PostgreSQL ends such a write: test_lease.py).
+    Returns, per topic, the last stable offsets (where open transactions start) and the log
+    ends, as the pause froze them. A pause that missed is short (well under the holder's 2 s
+    without renewal)."""
     readers = [
         KafkaConsumer(bootstrap_servers=bootstrap.split(","), isolation_level=isolation)
         for isolation in (READ_COMMITTED, "read_uncommitted")
@@ -179,7 +183,7 @@ def _pause_inside_a_transaction(
                 driver.pause()
                 time.sleep(0.2)  # requests sent before the pause land
                 stable, ends = (reader.end_offsets(tps) for reader in readers)
-                if _open_on(topics[0], stable, ends):
+                if _open_on(topics[0], stable, ends) and not _write_locked(sink_url):
                     return _by_topic(stable), _by_topic(ends)
                 driver.resume()  # it committed meanwhile: try the next batch
             time.sleep(0.01)
@@ -187,6 +191,18 @@ def _pause_inside_a_transaction(
         for reader in readers:
             reader.close()
     raise AssertionError("no batch paused with its transaction open within 120 s")
+
+
+def _write_locked(sink_url: str) -> bool:
+    """Whether a process holds the SQLite sink's write lock."""
+    conn = sqlite3.connect(sink_url.removeprefix("sqlite:///"), timeout=0)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        conn.close()
+    return False
 
 
 def _open_on(

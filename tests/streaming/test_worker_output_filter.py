@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streaming.spark.session import _worker_chatter_filter
+from streaming.spark.session import _worker_output_filter
 
 DAEMON = b'  File "/venv/lib/python3.11/site-packages/pyspark/daemon.py", line 262, in manager\n'
 
@@ -18,7 +18,7 @@ def traceback(frame: bytes, error: bytes) -> list[bytes]:
 def filtered(tmp_path: Path, lines: list[bytes]) -> bytes:
     out = tmp_path / "stderr"
     with out.open("wb") as sink:
-        process = _worker_chatter_filter(sink)
+        process = _worker_output_filter(sink)
         assert process.stdin is not None
         process.stdin.writelines(lines)
         process.stdin.close()

@@ -4,8 +4,9 @@
 answer per line: ``acquire NAME TTL_MS`` → ``held EPOCH`` or ``busy``; ``contend NAME TTL_MS
 SECONDS`` (a standby polling every 100 ms, a failing poll counted as refused) → ``held EPOCH``
 at once when taken, else ``busy POLLS FAILED``; ``keep TTL_MS PERIOD_MS`` (renew in the
-background) → ``keeping``; ``write BATCH_ID`` → ``wrote`` or ``lost <message>``; ``release`` →
-``released``.
+background) → ``keeping``; ``write BATCH_ID`` → ``wrote`` or ``lost <message>``; ``quiet
+SECONDS`` (a fenced write transaction whose client then sends nothing) → ``inside`` once past
+its fencing check, then ``wrote`` or ``failed <message>``; ``release`` → ``released``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import time
 
 from connectors.sinks import LeaseLost, Sink, SinkError, lease_holder, open_sink
+from connectors.sinks.core import Statements
 from tests.connectors.sinks.record_frames import commit, frame, progress
 
 
@@ -61,6 +63,18 @@ def _answer(sink: Sink, command: list[str]) -> str:
                 sink.write_batch(int(batch_id), records, progress(int(batch_id)))
             except LeaseLost as lost:
                 return f"lost {lost}"
+            return "wrote"
+        case ["quiet", seconds]:
+
+            def quiet(tx: Statements) -> bool:
+                print("inside", flush=True)
+                time.sleep(float(seconds))
+                return True
+
+            try:
+                sink._write(quiet, "quiet write")  # the fenced transaction every write runs in
+            except SinkError as failed:
+                return f"failed {failed}"
             return "wrote"
         case ["release"]:
             sink.release_lease()

@@ -5,6 +5,7 @@ standbys registered beside it, and both read from a read-only sink."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import signal
@@ -20,6 +21,7 @@ import psycopg
 import pytest
 
 from connectors.sinks import LeaseLost, Sink, SinkError, lease_holder, open_sink
+from connectors.sinks.sqlite import SqliteSink
 from tests.connectors.sinks.record_frames import commit, frame, offsets_of, progress
 
 _ROOT = Path(__file__).resolve().parents[3]
@@ -41,9 +43,14 @@ class Holder:
         )
 
     def ask(self, command: str, timeout_s: float = 30) -> str:
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
+        return self.read(timeout_s, command)
+
+    def read(self, timeout_s: float = 30, command: str = "") -> str:
+        """The next line the holder prints."""
+        assert self.process.stdout is not None
         ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
         assert ready, f"no answer to {command!r} within {timeout_s} s"
         return self.process.stdout.readline().strip()
@@ -115,6 +122,35 @@ def test_a_paused_holder_is_replaced_after_expiry_and_then_fenced(
     assert answer.startswith("lost ") and "now epoch 2" in answer, answer
     assert sink.status().last_batch_id == 1
     assert offsets_of(sink, "zombie") == {("t", 0): 0}  # batch 0's, nothing of batch 2
+
+
+def test_a_holder_frozen_inside_a_write_is_replaced_once_its_store_lets_go(
+    url: str, sink: Sink, holder: Holder
+) -> None:
+    assert holder.ask(f"acquire {_NAME} 2000") == "held 1"
+    assert holder.ask("quiet 4") == "inside"  # its write transaction is open
+    holder.signal(signal.SIGSTOP)
+    if url.startswith("sqlite"):
+        # Its write lock is SQLite's only one: no takeover while it lives, expired or not.
+        time.sleep(2.5)
+        contender = functools.partial(SqliteSink, url.removeprefix("sqlite:///"))
+        with (
+            pytest.raises(SinkError, match="database is locked"),
+            contender(busy_timeout_ms=500) as opened,
+        ):
+            opened.acquire_lease(_NAME, lease_holder(), 60_000)
+        holder.signal(signal.SIGKILL)  # the kernel drops its locks: replaced at once
+        epoch, elapsed_s = _acquire_within(sink, 5)
+        assert (epoch, elapsed_s < 1.5) == (2, True), elapsed_s
+        return
+    # PostgreSQL ends a write whose client was quiet for the lease's TTL, and its session
+    # with it (its epoch lock): replaced once the TTL passed.
+    epoch, elapsed_s = _acquire_within(sink, 15)
+    assert epoch == 2 and 1 < elapsed_s < 8, elapsed_s
+    holder.signal(signal.SIGCONT)
+    assert holder.read().startswith("failed "), "the frozen write committed"
+    answer = holder.ask("write 2")
+    assert answer.startswith("lost ") and "now epoch 2" in answer, answer
 
 
 def test_renewals_keep_the_lease(sink: Sink, holder: Holder) -> None:
