@@ -5,9 +5,11 @@ next. ``encode`` names each blob with 64 random bits (``state.shard.blob_stamp``
 state under that name; ``decode`` returns it when the blob's stamp names one, else decodes. A
 stamp names one state, never reused, so correctness never depends on the cache.
 
-Bounded to ``max_bytes`` of decoded columns (0 keeps nothing). Shards are called in turn, so LRU
-would evict each just before its next call: a state is admitted only while there is room, only
-entries idle for ``idle_s`` make room, and a shard's new state takes its old one's place.
+Bounded to ``max_bytes`` of decoded columns (0 keeps nothing), or one state alone when that is
+larger: each call holds its shard's decoded state anyway, so keeping the one state raises no
+peak, and decoding it at every call would cost in proportion to it. Shards are called in turn,
+so LRU would evict each just before its next call: a state is admitted only while there is room,
+only entries idle for ``idle_s`` make room, and a shard's new state takes its old one's place.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def new_stamp() -> int:
 
 
 class DecodedShards:
-    """An LRU map from blob stamp to the decoded state, bounded in bytes of columns."""
+    """A map from blob stamp to the decoded state, bounded in bytes of columns (or one state)."""
 
     def __init__(
         self,
@@ -86,7 +88,8 @@ class DecodedShards:
 
     def keep(self, stamp: int, state: ShardState, shard: int) -> None:
         """Keep ``state`` under ``stamp`` (which must name it alone, see the module's docstring)
-        while there is room, in place of what this worker kept for ``shard`` before."""
+        while there is room or nothing else is kept, in place of what this worker kept for
+        ``shard`` before."""
         if not self.max_bytes:
             return
         size = state_nbytes(state)
@@ -100,7 +103,7 @@ class DecodedShards:
                 if now - self._entries[oldest][2] < self.idle_s:
                     break
                 self._drop(oldest)
-            if self._bytes + size <= self.max_bytes:
+            if self._bytes + size <= self.max_bytes or not self._entries:
                 self._entries[stamp] = (state, size, now)
                 self._bytes += size
 

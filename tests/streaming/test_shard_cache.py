@@ -126,3 +126,23 @@ def test_kept_states_stay_within_the_bound_and_keep_their_place() -> None:
     assert len(off) == 0 and off.misses == 1
     with pytest.raises(ValueError, match="max_bytes"):
         DecodedShards(max_bytes=-1)
+
+
+def test_a_state_larger_than_the_bound_is_kept_while_it_is_the_only_one() -> None:
+    """A worker's one shard outgrowing the bound stays decoded (its calls hold it anyway); a
+    second shard gets no room beside it, and takes the place once the first one idled."""
+    now = [0.0]
+    big = committed(empty_shard(0), "g0", 5, partitions=200)
+    other = committed(empty_shard(1), "g1", 5, partitions=200)
+    cache = DecodedShards(max_bytes=1024, idle_s=60, clock=lambda: now[0])
+    blob = cache.encode(big, 0)
+    assert len(cache) == 1 and cache.nbytes > cache.max_bytes
+    for offset in (6, 7):  # its next calls find it, and its new state takes its place
+        state = cache.decode(blob)
+        blob = cache.encode(committed(state, "g0", offset, partitions=200), 0)
+    assert (cache.hits, cache.misses, len(cache)) == (2, 0, 1)
+    other_blob = cache.encode(other, 1)
+    assert blob_stamp(other_blob) not in cache._entries and len(cache) == 1
+    now[0] += 61
+    other_blob = cache.encode(cache.decode(other_blob), 1)
+    assert list(cache._entries) == [blob_stamp(other_blob)]
