@@ -137,7 +137,8 @@ class JobConfig:
     #: (``CoordinatorConfig.state_shards``).
     state_shards: int | None = None
     #: MB of decoded shard states each Python worker keeps between micro-batches, so that a
-    #: shard's next call skips decoding its blob (``streaming.spark.shard_cache``); 0 turns it off.
+    #: shard's next call skips decoding its blob, or one state alone when it is larger
+    #: (``streaming.spark.shard_cache``); 0 turns it off.
     state_cache_mb: int = 256
     #: Where ingest reading starts when there is no checkpoint and the sink records no position.
     starting_offsets: str = "earliest"
