@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from streaming.config import MirrorConfig
 from streaming.spark.checkpoint_files import planned_positions_reader
 from streaming.spark.lifecycle import SOURCE_WAITS_FOR_KAFKA, QueryLifecycle
 from streaming.spark.log_end_refresher import LogEndRefresher
+from streaming.spark.writer import read_batch
 
 log = logging.getLogger("consumer_offsets.mirror")
 
@@ -64,10 +66,13 @@ class MirrorWriter:
     loading: bool = True
     other_types: Counter[str] = field(default_factory=Counter)
     sink_write_timeout_s: float = 60.0
+    #: Set when the mirror stops: a batch no longer waits for Kafka (:func:`read_batch`).
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        table = batch.select("partition", "offset", "key", "value").toArrow()
+        rows = batch.select("partition", "offset", "key", "value")
+        table = read_batch(rows.toArrow, batch_id, self.stopping, log)
         table = table.sort_by([("partition", "ascending"), ("offset", "ascending")])
         read = time.monotonic()
         keys = table["key"].combine_chunks()
@@ -236,6 +241,7 @@ class OffsetsMirror:
             lambda batch_id: planned(batch_id).get(CONSUMER_OFFSETS, {}),
             positions,
             sink_write_timeout_s=config.sink_write_timeout_s,
+            stopping=lifecycle.stopping,
         )
         if self.writer.caught_up():
             self.writer.loading = False

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,6 +52,8 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000
 #: A batch Kafka did not take is tried again after 1 s, then after twice as long each time, up
 #: to this.
 KAFKA_RETRY_MAX_BACKOFF_S = 30.0
+T = TypeVar("T")
+
 #: In a failed Spark job's error: a task's Kafka consumer failed (Kafka unreachable while the
 #: batch reads its requests; Spark's local mode does not retry a task): the client's own errors,
 #: and Spark's source giving up on a record after its poll timeout (``spark.network.timeout``).
@@ -58,6 +61,39 @@ KAFKA_READ_ERRORS = (
     "org.apache.kafka.common.errors.",
     "java.util.concurrent.TimeoutException: Cannot fetch record for offset",
 )
+
+
+def read_batch(
+    read: Callable[[], T], batch_id: int, stopping: threading.Event, logger: logging.Logger
+) -> T:
+    """``read()``, a micro-batch's Spark job bringing its rows to the driver; run again while it
+    fails reading Kafka (:data:`KAFKA_READ_ERRORS`), until Kafka answers or ``stopping`` is set:
+    the batch's offsets are fixed, so a second read reads the same records."""
+    backoff_s = 1.0
+    while True:
+        try:
+            return read()
+        except Exception as failure:  # py4j's, carrying the task's error as text
+            cause = next(
+                (
+                    line
+                    for line in str(failure).splitlines()
+                    if any(error in line for error in KAFKA_READ_ERRORS)
+                ),
+                None,
+            )
+            if cause is None or stopping.is_set():
+                raise
+            logger.warning(
+                "batch %d: reading it from Kafka failed (%s); nothing of it was written. "
+                "Reading it again in %.0f s",
+                batch_id,
+                cause.strip(),
+                backoff_s,
+            )
+            if stopping.wait(backoff_s):
+                raise
+            backoff_s = min(backoff_s * 2, KAFKA_RETRY_MAX_BACKOFF_S)
 
 
 def transactional_id(offsets_topic: str) -> str:
@@ -177,34 +213,9 @@ class BatchWriter:
 
     def collect(self, batch: DataFrame, batch_id: int) -> pa.ChunkedArray:
         """The micro-batch's one Spark job: the state function's output (its ``payload``
-        column) brought to the driver. A job that failed reading Kafka (:data:`KAFKA_READ_ERRORS`)
-        runs again, as the batch's transaction would, until Kafka answers or the job stops:
-        the batch's offsets are fixed, and a task that failed committed no state."""
-        backoff_s = 1.0
-        while True:
-            try:
-                return batch.toArrow()["payload"]
-            except Exception as failure:  # py4j's, carrying the task's error as text
-                cause = next(
-                    (
-                        line
-                        for line in str(failure).splitlines()
-                        if any(error in line for error in KAFKA_READ_ERRORS)
-                    ),
-                    None,
-                )
-                if cause is None or self.stopping.is_set():
-                    raise
-                log.warning(
-                    "batch %d: reading its requests failed (%s); nothing of it was written. "
-                    "Reading them again in %.0f s",
-                    batch_id,
-                    cause.strip(),
-                    backoff_s,
-                )
-                if self.stopping.wait(backoff_s):
-                    raise
-                backoff_s = min(backoff_s * 2, KAFKA_RETRY_MAX_BACKOFF_S)
+        column) brought to the driver (:func:`read_batch`; a task that failed committed no
+        state)."""
+        return read_batch(lambda: batch.toArrow()["payload"], batch_id, self.stopping, log)
 
     def write_table(self, local: pa.Table, batch_id: int, started: float) -> None:
         """Make one micro-batch's output (``OUTPUT_TABLE_SCHEMA`` rows) durable, then answer, in

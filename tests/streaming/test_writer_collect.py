@@ -1,5 +1,6 @@
-"""Collecting a micro-batch whose Spark job failed reading Kafka: read again until Kafka answers
-(real Spark; the failure is a task's, raised with Kafka's client error as a task would)."""
+"""Collecting a micro-batch whose Spark job failed reading Kafka, the job's and the mirror's:
+read again until Kafka answers (real Spark; the failure is a task's, raised with Kafka's client
+error as a task would)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from connectors.sinks import open_sink
+from streaming.spark.mirror import MirrorWriter
 from streaming.spark.writer import BatchWriter, WriterSettings
 
 pytestmark = pytest.mark.spark
@@ -63,10 +65,27 @@ def test_a_batch_whose_kafka_read_failed_is_read_again(
     caplog.set_level(logging.WARNING, "consumer_offsets.batches")
     batch = failing_batch(spark, tmp_path, failures=2, error=error)
     assert writer(tmp_path).collect(batch, 7).to_pylist() == [b"payload 0"]
-    assert caplog.text.count("batch 7: reading its requests failed") == 2
+    assert caplog.text.count("batch 7: reading it from Kafka failed") == 2
 
 
 def test_any_other_failure_fails_the_batch_at_once(spark: SparkSession, tmp_path: Path) -> None:
     batch = failing_batch(spark, tmp_path, failures=1, error="a bug")
     with pytest.raises(Exception, match="a bug"):
         writer(tmp_path).collect(batch, 7)
+
+
+def test_the_mirror_reads_a_batch_again_too(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "consumer_offsets.mirror")
+    failing = failing_batch(spark, tmp_path, failures=2, error=KAFKA_READ_FAILURES[0])
+    batch = failing.select(
+        F.lit(0).alias("partition"),
+        F.lit(0).cast("long").alias("offset"),
+        F.col("payload").alias("key"),
+        F.lit(None).cast("binary").alias("value"),
+    )
+    with open_sink(f"sqlite:///{tmp_path / 'mirror.db'}") as sink:
+        MirrorWriter(sink, {0: 1}, lambda _: {0: 1})(batch, 7)
+        assert sink.status().last_batch_id == 7
+    assert caplog.text.count("batch 7: reading it from Kafka failed") == 2
