@@ -275,7 +275,14 @@ def _path(*keys: str) -> Callable[[dict[str, Any]], float | None]:
 
 
 def _settled(role: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda w: bool(w.get("settled", {}).get(role, False))
+    def settled(w: dict[str, Any]) -> bool:
+        return bool(w.get("settled", {}).get(role, False))
+
+    if role == "driver_workers":
+        # Spark ends Python workers idle for a minute: a window without a batch (Kafka away)
+        # samples their daemon alone, not the workers' memory.
+        return lambda w: settled(w) and bool(w.get("batches", {}).get("count"))
+    return settled
 
 
 def table_role(name: str) -> tuple[str, str]:

@@ -66,6 +66,25 @@ def test_a_restarted_process_is_measured_once_settled() -> None:
     assert jvm_verdict(windows([200, 600, 1000], settled=[False, False, True])) == "too few"
 
 
+def test_python_workers_ended_while_no_batch_ran_are_no_sample() -> None:
+    # A 16-minute run's samples, two Kafka outages and two takeovers: no batch while Kafka was
+    # away, and Spark ended its idle workers (their daemon's 24 MB stayed).
+    values = [205.0, 208, 211, 24, 24, 207, 230, 237, 240, 240, 24, 213, 212, 231, 239, 242]
+    settled = [0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1]
+    ws = [
+        {
+            "t_s": 60.0 * (i + 1),
+            "state_keys": 40_060.0,
+            "pss_mb": {"driver_workers": v},
+            "settled": {"driver_workers": bool(settled[i])},
+            "batches": {"count": 0 if v < 100 else 150},
+        }
+        for i, v in enumerate(values)
+    ]
+    (verdict,) = (v for v in check(ws, default_series(ws, False), 192.0) if "workers" in v.name)
+    assert (verdict.verdict, verdict.samples) == ("flat", 5)
+
+
 def test_history_without_retention_is_exempt_and_with_retention_checked() -> None:
     ws = [
         {"t_s": 60.0 * i, "sink": {"mb": 10.0 * i, "rows": {"offset_commit_history": 1000 * i}}}
