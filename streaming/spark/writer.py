@@ -43,6 +43,8 @@ from state.engine.columns import python_list
 from state.formats.frames import RECORD_FRAME_SCHEMA
 from streaming.spark.output import OUTPUT_TABLE_SCHEMA, decode_each_output
 
+T = TypeVar("T")
+
 log = logging.getLogger("consumer_offsets.batches")
 
 #: Added to a batch's longest waits in its transaction's timeout: the answers and the commit.
@@ -52,8 +54,6 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000
 #: A batch Kafka did not take is tried again after 1 s, then after twice as long each time, up
 #: to this.
 KAFKA_RETRY_MAX_BACKOFF_S = 30.0
-T = TypeVar("T")
-
 #: In a failed Spark job's error: a task's Kafka consumer failed (Kafka unreachable while the
 #: batch reads its requests; Spark's local mode does not retry a task): the client's own errors,
 #: and Spark's source giving up on a record after its poll timeout (``spark.network.timeout``).

@@ -5,7 +5,6 @@ standbys registered beside it, and both read from a read-only sink."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import select
 import signal
@@ -133,10 +132,9 @@ def test_a_holder_frozen_inside_a_write_is_replaced_once_its_store_lets_go(
     if url.startswith("sqlite"):
         # Its write lock is SQLite's only one: no takeover while it lives, expired or not.
         time.sleep(2.5)
-        contender = functools.partial(SqliteSink, url.removeprefix("sqlite:///"))
         with (
             pytest.raises(SinkError, match="database is locked"),
-            contender(busy_timeout_ms=500) as opened,
+            SqliteSink(url.removeprefix("sqlite:///"), busy_timeout_ms=500) as opened,
         ):
             opened.acquire_lease(_NAME, lease_holder(), 60_000)
         holder.signal(signal.SIGKILL)  # the kernel drops its locks: replaced at once
